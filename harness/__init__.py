@@ -1,0 +1,3 @@
+"""agentic-harness: benchmark LLM servers under agentic (coding-agent) traffic."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+"""`harness <verb>`: parses flags and calls one plain function per verb.
+
+Each area registers its verbs in its own `commands.py` (`register(subparsers)`), importing
+heavy modules (torch, pandas, seaborn) inside the handlers so `harness --help` stays fast.
+A handler returns an exit code. Errors the user can cause are `HarnessError`s: printed as one
+line on stderr, exit 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from harness import __version__
+from harness.errors import HarnessError
+
+COMMAND_MODULES = (
+    "harness.trace.commands",
+    "harness.driver.commands",
+    "harness.engine.commands",
+    "harness.analysis.commands",
+    "harness.run_commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Benchmark LLM servers under agentic (coding-agent) traffic.",
+    )
+    parser.add_argument("--version", action="version", version=f"agentic-harness {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # that area has no verbs yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

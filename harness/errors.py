@@ -1,0 +1,69 @@
+"""The harness's exception tree, mapped to one line at the CLI boundary.
+
+    HarnessError                 anything the harness reports as a clean failure (exit 2)
+    ├── InputError               bad user input: names the file, line and field
+    │   ├── TraceFormatError     a trace file that does not parse or validate
+    │   ├── ProfileError         a workload profile with unknown or invalid keys
+    │   ├── ScenarioError        a scenario file with unknown or invalid keys
+    │   └── RunFolderError       a run folder that is missing files or has a bad schema
+    ├── TargetError              an endpoint that cannot be reached at all
+    └── EngineError              the reference engine refused a config or failed to start
+
+A failed *request* is never an exception that escapes the driver: it is a record with a status.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class HarnessError(Exception):
+    """A failure reported to the user as one line, without a traceback."""
+
+
+class InputError(HarnessError):
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.reason = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path if self.line is None else f"{self.path}:{self.line}"
+        if self.field:
+            where = f"{where}: field '{self.field}'" if where else f"field '{self.field}'"
+        return f"{where}: {self.reason}" if where else self.reason
+
+
+class TraceFormatError(InputError):
+    pass
+
+
+class ProfileError(InputError):
+    pass
+
+
+class ScenarioError(InputError):
+    pass
+
+
+class RunFolderError(InputError):
+    pass
+
+
+class TargetError(HarnessError):
+    pass
+
+
+class EngineError(HarnessError):
+    pass

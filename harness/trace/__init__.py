@@ -1,0 +1,1 @@
+"""The trace model, generator, content and formats."""
