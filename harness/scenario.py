@@ -1,0 +1,243 @@
+"""Scenario files: YAML -> a validated, frozen config (unknown keys and wrong types are errors).
+
+A scenario names the workload, the target, the load, SLOs, GPU count, an optional sweep and the
+execution backend. It is validated once, when loaded; errors name the file, the line and the
+dotted field. `--set key=value` overrides are applied to the raw document before validation, so
+they are checked like the file itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness.errors import ScenarioError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Workload(_Strict):
+    profile: str | None = None  # a profile file (workloads/*.yaml); relative to the scenario
+    trace: str | None = None  # or a trace file in any supported format
+    trace_format: Literal["auto", "native", "mooncake", "weka"] = "auto"
+    overrides: dict[str, Any] = Field(default_factory=dict)  # profile fields (dotted keys)
+    sessions: int | None = Field(default=None, gt=0)
+    scale: float | None = Field(default=None, gt=0)
+    seed: int = 1
+    salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Workload:
+        if (self.profile is None) == (self.trace is None):
+            raise ValueError("give exactly one of 'profile' or 'trace'")
+        return self
+
+
+class Endpoint(_Strict):
+    url: str
+    name: str | None = None
+
+
+class EngineTarget(_Strict):
+    mode: Literal["inprocess", "http"] = "inprocess"
+    replicas: int = Field(default=1, ge=1, le=16)
+    options: dict[str, Any] = Field(default_factory=dict)  # EngineConfig fields (vLLM names)
+
+
+class Target(_Strict):
+    kind: Literal["engine", "endpoints"] = "engine"
+    engine: EngineTarget = EngineTarget()
+    endpoints: tuple[Endpoint, ...] = ()
+    model: str | None = None  # default: the engine's served name / the endpoint's first model
+    api: Literal["chat", "completions"] = "completions"
+    prompt_format: Literal["tokens", "text"] = "tokens"
+    api_key_env: str | None = None  # the NAME of an environment variable, never the key
+    api_key_file: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    routing: Literal["round_robin", "least_outstanding", "session_sticky"] = "session_sticky"
+    send_min_tokens: bool = True
+    send_ignore_eos: bool = True
+    scrape_metrics: bool = True  # read the server's Prometheus /metrics before and after
+
+    @model_validator(mode="after")
+    def _endpoints_given(self) -> Target:
+        if self.kind == "endpoints" and not self.endpoints:
+            raise ValueError("kind 'endpoints' needs at least one entry in 'endpoints'")
+        if self.kind == "engine" and self.endpoints:
+            raise ValueError("'endpoints' is only for kind 'endpoints'")
+        return self
+
+
+class Load(_Strict):
+    mode: Literal["closed", "open", "timestamps"] = "closed"
+    concurrency: int = Field(default=4, ge=1)  # closed loop: sessions in flight
+    session_rate: float | None = Field(default=None, gt=0)  # open loop: sessions per second
+    arrival: Literal["poisson", "constant"] = "poisson"
+    time_scale: float = Field(default=1.0, gt=0)  # timestamps mode
+    max_sessions: int | None = Field(default=None, ge=1)
+    max_requests: int | None = Field(default=None, ge=1)
+    max_duration_s: float | None = Field(default=None, gt=0)
+    warmup_s: float = Field(default=0.0, ge=0)
+    warmup_requests: int = Field(default=0, ge=0)
+    cooldown_s: float = Field(default=0.0, ge=0)
+    history: Literal["recorded", "live"] = "recorded"
+    timeout_s: float = Field(default=600.0, gt=0)  # total per request
+
+    @model_validator(mode="after")
+    def _rate_for_open(self) -> Load:
+        if self.mode == "open" and self.session_rate is None:
+            raise ValueError("open-loop load needs 'session_rate'")
+        return self
+
+
+class SweepAxis(_Strict):
+    param: str  # dotted scenario field, e.g. load.concurrency or target.engine.options.max_num_seqs
+    values: tuple[Any, ...] = Field(min_length=1)
+
+
+class Execution(_Strict):
+    backend: Literal["local", "ray"] = "local"
+    workers: int = Field(default=1, ge=1)
+    address: str = "auto"
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    workload: Workload
+    target: Target = Target()
+    load: Load = Load()
+    slos: dict[str, float] = Field(default_factory=dict)  # e.g. ttft_s: 2.0, tpot_s: 0.05
+    gpus: int = Field(default=1, ge=1)
+    sweep: tuple[SweepAxis, ...] = Field(default=(), max_length=2)
+    execution: Execution = Execution()
+    results_dir: str = "results"
+
+    def to_dict(self) -> dict:
+        return self.model_dump(mode="json")
+
+    def points(self) -> list[tuple[str, Scenario]]:
+        """The sweep's points as (label, scenario without sweep); one point when no sweep."""
+        if not self.sweep:
+            return [("", self)]
+        base = self.to_dict()
+        base["sweep"] = []
+        out = []
+        for combo in itertools.product(*(axis.values for axis in self.sweep)):
+            doc = copy.deepcopy(base)
+            labels = []
+            for axis, value in zip(self.sweep, combo, strict=True):
+                set_path(doc, axis.param, value)
+                labels.append(f"{axis.param.rsplit('.', 1)[-1]}={value}")
+            out.append(("-".join(labels), validate(doc, source="<sweep point>")))
+        return out
+
+
+# ---- loading -------------------------------------------------------------------------------
+
+
+def set_path(doc: dict, dotted: str, value: Any) -> None:
+    """Set a dotted key in a nested dict, creating mappings on the way."""
+    keys = dotted.split(".")
+    node = doc
+    for key in keys[:-1]:
+        nxt = node.get(key)
+        if nxt is None:
+            nxt = node[key] = {}
+        if not isinstance(nxt, dict):
+            raise ScenarioError(f"cannot set '{dotted}': '{key}' is not a mapping", field=dotted)
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """'load.concurrency=8' -> ('load.concurrency', 8); the value is read as YAML."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(f"--set expects key=value, got {item!r}")
+    try:
+        return key.strip(), yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"--set {key}: value is not valid YAML ({exc})") from None
+
+
+def _line_of(root: yaml.Node | None, loc: tuple) -> int | None:
+    """1-based line of the YAML node at `loc` (or its nearest existing parent)."""
+    node, line = root, None
+    for part in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            node = None
+    if node is not None:
+        line = node.start_mark.line + 1
+    return line
+
+
+def validate(doc: Any, *, source: str = "<scenario>", root: yaml.Node | None = None) -> Scenario:
+    if not isinstance(doc, dict):
+        raise ScenarioError("a scenario must be a YAML mapping", path=source)
+    try:
+        return Scenario.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        field = ".".join(str(p) for p in loc) or None
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        raise ScenarioError(msg, path=source, line=_line_of(root, loc), field=field) from None
+
+
+def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario: {exc.strerror}", path=path) from None
+    try:
+        root = yaml.compose(text)
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(f"invalid YAML: {problem}", path=path, line=line) from None
+    if isinstance(doc, dict):
+        doc = resolve_paths(doc, path.parent)
+        for item in overrides:
+            key, value = parse_set(item)
+            set_path(doc, key, value)
+    return validate(doc, source=str(path), root=root)
+
+
+def resolve_paths(doc: dict, base: Path) -> dict:
+    """Workload files resolve next to the scenario, then one folder up (the repo), then the cwd."""
+    doc = copy.deepcopy(doc)
+    workload = doc.get("workload")
+    if isinstance(workload, dict):
+        for key in ("profile", "trace"):
+            value = workload.get(key)
+            if isinstance(value, str) and not Path(value).is_absolute():
+                for candidate in (base / value, base.parent / value, Path.cwd() / value):
+                    if candidate.exists():
+                        workload[key] = str(candidate.resolve())
+                        break
+    return doc
+
+
+def dump_scenario(scenario: Scenario, path: str | Path) -> None:
+    """The resolved scenario, loadable again with `load_scenario` as is."""
+    Path(path).write_text(yaml.safe_dump(scenario.to_dict(), sort_keys=False), encoding="utf-8")
