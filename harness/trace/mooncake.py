@@ -1,0 +1,170 @@
+"""Mooncake JSONL: one request per line, `{timestamp, input_length, output_length, hash_ids}`.
+
+`timestamp` is the send time in milliseconds; `hash_ids` are prefix hashes of the prompt's blocks
+(512 tokens by default, the last one possibly partial), so two requests with equal leading ids
+share that prefix. Imported requests become block-mode turns (`Turn.hash_ids`), which keeps the
+block-level sharing exact. Export computes the ids from our materialized content instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from harness.errors import TraceFormatError
+from harness.trace.blocks import BlockHasher
+from harness.trace.content import Content
+from harness.trace.model import Session, Trace, TraceHeader, Turn
+from harness.trace.native import write_lines
+from harness.trace.timeline import send_order
+
+MOONCAKE_BLOCK = 512
+_FIELDS = {"timestamp": (int, float), "input_length": int, "output_length": int, "hash_ids": list}
+
+
+def _check_request(obj, path: Path, line: int) -> None:
+    if not isinstance(obj, dict):
+        raise TraceFormatError("expected a JSON object (one request per line)", path=path, line=line)
+    for name, kind in _FIELDS.items():
+        if name not in obj:
+            raise TraceFormatError("missing", path=path, line=line, field=name)
+        value = obj[name]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise TraceFormatError(f"wrong type {type(value).__name__}", path=path, line=line, field=name)
+        if name != "hash_ids" and value < 0:
+            raise TraceFormatError(f"must be >= 0, got {value}", path=path, line=line, field=name)
+    for i, h in enumerate(obj["hash_ids"]):
+        if isinstance(h, bool) or not isinstance(h, int):
+            raise TraceFormatError("must be an integer", path=path, line=line, field=f"hash_ids[{i}]")
+    if obj["input_length"] < 1:
+        raise TraceFormatError("must be >= 1", path=path, line=line, field="input_length")
+
+
+def _iter_requests(path: Path) -> Iterator[tuple[int, dict]]:
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=path) from exc
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise TraceFormatError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
+            _check_request(obj, path, lineno)
+            yield lineno, obj
+
+
+class _Grouper:
+    """Groups requests into sessions by prefix chains.
+
+    Hash ids are prefix hashes, so the id at block i names the whole prefix up to block i. A
+    request continues the most recent session whose last prompt's full blocks are a prefix of
+    it (and which is shorter); the last block of a prompt is usually partial, so it is not
+    required to match.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.tails: dict[tuple[int, int], int] = {}  # (full blocks, id at last full block) -> session
+
+    def _full_blocks(self, req: dict) -> int:
+        return min(len(req["hash_ids"]), req["input_length"] // self.block_size)
+
+    def find(self, req: dict, sessions: list[list[dict]]) -> int | None:
+        ids = req["hash_ids"]
+        for i in range(len(ids) - 1, -1, -1):
+            sid = self.tails.get((i + 1, ids[i]))
+            if sid is not None and sessions[sid][-1]["input_length"] < req["input_length"]:
+                return sid
+        return None
+
+    def add(self, req: dict, sid: int, sessions: list[list[dict]]) -> None:
+        if sessions[sid]:
+            self._forget(sessions[sid][-1], sid)
+        sessions[sid].append(req)
+        n = self._full_blocks(req)
+        if n:
+            self.tails[(n, req["hash_ids"][n - 1])] = sid
+
+    def _forget(self, req: dict, sid: int) -> None:
+        n = self._full_blocks(req)
+        key = (n, req["hash_ids"][n - 1]) if n else None
+        if key is not None and self.tails.get(key) == sid:
+            del self.tails[key]
+
+
+def _block_turns(reqs: list[dict], keys: tuple[str, str, str, str]) -> tuple[Turn, ...]:
+    """Block-mode turns; think time is the gap between sends (it includes the previous request)."""
+    t_key, in_key, out_key, ids_key = keys
+    turns, prev = [], None
+    for r in reqs:
+        new_input = r[in_key] if prev is None else max(0, r[in_key] - prev[in_key] - prev[out_key])
+        think = 0.0 if prev is None else max(0.0, float(r[t_key] - prev[t_key]))
+        turns.append(
+            Turn(
+                new_input_tokens=new_input,
+                output_tokens=r[out_key],
+                think_s=think,
+                hash_ids=tuple(r[ids_key]),
+                input_tokens=r[in_key],
+            )
+        )
+        prev = r
+    return tuple(turns)
+
+
+def read_mooncake(path: str | Path, *, block_size: int = MOONCAKE_BLOCK, group_sessions: bool = False) -> Trace:
+    path = Path(path)
+    if block_size <= 0:
+        raise TraceFormatError(f"block size must be positive, got {block_size}", path=path)
+    sessions: list[list[dict]] = []
+    grouper = _Grouper(block_size)
+    for _, req in _iter_requests(path):
+        req["t"] = req["timestamp"] / 1000.0
+        sid = grouper.find(req, sessions) if group_sessions else None
+        if sid is None:
+            sessions.append([])
+            sid = len(sessions) - 1
+        grouper.add(req, sid, sessions)
+    if not sessions:
+        raise TraceFormatError("no requests in file", path=path)
+    keys = ("t", "input_length", "output_length", "hash_ids")
+    out = tuple(
+        Session(
+            id=f"r{i:06d}",
+            arrival_s=reqs[0]["t"],
+            system_tokens=0,
+            system_id="none",
+            turns=_block_turns(reqs, keys),
+        )
+        for i, reqs in enumerate(sessions)
+    )
+    meta = {"source": path.name, "source_format": "mooncake", "grouped": group_sessions}
+    return Trace(TraceHeader(profile="mooncake", block_size=block_size, meta=meta), out)
+
+
+def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str | None = None) -> Iterator[str]:
+    """One Mooncake request per trace request, in estimated send order."""
+    content = Content(trace, salt=salt, cache_size=64)
+    hasher = BlockHasher(block_size)
+    for t, sid, k in send_order(trace):
+        segs = content.segments(sid, k)
+        ids = hasher.hash_ids(segs)
+        obj = {
+            "timestamp": int(round(t * 1000)),
+            "input_length": sum(s.length for s in segs),
+            "output_length": trace.session(sid).turns[k].output_tokens,
+            "hash_ids": ids,
+        }
+        yield orjson.dumps(obj).decode()
+
+
+def write_mooncake(trace: Trace, path: str | Path, block_size: int = MOONCAKE_BLOCK, salt: str | None = None) -> None:
+    if block_size <= 0:
+        raise TraceFormatError(f"block size must be positive, got {block_size}", path=path)
+    write_lines(mooncake_lines(trace, block_size=block_size, salt=salt), path)

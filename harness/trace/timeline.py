@@ -1,0 +1,37 @@
+"""Estimated send times of a trace's requests, ignoring service time.
+
+A session's turn is sent at its arrival plus the think times so far; subagents start when the
+parent's spawning turn is sent, and the parent's next turn waits until its subagents' last turns
+have been sent (a join). Ties keep family order: a parent's turn, then the subagents it spawns,
+then the parent's next turn. Stats and the Mooncake export process requests in this order.
+"""
+
+from __future__ import annotations
+
+from harness.trace.model import Session, Trace
+
+
+def _walk(trace: Trace, s: Session, start: float, out: list[tuple[float, int, str, int]]) -> float:
+    """Appends (time, order, session id, turn) for a session and its subagents; returns its end."""
+    t = start
+    for k, turn in enumerate(s.turns):
+        t += turn.think_s
+        out.append((t, len(out), s.id, k))
+        joined = t
+        for child_id in turn.spawns:
+            child = trace.session(child_id)
+            joined = max(joined, _walk(trace, child, t, out))
+        t = joined
+    return t
+
+
+def send_order(trace: Trace) -> list[tuple[float, str, int]]:
+    """`(estimated send time, session id, turn)` for every request, in send order."""
+    out: list[tuple[float, int, str, int]] = []
+    spawned = {c for s in trace.sessions for t in s.turns for c in t.spawns}
+    for s in trace.sessions:
+        # Subagents nobody lists in `spawns` start at their own arrival time.
+        if s.parent is None or s.id not in spawned:
+            _walk(trace, s, s.arrival_s, out)
+    out.sort()
+    return [(t, sid, k) for t, _, sid, k in out]
