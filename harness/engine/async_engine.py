@@ -1,0 +1,152 @@
+"""The in-process async API: the step loop runs in its own thread, off the caller's event loop.
+
+Requests and aborts go to the thread through a locked inbox; each step's outputs come back with
+`loop.call_soon_threadsafe` into one asyncio.Queue per request. Model compute therefore never
+delays the caller's clock (the driver's timestamps stay honest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator
+
+from harness.engine.config import EngineConfig
+from harness.engine.engine import EngineRequestError, EngineStats, LLMEngine, RequestOutput
+from harness.engine.sequence import SamplingParams
+from harness.errors import EngineError
+
+__all__ = ["AsyncEngine", "EngineRequestError", "EngineStats", "RequestOutput", "SamplingParams"]
+
+log = logging.getLogger(__name__)
+_IDLE_WAIT_S = 0.5  # the thread sleeps this long at most when idle (a new request wakes it)
+
+
+class AsyncEngine:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.vocab_size = config.model.vocab_size
+        self.max_model_len = config.model_len
+        self.simulated = config.runner == "simulated"
+        self._engine: LLMEngine | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._inbox: list[tuple[str, object]] = []  # ("add", Request args) | ("abort", id)
+        self._queues: dict[str, asyncio.Queue[RequestOutput]] = {}
+        self._stopping = False
+
+    @property
+    def engine(self) -> LLMEngine:
+        if self._engine is None:
+            raise EngineError("the engine is not started (await AsyncEngine.start() first)")
+        return self._engine
+
+    async def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        # Building the model can take seconds: do it off the loop too.
+        self._engine = await asyncio.to_thread(LLMEngine, self.config)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        if self._thread is None:
+            return
+        with self._lock:
+            self._inbox.extend(("abort", rid) for rid in list(self._queues))
+            self._stopping = True
+        self._wake.set()
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+
+    # ---- requests -----------------------------------------------------------------------
+
+    def generate(self, request_id: str, prompt_token_ids: list[int],
+                 params: SamplingParams) -> AsyncIterator[RequestOutput]:
+        """Validate now (raises EngineRequestError), then stream the request's outputs."""
+        engine = self.engine
+        if self._stopping:
+            raise EngineError("the engine is stopping")
+        if request_id in self._queues:
+            raise EngineRequestError(f"request id {request_id!r} is already in flight")
+        engine.validate(request_id, prompt_token_ids, params)
+        queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
+        self._queues[request_id] = queue
+        self._post("add", (request_id, list(prompt_token_ids), params))
+        return self._stream(request_id, queue)
+
+    async def _stream(self, request_id: str, queue: asyncio.Queue[RequestOutput]) -> AsyncIterator[RequestOutput]:
+        finished = False
+        try:
+            while not finished:
+                out = await queue.get()
+                finished = out.finished
+                yield out
+        finally:
+            self._queues.pop(request_id, None)
+            if not finished:  # cancelled or closed early: the engine stops working on it
+                self._post("abort", request_id)
+
+    async def abort(self, request_id: str) -> None:
+        self._post("abort", request_id)
+
+    def stats(self) -> EngineStats:
+        return self.engine.stats()
+
+    def _post(self, kind: str, item: object) -> None:
+        with self._lock:
+            self._inbox.append((kind, item))
+        self._wake.set()
+
+    # ---- the step loop (engine thread) --------------------------------------------------
+
+    def _run(self) -> None:
+        engine = self.engine
+        while True:
+            with self._lock:
+                inbox, self._inbox = self._inbox, []
+                stopping = self._stopping
+            self._apply(engine, inbox)
+            if stopping and not inbox:
+                for out in engine.fail_all("engine stopped"):
+                    out.finish_reason = "abort"
+                    self._deliver(out)
+                return
+            if not engine.has_unfinished():
+                self._wake.wait(_IDLE_WAIT_S)
+                self._wake.clear()
+                continue
+            try:
+                outputs = engine.step()
+            except Exception as exc:  # a runner failure fails the in-flight requests, not the loop
+                log.exception("engine step failed")
+                outputs = engine.fail_all(f"{type(exc).__name__}: {exc}")
+            for out in outputs:
+                self._deliver(out)
+
+    def _apply(self, engine: LLMEngine, inbox: list[tuple[str, object]]) -> None:
+        for kind, item in inbox:
+            if kind == "add":
+                request_id, prompt, params = item
+                try:
+                    engine.add_request(request_id, prompt, params)
+                except EngineRequestError as exc:  # raced with a duplicate id; report, don't die
+                    self._deliver(RequestOutput(request_id, [], True, "error", len(prompt), 0, 0, 0, 0,
+                                                None, error=str(exc)))
+            else:
+                out = engine.abort_request(item)
+                if out is not None:
+                    self._deliver(out)
+
+    def _deliver(self, out: RequestOutput) -> None:
+        self._loop.call_soon_threadsafe(self._put, out)
+
+    def _put(self, out: RequestOutput) -> None:
+        queue = self._queues.get(out.request_id)
+        if queue is not None:
+            queue.put_nowait(out)

@@ -1,0 +1,225 @@
+"""The device KV block pool: reference counts, a hash-chain prefix cache, an LRU free queue.
+
+Semantics follow vLLM's KVCacheManager / FreeKVCacheBlockQueue:
+- A full block is identified by hash(parent block's hash, its token ids), blake2b with a fixed key,
+  so equal prefixes hash equal in every process. A hit is also verified token by token.
+- Freed blocks keep their hash ("lazy eviction") and can still be hit until reallocated. The free
+  queue is an O(1) LRU (an OrderedDict): allocation pops from the head. A request's blocks are
+  freed tail first, so its private tail is evicted before the prefix others may share; blocks
+  with no hash (partial) go to the head since they hold nothing reusable.
+- A hashed block evicted from the device goes to the CPU tier when one is configured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from harness.engine.cpu_tier import CpuTier
+from harness.engine.sequence import Request
+from harness.errors import EngineError
+
+_HASH_KEY = b"agentic-harness-kv"  # fixed: hashes are equal across processes and runs
+ROOT_HASH = b"\0" * 16
+
+
+def block_hash(parent: bytes, token_ids) -> bytes:
+    data = np.asarray(token_ids, dtype=np.int32).tobytes()
+    return hashlib.blake2b(parent + data, digest_size=16, key=_HASH_KEY).digest()
+
+
+def hash_blocks(token_ids: list[int], block_size: int, known: list[bytes]) -> list[bytes]:
+    """Extend `known` (hashes of the first blocks) to every full block of `token_ids`."""
+    parent = known[-1] if known else ROOT_HASH
+    for i in range(len(known), len(token_ids) // block_size):
+        parent = block_hash(parent, token_ids[i * block_size:(i + 1) * block_size])
+        known.append(parent)
+    return known
+
+
+class KVMover(Protocol):
+    """The runner's copy of one block's KV out of / into the device cache."""
+
+    def save_block(self, block_id: int) -> Any: ...
+    def load_block(self, block_id: int, payload: Any) -> None: ...
+
+
+@dataclass(slots=True)
+class Block:
+    block_id: int
+    ref_cnt: int = 0
+    hash: bytes | None = None
+    token_ids: tuple[int, ...] | None = None
+
+
+@dataclass
+class PrefixHit:
+    """A cached chain in order: device block ids (int) and CPU-tier blocks (hash, tokens, KV)."""
+
+    entries: list[int | tuple[bytes, tuple[int, ...], Any]] = field(default_factory=list)
+
+    @property
+    def device_blocks(self) -> list[int]:
+        return [e for e in self.entries if isinstance(e, int)]
+
+    @property
+    def num_cpu_blocks(self) -> int:
+        return len(self.entries) - len(self.device_blocks)
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
+                 cpu_tier: CpuTier | None = None, mover: KVMover | None = None) -> None:
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self.cached: dict[bytes, int] = {}  # hash -> block id, resident on the device
+        self.cpu_tier = cpu_tier
+        self.mover = mover
+        self.num_evictions = 0
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free_queue)
+
+    @property
+    def usage(self) -> float:
+        return 1.0 - self.num_free / self.num_blocks
+
+    # ---- prefix lookup ------------------------------------------------------------------
+
+    def find_prefix(self, req: Request) -> PrefixHit:
+        """The longest cached chain for the request, capped so one token is left to compute."""
+        hit = PrefixHit()
+        if not self.enable_caching:
+            return hit
+        bs = self.block_size
+        hashes = hash_blocks(req.token_ids, bs, req.block_hashes)
+        for i in range((req.num_tokens - 1) // bs):
+            tokens = tuple(req.token_ids[i * bs:(i + 1) * bs])
+            block_id = self.cached.get(hashes[i])
+            if block_id is not None and self.blocks[block_id].token_ids == tokens:
+                hit.entries.append(block_id)
+                continue
+            cpu = self.cpu_tier.get(hashes[i], tokens) if self.cpu_tier is not None else None
+            if cpu is None:
+                break
+            hit.entries.append((hashes[i], tokens, cpu.payload))
+        return hit
+
+    def can_take(self, hit: PrefixHit, num_new_blocks: int) -> bool:
+        # Touching a free hit block removes it from the free queue, so it no longer counts.
+        reclaimed = sum(1 for b in hit.device_blocks if self.blocks[b].ref_cnt == 0)
+        return hit.num_cpu_blocks + num_new_blocks <= self.num_free - reclaimed
+
+    def take(self, req: Request, hit: PrefixHit) -> None:
+        """Give the request the hit's blocks: share device ones, copy CPU-tier ones back."""
+        # Touch every device hit first so allocating for the CPU ones cannot evict them.
+        self._touch(hit.device_blocks)
+        req.block_table = []
+        for entry in hit.entries:
+            if isinstance(entry, int):
+                req.block_table.append(entry)
+                continue
+            h, tokens, payload = entry
+            (block_id,) = self._allocate(1)
+            if self.mover is not None:
+                self.mover.load_block(block_id, payload)
+            self._register(self.blocks[block_id], h, tokens)
+            req.block_table.append(block_id)
+
+    # ---- allocation ---------------------------------------------------------------------
+
+    def blocks_needed(self, req: Request, num_new_tokens: int) -> int:
+        total = -(-(req.num_computed_tokens + num_new_tokens) // self.block_size)
+        return max(0, total - len(req.block_table))
+
+    def allocate_slots(self, req: Request, num_new_tokens: int) -> bool:
+        """Grow the request's block table to hold `num_new_tokens` more; False if no room."""
+        need = self.blocks_needed(req, num_new_tokens)
+        if need > self.num_free:
+            return False
+        req.block_table.extend(self._allocate(need))
+        return True
+
+    def free(self, req: Request) -> None:
+        for block_id in reversed(req.block_table):
+            block = self.blocks[block_id]
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                self.free_queue[block_id] = None
+                if block.hash is None:
+                    self.free_queue.move_to_end(block_id, last=False)
+        req.block_table = []
+
+    def cache_blocks(self, req: Request) -> None:
+        """Hash and register the request's blocks that are now full and computed."""
+        if not self.enable_caching:
+            return
+        bs = self.block_size
+        n_full = req.num_computed_tokens // bs
+        hashes = hash_blocks(req.token_ids[:n_full * bs], bs, req.block_hashes[:n_full])
+        req.block_hashes[:n_full] = hashes
+        for i in range(n_full):
+            block = self.blocks[req.block_table[i]]
+            if block.hash is None and hashes[i] not in self.cached:
+                self._register(block, hashes[i], tuple(req.token_ids[i * bs:(i + 1) * bs]))
+
+    def _touch(self, block_ids: list[int]) -> None:
+        for block_id in block_ids:
+            block = self.blocks[block_id]
+            if block.ref_cnt == 0:
+                del self.free_queue[block_id]
+            block.ref_cnt += 1
+
+    def _allocate(self, n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            block_id, _ = self.free_queue.popitem(last=False)
+            block = self.blocks[block_id]
+            if block.hash is not None:
+                self._evict(block)
+            block.ref_cnt = 1
+            out.append(block_id)
+        return out
+
+    def _evict(self, block: Block) -> None:
+        del self.cached[block.hash]
+        if self.cpu_tier is not None and self.cpu_tier.capacity > 0:
+            payload = self.mover.save_block(block.block_id) if self.mover is not None else None
+            self.cpu_tier.put(block.hash, block.token_ids, payload)
+        block.hash = block.token_ids = None
+        self.num_evictions += 1
+
+    def _register(self, block: Block, h: bytes, tokens: tuple[int, ...]) -> None:
+        block.hash, block.token_ids = h, tokens
+        self.cached[h] = block.block_id
+
+    # ---- invariants ---------------------------------------------------------------------
+
+    def check_invariants(self, block_tables: list[list[int]]) -> None:
+        """Raise EngineError if the pool disagrees with the live requests' block tables."""
+        refs = Counter(b for table in block_tables for b in table)
+        for block in self.blocks:
+            if block.ref_cnt != refs.get(block.block_id, 0):
+                raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} != {refs.get(block.block_id, 0)} holders")
+            if (block.ref_cnt == 0) != (block.block_id in self.free_queue):
+                raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}")
+            if block.hash is not None and self.cached.get(block.hash) != block.block_id:
+                raise EngineError(f"block {block.block_id}: hash not mapped to it")
+            if (block.hash is None) != (block.token_ids is None):
+                raise EngineError(f"block {block.block_id}: hash and token ids disagree")
+        for h, block_id in self.cached.items():
+            if self.blocks[block_id].hash != h:
+                raise EngineError(f"hash map entry points at block {block_id} with another hash")
+        if self.cpu_tier is not None and len(self.cpu_tier) > self.cpu_tier.capacity:
+            raise EngineError("CPU tier holds more blocks than its capacity")

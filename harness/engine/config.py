@@ -1,0 +1,168 @@
+"""The reference engine's configuration: vLLM's knob names, validated once at construction.
+
+Model presets live here too (pure data, no torch) so the server and the CLI can size things
+without importing the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, fields
+
+from harness.errors import EngineError
+
+VOCAB_SIZE = 32_000
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+RUNNERS = ("torch", "simulated")
+DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
+DEVICES = ("auto", "cpu", "cuda")
+CPU_KV_BUDGET_GB = 1.0  # default KV budget when neither num_gpu_blocks nor a budget is given
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    max_model_len: int
+    rope_theta: float = 500_000.0
+    vocab_size: int = VOCAB_SIZE
+    rms_eps: float = 1e-5
+
+    def kv_bytes_per_token(self, dtype: str) -> int:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * DTYPES[dtype]
+
+
+PRESETS: dict[str, ModelPreset] = {
+    # Runs a 16k-token context on 2 CPU cores in seconds.
+    "tiny": ModelPreset(2, 128, 4, 2, 32, 384, 32_768),
+    "small": ModelPreset(4, 256, 8, 4, 32, 768, 65_536),
+    # TinyLlama-1.1B-shaped, for a GPU; long enough for AgentX's 142k-token contexts.
+    "1b": ModelPreset(22, 2048, 32, 4, 64, 5632, 262_144),
+}
+
+
+def _err(name: str, msg: str) -> EngineError:
+    return EngineError(f"field '{name}': {msg}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    block_size: int = 16
+    num_gpu_blocks: int | None = None  # KV blocks on the device; None -> from kv_cache_memory_gb
+    kv_cache_memory_gb: float | None = None  # budget used when num_gpu_blocks is None
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 64
+    max_model_len: int | None = None  # default: the preset's context limit
+    enable_prefix_caching: bool = True
+    long_prefill_token_threshold: int = 0  # 0 = off (no per-request cap)
+    prefill_schedule_interval: int = 1  # admit prefill work only every N steps
+    cpu_offload_blocks: int = 0  # CPU tier capacity in blocks; 0 = off
+    runner: str = "torch"  # "torch" | "simulated"
+    preset: str = "tiny"
+    device: str = "auto"  # "auto" -> cuda if available else cpu
+    dtype: str = "float32"
+    seed: int = 0
+    cost_model: str | None = None  # path of a calibrated cost model (simulated runner)
+    debug_checks: bool = False  # check block-pool invariants after every step
+    served_model_name: str = "agentic-harness-reference"
+    sim_time_scale: float = 1.0  # simulated runner: wall seconds slept per modelled second (0: none)
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        self._check_choices()
+        self._check_ranges()
+
+    def _check_types(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            kinds = _KINDS[f.name]
+            ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+            if not ok:
+                want = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+                raise _err(f.name, f"expected {want}, got {value!r}")
+
+    def _check_choices(self) -> None:
+        for name, choices in (("runner", RUNNERS), ("preset", tuple(PRESETS)),
+                              ("dtype", tuple(DTYPES)), ("device", DEVICES)):
+            value = getattr(self, name)
+            if value not in choices and not (name == "device" and value.startswith("cuda:")):
+                raise _err(name, f"{value!r} is not one of {', '.join(choices)}")
+
+    def _check_ranges(self) -> None:
+        positive = ("block_size", "max_num_batched_tokens", "max_num_seqs", "prefill_schedule_interval")
+        for name in positive + ("num_gpu_blocks", "max_model_len"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise _err(name, f"must be positive, got {value}")
+        for name in ("long_prefill_token_threshold", "cpu_offload_blocks", "seed"):
+            if getattr(self, name) < 0:
+                raise _err(name, f"must be >= 0, got {getattr(self, name)}")
+        gb = self.kv_cache_memory_gb
+        if gb is not None and not (math.isfinite(gb) and gb > 0):
+            raise _err("kv_cache_memory_gb", f"must be a positive number, got {gb}")
+        if not (math.isfinite(self.sim_time_scale) and self.sim_time_scale >= 0):
+            raise _err("sim_time_scale", f"must be a number >= 0, got {self.sim_time_scale}")
+        if self.max_model_len is not None and self.runner == "torch":
+            limit = self.model.max_model_len
+            if self.max_model_len > limit:
+                raise _err("max_model_len", f"{self.max_model_len} exceeds preset '{self.preset}' limit {limit}")
+        if self.total_blocks < 2:
+            raise _err("num_gpu_blocks", f"the KV cache holds {self.total_blocks} blocks; need >= 2")
+
+    @property
+    def model(self) -> ModelPreset:
+        return PRESETS[self.preset]
+
+    @property
+    def model_len(self) -> int:
+        """The effective max_model_len."""
+        return self.max_model_len if self.max_model_len is not None else self.model.max_model_len
+
+    @property
+    def total_blocks(self) -> int:
+        """Device KV blocks: num_gpu_blocks, or what kv_cache_memory_gb holds."""
+        if self.num_gpu_blocks is not None:
+            return self.num_gpu_blocks
+        gb = self.kv_cache_memory_gb if self.kv_cache_memory_gb is not None else CPU_KV_BUDGET_GB
+        per_block = self.model.kv_bytes_per_token(self.dtype) * self.block_size
+        return int(gb * 2**30) // per_block
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EngineConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise EngineError(f"unknown engine option(s): {', '.join(unknown)}")
+        return cls(**d)
+
+    def replace(self, **changes) -> EngineConfig:
+        return dataclasses.replace(self, **changes)
+
+
+_NONE = type(None)
+_KINDS: dict[str, tuple[type, ...]] = {
+    "block_size": (int,),
+    "num_gpu_blocks": (int, _NONE),
+    "kv_cache_memory_gb": (int, float, _NONE),
+    "max_num_batched_tokens": (int,),
+    "max_num_seqs": (int,),
+    "max_model_len": (int, _NONE),
+    "enable_prefix_caching": (bool,),
+    "long_prefill_token_threshold": (int,),
+    "prefill_schedule_interval": (int,),
+    "cpu_offload_blocks": (int,),
+    "runner": (str,),
+    "preset": (str,),
+    "device": (str,),
+    "dtype": (str,),
+    "seed": (int,),
+    "cost_model": (str, _NONE),
+    "debug_checks": (bool,),
+    "served_model_name": (str,),
+    "sim_time_scale": (int, float),
+}

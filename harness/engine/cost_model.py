@@ -1,0 +1,140 @@
+"""The simulated runner's step-time model, and `calibrate`, which fits it to the torch runner.
+
+    step_s = fixed + per_token * tokens + per_attended * (query, key) pairs + per_sample * samples
+
+`tokens` drives the linear layers, attended pairs drive attention (a chunk of n tokens over s
+cached ones attends n*s + n(n+1)/2 pairs), samples drive the LM head and sampling. The terms are
+fitted by non-negative least squares on timed torch-runner steps of varied shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from harness.engine.config import EngineConfig
+from harness.engine.scheduler import ScheduledChunk
+from harness.engine.sequence import Request, SamplingParams
+from harness.errors import EngineError
+
+DEFAULT_PATH = "default_cost_model.json"
+
+
+@dataclass(frozen=True)
+class StepShape:
+    tokens: int
+    attended: int
+    samples: int
+
+    @classmethod
+    def of(cls, chunks: list[ScheduledChunk]) -> StepShape:
+        tokens = sum(c.num_tokens for c in chunks)
+        attended = sum(c.num_tokens * c.start + c.num_tokens * (c.num_tokens + 1) // 2 for c in chunks)
+        return cls(tokens, attended, sum(1 for c in chunks if c.samples))
+
+    def features(self) -> list[float]:
+        return [1.0, float(self.tokens), float(self.attended), float(self.samples)]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    fixed_s: float
+    per_token_s: float
+    per_attended_s: float
+    per_sample_s: float
+    meta: dict = field(default_factory=dict)  # device, preset, dtype, fit quality
+
+    def step_seconds(self, shape: StepShape) -> float:
+        coef = (self.fixed_s, self.per_token_s, self.per_attended_s, self.per_sample_s)
+        return float(np.dot(coef, shape.features()))
+
+    @classmethod
+    def load(cls, path: str | None = None) -> CostModel:
+        try:
+            if path is None:
+                text = resources.files("harness.engine").joinpath(DEFAULT_PATH).read_text()
+            else:
+                text = Path(path).read_text()
+            d = json.loads(text)
+            return cls(**d)
+        except (OSError, ValueError, TypeError) as exc:
+            raise EngineError(f"cost model {path or DEFAULT_PATH}: {exc}") from exc
+
+    def save(self, path: str) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+
+def _shapes(max_context: int) -> list[list[tuple[int, int]]]:
+    """Steps to time: each a list of (cached start, chunk tokens) per request."""
+    steps = []
+    for start in (0, 1024, 4096, 16384):
+        for n in (64, 512, 2048):
+            if start + n <= max_context:
+                steps.append([(start, n)])
+    for ctx in (256, 2048, 8192):
+        for batch in (1, 8, 32):
+            if ctx < max_context:
+                steps.append([(ctx, 1)] * batch)
+    steps.append([(4096, 512)] + [(2048, 1)] * 8)  # a mixed step
+    return steps
+
+
+def _chunks(step: list[tuple[int, int]], block_size: int) -> list[ScheduledChunk]:
+    rng = np.random.default_rng(0)
+    chunks, next_block = [], 0
+    for i, (start, n) in enumerate(step):
+        tokens = rng.integers(1000, 32000, size=start + n).tolist()
+        req = Request(f"cal-{i}", tokens, SamplingParams(max_tokens=1), 0.0)
+        blocks = -(-(start + n) // block_size)
+        req.block_table = list(range(next_block, next_block + blocks))
+        next_block += blocks
+        chunks.append(ScheduledChunk(req, start, n))
+    return chunks
+
+
+def _time_step(runner, chunks: list[ScheduledChunk], reps: int) -> float:
+    runner.execute(chunks)  # warm-up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        runner.execute(chunks)
+        if runner.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(runner.device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def calibrate(config: EngineConfig, out_path: str, *, max_context: int = 20_480, reps: int = 3) -> dict:
+    """Time the torch runner on this device, fit the cost model, write it as JSON; return it."""
+    from harness.engine.runner_torch import TorchRunner
+
+    max_context = min(max_context, config.model_len)
+    steps = _shapes(max_context)
+    need = max(sum(-(-(s + n) // config.block_size) for s, n in step) for step in steps)
+    runner = TorchRunner(config.replace(runner="torch", num_gpu_blocks=need + 1, cpu_offload_blocks=0))
+    rows, ys = [], []
+    for step in steps:
+        chunks = _chunks(step, config.block_size)
+        rows.append(StepShape.of(chunks).features())
+        ys.append(_time_step(runner, chunks, reps))
+    from scipy.optimize import nnls
+
+    coef, _ = nnls(np.array(rows), np.array(ys))
+    pred = np.array(rows) @ coef
+    rel = np.abs(pred - ys) / np.array(ys)
+    model = CostModel(*map(float, coef), meta={
+        "device": runner.device_name, "machine": platform.processor() or platform.machine(),
+        "preset": config.preset, "dtype": config.dtype, "block_size": config.block_size,
+        "steps_timed": len(steps), "median_rel_error": float(np.median(rel)),
+        "max_rel_error": float(rel.max())})
+    model.save(out_path)
+    return asdict(model)

@@ -1,0 +1,50 @@
+"""The simulated runner: the real scheduler and block pool, no model math.
+
+Each step takes the time the cost model gives for its shape (slept in wall time, scaled by
+`sim_time_scale`; 0 only advances `sim_time_s`). Outputs are deterministic token ids: a function
+of the request's last token and position, so runs are repeatable and caching cannot change them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from harness.engine.config import EngineConfig
+from harness.engine.cost_model import CostModel, StepShape
+from harness.engine.scheduler import ScheduledChunk
+
+_FIRST_ID = 1000  # outputs avoid the special and role-marker ids
+
+
+class SimRunner:
+    simulated = True
+    device_name = "simulated"
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.cost = CostModel.load(config.cost_model)
+        self.vocab_size = config.model.vocab_size
+        self.sim_time_s = 0.0  # modelled time of every step so far
+        self.last_step_s = 0.0
+
+    def execute(self, chunks: list[ScheduledChunk]) -> dict[str, int]:
+        if not chunks:
+            return {}
+        seconds = self.cost.step_seconds(StepShape.of(chunks))
+        self.sim_time_s += seconds
+        self.last_step_s = seconds
+        if self.config.sim_time_scale > 0:
+            time.sleep(seconds * self.config.sim_time_scale)
+        return {c.request.request_id: self._token(c) for c in chunks if c.samples}
+
+    def _token(self, c: ScheduledChunk) -> int:
+        req = c.request
+        x = (req.token_ids[-1] * 2654435761 + req.num_tokens * 40503 + self.config.seed * 97) % 2**32
+        return _FIRST_ID + x % (self.vocab_size - _FIRST_ID)
+
+    # The CPU tier stores only hashes for the simulated runner: there is no KV to copy.
+    def save_block(self, block_id: int) -> None:
+        return None
+
+    def load_block(self, block_id: int, payload: None) -> None:
+        return None

@@ -1,0 +1,152 @@
+"""Continuous batching in one token-budget loop (vLLM v1's scheduler, reduced to its bookkeeping).
+
+Each step: running requests first (decodes and continuing chunked prefills, in admission order),
+then waiting ones, strictly FCFS: the head of the queue blocks those behind it. A prefill chunk is
+capped by the step's remaining budget and by `long_prefill_token_threshold` when set. When blocks
+run out, the latest-arrived running request is preempted by recompute: its blocks are freed (they
+keep their hashes, so re-admission usually hits them) and it returns to the head of the queue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from harness.engine.block_pool import BlockPool
+from harness.engine.config import EngineConfig
+from harness.engine.sequence import Request, RequestStatus
+
+
+@dataclass(slots=True)
+class ScheduledChunk:
+    request: Request
+    start: int  # tokens already computed (the chunk's first position)
+    num_tokens: int
+
+    @property
+    def samples(self) -> bool:
+        """The chunk reaches the end of the request's tokens, so it yields the next token."""
+        return self.start + self.num_tokens == self.request.num_tokens
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, pool: BlockPool) -> None:
+        self.config = config
+        self.pool = pool
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.num_steps = 0
+        self.num_preemptions = 0
+        self.prefix_cache_queries = 0  # prompt tokens looked up at first admission
+        self.prefix_cache_hits = 0  # of which served from the device cache or the CPU tier
+        self.cpu_cache_hits = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def add(self, req: Request) -> None:
+        self.waiting.append(req)
+
+    def remove(self, req: Request) -> None:
+        """Take a request out (finished or aborted) and free its blocks."""
+        if req.status is RequestStatus.RUNNING:
+            self.running.remove(req)
+            self.pool.free(req)
+        elif req.status is RequestStatus.WAITING:
+            self.waiting.remove(req)
+        req.status = RequestStatus.FINISHED
+
+    # ---- one step -----------------------------------------------------------------------
+
+    def schedule(self) -> list[ScheduledChunk]:
+        self.num_steps += 1
+        budget = self.config.max_num_batched_tokens
+        chunks: list[ScheduledChunk] = []
+        prefill_ok = self._prefill_turn()
+        budget, preempted = self._schedule_running(chunks, budget, prefill_ok)
+        if not preempted and prefill_ok:
+            self._schedule_waiting(chunks, budget)
+        return chunks
+
+    def _prefill_turn(self) -> bool:
+        # The interval throttles prefill only while there are decodes to protect; an engine with
+        # nothing to decode would otherwise idle through the skipped steps.
+        interval = self.config.prefill_schedule_interval
+        if interval == 1 or self.num_steps % interval == 0:
+            return True
+        return not any(not r.is_prefill for r in self.running)
+
+    def _chunk_size(self, remaining: int, budget: int) -> int:
+        cap = self.config.long_prefill_token_threshold
+        return min(remaining, budget, cap) if cap > 0 else min(remaining, budget)
+
+    def _schedule_running(self, chunks: list[ScheduledChunk], budget: int,
+                          prefill_ok: bool) -> tuple[int, bool]:
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            if req.is_prefill and not prefill_ok:
+                i += 1
+                continue
+            n = self._chunk_size(req.num_tokens - req.num_computed_tokens, budget)
+            while not self.pool.allocate_slots(req, n):
+                preempted = True
+                victim = max(self.running, key=lambda r: r.arrival)
+                budget += self._preempt(victim, chunks)
+                if victim is req:
+                    break
+            if req.status is RequestStatus.RUNNING:
+                chunks.append(ScheduledChunk(req, req.num_computed_tokens, n))
+                budget -= n
+            i = self.running.index(req) + 1 if req in self.running else i
+        return budget, preempted
+
+    def _preempt(self, victim: Request, chunks: list[ScheduledChunk]) -> int:
+        """Recompute preemption; returns the budget the victim's dropped chunk gave back."""
+        refund = 0
+        for c in chunks:
+            if c.request is victim:
+                refund = c.num_tokens
+                chunks.remove(c)
+                break
+        self.running.remove(victim)
+        self.pool.free(victim)
+        victim.num_computed_tokens = 0
+        victim.status = RequestStatus.WAITING
+        victim.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        self.num_preemptions += 1
+        return refund
+
+    def _schedule_waiting(self, chunks: list[ScheduledChunk], budget: int) -> None:
+        bs = self.pool.block_size
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            hit = self.pool.find_prefix(req)
+            num_hit = len(hit.entries) * bs
+            n = self._chunk_size(req.num_tokens - num_hit, budget)
+            if not self.pool.can_take(hit, -(-(num_hit + n) // bs) - len(hit.entries)):
+                break
+            self.pool.take(req, hit)
+            req.num_computed_tokens = num_hit
+            self.pool.allocate_slots(req, n)
+            if not req.admitted:
+                self._first_admission(req, num_hit, hit.num_cpu_blocks * bs)
+            self.waiting.popleft()
+            req.status = RequestStatus.RUNNING
+            self.running.append(req)
+            chunks.append(ScheduledChunk(req, num_hit, n))
+            budget -= n
+
+    def _first_admission(self, req: Request, num_hit: int, num_cpu: int) -> None:
+        # vLLM semantics: cached_tokens is what the first admission found, never updated after.
+        req.cached_tokens_device = num_hit - num_cpu
+        req.cached_tokens_cpu = num_cpu
+        self.prefix_cache_queries += req.num_prompt_tokens
+        self.prefix_cache_hits += num_hit
+        self.cpu_cache_hits += num_cpu
+
+    def check_invariants(self) -> None:
+        self.pool.check_invariants([r.block_table for r in self.running])

@@ -1,0 +1,80 @@
+"""One request's state inside the engine: its tokens, how many are computed, its KV blocks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+
+class RequestStatus(Enum):
+    WAITING = auto()
+    RUNNING = auto()
+    FINISHED = auto()
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    temperature: float = 0.0  # 0 = greedy (the tests' equivalence needs greedy)
+    stop_token_ids: tuple[int, ...] = ()
+
+
+class Request:
+    def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
+                 arrival: float) -> None:
+        self.request_id = request_id
+        self.params = params
+        self.arrival = arrival
+        self.num_prompt_tokens = len(prompt_token_ids)
+        # Prompt then outputs: after a recompute preemption the outputs are re-prefilled too.
+        self.token_ids: list[int] = list(prompt_token_ids)
+        self.num_computed_tokens = 0
+        self.block_table: list[int] = []
+        self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
+        self.status = RequestStatus.WAITING
+        self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
+        self.cached_tokens_cpu = 0
+        self.first_scheduled_at: float | None = None
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None
+        self.num_emitted = 0  # outputs already handed to the caller
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return self.num_tokens - self.num_prompt_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        return max(self.cached_tokens_device, 0) + self.cached_tokens_cpu
+
+    @property
+    def admitted(self) -> bool:
+        return self.cached_tokens_device >= 0
+
+    @property
+    def is_prefill(self) -> bool:
+        """True while prompt tokens (or re-prefilled outputs) remain to compute."""
+        return self.num_computed_tokens < self.num_tokens - 1 or self.num_output_tokens == 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status is RequestStatus.FINISHED
+
+    def append_token(self, token: int) -> None:
+        self.token_ids.append(token)
+        p = self.params
+        n = self.num_output_tokens
+        if n >= p.max_tokens:
+            self.finish_reason = "length"
+        elif n >= p.min_tokens and (token in p.stop_token_ids or (token == 2 and not p.ignore_eos)):
+            self.finish_reason = "stop"
