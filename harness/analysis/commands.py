@@ -1,0 +1,68 @@
+"""`harness analyze`, `harness compare`, `harness report`: parse flags, call one function each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="compute a run's metrics: summary.json, histograms, a table")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--gpus", type=float, default=None, help="GPUs serving the run (default: manifest n_gpus, else 1)")
+    p.add_argument("--slo", action="append", default=None, metavar="METRIC=VALUE",
+                   help="e.g. ttft_p90=2s, tpot=50ms, interactivity_p90=20 (repeatable; default: the scenario's)")
+    p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    p.set_defaults(func=_analyze)
+
+    p = sub.add_parser("compare", help="baseline vs run: change, significance, CI thresholds")
+    p.add_argument("runs", nargs="*", metavar="RUN_DIR", help="BASELINE RUN (or use --baseline/--run)")
+    p.add_argument("--baseline", action="append", default=[], help="a baseline run folder or glob (repeatable: pooled)")
+    p.add_argument("--run", action="append", default=[], help="a run folder or glob (repeatable: pooled)")
+    p.add_argument("--fail-on", default=None, metavar="SPEC",
+                   help="e.g. 'ttft_p90:+10%%,tpgs:-5%%,cache_hit_rate:-0.02': exit 1 on a significant change past it")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    p.add_argument("--alpha", type=float, default=0.01, help="significance level of the Mann-Whitney U test")
+    p.add_argument("--min-change", type=float, default=0.02, help="smallest relative change called significant")
+    p.set_defaults(func=_compare)
+
+    p = sub.add_parser("report", help="write a self-contained report.html (several runs: side by side)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("-o", "--output", default=None, help="output file (default: RUN_DIR/report.html of the first run)")
+    p.set_defaults(func=_report)
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from harness.analysis.summary import analyze_run
+    from harness.analysis.table import summary_table
+
+    summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo)
+    print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from harness.analysis.compare import compare_runs, render
+    from harness.errors import InputError
+
+    baseline, run = list(args.baseline), list(args.run)
+    positional = list(args.runs)
+    if not baseline and positional:
+        baseline.append(positional.pop(0))
+    run.extend(positional)
+    if not baseline or not run:
+        raise InputError("give a baseline and a run: harness compare BASELINE RUN (or --baseline/--run)")
+    result = compare_runs(baseline, run, fail_on=args.fail_on, alpha=args.alpha, min_change=args.min_change)
+    print(render(result, args.format))
+    for failure in result.failures:
+        print(f"harness: regression: {failure}", file=sys.stderr)
+    return 1 if result.failures else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from harness.analysis.report import write_report
+
+    path = write_report(args.run_dirs, args.output)
+    print(f"wrote {path}")
+    return 0

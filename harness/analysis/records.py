@@ -1,0 +1,241 @@
+"""THE loader of a run folder: records.jsonl -> pandas DataFrame, plus manifest, summary and trace.
+
+Everything that reads results (analyzer, compare, report, notebooks) goes through `load_run`,
+so a run folder is validated in one place. Records are parsed column by column (one list per
+field) rather than as a list of dicts: a million records then cost a DataFrame, not a million
+dicts. A truncated final line (an interrupted run) is skipped with a warning; any other bad line
+is a `RunFolderError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from harness.errors import RunFolderError
+from harness.schema import (
+    MANIFEST_FILE,
+    MANIFEST_REQUIRED,
+    RECORD_FIELDS,
+    RECORD_SCHEMA_VERSION,
+    RECORDS_FILE,
+    SUMMARY_FILE,
+    TRACE_FILE,
+)
+from harness.trace.model import Trace
+
+# Without these a record cannot be placed on the run clock or classified.
+REQUIRED_FIELDS = ("request_id", "session_id", "t_sent", "status", "phase")
+FLOAT_FIELDS = ("t_scheduled", "t_sent", "t_first_token", "t_last_token", "t_done")
+COUNT_FIELDS = (
+    "turn",
+    "prompt_tokens_expected",
+    "output_tokens_expected",
+    "cached_tokens_ideal",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+)
+
+
+class RunFolderWarning(UserWarning):
+    """Something in a run folder was skipped but the run is still usable."""
+
+
+@dataclass
+class Run:
+    path: Path
+    records: pd.DataFrame  # every record, all phases; `line` is its line in records.jsonl
+    manifest: dict
+    summary: dict | None = None
+    trace: Trace | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("run_id") or self.path.name)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.manifest.get("simulated", False))
+
+    @cached_property
+    def measured(self) -> pd.DataFrame:
+        """Records of the measurement window (warm-up and cool-down excluded), any status."""
+        return self.records[self.records["phase"] == "measure"]
+
+    @cached_property
+    def ok(self) -> pd.DataFrame:
+        """The records every latency metric is computed from: measured and status ok."""
+        m = self.measured
+        return m[m["status"] == "ok"]
+
+
+def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
+    path = Path(path)
+    if not path.is_dir():
+        raise RunFolderError("not a run folder (no such directory)", path=path)
+    manifest = read_manifest(path / MANIFEST_FILE)
+    records, notes = read_records(path / RECORDS_FILE)
+    run = Run(path=path, records=records, manifest=manifest, warnings=notes)
+    run.summary = _read_optional_json(path / SUMMARY_FILE)
+    if with_trace and (path / TRACE_FILE).is_file():
+        from harness.trace.native import read_trace
+
+        run.trace = read_trace(path / TRACE_FILE)
+    return run
+
+
+def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True) -> list[Run]:
+    """Several runs, e.g. repeats to pool or runs to compare; globs are expanded."""
+    return [load_run(p, with_trace=with_trace) for p in expand_run_dirs(paths)]
+
+
+def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for pattern in patterns:
+        text = str(pattern)
+        if glob.has_magic(text):
+            matches = sorted(Path(p) for p in glob.glob(text) if Path(p).is_dir())
+            if not matches:
+                raise RunFolderError("the pattern matches no run folder", path=text)
+            out.extend(matches)
+        else:
+            out.append(Path(text))
+    return out
+
+
+def read_manifest(path: Path) -> dict:
+    if not path.is_file():
+        raise RunFolderError(f"missing {MANIFEST_FILE}; is this a run folder?", path=path)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunFolderError(f"cannot read manifest ({exc})", path=path) from exc
+    if not isinstance(manifest, dict):
+        raise RunFolderError("the manifest must be a JSON object", path=path)
+    for key in MANIFEST_REQUIRED:
+        if key not in manifest:
+            raise RunFolderError("missing required key", path=path, field=key)
+    version = manifest["schema_version"]
+    if version != RECORD_SCHEMA_VERSION:
+        raise RunFolderError(
+            f"unknown record schema version {version!r} (this harness reads {RECORD_SCHEMA_VERSION})",
+            path=path,
+            field="schema_version",
+        )
+    return manifest
+
+
+def read_records(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    if not path.is_file():
+        raise RunFolderError(f"missing {RECORDS_FILE}", path=path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunFolderError(f"cannot read records ({exc.strerror})", path=path) from exc
+    columns, lines, notes = _parse_lines(data, path)
+    frame = _to_frame(columns, lines, path)
+    _check_required(frame, path)
+    frame.attrs["path"] = str(path)
+    return frame, notes
+
+
+def _parse_lines(data: bytes, path: Path) -> tuple[dict[str, list], list[int], list[str]]:
+    raw_lines = data.split(b"\n")
+    columns: dict[str, list] = {name: [] for name in RECORD_FIELDS}
+    appenders = [(name, columns[name].append) for name in RECORD_FIELDS]
+    line_numbers: list[int] = []
+    notes: list[str] = []
+    last = len(raw_lines)
+    while last > 0 and not raw_lines[last - 1].strip():
+        last -= 1
+    for lineno, raw in enumerate(raw_lines[:last], start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if lineno == last:  # an interrupted run leaves a half-written final line
+                notes.append(_warn(f"{path}:{lineno}: truncated final record skipped ({exc})"))
+                break
+            raise RunFolderError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
+        if not isinstance(obj, dict):
+            raise RunFolderError("expected a JSON object (one record per line)", path=path, line=lineno)
+        get = obj.get
+        for name, append in appenders:
+            append(get(name))
+        line_numbers.append(lineno)
+    return columns, line_numbers, notes
+
+
+def _warn(message: str) -> str:
+    warnings.warn(message, RunFolderWarning, stacklevel=4)
+    return message
+
+
+def _to_frame(columns: dict[str, list], lines: list[int], path: Path) -> pd.DataFrame:
+    frame = pd.DataFrame({"line": np.asarray(lines, dtype=np.int64)})
+    for name in RECORD_FIELDS:
+        values = columns[name]
+        if name in FLOAT_FIELDS or name in COUNT_FIELDS:
+            # None -> NaN; counts stay float so that "not reported" survives as NaN.
+            frame[name] = _numeric(values, lines, path, name)
+        else:
+            frame[name] = pd.Series(values, dtype=object)
+        values.clear()
+    frame["error_class"] = [
+        (e.get("class") if isinstance(e, dict) else None) for e in frame["error"].tolist()
+    ]
+    return frame
+
+
+def _numeric(values: list, lines: list[int], path: Path, name: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        for value, line in zip(values, lines, strict=True):
+            if value is not None and not isinstance(value, int | float):
+                raise RunFolderError(f"expected a number, got {value!r}", path=path, line=line, field=name) from None
+        raise
+
+
+def _check_required(frame: pd.DataFrame, path: Path) -> None:
+    for name in REQUIRED_FIELDS:
+        missing = frame[name].isna().to_numpy()
+        if missing.any():
+            line = int(frame["line"].to_numpy()[missing.argmax()])
+            raise RunFolderError("missing or not a valid value", path=path, line=line, field=name)
+    _check_enum(frame, path, "status", ("ok", "error", "timeout", "cancelled"))
+    _check_enum(frame, path, "phase", ("warmup", "measure", "cooldown"))
+
+
+def _check_enum(frame: pd.DataFrame, path: Path, name: str, allowed: tuple[str, ...]) -> None:
+    bad = ~frame[name].isin(allowed).to_numpy()
+    if bad.any():
+        i = int(bad.argmax())
+        value = frame[name].iloc[i]
+        raise RunFolderError(
+            f"{value!r} is not one of {', '.join(allowed)}",
+            path=path,
+            line=int(frame["line"].iloc[i]),
+            field=name,
+        )
+
+
+def _read_optional_json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunFolderError(f"cannot read ({exc})", path=path) from exc

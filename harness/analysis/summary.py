@@ -1,0 +1,153 @@
+"""`summary.json`: every headline number of a run under stable, documented keys (docs/metrics.md).
+
+`analyze(run)` computes everything once into an `Analysis` (the report and plots reuse it);
+`analyze_run(run_dir)` is what `harness analyze` and `harness run` call: it writes summary.json
+and histograms.json into the run folder and returns the summary dict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from harness.analysis import cache, histograms, metrics, sessions
+from harness.analysis.records import Run, load_run
+from harness.analysis.slo import Slo, goodput, parse_slos
+from harness.errors import InputError, RunFolderError
+from harness.schema import SCENARIO_FILE, SUMMARY_FILE
+
+SUMMARY_VERSION = 1
+
+
+@dataclass
+class Analysis:
+    run: Run
+    per_request: pd.DataFrame  # metrics.request_metrics of the ok records
+    itl: metrics.InterTokenLatency
+    misses: pd.DataFrame  # cache.attribute_misses of the ok records
+    tasks: pd.DataFrame  # sessions.task_table of all records
+    summary: dict
+
+    def histograms(self) -> dict:
+        h = {m: histograms.histogram_of(self.per_request[m]) for m in ("ttft", "tpot", "e2el")}
+        h["itl"] = histograms.histogram_of(self.itl.values, self.itl.weights)
+        return h
+
+
+def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) -> Analysis:
+    ok = run.ok
+    per_request = metrics.request_metrics(ok)
+    itl = metrics.itl_of(ok)
+    misses = cache.attribute_misses(ok)
+    session_info, tasks = sessions.session_summary(run.records, per_request["ttft"], run.trace)
+    n_gpus, gpu_source = _n_gpus(run, gpus)
+    slos = slos if slos is not None else scenario_slos(run.path)
+    rates = metrics.throughput(ok)
+    roots = sessions.task_roots(ok)
+    complete = set(tasks.loc[tasks["complete"], "task"])
+    duration = rates["duration_s"]
+    rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
+    tpgs = metrics.tpgs(ok, n_gpus)
+    hit = cache.hit_rates(misses)
+    summary = {
+        "summary_version": SUMMARY_VERSION,
+        "run_id": run.name,
+        "simulated": run.simulated,
+        **_counts(run),
+        "errors_by_class": metrics.error_counts(run.measured),
+        "ttft_s": metrics.percentiles(per_request["ttft"]),
+        "tpot_s": metrics.percentiles(per_request["tpot"]),
+        "itl_s": metrics.percentiles(itl.samples()),
+        "e2el_s": metrics.percentiles(per_request["e2el"]),
+        "e2el_per_token_s": metrics.percentiles(per_request["e2el_per_token"]),
+        "interactivity_tok_s": metrics.percentiles(per_request["interactivity"]),
+        "interactivity_p90": metrics.p90_inverse(per_request["tpot"]),
+        "e2e_interactivity_p90": metrics.p90_inverse(per_request["e2el_per_token"]),
+        "n_gpus": n_gpus,
+        "n_gpus_source": gpu_source,
+        "tpgs": tpgs["tpgs"],
+        "tpgs_parts": {k: tpgs[k] for k in ("cached", "uncached_input", "output")},
+        "throughput": rates,
+        "goodput": goodput(per_request, slos, duration, roots),
+        "cache_hit_rate": hit["cache_hit_rate"],
+        "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
+        "cache": {**hit, "session_moves": cache.session_moves(ok, misses)},
+        "sessions": session_info,
+        "warnings": list(run.warnings),
+    }
+    return Analysis(run, per_request, itl, misses, tasks, _clean(summary))
+
+
+def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None) -> dict:
+    run = load_run(run_dir)
+    parsed = parse_slos(slos) if slos else None
+    result = analyze(run, gpus=gpus, slos=parsed)
+    write_summary(result.summary, run.path)
+    histograms.write_histograms(result.histograms(), run.path)
+    return result.summary
+
+
+def write_summary(summary: dict, run_dir: Path) -> Path:
+    path = Path(run_dir) / SUMMARY_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _counts(run: Run) -> dict:
+    phases = run.records["phase"].value_counts()
+    measured = run.measured
+    return {
+        "requests_total": int(len(measured)),
+        "requests_ok": int((measured["status"] == "ok").sum()),
+        "requests_failed": int((measured["status"] != "ok").sum()),
+        "requests_excluded": {p: int(phases.get(p, 0)) for p in ("warmup", "cooldown")},
+        "status_counts": {str(k): int(v) for k, v in measured["status"].value_counts().sort_index().items()},
+    }
+
+
+def _n_gpus(run: Run, gpus: float | None) -> tuple[float, str]:
+    if gpus is not None:
+        if not gpus > 0:
+            raise InputError(f"must be > 0, got {gpus}", field="--gpus")
+        return float(gpus), "argument"
+    value = run.manifest.get("n_gpus")
+    if isinstance(value, int | float) and value > 0:
+        return float(value), "manifest"
+    return 1.0, "default"
+
+
+def scenario_slos(run_dir: Path) -> list[Slo]:
+    """SLOs from the run's resolved scenario (a top-level `slos` mapping), if it names any."""
+    path = Path(run_dir) / SCENARIO_FILE
+    if not path.is_file():
+        return []
+    try:
+        scenario = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise RunFolderError(f"cannot read scenario ({exc})", path=path) from exc
+    slos = scenario.get("slos") if isinstance(scenario, dict) else None
+    if not slos:
+        return []
+    if not isinstance(slos, dict):
+        raise RunFolderError("must be a mapping like {ttft_p90: 2s}", path=path, field="slos")
+    return parse_slos(slos, source=f"{path}: slos")
+
+
+def _clean(value):
+    """JSON-safe: NaN/inf become null, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,102 @@
+"""The terminal view of a summary: plain text tables, each saying what it covers and what failed."""
+
+from __future__ import annotations
+
+LATENCY_ROWS = (
+    ("TTFT", "ttft_s"),
+    ("TPOT", "tpot_s"),
+    ("ITL (token-weighted)", "itl_s"),
+    ("E2EL", "e2el_s"),
+)
+COLUMNS = ("p50", "p90", "p95", "p99", "mean", "max")
+
+
+def fmt(value, spec: str = ".4g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def coverage(s: dict) -> str:
+    errors = ", ".join(f"{k} {v}" for k, v in s.get("errors_by_class", {}).items())
+    excluded = s.get("requests_excluded", {})
+    line = f"{s['requests_ok']} ok, {s['requests_failed']} failed"
+    if errors:
+        line += f" ({errors})"
+    return f"{line}; excluded {excluded.get('warmup', 0)} warm-up, {excluded.get('cooldown', 0)} cool-down"
+
+
+def summary_table(s: dict) -> str:
+    head = f"run {s['run_id']}" + ("  [timings from a SIMULATED engine]" if s.get("simulated") else "")
+    lines = [head, f"measured requests: {coverage(s)}", ""]
+    lines += _latency_table(s)
+    lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s)]
+    lines += [f"warning: {w}" for w in s.get("warnings", [])]
+    return "\n".join(lines)
+
+
+def _latency_table(s: dict) -> list[str]:
+    width = max(len(label) for label, _ in LATENCY_ROWS) + 6
+    header = f"{'latency (s)':<{width}}{'count':>8}" + "".join(f"{c:>10}" for c in COLUMNS)
+    rows = [header, "-" * len(header)]
+    for label, key in LATENCY_ROWS:
+        p = s[key]
+        rows.append(f"{label:<{width}}{p['count']:>8}" + "".join(f"{fmt(p[c]):>10}" for c in COLUMNS))
+    rows.append(f"(over {s['requests_ok']} ok requests; {s['requests_failed']} failed requests not included)")
+    return rows
+
+
+def _headline(s: dict) -> list[str]:
+    t, parts = s["throughput"], s["tpgs_parts"]
+    out = [
+        f"P90 interactivity        {fmt(s['interactivity_p90'])} tok/s/user   (1 / p90 TPOT)",
+        f"E2E-norm. interactivity  {fmt(s['e2e_interactivity_p90'])} tok/s/user   (1 / p90 E2EL per token)",
+        f"TPGS                     {fmt(s['tpgs'])} tok/s/GPU on {fmt(s['n_gpus'], 'g')} GPU(s) ({s['n_gpus_source']})"
+        f" = cached {fmt(parts['cached'])} + uncached input {fmt(parts['uncached_input'])}"
+        f" + output {fmt(parts['output'])}",
+        f"throughput               {fmt(t['requests_per_s'])} req/s, {fmt(t['sessions_per_s'])} tasks/s,"
+        f" {fmt(t['output_tokens_per_s'])} output tok/s over {fmt(t['duration_s'])} s",
+    ]
+    g = s.get("goodput")
+    if g:
+        slos = ", ".join(f"{k}={v:g}" for k, v in g["slos"].items())
+        attained = ", ".join(
+            f"{k} {fmt(a['value'])} {'met' if a['met'] else 'MISSED'}" for k, a in g["attained"].items()
+        )
+        out.append(
+            f"goodput                  {fmt(g['requests_per_s'])} req/s, {fmt(g['sessions_per_s'])} tasks/s"
+            f" ({g['requests_meeting']} of {g['requests']} requests meet {slos})"
+        )
+        if attained:
+            out.append(f"SLOs at run level        {attained}")
+    return out
+
+
+def _cache(s: dict) -> list[str]:
+    c = s["cache"]
+    miss = c["miss_tokens"]
+    out = [
+        f"cache hit rate           server {fmt(s['cache_hit_rate'], '.3f')} vs ideal"
+        f" {fmt(s['ideal_cache_hit_rate'], '.3f')} (over {c['requests_reported']} of {c['requests']}"
+        f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
+        f"missed prompt tokens     cold {miss['cold']:.0f}, lost {miss['lost']:.0f}, unknown {miss['unknown']:.0f}",
+    ]
+    moves = c.get("session_moves")
+    if moves:
+        m, st = moves["moved"], moves["stayed"]
+        out.append(
+            f"endpoint moves           {m['requests']} requests moved endpoint: {m['lost_tokens']:.0f} tokens lost,"
+            f" hit {fmt(m['cache_hit_rate'], '.3f')}; stayed: {st['lost_tokens']:.0f} lost,"
+            f" hit {fmt(st['cache_hit_rate'], '.3f')}"
+        )
+    return out
+
+
+def _sessions(s: dict) -> list[str]:
+    x = s["sessions"]
+    tc, cp, jw = x["task_completion_s"], x["critical_path_service_s"], x["join_wait_s"]
+    return [
+        f"tasks                    {x['tasks_complete']} complete of {x['tasks']} ({x['sessions']} sessions;"
+        f" structure {x['structure']})",
+        f"task completion (s)      p50 {fmt(tc['p50'])}  p90 {fmt(tc['p90'])}  max {fmt(tc['max'])}",
+        f"critical path in server  p50 {fmt(cp['p50'])}  p90 {fmt(cp['p90'])} s;"
+        f" join wait p50 {fmt(jw['p50'])}  p90 {fmt(jw['p90'])} s",
+    ]
