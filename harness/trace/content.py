@@ -90,6 +90,11 @@ class Content:
             return head + self._block_segments(s, turn)
         return head + self._context(s, turn) + self._new_input(s, turn)
 
+    def new_segments(self, session_id: str, turn: int) -> list[Segment]:
+        """What turn `turn` (> 0, not block-mode) appends to the previous turn's prompt."""
+        s = self.trace.session(session_id)
+        return [self.output_segment(session_id, turn - 1), *self._new_input(s, turn)]
+
     def output_segment(self, session_id: str, turn: int) -> Segment:
         s = self.trace.session(session_id)
         return Segment(("out", s.id, turn), s.turns[turn].output_tokens, "assistant")

@@ -28,9 +28,13 @@ class IdealPrefixCache:
         # content, and a shorter segment of a key (a partial last block) is a prefix of a longer.
         self._nodes: dict[tuple[int, tuple], list[int]] = {}
 
-    def shared_prefix(self, segments: Sequence[Segment]) -> int:
-        """Tokens of the longest prefix of `segments` an earlier prompt also had."""
-        node, shared = 0, 0
+    def shared_prefix(self, segments: Sequence[Segment], node: int = 0) -> int:
+        """Tokens of the longest prefix of `segments` an earlier prompt also had.
+
+        `node` (from `insert`) starts the walk after an already-inserted prompt, so a turn that
+        extends the previous turn's prompt only walks its new segments.
+        """
+        shared = 0
         for seg in segments:
             entry = self._nodes.get((node, seg.key))
             if entry is None:
@@ -41,8 +45,8 @@ class IdealPrefixCache:
             node = entry[0]
         return shared
 
-    def insert(self, segments: Sequence[Segment]) -> None:
-        node = 0
+    def insert(self, segments: Sequence[Segment], node: int = 0) -> int:
+        """Remember a prompt (continuing from `node`); returns the node where it ends."""
         for seg in segments:
             entry = self._nodes.get((node, seg.key))
             if entry is None:
@@ -50,6 +54,7 @@ class IdealPrefixCache:
             elif seg.length > entry[1]:
                 entry[1] = seg.length
             node = entry[0]
+        return node
 
     def observe(self, segments: Sequence[Segment]) -> int:
         """Hit tokens for this prompt, then remember it. Call in send order."""

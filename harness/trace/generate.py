@@ -1,0 +1,152 @@
+"""Draws agentic sessions from a workload profile: seeded, byte-identical for the same inputs.
+
+Each main session has its own random stream (`default_rng([seed, 1, index])`), so the first N
+sessions of a 2,000-session trace equal an N-session trace of the same seed, and its subagents
+are drawn from the same stream right after it. Only token *counts* are drawn; content (token ids,
+text) is materialized later by `harness.trace.content`, which is why 10,000 sessions take seconds.
+
+Shape of a main session: a task message, then turns whose new input (tool results) grows the
+context until the drawn turn count or `max_context_tokens` ends it. A session that has subagents
+starts them in groups of at most `parallelism` after some of its turns (never the last); the next
+turn joins the group and its new input begins with their final outputs. Subagents start when the
+spawning turn's response ends (the driver's rule), so their `arrival_s` is the parent's arrival.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.trace.model import Session, Trace, TraceHeader, Turn
+from harness.trace.profile import Dist, Profile
+
+GENERATOR_VERSION = 1
+
+
+def _draw(rng: np.random.Generator, d: Dist, n: int) -> np.ndarray:
+    x = d.median * np.exp(d.sigma * rng.standard_normal(n))
+    return np.clip(x, d.min, np.inf if d.max is None else d.max)
+
+
+def _tokens(raw: np.ndarray, scale: float) -> np.ndarray:
+    return np.maximum(1, np.rint(raw * scale)).astype(np.int64)
+
+
+def _thinks(rng: np.random.Generator, d: Dist, n: int) -> list[float]:
+    """Think time before each turn; the first turn is sent at the session's start."""
+    return [0.0] + np.round(_draw(rng, d, n - 1), 3).tolist()
+
+
+def _cap_turns(base: float, inputs: np.ndarray, outputs: np.ndarray, cap: float) -> int:
+    """Turns whose prompt (base + earlier inputs and outputs + own input) stays within `cap`."""
+    prompt = base + np.cumsum(inputs) + np.concatenate(([0.0], np.cumsum(outputs)[:-1]))
+    over = np.flatnonzero(prompt > cap)
+    return max(1, int(over[0]) if over.size else len(inputs))
+
+
+class _SessionDraw:
+    """Raw (unscaled) counts of one session, before subagents are attached."""
+
+    def __init__(self, rng, p: Profile, turns: Dist, first: Dist, new: Dist, out: Dist, base: float):
+        n = max(1, int(np.rint(_draw(rng, turns, 1)[0])))
+        inputs = np.concatenate((_draw(rng, first, 1), _draw(rng, new, n - 1)))
+        outputs = _draw(rng, out, n)
+        n = _cap_turns(base, inputs, outputs, p.max_context_tokens)
+        self.inputs, self.outputs = inputs[:n], outputs[:n]
+        self.context = base + float(np.sum(self.inputs[:-1]) + np.sum(self.outputs[:-1]))
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def context_after(self, k: int) -> float:
+        return float(np.sum(self.inputs[: k + 1]) + np.sum(self.outputs[: k + 1]))
+
+
+class Generator:
+    def __init__(self, profile: Profile, seed: int) -> None:
+        self.p, self.seed, self.scale = profile, seed, profile.scale
+        sys_rng = np.random.default_rng([seed, 3])
+        raw = _draw(sys_rng, profile.system_prompts.tokens, profile.system_prompts.count)
+        self.system_raw = raw
+        self.system_tokens = _tokens(raw, self.scale).tolist()
+
+    def arrivals(self, n: int) -> list[float]:
+        a = self.p.arrival
+        if a.process == "all_at_once":
+            return [0.0] * n
+        if a.process == "constant":
+            return [round(i / a.rate_per_s, 6) for i in range(n)]
+        gaps = np.random.default_rng([self.seed, 2]).exponential(1.0 / a.rate_per_s, n)
+        return np.round(np.concatenate(([0.0], np.cumsum(gaps[:-1]))), 6).tolist()
+
+    def family(self, index: int, arrival: float, width: int) -> list[Session]:
+        p, rng = self.p, np.random.default_rng([self.seed, 1, index])
+        sid = f"s{index:0{width}d}"
+        sys_j = int(rng.integers(p.system_prompts.count))
+        base = float(self.system_raw[sys_j])
+        main = _SessionDraw(rng, p, p.turns, p.first_input_tokens, p.new_input_tokens, p.output_tokens, base)
+        inputs = _tokens(main.inputs, self.scale)
+        outputs = _tokens(main.outputs, self.scale).tolist()
+        thinks = _thinks(rng, p.think_s, len(main))
+        spawns: dict[int, list[str]] = {}
+        children: list[Session] = []
+        for k, size in self._spawn_groups(rng, len(main)):
+            for _ in range(size):
+                child = self._child(rng, f"{sid}.a{len(children) + 1}", sid, k, arrival, sys_j, base + main.context_after(k))
+                children.append(child)
+                spawns.setdefault(k, []).append(child.id)
+                inputs[k + 1] += child.turns[-1].output_tokens  # the join's new input holds the report
+        turns = tuple(
+            Turn(int(i), o, t, tuple(spawns.get(k, ())))
+            for k, (i, o, t) in enumerate(zip(inputs.tolist(), outputs, thinks, strict=True))
+        )
+        return [Session(sid, arrival, self.system_tokens[sys_j], f"sys{sys_j}", turns), *children]
+
+    def _spawn_groups(self, rng: np.random.Generator, n_turns: int) -> list[tuple[int, int]]:
+        """(spawning turn, subagents started after it); never after the last turn."""
+        sub = self.p.subagents
+        if rng.random() >= sub.probability or n_turns < 2:
+            return []
+        count = min(sub.count.max, 1 + int(rng.poisson(sub.count.mean - 1)))
+        sizes = []
+        while count > 0:
+            sizes.append(int(rng.integers(1, min(sub.parallelism, count) + 1)))
+            count -= sizes[-1]
+        sizes = sizes[: n_turns - 1]
+        at = np.sort(rng.choice(n_turns - 1, size=len(sizes), replace=False)).tolist()
+        return list(zip(at, sizes, strict=True))
+
+    def _child(self, rng, cid: str, parent: str, k: int, arrival: float, sys_j: int, context: float) -> Session:
+        sub = self.p.subagents
+        fork = sub.mode == "fork" or (sub.mode == "mix" and rng.random() < sub.fork_fraction)
+        base = context if fork else float(self.system_raw[sys_j])
+        d = _SessionDraw(rng, self.p, sub.turns, sub.first_input_tokens, sub.new_input_tokens, sub.output_tokens, base)
+        turns = tuple(
+            Turn(i, o, t)
+            for i, o, t in zip(
+                _tokens(d.inputs, self.scale).tolist(),
+                _tokens(d.outputs, self.scale).tolist(),
+                _thinks(rng, sub.think_s, len(d)),
+                strict=True,
+            )
+        )
+        return Session(
+            cid, arrival, self.system_tokens[sys_j], f"sys{sys_j}", turns,
+            parent=parent, fork_turn=k, mode="fork" if fork else "spawn",
+        )  # fmt: skip
+
+
+def generate(profile: Profile, *, seed: int = 1, sessions: int | None = None, scale: float | None = None) -> Trace:
+    """A trace of `sessions` main sessions (default: the profile's) drawn from `profile`."""
+    if scale is not None:
+        profile = profile.model_copy(update={"scale": scale})
+    n = profile.sessions if sessions is None else sessions
+    if n < 1:
+        raise ValueError("sessions must be >= 1")
+    gen = Generator(profile, seed)
+    width = max(6, len(str(n - 1)))
+    out: list[Session] = []
+    for i, arrival in enumerate(gen.arrivals(n)):
+        out.extend(gen.family(i, arrival, width))
+    meta = {"generator": GENERATOR_VERSION, "sessions": n, "scale": profile.scale, "knobs": profile.knobs()}
+    header = TraceHeader(seed=seed, profile=profile.name, block_size=16, meta=meta)
+    return Trace(header, tuple(out))
