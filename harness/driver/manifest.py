@@ -1,0 +1,94 @@
+"""manifest.json: what ran, where, when, and how it ended. Written at start and at the end.
+
+Required keys are `harness.schema.MANIFEST_REQUIRED`. No secrets: endpoints lose any user info
+and query string, headers are listed by name only, and API keys never reach this file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import platform
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+from harness import __version__
+from harness.schema import MANIFEST_FILE, RECORD_SCHEMA_VERSION
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def git_commit() -> str | None:
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def machine() -> dict:
+    return {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def new_manifest(run_id: str, **extra) -> dict:
+    """A manifest with status "running"; `extra` adds the optional keys (seed, endpoints, ...)."""
+    m = {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "run_id": run_id,
+        "harness_version": __version__,
+        "started_at": now_iso(),
+        "ended_at": None,
+        "status": "running",
+        "git_commit": git_commit(),
+        "machine": machine(),
+        "clock": "perf_counter",
+    }
+    m.update(extra)
+    return m
+
+
+def finish_manifest(manifest: dict, status: str, **extra) -> dict:
+    manifest.update(extra, status=status, ended_at=now_iso())
+    return manifest
+
+
+def write_manifest(run_dir: str | Path, manifest: dict) -> Path:
+    """Atomically (write + rename), so a reader never sees half a manifest."""
+    path = Path(run_dir) / MANIFEST_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,256 @@
+"""The OpenAI-compatible HTTP target: `/v1/chat/completions` and `/v1/completions`, streamed.
+
+One `aiohttp.ClientSession` per run, its connector sized to the load (aiohttp's default silently
+caps at 100 connections). Timeouts are enforced by a per-request watchdog that re-arms lazily
+(one timer per request, not per chunk) and closes the response when a deadline passes, so the
+stream loop never sees a task cancellation it did not ask for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+import orjson
+
+from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
+from harness.driver.stream_decode import StreamDecoder, http_error_message
+from harness.driver.target import Event, Failure, RequestSpec, Timeouts
+from harness.errors import TargetError
+
+_perf = time.perf_counter
+
+
+@dataclass(frozen=True)
+class HTTPTargetConfig:
+    endpoints: tuple[str, ...]  # base URLs: http://host:port or http://host:port/v1
+    model: str
+    api: str = "chat"  # "chat" | "completions"
+    api_key: str | None = field(default=None, repr=False)
+    headers: tuple[tuple[str, str], ...] = ()
+    min_tokens: bool = True  # send min_tokens = max_tokens (vLLM, SGLang)
+    ignore_eos: bool = True
+    continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
+    session_id_field: str | None = None  # also put the session id in the body under this name
+    timeouts: Timeouts = Timeouts()
+    max_connections: int = 256
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+
+
+def endpoint_url(base: str, api: str) -> str:
+    base = base.rstrip("/")
+    path = "/chat/completions" if api == "chat" else "/completions"
+    if base.endswith(("/chat/completions", "/completions")):
+        return base
+    return (base if base.endswith("/v1") else base + "/v1") + path
+
+
+class _Watchdog:
+    """Closes the response once the TTFT, idle or total deadline has passed."""
+
+    __slots__ = ("_loop", "_handle", "t0", "last", "first", "reason", "resp", "_tm")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, t0: float, tm: Timeouts) -> None:
+        self._loop, self._tm = loop, tm
+        self.t0 = self.last = t0
+        self.first = False
+        self.reason: str | None = None
+        self.resp: aiohttp.ClientResponse | None = None
+        self._handle = loop.call_later(min(tm.ttft, tm.total), self._check)
+
+    def _deadline(self) -> tuple[float, str]:
+        d, why = (
+            (self.last + self._tm.idle, "IdleTimeout")
+            if self.first
+            else (self.t0 + self._tm.ttft, "TTFTTimeout")
+        )
+        total = self.t0 + self._tm.total
+        return (total, "TotalTimeout") if total <= d else (d, why)
+
+    def _check(self) -> None:
+        deadline, why = self._deadline()
+        now = _perf()
+        if now < deadline - 1e-4:
+            self._handle = self._loop.call_later(deadline - now, self._check)
+            return
+        self.reason = why
+        if self.resp is not None:
+            self.resp.close()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class OpenAIHTTPTarget:
+    name = "openai-http"
+
+    def __init__(self, config: HTTPTargetConfig) -> None:
+        if config.api not in ("chat", "completions"):
+            raise ValueError(f"api must be 'chat' or 'completions', got {config.api!r}")
+        self.config = config
+        self.endpoints: Sequence[str] = config.endpoints
+        self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
+        self._session: aiohttp.ClientSession | None = None
+        self._base_headers = self._make_headers()
+
+    def _make_headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        h.update(self.config.headers)
+        if self.config.api_key:
+            h["Authorization"] = f"Bearer {self.config.api_key}"
+        return h
+
+    async def start(self, check: bool = True) -> None:
+        c = self.config
+        tm = c.timeouts
+        connector = aiohttp.TCPConnector(
+            limit=c.max_connections, limit_per_host=0, ttl_dns_cache=300
+        )
+        # aiohttp's sock_read also bounds the wait for headers; body deadlines are the watchdog's.
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=None, sock_connect=tm.connect, sock_read=max(tm.ttft, tm.idle)
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=False
+        )
+        if check:
+            await self._check_reachable()
+
+    async def _check_reachable(self) -> None:
+        """Fail fast when an endpoint cannot be connected to at all (any HTTP answer is fine)."""
+        assert self._session is not None
+        probe = aiohttp.ClientTimeout(total=self.config.timeouts.connect)
+        for base, url in zip(self.config.endpoints, self._urls, strict=True):
+            models = url.rsplit("/chat/completions", 1)[0].rsplit("/completions", 1)[0] + "/models"
+            try:
+                async with self._session.get(
+                    models, timeout=probe, headers=self._base_headers
+                ) as resp:
+                    await resp.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise TargetError(
+                    f"cannot reach endpoint {base}: {type(exc).__name__}: {exc}"
+                ) from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def describe(self) -> dict:
+        c = self.config
+        return {
+            "kind": self.name,
+            "model": c.model,
+            "api": c.api,
+            "header_names": sorted(k for k, _ in c.headers),  # values may be secrets
+            "authorization": c.api_key is not None,
+            "min_tokens": c.min_tokens,
+            "ignore_eos": c.ignore_eos,
+            "continuous_usage": c.continuous_usage,
+            "session_id_field": c.session_id_field,
+            "timeouts": {
+                "connect": c.timeouts.connect,
+                "ttft": c.timeouts.ttft,
+                "idle": c.timeouts.idle,
+                "total": c.timeouts.total,
+            },
+            "max_connections": c.max_connections,
+        }
+
+    def body(self, req: RequestSpec) -> dict:
+        c = self.config
+        body: dict = {"model": c.model, "max_tokens": req.max_tokens, "stream": True}
+        if c.api == "chat":
+            body["messages"] = req.messages
+        else:
+            body["prompt"] = req.prompt
+        body["stream_options"] = (
+            {"include_usage": True, "continuous_usage_stats": True}
+            if c.continuous_usage
+            else {"include_usage": True}
+        )
+        if c.min_tokens:
+            body["min_tokens"] = req.max_tokens
+        if c.ignore_eos:
+            body["ignore_eos"] = True
+        if c.session_id_field:
+            body[c.session_id_field] = req.sticky_key
+        return body
+
+    async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
+        if self._session is None:
+            raise RuntimeError("OpenAIHTTPTarget.start() was not called")
+        data = orjson.dumps(self.body(req))
+        headers = dict(self._base_headers)
+        headers["X-Session-ID"] = req.sticky_key
+        headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
+        wd = _Watchdog(asyncio.get_running_loop(), _perf(), self.config.timeouts)
+        dec = StreamDecoder()
+        try:
+            async with self._session.post(
+                self._urls[req.endpoint], data=data, headers=headers
+            ) as resp:
+                wd.resp = resp
+                if resp.status != 200:
+                    yield Failure(
+                        _perf(), "error", f"HTTP{resp.status}", await http_error_message(resp)
+                    )
+                    return
+                parser = SSEParser(self.config.max_event_bytes)
+                async for raw in resp.content.iter_any():
+                    now = wd.last = _perf()
+                    for payload in parser.feed(raw):
+                        ev = dec.decode(payload, now)
+                        if ev is not None:
+                            yield ev
+                        if dec.failed:
+                            return
+                    wd.first = dec.started
+                for payload in parser.close():
+                    ev = dec.decode(payload, _perf())
+                    if ev is not None:
+                        yield ev
+                    if dec.failed:
+                        return
+        except SSEError as exc:
+            yield Failure(_perf(), "error", "OversizedEvent", str(exc))
+            return
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if wd.reason is None:
+                yield _transport_failure(exc, self.config.timeouts)
+                return
+        finally:
+            wd.cancel()
+        if wd.reason is not None:
+            yield Failure(
+                _perf(), "timeout", wd.reason, _timeout_message(wd.reason, self.config.timeouts)
+            )
+        else:
+            for ev in dec.finish(_perf()):
+                yield ev
+
+
+def _transport_failure(exc: BaseException, tm: Timeouts) -> Failure:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return Failure(_perf(), "timeout", "ConnectTimeout", f"no connection within {tm.connect}s")
+    if isinstance(exc, TimeoutError):
+        return Failure(
+            _perf(), "timeout", "ReadTimeout", f"nothing received for {max(tm.ttft, tm.idle)}s"
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return Failure(_perf(), "error", "ConnectionClosed", f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Failure(_perf(), "error", "ConnectError", str(exc))
+    return Failure(_perf(), "error", type(exc).__name__, str(exc) or type(exc).__name__)
+
+
+def _timeout_message(reason: str, tm: Timeouts) -> str:
+    return {
+        "TTFTTimeout": f"no first token within {tm.ttft}s",
+        "IdleTimeout": f"no data for {tm.idle}s after output started",
+        "TotalTimeout": f"request exceeded {tm.total}s in total",
+    }[reason]

@@ -1,0 +1,61 @@
+"""What to send for one turn: the trace's segments materialized for the chosen API.
+
+History is the trace's recorded outputs by default, so each prompt is byte-identical to the
+previous prompt + its output + the new input (exact prefix reuse). With live history, the text
+of every earlier *assistant* segment that has a live reply is replaced by that reply's text, in
+chat messages and text prompts. Token-id prompts keep the recorded outputs: a streamed reply is
+text, and re-tokenizing it with an unknown tokenizer would change the prompt's length and
+identity in ways the trace cannot account for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.trace.content import Content, Segment
+
+
+class PromptBuilder:
+    def __init__(
+        self, content: Content, *, api: str, prompt_format: str, live: dict | None = None
+    ) -> None:
+        self.content = content
+        self.api = api
+        self.prompt_format = prompt_format
+        self.live = live  # (session id, turn) -> reply text; None for recorded history
+
+    def _text(self, seg: Segment) -> str:
+        if self.live is not None and seg.role == "assistant" and seg.key[0] == "out":
+            reply = self.live.get((seg.key[1], seg.key[2]))
+            if reply is not None:
+                return reply
+        return self.content.segment_text(seg)
+
+    def messages(self, segments: Sequence[Segment]) -> list[dict]:
+        """Chat messages: consecutive segments of one role form one message."""
+        msgs: list[dict] = []
+        for seg in segments:
+            if seg.length == 0:
+                continue
+            text = self._text(seg)
+            if msgs and msgs[-1]["role"] == seg.role:
+                msgs[-1]["content"] += " " + text
+            else:
+                msgs.append({"role": seg.role, "content": text})
+        return msgs
+
+    def prompt(self, segments: Sequence[Segment]) -> list[int] | str:
+        if self.prompt_format == "text":
+            return " ".join(self._text(s) for s in segments if s.length)
+        ids: list[int] = []
+        for seg in segments:
+            ids.extend(self.content.segment_token_ids(seg).tolist())
+        return ids
+
+    def build(
+        self, segments: Sequence[Segment]
+    ) -> tuple[list[dict] | None, list[int] | str | None]:
+        """(messages, prompt) for the request; the one the API does not use is None."""
+        if self.api == "chat":
+            return self.messages(segments), None
+        return None, self.prompt(segments)

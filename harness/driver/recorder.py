@@ -1,0 +1,150 @@
+"""Records: one JSON object per request, appended and flushed to records.jsonl as it ends.
+
+`collect` consumes a target's event stream into a record; whatever happens (a failure event, a
+target bug, a cancellation) the record gets a status, so every request sent yields exactly one
+record. The fields are `harness.schema.RECORD_FIELDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from pathlib import Path
+
+import orjson
+
+from harness.driver.target import Chunk, Done, Event, Failure, Usage
+from harness.schema import RECORDS_FILE
+
+
+def new_record(**fields) -> dict:
+    """A record with every schema field; outcome fields start empty."""
+    rec = {
+        "run_id": None,
+        "request_id": None,
+        "session_id": None,
+        "parent_session_id": None,
+        "agent": "main",
+        "turn": None,
+        "endpoint": None,
+        "t_scheduled": None,
+        "t_sent": None,
+        "t_first_token": None,
+        "t_last_token": None,
+        "t_done": None,
+        "chunk_times": [],
+        "chunk_tokens": [],
+        "prompt_tokens_expected": None,
+        "output_tokens_expected": None,
+        "cached_tokens_ideal": None,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "cached_tokens": None,
+        "status": None,
+        "error": None,
+        "phase": "measure",
+    }
+    rec.update(fields)
+    return rec
+
+
+async def collect(
+    events: AsyncIterator[Event], rec: dict, t0: float, texts: list[str] | None = None
+) -> dict:
+    """Fill `rec` from a target's events (times made relative to the run clock origin `t0`).
+
+    `texts` collects the reply's text pieces when live history needs them.
+    """
+    times, tokens = rec["chunk_times"], rec["chunk_tokens"]
+    try:
+        async with aclosing(events) as stream:
+            async for ev in stream:
+                kind = type(ev)
+                if kind is Chunk:
+                    times.append(round(ev.t - t0, 6))
+                    tokens.append(ev.tokens)
+                    if texts is not None:
+                        texts.append(ev.text)
+                elif kind is Usage:
+                    rec["prompt_tokens"], rec["completion_tokens"], rec["cached_tokens"] = (
+                        ev.prompt_tokens,
+                        ev.completion_tokens,
+                        ev.cached_tokens,
+                    )
+                elif kind is Done:
+                    rec["status"], rec["t_done"] = "ok", round(ev.t - t0, 6)
+                elif kind is Failure:
+                    _fail(rec, ev.status, ev.error_class, ev.message, ev.t - t0)
+    except asyncio.CancelledError:
+        _fail(
+            rec,
+            "cancelled",
+            "Cancelled",
+            "the run stopped while the request was in flight",
+            time.perf_counter() - t0,
+        )
+        raise
+    except Exception as exc:  # a bug in a target must cost one request, not the run
+        _fail(rec, "error", type(exc).__name__, f"target raised: {exc}", time.perf_counter() - t0)
+    finally:
+        if rec["status"] is None:
+            _fail(
+                rec,
+                "error",
+                "NoTerminalEvent",
+                "the target's stream ended without Done or Failure",
+                time.perf_counter() - t0,
+            )
+        if times:
+            rec["t_first_token"], rec["t_last_token"] = times[0], times[-1]
+    return rec
+
+
+def _fail(rec: dict, status: str, error_class: str, message: str, t: float) -> None:
+    if rec["status"] is None:
+        rec["status"], rec["error"], rec["t_done"] = (
+            status,
+            {"class": error_class, "message": message},
+            round(t, 6),
+        )
+
+
+class Recorder:
+    """Appends records to `<run_dir>/records.jsonl`, flushing each, and counts outcomes."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / RECORDS_FILE
+        self._fh = self.path.open("ab")
+        self.by_status: Counter[str] = Counter()
+        self.by_error: Counter[str] = Counter()  # error class -> count (error and timeout)
+
+    def write(self, rec: dict) -> None:
+        self._fh.write(
+            orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
+        )
+        self._fh.flush()
+        self.by_status[rec["status"]] += 1
+        if rec["error"] is not None and rec["status"] != "cancelled":
+            self.by_error[rec["error"]["class"]] += 1
+
+    def counts(self) -> dict:
+        return {
+            "requests": sum(self.by_status.values()),
+            "by_status": dict(self.by_status),
+            "errors_by_class": dict(self.by_error),
+        }
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,260 @@
+"""The replay engine: sends a trace's sessions to a Target, faithfully and on one clock.
+
+Every main session is a task; its turns run strictly in order, turn k sent `think_s` after
+turn k-1 ended. After a turn that spawns subagents, they start at once (each its own coroutine,
+its first turn `think_s` after the spawn) and the parent's next turn waits for all of them: a
+join. Load: closed loop (`concurrency` main sessions in flight, the next starting when one
+ends), open loop or trace timestamps (main sessions start at scheduled times, whatever is in
+flight). A failed request is recorded and the session goes on: the offered load follows the
+trace, not the server's health.
+
+The run clock is `time.perf_counter() - t0`. `t_scheduled` is when a request was meant to go
+(arrival time, or previous end + think time); `t_sent` when it went.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from harness.driver.config import ReplayConfig
+from harness.driver.load import arrivals
+from harness.driver.prompts import PromptBuilder
+from harness.driver.recorder import Recorder, collect, new_record
+from harness.driver.routing import Router
+from harness.driver.stats import ReplayStats
+from harness.driver.target import RequestSpec, Target
+from harness.trace.content import Content
+from harness.trace.model import Session, Trace
+from harness.trace.prefix import IdealPrefixCache
+
+
+@dataclass
+class ReplayResult:
+    status: str  # "complete" | "interrupted"
+    duration_s: float
+    sessions_started: int
+    requests: int
+    by_status: dict = field(default_factory=dict)
+    errors_by_class: dict = field(default_factory=dict)
+    stopped_by: str | None = None  # "max_requests" | "max_duration" | "max_sessions" | None
+
+
+class Replay:
+    def __init__(
+        self, trace: Trace, target: Target, config: ReplayConfig, recorder: Recorder
+    ) -> None:
+        self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
+        self.content = Content(trace, salt=config.salt)
+        self.live: dict[tuple[str, int], str] | None = {} if config.history == "live" else None
+        self.prompts = PromptBuilder(
+            self.content, api=config.api, prompt_format=config.prompt_format, live=self.live
+        )
+        self.ideal = IdealPrefixCache(config.block_size)
+        self.router = Router(target.endpoints, config.routing)
+        self.stats = ReplayStats()
+        self.t0 = time.perf_counter()
+        self.sent = 0
+        self.sessions_started = 0
+        self.stopped_by: str | None = None
+        self.interrupted = False
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._timers: list[asyncio.TimerHandle] = []
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    # ---- the run ------------------------------------------------------------------------------
+
+    async def run(self) -> ReplayResult:
+        self.t0 = time.perf_counter()
+        if self.config.max_duration is not None:
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(self.config.max_duration, self._duration_reached))
+        mains = self._main_sessions()
+        if self.config.load == "closed":
+            for _ in range(self.config.concurrency):
+                self._spawn(self._worker(mains))
+        else:
+            self._spawn(self._arrivals())
+        try:
+            while self._tasks:
+                await asyncio.wait(set(self._tasks))
+        except asyncio.CancelledError:  # the caller was cancelled: leave the records consistent
+            self.interrupt()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            raise
+        finally:
+            for h in self._timers:
+                h.cancel()
+        c = self.recorder.counts()
+        return ReplayResult(
+            status="interrupted" if self.interrupted else "complete",
+            duration_s=self.now(),
+            sessions_started=self.sessions_started,
+            requests=c["requests"],
+            by_status=c["by_status"],
+            errors_by_class=c["errors_by_class"],
+            stopped_by=self.stopped_by,
+        )
+
+    def interrupt(self) -> None:
+        """Ctrl-C / SIGTERM: stop sending and cancel what is in flight (recorded `cancelled`)."""
+        self.interrupted = True
+        self._stop.set()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _halt(self, reason: str) -> None:
+        if not self._stop.is_set():
+            self.stopped_by = reason
+            self._stop.set()
+
+    def _duration_reached(self) -> None:
+        self._halt("max_duration")
+        # In-flight requests may finish; after the drain window they are cancelled.
+        self._timers.append(
+            asyncio.get_running_loop().call_later(self.config.drain_s, self._cancel_all)
+        )
+
+    def _cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _main_sessions(self) -> Iterator[Session]:
+        for i, s in enumerate(self.trace.main_sessions):
+            if self.config.max_sessions is not None and i >= self.config.max_sessions:
+                self.stopped_by = self.stopped_by or "max_sessions"  # started ones run to the end
+                return
+            yield s
+
+    async def _worker(self, mains: Iterator[Session]) -> None:
+        """Closed loop: one slot, running main sessions back to back."""
+        with contextlib.suppress(asyncio.CancelledError):
+            for s in mains:
+                if self._stop.is_set():
+                    return
+                await self._family(s, self.now())
+
+    async def _arrivals(self) -> None:
+        """Open loop / timestamps: start each main session at its time, whatever is in flight."""
+        with contextlib.suppress(asyncio.CancelledError):
+            mains = list(self._main_sessions())
+            for t, s in arrivals(mains, self.config):
+                if not await self._sleep_until(t):
+                    return
+                self._spawn(self._family(s, t))
+
+    # ---- sessions -----------------------------------------------------------------------------
+
+    async def _family(self, s: Session, start: float) -> None:
+        self.sessions_started += 1
+        try:
+            await self._session(s, start)
+        except asyncio.CancelledError:
+            pass  # interrupted or drained: the records are written
+        finally:
+            if self.live is not None:
+                for member in self.trace.family(s.id):
+                    for k in range(len(member.turns)):
+                        self.live.pop((member.id, k), None)
+
+    async def _session(self, s: Session, start: float) -> None:
+        self.stats.active_sessions += 1
+        try:
+            prev_end = start
+            for k, turn in enumerate(s.turns):
+                t_scheduled = prev_end + turn.think_s
+                if not await self._sleep_until(t_scheduled):
+                    return
+                rec = await self._request(s, k, t_scheduled)
+                if rec is None:
+                    return
+                prev_end = rec["t_done"]
+                if turn.spawns:
+                    kids = [self._session(self.trace.session(c), prev_end) for c in turn.spawns]
+                    await asyncio.gather(*kids)
+                    prev_end = self.now()
+        finally:
+            self.stats.active_sessions -= 1
+
+    async def _sleep_until(self, t: float) -> bool:
+        """Wait until run time `t`; False when the run stopped sending meanwhile."""
+        delay = t - self.now()
+        if delay > 0 and not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stop.wait()
+        return not self._stop.is_set()
+
+    # ---- one request --------------------------------------------------------------------------
+
+    def _admit(self) -> bool:
+        if self._stop.is_set():
+            return False
+        if self.config.max_requests is not None and self.sent >= self.config.max_requests:
+            self._halt("max_requests")
+            return False
+        return True
+
+    async def _request(self, s: Session, k: int, t_scheduled: float) -> dict | None:
+        if not self._admit():
+            return None
+        index, self.sent = self.sent, self.sent + 1
+        turn = s.turns[k]
+        segs = self.content.segments(s.id, k)
+        ideal = self.ideal.observe(segs)  # at send time: what earlier requests of this run sent
+        messages, prompt = self.prompts.build(segs)
+        root = self._root(s) if self.config.follow_parent else s.id
+        endpoint = self.router.pick(root)
+        spec = RequestSpec(
+            f"{s.id}:{k}",
+            s.id,
+            root,
+            endpoint,
+            turn.output_tokens,
+            sum(g.length for g in segs),
+            messages,
+            prompt,
+        )
+        rec = new_record(
+            run_id=self.config.run_id,
+            request_id=spec.request_id,
+            session_id=s.id,
+            parent_session_id=s.parent,
+            agent=s.agent,
+            turn=k,
+            endpoint=self.target.endpoints[endpoint],
+            t_scheduled=round(t_scheduled, 6),
+            prompt_tokens_expected=spec.prompt_tokens,
+            output_tokens_expected=turn.output_tokens,
+            cached_tokens_ideal=ideal,
+        )
+        texts: list[str] | None = [] if self.live is not None else None
+        self.stats.in_flight += 1
+        t_sent = self.now()
+        rec["t_sent"], rec["phase"] = round(t_sent, 6), self.config.phase(t_sent, index)
+        try:
+            await collect(self.target.stream(spec), rec, self.t0, texts)
+        finally:
+            self.stats.in_flight -= 1
+            self.router.release(endpoint)
+            self.recorder.write(rec)
+            self.stats.observe(rec)
+        if texts is not None and rec["status"] == "ok":
+            self.live[(s.id, k)] = "".join(texts)
+        return rec
+
+    def _root(self, s: Session) -> str:
+        while s.parent is not None:
+            s = self.trace.session(s.parent)
+        return s.id

@@ -1,0 +1,101 @@
+"""The Target protocol: how the driver sends one request, whatever serves it.
+
+A target streams one `RequestSpec` and yields events in this order:
+
+    Chunk*  (each piece of output; the first one is the first token)
+    Usage?  (what the server reported: prompt, completion and cached tokens)
+    Done | Failure   (exactly one, always last)
+
+Times are `time.perf_counter()` values taken when the bytes arrived; the recorder turns them
+into run-clock seconds. A target never raises for a failed request: it yields `Failure` with
+`status` "error" or "timeout" and a short error class ("HTTP500", "IdleTimeout",
+"MalformedEvent", ...). Cancellation (`asyncio.CancelledError`) is the one thing that escapes;
+the driver records it as `cancelled`.
+
+Implementations: `harness.driver.openai_http.OpenAIHTTPTarget` (any OpenAI-compatible server);
+an in-process reference-engine target plugs in the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+FailureStatus = Literal["error", "timeout"]
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """What to send: one turn of one session, fully materialized."""
+
+    request_id: str
+    session_id: str
+    sticky_key: str  # sent as X-Session-ID; a subagent that follows its parent uses the root's id
+    endpoint: int  # index into Target.endpoints, chosen by the router
+    max_tokens: int  # forced output length (output_tokens of the turn)
+    prompt_tokens: int  # expected prompt length from the trace
+    messages: list[dict] | None = None  # chat API
+    prompt: list[int] | str | None = None  # completions API: token ids or text
+
+
+@dataclass(slots=True)
+class Chunk:
+    t: float  # perf_counter when the bytes carrying it arrived
+    tokens: int  # output tokens in the chunk (1 when the server does not say)
+    text: str
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens; None if absent
+
+
+@dataclass(slots=True)
+class Done:
+    t: float
+
+
+@dataclass(slots=True)
+class Failure:
+    t: float
+    status: FailureStatus
+    error_class: str
+    message: str
+
+
+Event = Chunk | Usage | Done | Failure
+
+
+@runtime_checkable
+class Target(Protocol):
+    name: str  # e.g. "openai-http", "engine"
+    endpoints: Sequence[str]  # what records name as `endpoint`; RequestSpec.endpoint indexes it
+
+    async def start(self) -> None:
+        """Open connections / start the engine. Raise `TargetError` if it cannot work at all."""
+
+    async def close(self) -> None: ...
+
+    def stream(self, req: RequestSpec) -> AsyncIterator[Event]: ...
+
+    def describe(self) -> dict:
+        """For the manifest: model, api, options. Never secrets."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds. `ttft` counts from send to the first output token (headers included)."""
+
+    connect: float = 30.0
+    ttft: float = 600.0
+    idle: float = 120.0  # between two reads once output has started
+    total: float = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "ttft", "idle", "total"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"timeout {name} must be positive, got {getattr(self, name)}")

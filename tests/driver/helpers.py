@@ -1,0 +1,65 @@
+"""Building small traces by hand and running a replay into a temp folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from harness.driver.config import ReplayConfig
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.run import run_replay
+from harness.driver.target import Timeouts
+from harness.schema import MANIFEST_FILE, RECORDS_FILE
+from harness.trace.model import Session, Trace, TraceHeader, Turn
+
+
+def sess(
+    sid: str,
+    turns,
+    *,
+    arrival: float = 0.0,
+    system: int = 32,
+    parent=None,
+    fork_turn=None,
+    mode=None,
+) -> Session:
+    """`turns`: (new_input, output, think_s[, spawns]) tuples."""
+    built = tuple(Turn(t[0], t[1], t[2], tuple(t[3]) if len(t) > 3 else ()) for t in turns)
+    return Session(
+        sid, arrival, system, "sys0", built, parent=parent, fork_turn=fork_turn, mode=mode
+    )
+
+
+def trace(*sessions: Session, seed: int = 7) -> Trace:
+    return Trace(TraceHeader(seed=seed), tuple(sessions))
+
+
+TEST_TIMEOUTS = Timeouts(connect=2, ttft=2, idle=1, total=10)
+
+
+def target(urls, *, api="chat", timeouts=TEST_TIMEOUTS, **kw) -> OpenAIHTTPTarget:
+    urls = (urls,) if isinstance(urls, str) else tuple(urls)
+    return OpenAIHTTPTarget(
+        HTTPTargetConfig(endpoints=urls, model="test-model", api=api, timeouts=timeouts, **kw)
+    )
+
+
+async def replay(tr: Trace, urls, run_dir: Path, *, target_kw=None, **config):
+    config.setdefault("run_id", "t")
+    cfg = ReplayConfig(**config)
+    tgt = target(urls, api=cfg.api, **(target_kw or {}))
+    result = await run_replay(tr, tgt, cfg, run_dir)
+    return result, load_records(run_dir), load_manifest(run_dir)
+
+
+def load_records(run_dir: Path) -> list[dict]:
+    return [orjson.loads(line) for line in (Path(run_dir) / RECORDS_FILE).read_bytes().splitlines()]
+
+
+def load_manifest(run_dir: Path) -> dict:
+    return orjson.loads((Path(run_dir) / MANIFEST_FILE).read_bytes())
+
+
+def by_id(records: list[dict]) -> dict[str, dict]:
+    return {r["request_id"]: r for r in records}

@@ -1,0 +1,227 @@
+"""A small OpenAI-compatible SSE server for the driver's tests and benchmarks: a real aiohttp app.
+
+- TTFT = base + per-uncached-token x prompt tokens not in its own block prefix memory (hash
+  chain of whole blocks, hits capped at prompt-1 tokens, as vLLM does); then one event per token
+  every `token_delay` seconds. Usage reports `prompt_tokens_details.cached_tokens`.
+- Each request is logged (`server.log`, or GET /log when it runs in its own process) with the
+  server-side receive and first-token times (`time.perf_counter()`, comparable across processes
+  on one Linux machine), headers of interest and the body.
+- Faults, chosen per request from the session id (X-Session-ID containing `fault-<mode>`):
+  http500, http429, close (connection dropped mid-stream), malformed (unparseable event), stall
+  (stops sending), slowheaders (no headers for `slow_s`), oversized (one huge event), errorobj
+  (an error object in the stream), nousage (no usage object), nodone (no [DONE]).
+
+Run alone: `python tests/driver/sse_server.py --port 0` prints `PORT <n>` once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+
+import orjson
+from aiohttp import web
+
+FAULT = re.compile(r"fault-([a-z0-9]+)")
+
+
+@dataclass
+class ServerConfig:
+    ttft_base: float = 0.0
+    ttft_per_token: float = 0.0  # seconds per uncached prompt token
+    token_delay: float = 0.0
+    block_size: int = 16
+    slow_s: float = 5.0  # slowheaders / stall duration
+    oversized_bytes: int = 2 * 1024 * 1024
+    keep_body: bool = True
+    prefix_cache: bool = True
+
+
+@dataclass
+class SSETestServer:
+    config: ServerConfig = field(default_factory=ServerConfig)
+    log: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._blocks: set[int] = set()
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/completions", self._handle)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/log", self._get_log)
+        return app
+
+    async def start(self, port: int = 0) -> str:
+        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.2, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=4096)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
+        )
+
+    async def _get_log(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(self.log), content_type="application/json")
+
+    # ---- prompts and the prefix memory -----------------------------------------------------
+
+    def _tokens(self, body: dict) -> list:
+        if "messages" in body:
+            return [w for m in body["messages"] for w in (m["role"], *m["content"].split())]
+        prompt = body["prompt"]
+        return prompt if isinstance(prompt, list) else prompt.split()
+
+    def _cached(self, tokens: list) -> int:
+        b, h, hit = self.config.block_size, 0, 0
+        chain = []
+        for i in range(0, len(tokens) - b + 1, b):
+            h = hash((h, tuple(tokens[i : i + b])))
+            chain.append(h)
+            if hit == i and h in self._blocks:
+                hit = i + b
+        self._blocks.update(chain)
+        return min(hit, max(0, (len(tokens) - 1) // b * b))
+
+    # ---- the stream ---------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        t_recv = time.perf_counter()
+        body = orjson.loads(await request.read())
+        sid = request.headers.get("X-Session-ID", "")
+        m = FAULT.search(sid)
+        fault = m.group(1) if m else None
+        tokens = self._tokens(body)
+        cached = self._cached(tokens) if self.config.prefix_cache else 0
+        entry = {
+            "session_id": sid,
+            "request_id": request.headers.get("X-Harness-Request-ID"),
+            "fault": fault,
+            "path": request.path,
+            "t_recv": t_recv,
+            "t_first_token": None,
+            "t_end": None,
+            "prompt_tokens": len(tokens),
+            "cached_tokens": cached,
+            "authorization": request.headers.get("Authorization"),
+            "body": body if self.config.keep_body else None,
+        }
+        self.log.append(entry)
+        if fault in ("http500", "http429"):
+            status = int(fault[4:])
+            return web.json_response(
+                {"error": {"message": f"injected {status}", "type": "test", "code": status}},
+                status=status,
+            )
+        if fault == "slowheaders":
+            await asyncio.sleep(self.config.slow_s)
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        chat = "messages" in body
+        await resp.write(_event(_chunk(chat, "", role=True)) if chat else b": keep-alive\n\n")
+        ttft = self.config.ttft_base + self.config.ttft_per_token * (len(tokens) - cached)
+        if ttft > 0:
+            await asyncio.sleep(ttft)
+        n = int(body.get("max_tokens") or 16)
+        continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
+        usage = {
+            "prompt_tokens": len(tokens),
+            "completion_tokens": n,
+            "total_tokens": len(tokens) + n,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        await self._tokens_out(request, resp, entry, chat, n, fault, continuous, usage)
+        entry["t_end"] = time.perf_counter()
+        return resp
+
+    async def _tokens_out(self, request, resp, entry, chat, n, fault, continuous, usage) -> None:
+        delay = self.config.token_delay
+        for i in range(n):
+            if i == 1 and fault in ("close", "malformed", "stall", "oversized", "errorobj"):
+                await self._inject(request, resp, fault)
+                return
+            ev = _chunk(chat, f" x{i}", finish=i == n - 1)
+            if continuous:
+                ev["usage"] = dict(
+                    usage, completion_tokens=i + 1, total_tokens=usage["prompt_tokens"] + i + 1
+                )
+            if i == 0:
+                entry["t_first_token"] = time.perf_counter()
+            await resp.write(_event(ev))
+            if delay:
+                await asyncio.sleep(delay)
+        if fault != "nousage":
+            await resp.write(_event({"id": "x", "object": "chunk", "choices": [], "usage": usage}))
+        if fault != "nodone":
+            await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+
+    async def _inject(self, request: web.Request, resp: web.StreamResponse, fault: str) -> None:
+        if fault == "close":
+            request.transport.close()
+        elif fault == "malformed":
+            await resp.write(b'data: {"choices": [\n\n')
+        elif fault == "stall":
+            await asyncio.sleep(self.config.slow_s)
+        elif fault == "oversized":
+            await resp.write(b'data: {"pad": "' + b"x" * self.config.oversized_bytes + b'"}\n\n')
+        elif fault == "errorobj":
+            await resp.write(
+                _event({"error": {"message": "injected stream error", "type": "test", "code": 500}})
+            )
+
+
+def _chunk(chat: bool, text: str, *, role: bool = False, finish: bool = False) -> dict:
+    if chat:
+        delta = {"role": "assistant", "content": ""} if role else {"content": text}
+        choice = {"index": 0, "delta": delta, "finish_reason": "length" if finish else None}
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": "length" if finish else None}
+    return {"id": "x", "object": "chunk", "choices": [choice]}
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+async def _serve(port: int, config: ServerConfig) -> None:
+    server = SSETestServer(config)
+    await server.start(port)
+    print(f"PORT {server.port}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--token-delay", type=float, default=0.0)
+    ap.add_argument("--no-body", action="store_true", help="do not keep request bodies in the log")
+    ap.add_argument("--no-prefix-cache", action="store_true")
+    a = ap.parse_args()
+    cfg = ServerConfig(
+        token_delay=a.token_delay, keep_body=not a.no_body, prefix_cache=not a.no_prefix_cache
+    )
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(_serve(a.port, cfg))
