@@ -1,0 +1,131 @@
+"""The headline metrics `harness compare` checks: each a pooled value and the samples it is tested on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.metrics import completion_tokens, prompt_tokens, run_window
+from harness.analysis.summary import Analysis
+
+WINDOWS = 10  # per run, for rates that have no per-request distribution
+
+
+class Side:
+    """One side of a comparison: one run or several repeats, pooled."""
+
+    def __init__(self, analyses: list[Analysis]) -> None:
+        self.analyses = analyses
+
+    @property
+    def names(self) -> list[str]:
+        return [a.run.name for a in self.analyses]
+
+    def counts(self) -> dict:
+        return {
+            "ok": sum(a.summary["requests_ok"] for a in self.analyses),
+            "failed": sum(a.summary["requests_failed"] for a in self.analyses),
+        }
+
+    @cached_property
+    def per_request(self) -> pd.DataFrame:
+        return pd.concat([a.per_request for a in self.analyses], ignore_index=True)
+
+    @cached_property
+    def misses(self) -> pd.DataFrame:
+        return pd.concat([a.misses for a in self.analyses], ignore_index=True)
+
+    def column(self, name: str) -> np.ndarray:
+        v = self.per_request[name].to_numpy(dtype=float)
+        return v[np.isfinite(v)]
+
+    def itl(self) -> np.ndarray:
+        return np.concatenate([a.itl.samples() for a in self.analyses])
+
+    def failed_flags(self) -> np.ndarray:
+        return np.concatenate([(a.run.measured["status"] != "ok").to_numpy(dtype=float) for a in self.analyses])
+
+    def mean_of(self, key: str, sub: str | None = None) -> float | None:
+        values = [a.summary[key] if sub is None else a.summary[key][sub] for a in self.analyses]
+        values = [v for v in values if v is not None]
+        return float(np.mean(values)) if values else None
+
+    def windows(self, what: str) -> np.ndarray:
+        return np.concatenate([_window_rates(a, what) for a in self.analyses])
+
+
+def _window_rates(a: Analysis, what: str) -> np.ndarray:
+    ok = a.run.ok
+    start, end = run_window(ok)
+    if end <= start or ok.empty:
+        return np.array([])
+    width = (end - start) / WINDOWS
+    idx = np.minimum(((ok["t_done"].to_numpy(dtype=float) - start) / width).astype(int), WINDOWS - 1)
+    weights = {
+        "requests": np.ones(len(ok)),
+        "output": completion_tokens(ok),
+        "tokens": np.nan_to_num(prompt_tokens(ok)) + np.nan_to_num(completion_tokens(ok)),
+    }[what]
+    per_window = np.bincount(idx, weights=np.nan_to_num(weights), minlength=WINDOWS) / width
+    return per_window / a.summary["n_gpus"] if what == "tokens" else per_window
+
+
+def _pct(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if values.size else None
+
+
+def _inv(value: float | None) -> float | None:
+    return 1.0 / value if value else None
+
+
+def _hit_rate(side: Side) -> float | None:
+    m = side.misses[side.misses["reported"]]
+    prompt = m["prompt"].sum()
+    return float(m["cached"].sum() / prompt) if prompt > 0 else None
+
+
+def _hit_samples(side: Side) -> np.ndarray:
+    m = side.misses[side.misses["reported"] & (side.misses["prompt"] > 0)]
+    return (m["cached"] / m["prompt"]).to_numpy(dtype=float)
+
+
+def _error_rate(side: Side) -> float | None:
+    flags = side.failed_flags()
+    return float(flags.mean()) if flags.size else None
+
+
+@dataclass(frozen=True)
+class Headline:
+    key: str
+    label: str
+    better: str  # "lower" | "higher"
+    value: Callable[[Side], float | None]
+    samples: Callable[[Side], np.ndarray]
+
+
+def _latency(name: str, label: str, q: int) -> Headline:
+    return Headline(f"{name}_p{q}", f"{label} p{q} (s)", "lower",
+                    lambda s: _pct(s.column(name), q), lambda s: s.column(name))
+
+
+HEADLINE: tuple[Headline, ...] = (
+    *(_latency("ttft", "TTFT", q) for q in (50, 90, 99)),
+    *(_latency("tpot", "TPOT", q) for q in (50, 90, 99)),
+    Headline("itl_p90", "ITL p90 (s, token-weighted)", "lower", lambda s: _pct(s.itl(), 90), Side.itl),
+    *(_latency("e2el", "E2EL", q) for q in (50, 90, 99)),
+    Headline("interactivity_p90", "P90 interactivity (tok/s/user)", "higher",
+             lambda s: _inv(_pct(s.column("tpot"), 90)), lambda s: s.column("tpot")),
+    Headline("e2e_interactivity_p90", "E2E-norm. interactivity (tok/s/user)", "higher",
+             lambda s: _inv(_pct(s.column("e2el_per_token"), 90)), lambda s: s.column("e2el_per_token")),
+    Headline("tpgs", "TPGS (tok/s/GPU)", "higher", lambda s: s.mean_of("tpgs"), lambda s: s.windows("tokens")),
+    Headline("requests_per_s", "request throughput (req/s)", "higher",
+             lambda s: s.mean_of("throughput", "requests_per_s"), lambda s: s.windows("requests")),
+    Headline("output_tokens_per_s", "output throughput (tok/s)", "higher",
+             lambda s: s.mean_of("throughput", "output_tokens_per_s"), lambda s: s.windows("output")),
+    Headline("cache_hit_rate", "cache hit rate", "higher", _hit_rate, _hit_samples),
+    Headline("error_rate", "failed requests (fraction)", "lower", _error_rate, Side.failed_flags),
+)

@@ -1,0 +1,62 @@
+"""`harness compare` output: a terminal table, Markdown for CI comments, JSON for machines."""
+
+from __future__ import annotations
+
+import json
+
+from harness.analysis.compare import CompareResult, MetricChange
+from harness.analysis.table import fmt
+
+HEADER = ("metric", "baseline", "run", "change", "p", "verdict")
+
+
+def _cells(row: MetricChange) -> tuple[str, ...]:
+    change = "n/a" if row.change is None else f"{row.change * 100:+.1f}%"
+    p = "n/a" if row.p_value is None else f"{row.p_value:.2g}"
+    return (row.label, fmt(row.baseline), fmt(row.run), change, p, row.verdict)
+
+
+def _preamble(result: CompareResult) -> list[str]:
+    b, r = result.counts["baseline"], result.counts["run"]
+    return [
+        f"baseline: {', '.join(result.baseline)} ({b['ok']} ok requests, {b['failed']} failed)",
+        f"run:      {', '.join(result.run)} ({r['ok']} ok requests, {r['failed']} failed)",
+        f"significant: Mann-Whitney U p < {result.alpha:g} and |change| >= {result.min_change * 100:g}%;"
+        " '~' = not significant",
+    ]
+
+
+def _verdict_line(result: CompareResult) -> list[str]:
+    if not result.thresholds:
+        return []
+    if result.failures:
+        return ["FAIL: " + "; ".join(result.failures)]
+    return [f"PASS: no significant change crosses {', '.join(result.thresholds)}"]
+
+
+def render_table(result: CompareResult) -> str:
+    rows = [HEADER, *(_cells(r) for r in result.rows)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    lines = _preamble(result) + [""]
+    for n, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)]
+        lines.append("  ".join(cells + [row[-1]]).rstrip())
+        if n == 0:
+            lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))
+    return "\n".join(lines + [""] + _verdict_line(result)).rstrip()
+
+
+def render_markdown(result: CompareResult) -> str:
+    lines = [f"- {line}" for line in _preamble(result)] + [""]
+    lines.append("| " + " | ".join(HEADER[:-1] + ("significant",)) + " |")
+    lines.append("|---|" + "---:|" * 4 + ":---:|")
+    for row in result.rows:
+        cells = _cells(row)
+        verdict = "~" if cells[-1] == "~" else f"**{cells[-1]}**"
+        lines.append("| " + " | ".join(cells[:-1] + (verdict,)) + " |")
+    verdict = _verdict_line(result)
+    return "\n".join(lines + ([""] + [f"**{verdict[0]}**"] if verdict else []))
+
+
+def render_json(result: CompareResult) -> str:
+    return json.dumps(result.to_dict(), indent=2)

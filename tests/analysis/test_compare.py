@@ -1,0 +1,80 @@
+"""Compare: a real regression is caught, noise is not, repeats pool, CI output parses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.analysis.compare import compare_runs, parse_fail_on
+from harness.cli import main
+from harness.errors import InputError
+from tests.analysis.synthetic import write_synthetic_run
+
+FAIL_ON = "ttft_p90:+10%,tpgs:-5%,cache_hit_rate:-0.02"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "a": write_synthetic_run(root / "a", "a", seed=1),
+        "b": write_synthetic_run(root / "b", "b", seed=2),
+        "a2": write_synthetic_run(root / "a2", "a2", seed=4),
+        "slow": write_synthetic_run(root / "slow", "slow", seed=3, ttft_scale=1.2),
+    }
+
+
+def _row(result, key):
+    return next(r for r in result.rows if r.key == key)
+
+
+def test_injected_20_percent_ttft_regression_is_significant_and_fails(runs):
+    result = compare_runs([runs["a"]], [runs["slow"]], fail_on=FAIL_ON)
+    row = _row(result, "ttft_p90")
+    assert row.significant and row.verdict == "worse"
+    assert row.change == pytest.approx(0.2, abs=0.06)
+    assert row.p_value < 1e-6
+    assert result.exit_code == 1
+    assert [f.split()[0] for f in result.failures] == ["ttft_p90"]
+    assert _row(result, "tpot_p90").verdict == "~"  # TPOT did not change
+
+
+def test_same_distribution_passes(runs):
+    result = compare_runs([runs["a"]], [runs["b"]], fail_on=FAIL_ON)
+    assert result.failures == [] and result.exit_code == 0
+    assert _row(result, "ttft_p90").verdict == "~"
+
+
+def test_repeats_are_pooled_and_globs_expand(runs):
+    pattern = str(runs["a"].parent / "a*")
+    result = compare_runs([pattern], [runs["b"]])
+    assert result.baseline == ["a", "a2"]
+    assert result.counts["baseline"]["ok"] == 2 * result.counts["run"]["ok"]
+    assert _row(result, "ttft_p90").n_baseline == 2 * _row(result, "ttft_p90").n_run
+
+
+def test_cli_exit_codes_and_formats(runs, capsys):
+    assert main(["compare", str(runs["a"]), str(runs["b"]), "--fail-on", FAIL_ON]) == 0
+    assert "~" in capsys.readouterr().out
+    assert main(["compare", str(runs["a"]), str(runs["slow"]), "--fail-on", FAIL_ON, "--format", "json"]) == 1
+    out = capsys.readouterr()
+    payload = json.loads(out.out)
+    assert payload["failures"] and "regression: ttft_p90" in out.err
+    assert main(["compare", "--baseline", str(runs["a"]), "--run", str(runs["slow"]), "--format", "markdown"]) == 0
+    assert "| TTFT p90 (s) |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("ttft_p90:10%", "expected METRIC"), ("latency:+10%", "unknown metric 'latency'"), ("tpgs", "expected")],
+)
+def test_bad_fail_on_specs_are_clear_errors(spec, message):
+    with pytest.raises(InputError, match=message):
+        parse_fail_on(spec)
+
+
+def test_fail_on_parses_relative_and_absolute():
+    t = parse_fail_on("ttft_p90:+10%,cache_hit_rate:-0.02")
+    assert (t[0].increase, t[0].amount, t[0].relative) == (True, 0.1, True)
+    assert (t[1].increase, t[1].amount, t[1].relative) == (False, 0.02, False)
