@@ -1,0 +1,75 @@
+"""The chat template: OpenAI messages -> one token-id prompt.
+
+    <|system|> text <|end|> <|user|> text <|end|> <|assistant|> text <|end|> ... <|assistant|>
+
+Each message is its role marker, its content's ids, and <|end|>; the generation prompt is a bare
+<|assistant|>. Nothing depends on what comes later (no BOS, no "last message" special case), so
+the prompt of turn k is a prefix of turn k+1's (its messages + the assistant reply + the new user
+message): the property that lets a prefix cache serve chat.
+"""
+
+from __future__ import annotations
+
+from harness.engine.tokenizer import ASSISTANT_ID, END_ID, SYSTEM_ID, TOOL_ID, USER_ID, Tokenizer
+
+ROLE_IDS = {
+    "system": SYSTEM_ID,
+    "developer": SYSTEM_ID,  # OpenAI's newer name for system instructions
+    "user": USER_ID,
+    "assistant": ASSISTANT_ID,
+    "tool": TOOL_ID,
+}
+
+
+class ChatTemplateError(ValueError):
+    """A message the template cannot render; `param` names the offending field."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def apply_chat_template(
+    messages: object, tokenizer: Tokenizer, *, add_generation_prompt: bool = True
+) -> list[int]:
+    if not isinstance(messages, list) or not messages:
+        raise ChatTemplateError("'messages' must be a non-empty array of message objects", "messages")
+    ids: list[int] = []
+    for k, message in enumerate(messages):
+        role, text = _role_and_text(message, f"messages[{k}]")
+        ids.append(ROLE_IDS[role])
+        ids.extend(tokenizer.encode(text))
+        ids.append(END_ID)
+    if add_generation_prompt:
+        ids.append(ASSISTANT_ID)
+    return ids
+
+
+def _role_and_text(message: object, where: str) -> tuple[str, str]:
+    if not isinstance(message, dict):
+        raise ChatTemplateError(f"{where} must be an object", where)
+    role = message.get("role")
+    if role not in ROLE_IDS:
+        roles = ", ".join(ROLE_IDS)
+        raise ChatTemplateError(f"{where}.role must be one of {roles}; got {role!r}", f"{where}.role")
+    return role, _content_text(message.get("content"), f"{where}.content", role)
+
+
+def _content_text(content: object, where: str, role: str) -> str:
+    """A string, or OpenAI content parts of type "text" joined as they are."""
+    if isinstance(content, str):
+        return content
+    if content is None and role == "assistant":
+        return ""  # an assistant message that only carried tool calls
+    if isinstance(content, list):
+        texts = []
+        for k, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise ChatTemplateError(
+                    f"{where}[{k}] must be a text part {{\"type\": \"text\", \"text\": ...}}; "
+                    "this engine reads text only",
+                    f"{where}[{k}]",
+                )
+            texts.append(part["text"])
+        return "\n".join(texts)  # as vLLM joins text parts
+    raise ChatTemplateError(f"{where} must be a string or an array of text parts", where)

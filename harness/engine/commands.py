@@ -1,0 +1,113 @@
+"""`harness serve` and `harness engine calibrate`; engine flags named as vLLM names them.
+
+`add_engine_arguments` / `engine_config_from_args` are shared with `harness run`, so a scenario run
+in-process takes the same flags as the server. Flags default to None: only what the user sets
+reaches `EngineConfig`, whose own defaults stay the single source of truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.engine.config import DEVICES, DTYPES, PRESETS, RUNNERS, EngineConfig
+
+# (flag, EngineConfig field, type, help)
+_VALUE_FLAGS = (
+    ("--block-size", "block_size", int, "tokens per KV block (16)"),
+    ("--num-gpu-blocks-override", "num_gpu_blocks", int,
+     "KV blocks on the device, overriding the memory budget (also --num-gpu-blocks)"),
+    ("--kv-cache-memory-gb", "kv_cache_memory_gb", float,
+     "KV cache budget in GiB when the block count is not given (1 GiB on CPU)"),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", int, "token budget per engine step (2048)"),
+    ("--max-num-seqs", "max_num_seqs", int, "most requests running at once (64)"),
+    ("--max-model-len", "max_model_len", int, "context limit in tokens (the preset's)"),
+    ("--long-prefill-token-threshold", "long_prefill_token_threshold", int,
+     "most prompt tokens one request may prefill per step; 0 = no cap (0)"),
+    ("--prefill-schedule-interval", "prefill_schedule_interval", int,
+     "admit prefill work only every N steps (1)"),
+    ("--cpu-offload-blocks", "cpu_offload_blocks", int, "CPU-tier capacity in blocks; 0 = off (0)"),
+    ("--seed", "seed", int, "weights and sampling seed (0)"),
+    ("--cost-model", "cost_model", str, "calibrated cost model file for --runner simulated"),
+    ("--served-model-name", "served_model_name", str,
+     "the model name clients send and /v1/models lists (agentic-harness-reference)"),
+)
+_CHOICE_FLAGS = (
+    ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),
+    ("--preset", "preset", tuple(PRESETS), "model size (tiny)"),
+    ("--device", "device", None, f"{' | '.join(DEVICES)} | cuda:N (auto)"),
+    ("--dtype", "dtype", tuple(DTYPES), "KV cache and weights dtype (float32)"),
+)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("reference engine (vLLM's flag names)")
+    for flag, dest, kind, help_ in _VALUE_FLAGS:
+        extra = ("--num-gpu-blocks",) if dest == "num_gpu_blocks" else ()
+        group.add_argument(flag, *extra, dest=dest, type=kind, default=None, metavar="N" if kind is int else None,
+                           help=help_)
+    for flag, dest, choices, help_ in _CHOICE_FLAGS:
+        group.add_argument(flag, dest=dest, choices=choices, default=None, help=help_)
+    group.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
+                       action=argparse.BooleanOptionalAction, default=None,
+                       help="reuse KV blocks across requests with a shared prefix (on)")
+    group.add_argument("--debug-checks", dest="debug_checks", action="store_true", default=None,
+                       help="check the block pool's invariants after every step (slow)")
+
+
+def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    """The flags the user set, over EngineConfig's defaults (invalid values -> EngineError)."""
+    dests = [d for _, d, _, _ in _VALUE_FLAGS] + [d for _, d, _, _ in _CHOICE_FLAGS]
+    dests += ["enable_prefix_caching", "debug_checks"]
+    chosen = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
+    return EngineConfig.from_dict(chosen)
+
+
+def register(subparsers) -> None:
+    serve = subparsers.add_parser(
+        "serve", help="serve the reference engine over OpenAI-compatible HTTP",
+        description="Serve the reference engine: /v1/completions, /v1/chat/completions, /v1/models, "
+                    "/health, /metrics. Prints 'serving on URL' once ready; SIGINT/SIGTERM stop it.")
+    serve.add_argument("--engine", choices=("reference",), default="reference",
+                       help="the engine to serve (only the built-in reference engine)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 = pick a free one and print it (8000)")
+    add_engine_arguments(serve)
+    serve.set_defaults(func=_serve)
+
+    engine = subparsers.add_parser("engine", help="reference engine tools")
+    tools = engine.add_subparsers(dest="engine_verb", metavar="TOOL")
+    tools.required = True
+    calibrate = tools.add_parser(
+        "calibrate", help="time the torch runner and write a cost model for --runner simulated")
+    calibrate.add_argument("--preset", choices=tuple(PRESETS), default=None, help="model size (tiny)")
+    calibrate.add_argument("--device", default=None, help=f"{' | '.join(DEVICES)} | cuda:N (auto)")
+    calibrate.add_argument("--dtype", choices=tuple(DTYPES), default=None, help="dtype (float32)")
+    calibrate.add_argument("-o", "--output", required=True, help="cost model file to write (JSON)")
+    calibrate.set_defaults(func=_calibrate)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        from harness.errors import EngineError
+
+        raise EngineError(f"--port must be in 0..65535, got {args.port}")
+    config = engine_config_from_args(args)
+    from harness.engine.server import serve
+
+    serve(config, args.host, args.port, announce=_announce)
+    return 0
+
+
+def _announce(line: str) -> None:
+    print(line, flush=True)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    chosen = {k: v for k in ("preset", "device", "dtype") if (v := getattr(args, k)) is not None}
+    config = EngineConfig.from_dict(chosen)
+    from harness.engine.cost_model import calibrate
+
+    calibrate(config, args.output)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

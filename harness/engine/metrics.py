@@ -1,0 +1,133 @@
+"""`/metrics`: the engine's counters in Prometheus text format, under vLLM's metric names.
+
+Engine-side numbers come from `AsyncEngine.stats()`; the server adds what only it sees: finished
+requests by reason, the cached tokens it reported per request (so a reader can check that
+`vllm:prefix_cache_hits_total` agrees with the sum of `usage.prompt_tokens_details.cached_tokens`),
+and TTFT / end-to-end latency histograms measured at the server.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from harness.engine.async_engine import EngineStats
+
+# vLLM's buckets for the same histograms
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+               120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    n: int = 0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.buckets) + 1)
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.n += 1
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        out, running = [], 0
+        counts = self.counts or [0] * (len(self.buckets) + 1)
+        for bound, count in zip((*self.buckets, float("inf")), counts, strict=True):
+            running += count
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            out.append(f'{name}_bucket{{{labels},le="{le}"}} {running}')
+        out.append(f"{name}_sum{{{labels}}} {self.total}")
+        out.append(f"{name}_count{{{labels}}} {self.n}")
+        return out
+
+
+@dataclass
+class ServerMetrics:
+    finished: Counter = field(default_factory=Counter)  # finish_reason -> requests
+    cached_tokens_reported: int = 0
+    cached_tokens_cpu_reported: int = 0
+    ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
+    e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+
+    def request_done(self, finish_reason: str, cached: int, cached_cpu: int, e2e_s: float) -> None:
+        self.finished[finish_reason] += 1
+        self.cached_tokens_reported += cached
+        self.cached_tokens_cpu_reported += cached_cpu
+        self.e2e.observe(e2e_s)
+
+
+_GAUGES = (
+    ("vllm:num_requests_running", "num_running", "Number of requests in model execution batches."),
+    ("vllm:num_requests_waiting", "num_waiting", "Number of requests waiting to be processed."),
+    ("vllm:kv_cache_usage_perc", "kv_cache_usage", "KV-cache usage. 1 means 100 percent usage."),
+)
+_COUNTERS = (
+    ("vllm:prefix_cache_queries_total", "prefix_cache_queries",
+     "Prefix cache queries, in terms of number of queried tokens."),
+    ("vllm:prefix_cache_hits_total", "prefix_cache_hits",
+     "Prefix cache hits, in terms of number of cached tokens (device and CPU tier)."),
+    ("vllm:num_preemptions_total", "num_preemptions", "Cumulative number of preemptions."),
+    ("vllm:prompt_tokens_total", "prompt_tokens_total", "Number of prefill tokens processed."),
+    ("vllm:generation_tokens_total", "generation_tokens_total", "Number of generation tokens processed."),
+    ("harness:cpu_prefix_cache_hits_total", "cpu_cache_hits",
+     "Prefix cache hits served from the CPU tier (tokens; included in vllm:prefix_cache_hits_total)."),
+    ("harness:engine_steps_total", "num_steps", "Engine steps run."),
+)
+
+
+def render(stats: EngineStats, server: ServerMetrics, model_name: str) -> str:
+    labels = f'model_name="{_escape(model_name)}"'
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_: str, samples: list[str]) -> None:
+        lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", *samples])
+
+    for name, attr, help_ in _GAUGES:
+        family(name, "gauge", help_, [f"{name}{{{labels}}} {float(getattr(stats, attr))}"])
+    for name, attr, help_ in _COUNTERS:
+        family(name, "counter", help_, [f"{name}{{{labels}}} {int(getattr(stats, attr))}"])
+    reasons = sorted(set(server.finished) | {"stop", "length", "abort"})
+    family("vllm:request_success_total", "counter", "Count of finished requests, by finish reason.",
+           [f'vllm:request_success_total{{{labels},finished_reason="{r}"}} {server.finished[r]}'
+            for r in reasons])
+    family("harness:cached_tokens_reported_total", "counter",
+           "Sum of usage.prompt_tokens_details.cached_tokens over finished requests.",
+           [f"harness:cached_tokens_reported_total{{{labels}}} {server.cached_tokens_reported}"])
+    family("vllm:time_to_first_token_seconds", "histogram", "Time to first token, at the server.",
+           server.ttft.lines("vllm:time_to_first_token_seconds", labels))
+    family("vllm:e2e_request_latency_seconds", "histogram", "End-to-end request latency, at the server.",
+           server.e2e.lines("vllm:e2e_request_latency_seconds", labels))
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Samples of a Prometheus text exposition (ours or any vLLM server's): (name, labels, value)."""
+    samples = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or line.startswith("#"):
+            continue
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        samples.append((m.group(1), labels, float(m.group(3))))
+    return samples
+
+
+def metric_total(text: str, name: str, **labels: str) -> float:
+    """Sum of a metric's samples whose labels include `labels` (0.0 when absent)."""
+    return sum(v for n, lab, v in parse_prometheus(text)
+               if n == name and all(lab.get(k) == want for k, want in labels.items()))

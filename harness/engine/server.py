@@ -1,0 +1,299 @@
+"""An OpenAI-compatible HTTP server around the reference engine (aiohttp).
+
+    POST /v1/completions       prompt: text, token ids, or a batch of one of either
+    POST /v1/chat/completions  messages, rendered by `chat_template`
+    GET  /v1/models  /health  /metrics  /version
+
+Streaming is Server-Sent Events (`data: {...}` chunks, `data: [DONE]`), as OpenAI and vLLM send it.
+Every response reports `usage.prompt_tokens_details.cached_tokens`; `cached_tokens_device` and
+`cached_tokens_cpu` beside it split it by cache tier. A client that disconnects aborts its request:
+the handler is cancelled (`handler_cancellation=True`) and closing the engine's output iterator
+aborts the request in the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import orjson
+from aiohttp import web
+
+from harness import __version__
+from harness.engine import metrics
+from harness.engine.async_engine import AsyncEngine, EngineRequestError, RequestOutput
+from harness.engine.config import EngineConfig
+from harness.engine.server_protocol import (
+    ApiError,
+    ApiRequest,
+    ResponseBuilder,
+    ServedModel,
+    parse_chat,
+    parse_completion,
+    parse_json,
+)
+from harness.engine.tokenizer import Tokenizer
+from harness.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerState:
+    model: ServedModel
+    tokenizer: Tokenizer
+    metrics: metrics.ServerMetrics
+    started: float  # unix time, for "created" fields only
+
+
+ENGINE_KEY = web.AppKey("engine", AsyncEngine)
+STATE_KEY = web.AppKey("state", ServerState)
+
+
+@web.middleware
+async def _openai_errors(request: web.Request, handler) -> web.StreamResponse:
+    """Every error leaves as an OpenAI-style JSON body with the right status."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status, dumps=_dumps)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = f"{exc.reason}: {request.method} {request.path}"
+        err = ApiError(exc.status, message, code="not_found" if exc.status == 404 else None)
+        return web.json_response(err.body(), status=exc.status, dumps=_dumps)
+    except Exception as exc:  # a bug of ours: answer 500 and keep serving
+        log.exception("internal error on %s %s", request.method, request.path)
+        err = ApiError(500, f"internal server error: {type(exc).__name__}", type="server_error")
+        return web.json_response(err.body(), status=500, dumps=_dumps)
+
+
+def _dumps(obj: object) -> str:
+    return orjson.dumps(obj).decode()
+
+
+def build_app(engine: AsyncEngine) -> web.Application:
+    app = web.Application(middlewares=[_openai_errors], client_max_size=256 * 2**20)
+    app[ENGINE_KEY] = engine
+    app[STATE_KEY] = ServerState(
+        model=ServedModel(engine.config.served_model_name, engine.max_model_len, engine.vocab_size),
+        tokenizer=Tokenizer(),
+        metrics=metrics.ServerMetrics(),
+        started=time.time(),
+    )
+    app.router.add_post("/v1/completions", _completions)
+    app.router.add_post("/v1/chat/completions", _chat_completions)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/version", _version)
+    return app
+
+
+async def _completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE_KEY]
+    body = parse_json(await request.read())
+    return await _generate(request, parse_completion(body, state.model, state.tokenizer))
+
+
+async def _chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE_KEY]
+    body = parse_json(await request.read())
+    return await _generate(request, parse_chat(body, state.model, state.tokenizer))
+
+
+async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse:
+    engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
+    request_id = f"{'chatcmpl' if api.chat else 'cmpl'}-{uuid.uuid4().hex}"
+    t0 = time.perf_counter()
+    outputs = _submit(engine, request_id, api)
+    build = ResponseBuilder(request_id, api, state.model.name, state.tokenizer)
+    try:
+        first = await anext(outputs)
+        state.metrics.ttft.observe(time.perf_counter() - t0)
+        if api.stream:
+            return await _stream(request, build, first, outputs)
+        build.add(first)
+        async for out in outputs:
+            build.add(out)
+        failure = _failure(build.last)
+        if failure is not None:
+            raise failure
+        return web.json_response(build.response(build.last), dumps=_dumps)
+    finally:
+        await outputs.aclose()  # aborts the request in the engine if it is still running
+        if build.last is not None:
+            _request_done(state, build.last, t0)
+
+
+def _submit(engine: AsyncEngine, request_id: str, api: ApiRequest) -> AsyncIterator[RequestOutput]:
+    """Hand the request to the engine, which validates it before anything is sent."""
+    try:
+        return engine.generate(request_id, api.prompt_ids, api.params)
+    except EngineRequestError as exc:
+        raise ApiError(400, str(exc)) from exc
+    except EngineError as exc:  # stopping
+        raise ApiError(503, str(exc), type="server_error") from exc
+
+
+def _failure(out: RequestOutput) -> ApiError | None:
+    if out.finish_reason == "error":
+        return ApiError(500, f"the engine failed this request: {out.error}", type="server_error")
+    if out.finish_reason == "abort":
+        return ApiError(503, "the request was aborted: the engine is shutting down", type="server_error")
+    return None
+
+
+async def _stream(request, build, first, outputs) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    try:
+        for chunk in build.opening_chunks():
+            await resp.write(_sse(chunk))
+        out = first
+        while True:
+            for chunk in build.chunks(out):
+                await resp.write(_sse(chunk))
+            if out.finished:
+                break
+            out = await anext(outputs)
+        failure = _failure(out)
+        if failure is not None:
+            await resp.write(_sse(failure.body()))  # vLLM's way to fail a stream already begun
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+    except (ConnectionResetError, ConnectionError) as exc:
+        log.info("client went away from %s: %s", build.request_id, exc)  # finally aborts it
+    return resp
+
+
+def _sse(obj: dict) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _request_done(state: ServerState, out: RequestOutput, t0: float) -> None:
+    reason = out.finish_reason if out.finished else "abort"  # unfinished: the client went away
+    state.metrics.request_done(reason or "abort", out.cached_tokens, out.cached_tokens_cpu,
+                               time.perf_counter() - t0)
+
+
+async def _models(request: web.Request) -> web.Response:
+    state = request.app[STATE_KEY]
+    card = {"id": state.model.name, "object": "model", "created": int(state.started),
+            "owned_by": "agentic-harness", "root": state.model.name, "parent": None,
+            "max_model_len": state.model.max_model_len}
+    return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
+    text = metrics.render(engine.stats(), state.metrics, state.model.name)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
+async def _version(request: web.Request) -> web.Response:
+    return web.json_response({"version": __version__, "engine": "reference"})
+
+
+@dataclass
+class RunningServer:
+    url: str
+    port: int
+    engine: AsyncEngine
+    _runner: web.AppRunner
+
+    async def close(self) -> None:
+        # stop the engine first: it aborts in-flight requests, so open streams end promptly
+        await self.engine.stop()
+        await self._runner.cleanup()
+
+
+async def start_server(engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    engine = AsyncEngine(engine_config)
+    await engine.start()
+    try:
+        return await serve_engine(engine, host, port)
+    except BaseException:
+        await engine.stop()
+        raise
+
+
+async def serve_engine(engine: AsyncEngine, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    """Serve an engine that is already started (the caller keeps ownership of its lifetime)."""
+    runner = web.AppRunner(build_app(engine), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise EngineError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound = runner.addresses[0][1]
+    shown = f"[{host}]" if ":" in host else host
+    return RunningServer(url=f"http://{shown}:{bound}", port=bound, engine=engine, _runner=runner)
+
+
+def serve(engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0, *, announce=print) -> None:
+    """Block until SIGINT/SIGTERM; `announce` gets "serving on URL" once the server is ready."""
+    asyncio.run(_serve_until_signal(engine_config, host, port, announce))
+
+
+async def _serve_until_signal(engine_config, host, port, announce) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    server = await start_server(engine_config, host, port)
+    try:
+        announce(f"serving on {server.url}")
+        await stop.wait()
+    finally:
+        await server.close()
+
+
+class BackgroundServer:
+    """A server on its own event loop in a daemon thread, for synchronous callers (tests,
+    notebooks): `with BackgroundServer(config) as server: server.url`."""
+
+    def __init__(self, engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._args = (engine_config, host, port)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="harness-server", daemon=True)
+        self.server: RunningServer | None = None
+
+    def __enter__(self) -> RunningServer:
+        self._thread.start()
+        try:
+            self.server = self.call(start_server(*self._args))
+        except BaseException:
+            self._stop_loop()
+            raise
+        return self.server
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self.server is not None:
+                self.call(self.server.close())
+        finally:
+            self._stop_loop()
+
+    def call(self, coro, timeout: float | None = 120.0):
+        """Run a coroutine on the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()

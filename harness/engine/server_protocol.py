@@ -1,0 +1,299 @@
+"""The OpenAI protocol: request bodies -> validated `ApiRequest`s; engine outputs -> responses.
+
+Validation happens here, at the edge, so the engine sees only typed, in-range values. Fields the
+engine cannot honour faithfully (n > 1, logprobs, echo, best_of, suffix, stop strings) are a 400
+rather than silently ignored; fields that do not change the output (user, seed, top_p, ...) are
+accepted and ignored, as vLLM does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import orjson
+
+from harness.engine.async_engine import RequestOutput, SamplingParams
+from harness.engine.chat_template import ChatTemplateError, apply_chat_template
+from harness.engine.tokenizer import DecodeStream, Tokenizer
+
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for /v1/completions
+
+
+class ApiError(Exception):
+    """An HTTP error with an OpenAI-style body: {"error": {message, type, param, code}}."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None, type: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.type = status, message, param, code, type
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    name: str
+    max_model_len: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    chat: bool
+    prompt_ids: list[int]
+    params: SamplingParams
+    stream: bool
+    include_usage: bool  # stream_options.include_usage: a final chunk with usage
+    continuous_usage: bool  # stream_options.continuous_usage_stats (vLLM): usage on every chunk
+    return_token_ids: bool  # vLLM's extension: the prompt's and the output's ids in the response
+
+
+def parse_json(raw: bytes) -> dict:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"We could not parse the JSON body of your request: {exc}") from exc
+    if not isinstance(body, dict):
+        raise bad("The request body must be a JSON object")
+    return body
+
+
+def parse_completion(body: dict, model: ServedModel, tokenizer: Tokenizer) -> ApiRequest:
+    check_model(body, model)
+    prompt_ids = _prompt_ids(body.get("prompt"), model, tokenizer)
+    return _request(body, model, prompt_ids, chat=False)
+
+
+def parse_chat(body: dict, model: ServedModel, tokenizer: Tokenizer) -> ApiRequest:
+    check_model(body, model)
+    if "messages" not in body:
+        raise bad("Missing required parameter: 'messages'", "messages")
+    try:
+        prompt_ids = apply_chat_template(body["messages"], tokenizer)
+    except ChatTemplateError as exc:
+        raise bad(str(exc), exc.param) from exc
+    return _request(body, model, prompt_ids, chat=True)
+
+
+def check_model(body: dict, model: ServedModel) -> None:
+    name = body.get("model")
+    if name is None:
+        return  # as vLLM: the served model is the default
+    if not isinstance(name, str):
+        raise bad("'model' must be a string", "model")
+    if name != model.name:
+        raise ApiError(404, f"The model `{name}` does not exist. This server serves `{model.name}`.",
+                       param="model", code="model_not_found")
+
+
+def _prompt_ids(prompt: object, model: ServedModel, tokenizer: Tokenizer) -> list[int]:
+    """A text, a list of ids, or a batch of exactly one of either."""
+    if prompt is None:
+        raise bad("Missing required parameter: 'prompt'", "prompt")
+    if isinstance(prompt, list) and prompt and all(isinstance(p, (list, str)) for p in prompt):
+        if len(prompt) != 1:
+            raise bad(f"a batch of {len(prompt)} prompts: this server takes one prompt per request", "prompt")
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        ids = tokenizer.encode(prompt)
+    elif isinstance(prompt, list) and all(type(i) is int for i in prompt):
+        ids = prompt
+    else:
+        raise bad("'prompt' must be a string, an array of token ids, or an array of one of either", "prompt")
+    if not ids:
+        raise bad("The prompt is empty", "prompt")
+    bad_ids = [i for i in ids if not 0 <= i < model.vocab_size]
+    if bad_ids:
+        raise bad(f"token id {bad_ids[0]} is outside the vocabulary (0..{model.vocab_size - 1})", "prompt")
+    return ids
+
+
+def _request(body: dict, model: ServedModel, prompt_ids: list[int], *, chat: bool) -> ApiRequest:
+    _reject_unsupported(body)
+    stream = _bool(body, "stream", False)
+    options = body.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or not stream):
+        raise bad("'stream_options' must be an object, and is only allowed with 'stream': true", "stream_options")
+    options = options or {}
+    return ApiRequest(
+        chat=chat,
+        prompt_ids=prompt_ids,
+        params=_sampling_params(body, model, len(prompt_ids), chat=chat),
+        stream=stream,
+        include_usage=_bool(options, "include_usage", False, "stream_options.include_usage"),
+        continuous_usage=_bool(options, "continuous_usage_stats", False, "stream_options.continuous_usage_stats"),
+        return_token_ids=_bool(body, "return_token_ids", False),
+    )
+
+
+def _sampling_params(body: dict, model: ServedModel, prompt_len: int, *, chat: bool) -> SamplingParams:
+    room = model.max_model_len - prompt_len
+    if room <= 0:
+        raise bad(f"This model's maximum context length is {model.max_model_len} tokens. However, your "
+                  f"prompt has {prompt_len} tokens, leaving no room for a completion.",
+                  "messages" if chat else "prompt")
+    name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    default = room if chat else COMPLETION_DEFAULT_MAX_TOKENS
+    max_tokens = _int(body, name, default, minimum=1)
+    if max_tokens > room:
+        raise bad(f"This model's maximum context length is {model.max_model_len} tokens. However, you "
+                  f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the prompt, "
+                  f"{max_tokens} in the completion). Please reduce the prompt or the completion.", name)
+    min_tokens = _int(body, "min_tokens", 0, minimum=0)
+    if min_tokens > max_tokens:
+        raise bad(f"'min_tokens' ({min_tokens}) must be at most '{name}' ({max_tokens})", "min_tokens")
+    return SamplingParams(
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        ignore_eos=_bool(body, "ignore_eos", False),
+        temperature=_temperature(body),
+        stop_token_ids=_stop_token_ids(body, model),
+    )
+
+
+def _reject_unsupported(body: dict) -> None:
+    limits = (("n", 1), ("best_of", 1))
+    for name, most in limits:
+        value = body.get(name)
+        if value is not None and (type(value) is not int or not 1 <= value <= most):
+            raise bad(f"'{name}' must be 1: this server returns one choice per request", name)
+    for name in ("logprobs", "top_logprobs", "echo", "suffix", "tools", "response_format"):
+        value = body.get(name)
+        if value not in (None, False, 0) and not (name == "tools" and value == []):
+            raise bad(f"'{name}' is not supported by the reference engine", name)
+    stop = body.get("stop")
+    if stop not in (None, [], ""):
+        raise bad("stop strings are not supported by the reference engine; use 'stop_token_ids'", "stop")
+
+
+def _temperature(body: dict) -> float:
+    value = body.get("temperature")
+    if value is None:
+        return 0.0
+    if type(value) not in (int, float) or not 0 <= value <= 2:
+        raise bad("'temperature' must be a number between 0 and 2", "temperature")
+    return float(value)
+
+
+def _stop_token_ids(body: dict, model: ServedModel) -> tuple[int, ...]:
+    value = body.get("stop_token_ids")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(type(i) is int and 0 <= i < model.vocab_size for i in value):
+        raise bad(f"'stop_token_ids' must be an array of token ids in 0..{model.vocab_size - 1}", "stop_token_ids")
+    return tuple(value)
+
+
+def _int(body: dict, name: str, default: int, *, minimum: int) -> int:
+    value = body.get(name)
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise bad(f"'{name}' must be an integer, got {type(value).__name__}", name)
+    if value < minimum:
+        raise bad(f"'{name}' must be at least {minimum}, got {value}", name)
+    return value
+
+
+def _bool(body: dict, name: str, default: bool, param: str | None = None) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise bad(f"'{param or name}' must be a boolean", param or name)
+    return value
+
+
+class ResponseBuilder:
+    """Engine outputs -> OpenAI response bodies and stream chunks, for one request."""
+
+    def __init__(self, request_id: str, api: ApiRequest, model_name: str, tokenizer: Tokenizer) -> None:
+        self.request_id, self.api, self.model = request_id, api, model_name
+        self.created = int(time.time())
+        self._decoder = DecodeStream()
+        self._stop_ids = {tokenizer.eos_token_id, *api.params.stop_token_ids}
+        self.text_parts: list[str] = []
+        self.token_ids: list[int] = []
+        self.last: RequestOutput | None = None  # the latest output taken
+
+    def add(self, out: RequestOutput) -> str:
+        """Take one output; returns its text delta."""
+        ids = out.new_token_ids
+        shown = ids
+        if out.finished and out.finish_reason == "stop" and ids and ids[-1] in self._stop_ids:
+            shown = ids[:-1]  # the stop token ends the text, it is not part of it (vLLM's default)
+        text = "".join(self._decoder.push(i) for i in shown)
+        if out.finished:
+            text += self._decoder.flush()
+        self.text_parts.append(text)
+        self.token_ids.extend(ids)
+        self.last = out
+        return text
+
+    def usage(self, out: RequestOutput) -> dict:
+        return {
+            "prompt_tokens": out.prompt_tokens,
+            "completion_tokens": out.completion_tokens,
+            "total_tokens": out.prompt_tokens + out.completion_tokens,
+            "prompt_tokens_details": {
+                "cached_tokens": out.cached_tokens,
+                "cached_tokens_device": out.cached_tokens_device,  # our extensions
+                "cached_tokens_cpu": out.cached_tokens_cpu,
+            },
+        }
+
+    def response(self, last: RequestOutput) -> dict:
+        text = "".join(self.text_parts)
+        if self.api.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+        else:
+            choice = {"index": 0, "text": text}
+        choice |= {"logprobs": None, "finish_reason": last.finish_reason}
+        if self.api.return_token_ids:
+            choice["token_ids"] = list(self.token_ids)
+        body = self._envelope("chat.completion" if self.api.chat else "text_completion", [choice])
+        if self.api.return_token_ids:
+            body["prompt_token_ids"] = list(self.api.prompt_ids)
+        body["usage"] = self.usage(last)
+        return body
+
+    def opening_chunks(self) -> list[dict]:
+        """Chat streams open with a role-only delta, as OpenAI's do."""
+        if not self.api.chat:
+            return []
+        return [self._chunk({"role": "assistant", "content": ""}, None, None)]
+
+    def chunks(self, out: RequestOutput) -> list[dict]:
+        """The chunks for one engine output: its delta (with the finish reason on the last)."""
+        text = self.add(out)
+        delta = {"content": text} if self.api.chat else text
+        chunks = [self._chunk(delta, out.finish_reason if out.finished else None, out)]
+        if self.api.return_token_ids:
+            chunks[0]["choices"][0]["token_ids"] = list(out.new_token_ids)
+        if out.finished and self.api.include_usage:
+            chunks.append(self._envelope(self._chunk_object, []) | {"usage": self.usage(out)})
+        return chunks
+
+    @property
+    def _chunk_object(self) -> str:
+        return "chat.completion.chunk" if self.api.chat else "text_completion"
+
+    def _chunk(self, delta: dict | str, finish_reason: str | None, out: RequestOutput | None) -> dict:
+        choice = {"index": 0, "delta": delta} if self.api.chat else {"index": 0, "text": delta}
+        choice |= {"logprobs": None, "finish_reason": finish_reason}
+        chunk = self._envelope(self._chunk_object, [choice])
+        if self.api.continuous_usage and out is not None:
+            chunk["usage"] = self.usage(out)
+        elif self.api.include_usage:
+            chunk["usage"] = None  # OpenAI sends null usage on every chunk but the last
+        return chunk
+
+    def _envelope(self, obj: str, choices: list[dict]) -> dict:
+        return {"id": self.request_id, "object": obj, "created": self.created, "model": self.model,
+                "choices": choices}

@@ -1,0 +1,124 @@
+"""The reference server driven by the official `openai` client: completions and chat, streaming
+and not, usage with cached tokens, token-id and text prompts."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import openai
+import pytest
+
+from harness.engine.config import EngineConfig
+from harness.engine.server import BackgroundServer
+from harness.engine.tokenizer import Tokenizer
+from harness.trace.content import TOKEN_BASE, WORDS
+
+MODEL = "agentic-harness-reference"
+TOK = Tokenizer()
+
+
+@pytest.fixture(scope="module")
+def server():
+    config = EngineConfig(num_gpu_blocks=512, device="cpu", max_model_len=4096)
+    with BackgroundServer(config) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60) as c:
+        yield c
+
+
+def words(seed: int, n: int) -> list[int]:
+    return [TOKEN_BASE + (seed * 7919 + k * 104729) % len(WORDS) for k in range(n)]
+
+
+def test_models_and_health(client, server):
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    with urllib.request.urlopen(f"{server.url}/health", timeout=10) as resp:
+        assert resp.status == 200
+
+
+def test_completion_with_token_ids_reports_usage_and_ids(client):
+    prompt = words(1, 40)
+    r = client.completions.create(model=MODEL, prompt=prompt, max_tokens=6, extra_body={
+        "ignore_eos": True, "return_token_ids": True})
+    choice = r.choices[0]
+    assert choice.finish_reason == "length"
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (40, 6, 46)
+    assert r.usage.prompt_tokens_details.cached_tokens == 0
+    assert r.model_extra["prompt_token_ids"] == prompt
+    assert len(choice.token_ids) == 6 and choice.text == TOK.decode(choice.token_ids)
+
+
+def test_text_prompt_is_the_same_request_as_its_token_ids(client):
+    prompt = words(2, 50)
+    by_ids = client.completions.create(model=MODEL, prompt=prompt, max_tokens=5, extra_body={"ignore_eos": True})
+    by_text = client.completions.create(model=MODEL, prompt=TOK.decode(prompt), max_tokens=5,
+                                        extra_body={"ignore_eos": True})
+    batch_of_one = client.completions.create(model=MODEL, prompt=[prompt], max_tokens=5,
+                                             extra_body={"ignore_eos": True})
+    assert by_text.choices[0].text == by_ids.choices[0].text == batch_of_one.choices[0].text
+    assert by_text.usage.prompt_tokens == 50
+    # the same ids: the text request hits the blocks the id request left (capped below 50)
+    assert by_text.usage.prompt_tokens_details.cached_tokens == 48
+    details = by_text.usage.prompt_tokens_details.model_extra
+    assert details["cached_tokens_device"] + details["cached_tokens_cpu"] == 48
+
+
+def test_streaming_completion_matches_non_streaming_and_ends_with_usage(client):
+    prompt = words(3, 30)
+    whole = client.completions.create(model=MODEL, prompt=prompt, max_tokens=8, extra_body={"ignore_eos": True})
+    chunks = list(client.completions.create(model=MODEL, prompt=prompt, max_tokens=8, stream=True,
+                                            stream_options={"include_usage": True},
+                                            extra_body={"ignore_eos": True}))
+    *content, final = chunks
+    assert "".join(c.choices[0].text for c in content) == whole.choices[0].text
+    assert [c.choices[0].finish_reason for c in content][-1] == "length"
+    assert all(c.usage is None for c in content)
+    assert final.choices == [] and final.usage.completion_tokens == 8 and final.usage.prompt_tokens == 30
+    assert final.usage.prompt_tokens_details.cached_tokens == 16  # the first request left 1 full block
+
+
+def test_streaming_chat_opens_with_the_role_and_ends_with_usage(client):
+    messages = [{"role": "system", "content": "the system of the file"}, {"role": "user", "content": "read the code"}]
+    whole = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=7,
+                                           extra_body={"ignore_eos": True})
+    assert whole.choices[0].message.role == "assistant" and whole.choices[0].finish_reason == "length"
+    stream = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=7, stream=True,
+                                            stream_options={"include_usage": True},
+                                            extra_body={"ignore_eos": True})
+    first, *content, final = list(stream)
+    assert first.choices[0].delta.role == "assistant" and first.choices[0].delta.content == ""
+    assert "".join(c.choices[0].delta.content for c in content) == whole.choices[0].message.content
+    assert content[-1].choices[0].finish_reason == "length"
+    assert final.usage.completion_tokens == 7
+    assert final.usage.prompt_tokens == whole.usage.prompt_tokens == 13  # 9 words + 4 template ids
+
+
+def test_continuous_usage_counts_tokens_on_every_chunk(client):
+    stream = client.completions.create(model=MODEL, prompt=words(4, 20), max_tokens=6, stream=True,
+                                       stream_options={"include_usage": True, "continuous_usage_stats": True},
+                                       extra_body={"ignore_eos": True})
+    counts = [c.usage.completion_tokens for c in stream]
+    assert counts[-1] == 6 and counts == sorted(counts) and len(counts) >= 2
+
+
+def test_a_stop_token_ends_the_text_without_appearing_in_it(client):
+    prompt = words(5, 24)
+    free = client.completions.create(model=MODEL, prompt=prompt, max_tokens=4, extra_body={
+        "ignore_eos": True, "return_token_ids": True})
+    second = free.choices[0].token_ids[1]
+    stopped = client.completions.create(model=MODEL, prompt=prompt, max_tokens=4, extra_body={
+        "ignore_eos": True, "return_token_ids": True, "stop_token_ids": [second]})
+    choice = stopped.choices[0]
+    assert choice.finish_reason == "stop"
+    assert choice.token_ids == free.choices[0].token_ids[:2] and stopped.usage.completion_tokens == 2
+    assert choice.text == TOK.decode(free.choices[0].token_ids[:1])
+
+
+def test_min_tokens_and_temperature_are_accepted(client):
+    r = client.completions.create(model=MODEL, prompt=words(6, 10), max_tokens=5, temperature=0.8, seed=3,
+                                  extra_body={"min_tokens": 5})
+    assert r.usage.completion_tokens == 5
