@@ -128,9 +128,10 @@ def calibrate(config: EngineConfig, out_path: str, *, max_context: int = 20_480,
         ys.append(_time_step(runner, chunks, reps))
     from scipy.optimize import nnls
 
-    coef, _ = nnls(np.array(rows), np.array(ys))
-    pred = np.array(rows) @ coef
-    rel = np.abs(pred - ys) / np.array(ys)
+    x, y = np.array(rows), np.array(ys)
+    # Relative error is what matters (a 2 ms decode step as much as a 2 s prefill): weight by 1/y.
+    coef, _ = nnls(x / y[:, None], np.ones_like(y))
+    rel = np.abs(x @ coef - y) / y
     model = CostModel(*map(float, coef), meta={
         "device": runner.device_name, "machine": platform.processor() or platform.machine(),
         "preset": config.preset, "dtype": config.dtype, "block_size": config.block_size,

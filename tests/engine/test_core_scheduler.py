@@ -1,0 +1,151 @@
+"""The scheduler's step budget, caps, FCFS order, preemption and cached_tokens (simulated runner)."""
+
+from __future__ import annotations
+
+from harness.engine.engine import LLMEngine
+from harness.engine.sequence import SamplingParams
+
+from .conftest import drain, greedy, prompt, sim
+
+
+def step_log(engine: LLMEngine) -> list[list[tuple[str, int, int, bool]]]:
+    """Run to idle; per step: (request id, start, tokens, was prefill) of each chunk."""
+    log = []
+
+    def record(when, eng):
+        if when == "after":
+            log.append([(c.request.request_id, c.start, c.num_tokens, c.start + c.num_tokens <
+                         c.request.num_prompt_tokens or c.num_tokens > 1) for c in eng.last_schedule])
+
+    drain(engine, record)
+    return log
+
+
+def test_every_step_respects_the_budget_and_the_long_prefill_cap():
+    e = LLMEngine(sim(max_num_batched_tokens=48, long_prefill_token_threshold=20))
+    for i in range(6):
+        e.add_request(f"r{i}", prompt(i, 70 + 13 * i), greedy(5))
+    log = step_log(e)
+    assert log
+    for step in log:
+        assert sum(n for _, _, n, _ in step) <= 48
+        assert all(n <= 20 for _, _, n, _ in step)
+        ids = [r for r, *_ in step]
+        assert len(ids) == len(set(ids))
+    # The cap lets several requests prefill in one step instead of one hogging the budget.
+    assert any(sum(1 for *_, pre in step if pre) >= 2 for step in log)
+
+
+def test_chunks_are_contiguous_and_cover_every_token():
+    e = LLMEngine(sim(max_num_batched_tokens=32))
+    for i in range(3):
+        e.add_request(f"r{i}", prompt(i, 100), greedy(4))
+    seen: dict[str, int] = {}
+    for step in step_log(e):
+        for rid, start, n, _ in step:
+            assert start == seen.get(rid, 0)
+            seen[rid] = start + n
+    assert all(v == 100 + 4 - 1 for v in seen.values())  # the last output is never fed back
+
+
+def test_waiting_requests_are_admitted_fcfs_and_capped_by_max_num_seqs():
+    e = LLMEngine(sim(max_num_seqs=2, max_num_batched_tokens=512))
+    for i in range(5):
+        e.add_request(f"r{i}", prompt(i, 40), greedy(3))
+    order: list[str] = []
+    for step in step_log(e):
+        assert len(step) <= 2
+        for rid, start, *_ in step:
+            if start == 0:
+                order.append(rid)
+    assert order == [f"r{i}" for i in range(5)]
+
+
+def test_prefill_schedule_interval_only_admits_prefill_every_nth_step():
+    e = LLMEngine(sim(prefill_schedule_interval=3, max_num_batched_tokens=16))
+    e.add_request("long", prompt(1, 64), greedy(30))
+    e.add_request("late", prompt(2, 64), greedy(2))
+    steps_with_decode_and_prefill = []
+    for i, step in enumerate(step_log(e), start=1):
+        decoding = any(not pre for *_, pre in step)
+        prefilling = any(pre for *_, pre in step)
+        if decoding and prefilling:
+            steps_with_decode_and_prefill.append(i)
+    assert steps_with_decode_and_prefill and all(i % 3 == 0 for i in steps_with_decode_and_prefill)
+
+
+def test_preemption_recomputes_the_latest_arrival_and_all_finish():
+    # 12 blocks of 16 tokens; three requests each growing to ~80 tokens cannot all fit.
+    e = LLMEngine(sim(num_gpu_blocks=12, max_num_batched_tokens=256))
+    for i in range(3):
+        e.add_request(f"r{i}", prompt(i, 60), greedy(40))
+    preempted_order = []
+
+    def watch(when, eng):
+        if when == "after":
+            for r in eng.requests.values():
+                if r.num_preemptions and r.request_id not in preempted_order:
+                    preempted_order.append(r.request_id)
+
+    out = drain(e, watch)
+    assert e.stats().num_preemptions > 0
+    assert preempted_order[0] == "r2"
+    assert all(len(toks) == 40 for toks, _ in out.values())
+
+
+def test_cached_tokens_match_an_independent_oracle_under_eviction():
+    """Oracle: the longest chain of resident blocks whose whole prefix equals the prompt's."""
+    bs = 16
+    e = LLMEngine(sim(num_gpu_blocks=24, max_num_seqs=1))
+    prefix_of: dict[int, tuple] = {}  # block id -> every token up to the end of that block
+    expected: dict[str, int] = {}
+
+    def oracle(when, eng):
+        if when == "after":
+            for r in eng.scheduler.running:
+                for i, b in enumerate(r.block_table[: r.num_computed_tokens // bs]):
+                    prefix_of[b] = tuple(r.token_ids[: (i + 1) * bs])
+            return
+        resident = {prefix_of[b.block_id] for b in eng.pool.blocks
+                    if b.hash is not None and b.block_id in prefix_of}
+        for r in eng.scheduler.waiting:
+            if not r.admitted:
+                k = 0
+                while k < (r.num_tokens - 1) // bs and tuple(r.token_ids[: (k + 1) * bs]) in resident:
+                    k += 1
+                expected[r.request_id] = k * bs
+                break  # max_num_seqs=1: only the head can be admitted next
+
+    shared = prompt(0, 100)
+    for i in range(12):
+        tail = prompt(100 + i % 4, 20 + 7 * (i % 3))
+        e.add_request(f"r{i}", (shared if i % 2 else prompt(50 + i % 3, 100)) + tail, greedy(6))
+    out = drain(e, oracle)
+    got = {rid: final.cached_tokens for rid, (_, final) in out.items()}
+    assert got == expected
+    assert any(v > 0 for v in got.values()) and any(v == 0 for v in got.values())
+    assert e.pool.num_evictions > 0
+
+
+def test_cached_tokens_are_set_at_first_admission_only():
+    e = LLMEngine(sim(num_gpu_blocks=12, max_num_batched_tokens=256))
+    e.add_request("a", prompt(0, 60), greedy(40))
+    e.add_request("b", prompt(0, 60), greedy(40))
+    out = drain(e)
+    s = e.stats()
+    assert s.num_preemptions > 0
+    assert out["b"][1].cached_tokens == 0  # admitted in the same step as a: nothing was computed
+    assert s.prefix_cache_hits == sum(f.cached_tokens for _, f in out.values())
+    assert s.prefix_cache_queries == 120
+
+
+def test_stop_tokens_and_min_tokens():
+    e = LLMEngine(sim())
+    p = prompt(3, 20)
+    e.add_request("free", p, greedy(6))
+    first = drain(e)["free"][0]
+    e.add_request("stop", p, SamplingParams(max_tokens=6, stop_token_ids=(first[2],)))
+    e.add_request("min", p, SamplingParams(max_tokens=6, min_tokens=5, stop_token_ids=(first[2],)))
+    out = drain(e)
+    assert out["stop"][0] == first[:3] and out["stop"][1].finish_reason == "stop"
+    assert out["min"][0] == first and out["min"][1].finish_reason == "length"
