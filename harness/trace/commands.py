@@ -1,0 +1,108 @@
+"""`harness trace generate | convert | stats`: flags in, one plain function each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    trace = sub.add_parser("trace", help="generate, convert and inspect traces")
+    verbs = trace.add_subparsers(dest="trace_verb", metavar="ACTION")
+    verbs.required = True
+    _register_generate(verbs)
+    _register_convert(verbs)
+    _register_stats(verbs)
+
+
+def _register_generate(verbs) -> None:
+    p = verbs.add_parser("generate", help="draw a trace from a workload profile")
+    p.add_argument("--profile", type=Path, default=None, help="workload profile YAML (default: workloads/agentx.yaml)")
+    p.add_argument("--sessions", type=int, default=None, help="main sessions to draw (default: the profile's)")
+    p.add_argument("--seed", type=int, default=1, help="random seed; the same seed and profile give the same bytes (default: 1)")
+    p.add_argument("--scale", type=float, default=None, help="multiply every token count by this (e.g. 0.01 for a CPU)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a profile field by dotted key, value read as YAML (repeatable)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="native trace file to write (JSONL)")
+    p.set_defaults(func=cmd_generate)
+
+
+def _register_convert(verbs) -> None:
+    p = verbs.add_parser("convert", help="convert between trace formats")
+    p.add_argument("input", type=Path, help="trace file to read")
+    p.add_argument("-o", "--output", type=Path, required=True, help="file to write")
+    p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
+    p.add_argument("--to", dest="dst", default="native", choices=["native", "mooncake"], help="output format (default: native)")
+    p.add_argument("--block-size", type=int, default=None, help="tokens per hash block: of a Mooncake input, and of a Mooncake output (default: 512)")
+    p.add_argument("--group-sessions", action="store_true", help="Mooncake input: join requests whose hash ids extend an earlier request into sessions")
+    p.add_argument("--salt", default=None, help="Mooncake output: prefix every prompt with this salt's content")
+    p.set_defaults(func=cmd_convert)
+
+
+def _register_stats(verbs) -> None:
+    p = verbs.add_parser("stats", help="fidelity table, distributions and prefix-cache hit of a trace")
+    p.add_argument("trace", type=Path, help="trace file (native, Mooncake or Weka/AgentX)")
+    p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--block-size", type=int, default=16, help="cache block size for the hit rates (default: 16)")
+    p.add_argument("--cache-tokens", type=int, default=None, help="also simulate an LRU prefix cache of this many tokens")
+    p.add_argument("--group-sessions", action="store_true", help="Mooncake input: group requests into sessions by prefix chains")
+    p.set_defaults(func=cmd_stats)
+
+
+def _positive(value: int | None, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise InputError(f"{flag} must be positive, got {value}")
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from harness.trace.generate import generate
+    from harness.trace.native import write_trace
+    from harness.trace.profile import load_profile
+
+    _positive(args.sessions, "--sessions")
+    if args.scale is not None and args.scale <= 0:
+        raise InputError(f"--scale must be positive, got {args.scale}")
+    profile = load_profile(args.profile, sets=args.sets)
+    t0 = time.perf_counter()
+    trace = generate(profile, seed=args.seed, sessions=args.sessions, scale=args.scale)
+    write_trace(trace, args.output)
+    mains = len(trace.main_sessions)
+    print(
+        f"wrote {args.output}: {mains} main + {len(trace.sessions) - mains} subagent sessions, "
+        f"{trace.num_requests} requests ({time.perf_counter() - t0:.1f} s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from harness.trace.formats import load_trace, save_trace
+
+    _positive(args.block_size, "--block-size")
+    in_block = args.block_size if args.src in ("auto", "mooncake") else None
+    trace = load_trace(args.input, args.src, block_size=in_block, group_sessions=args.group_sessions)
+    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt)
+    print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests", file=sys.stderr)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from harness.trace.formats import load_trace
+    from harness.trace.stats import compute_stats
+    from harness.trace.stats_report import render
+
+    _positive(args.block_size, "--block-size")
+    if args.cache_tokens is not None and args.cache_tokens < 0:
+        raise InputError(f"--cache-tokens must be >= 0, got {args.cache_tokens}")
+    trace = load_trace(args.trace, args.src, group_sessions=args.group_sessions)
+    stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens)
+    if args.json:
+        print(json.dumps(stats, indent=None, separators=(",", ":")))
+    else:
+        render(stats, str(args.trace), sys.stdout)
+    return 0

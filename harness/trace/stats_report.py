@@ -1,0 +1,55 @@
+"""Plain-text tables of `compute_stats` output: the fidelity table, then distributions."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+_DISTS = (
+    ("turns_per_main_session", "turns per main session"),
+    ("turns_per_subagent", "turns per subagent"),
+    ("prompt_tokens", "prompt tokens per request"),
+    ("output_tokens", "output tokens per request"),
+    ("new_input_tokens", "new input tokens per turn"),
+    ("think_s", "think time per turn (s)"),
+    ("subagents_per_main_session", "subagents per main session"),
+)
+
+
+def _num(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and abs(v) < 10 and v != int(v):
+        return f"{v:.3f}"
+    return f"{v:,.0f}"
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for j, row in enumerate(rows):
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        out.write("  ".join(cells).rstrip() + "\n")
+        if j == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def render(stats: dict, name: str, out: TextIO) -> None:
+    out.write(
+        f"{name}: {stats['sessions']} sessions ({stats['main_sessions']} main, "
+        f"{stats['subagent_sessions']} subagents), {stats['requests']} requests\n\n"
+    )
+    rows = [["fidelity (AgentX)", "target", "trace", "met"]]
+    for r in stats["fidelity"]:
+        value = r["value"]
+        shown = f"{value:.1%}" if r["key"] in ("ideal_cache_hit", "main_sessions_with_subagents") else _num(value)
+        rows.append([r["property"], r["target"], shown, "yes" if r["met"] else "NO"])
+    _table(rows, out)
+    out.write("\n")
+    rows = [["distribution", "count", "p50", "p90", "p99", "mean"]]
+    for key, label in _DISTS:
+        d = stats[key]
+        rows.append([label, str(d["count"])] + [_num(d[q]) for q in ("p50", "p90", "p99", "mean")])
+    _table(rows, out)
+    out.write(f"\nprefix-cache hit, token-weighted (block {stats['block_size']}):\n")
+    out.write(f"  ideal (infinite cache)          {stats['ideal_cache_hit']:.2%}\n")
+    if "lru_cache_hit" in stats:
+        out.write(f"  LRU, {stats['cache_tokens']:,} tokens  {stats['lru_cache_hit']:.2%}\n")

@@ -1,0 +1,54 @@
+"""`harness trace ...` end to end through `harness.cli.main`."""
+
+import json
+
+from harness.cli import main
+from harness.trace.formats import load_trace
+
+from .tiny import CPU_PROFILE, MOONCAKE, write
+
+
+def test_generate_then_stats_json(tmp_path, capsys):
+    out = tmp_path / "t.jsonl"
+    args = ["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "12", "--seed", "3"]
+    assert main([*args, "--set", "subagents.probability=1", "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().err
+    assert main(["trace", "stats", str(out), "--json", "--cache-tokens", "5000"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    for key in ("sessions", "main_sessions", "requests", "ideal_cache_hit", "lru_cache_hit", "subagents_per_parent"):
+        assert key in stats
+    for key in ("turns_per_main_session", "prompt_tokens", "output_tokens"):
+        assert set(stats[key]) >= {"p50", "p90", "p99", "mean"}
+    assert stats["main_sessions"] == 12 and stats["main_sessions_with_subagents"] == 1.0
+    assert 0 < stats["lru_cache_hit"] <= stats["ideal_cache_hit"] < 1
+
+
+def test_generate_scale_flag_and_table_output(tmp_path, capsys):
+    out = tmp_path / "t.jsonl"
+    assert main(["trace", "generate", "--sessions", "3", "--scale", "0.001", "-o", str(out)]) == 0
+    trace = load_trace(out)
+    assert trace.header.meta["scale"] == 0.001 and trace.header.profile == "agentx"
+    assert main(["trace", "stats", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "fidelity (AgentX)" in table and "ideal (infinite cache)" in table
+    assert "142 ± 5%" in table  # token targets follow the trace's scale
+
+
+def test_convert_mooncake_grouped_to_native_and_back(tmp_path, capsys):
+    src = write(tmp_path / "m.jsonl", MOONCAKE)
+    native, back = tmp_path / "n.jsonl", tmp_path / "b.jsonl"
+    assert main(["trace", "convert", str(src), "-o", str(native), "--group-sessions"]) == 0
+    assert [len(s.turns) for s in load_trace(native).sessions] == [3, 1]
+    assert main(["trace", "convert", str(native), "-o", str(back), "--to", "mooncake"]) == 0
+    assert [json.loads(x) for x in back.read_text().splitlines()] == [json.loads(x) for x in MOONCAKE.splitlines()]
+
+
+def test_user_errors_are_one_line_exit_2(tmp_path, capsys):
+    bad = write(tmp_path / "bad.jsonl", '{"timestamp": 0}\n')
+    assert main(["trace", "stats", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("harness: error: ") and "\n" not in err
+    assert main(["trace", "generate", "--set", "turns.nope=1", "-o", str(tmp_path / "x")]) == 2
+    assert "field 'turns.nope': unknown key" in capsys.readouterr().err
+    assert main(["trace", "generate", "--sessions", "0", "-o", str(tmp_path / "x")]) == 2
+    assert main(["trace", "convert", str(bad), "-o", str(tmp_path / "y"), "--block-size", "-1"]) == 2
