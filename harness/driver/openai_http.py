@@ -221,7 +221,7 @@ class OpenAIHTTPTarget:
             return
         except (aiohttp.ClientError, TimeoutError) as exc:
             if wd.reason is None:
-                yield _transport_failure(exc, self.config.timeouts)
+                yield _transport_failure(exc, self.config.timeouts, wd.first)
                 return
         finally:
             wd.cancel()
@@ -234,13 +234,12 @@ class OpenAIHTTPTarget:
                 yield ev
 
 
-def _transport_failure(exc: BaseException, tm: Timeouts) -> Failure:
+def _transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failure:
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return Failure(_perf(), "timeout", "ConnectTimeout", f"no connection within {tm.connect}s")
-    if isinstance(exc, TimeoutError):
-        return Failure(
-            _perf(), "timeout", "ReadTimeout", f"nothing received for {max(tm.ttft, tm.idle)}s"
-        )
+    if isinstance(exc, TimeoutError):  # aiohttp's read timeout, a backstop to the watchdog's
+        reason = "IdleTimeout" if started else "TTFTTimeout"
+        return Failure(_perf(), "timeout", reason, _timeout_message(reason, tm))
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         return Failure(_perf(), "error", "ConnectionClosed", f"{type(exc).__name__}: {exc}")
     if isinstance(exc, aiohttp.ClientConnectorError):

@@ -1,0 +1,184 @@
+"""Replay is faithful to the trace: order, think times, fork/join, content, cache accounting."""
+
+import pytest
+
+from harness.trace.content import Content
+from tests.driver.helpers import by_id, replay, sess, trace
+
+SLACK = 0.05  # scheduling slack on a shared 2-core machine
+
+
+async def test_turns_in_order_after_think_time(server, tmp_path):
+    tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 0.1), (8, 4, 0.2)]))
+    _, records, _ = await replay(tr, server.url, tmp_path)
+    assert [r["turn"] for r in records] == [0, 1, 2]
+    assert all(r["status"] == "ok" for r in records)
+    for prev, cur, think in zip(records, records[1:], (0.1, 0.2), strict=False):
+        assert cur["t_scheduled"] == pytest.approx(prev["t_done"] + think, abs=2e-6)
+        assert cur["t_scheduled"] <= cur["t_sent"] < cur["t_scheduled"] + SLACK
+    for r in records:
+        assert r["t_sent"] <= r["t_first_token"] <= r["t_last_token"] <= r["t_done"]
+        assert len(r["chunk_times"]) == 4 == sum(r["chunk_tokens"]) == r["completion_tokens"]
+        assert (
+            r["t_first_token"] == r["chunk_times"][0] and r["t_last_token"] == r["chunk_times"][-1]
+        )
+
+
+def family():
+    return trace(
+        sess("p", [(8, 4, 0, ["p.fork", "p.spawn"]), (8, 4, 0)]),
+        sess("p.fork", [(8, 20, 0), (8, 20, 0.05)], parent="p", fork_turn=0, mode="fork"),
+        sess("p.spawn", [(8, 20, 0)], parent="p", mode="spawn"),
+    )
+
+
+async def test_fork_and_join(server, tmp_path):
+    _, records, _ = await replay(family(), server.url, tmp_path)
+    r = by_id(records)
+    assert len(r) == 5
+    spawn_end = r["p:0"]["t_done"]
+    for kid in ("p.fork:0", "p.spawn:0"):
+        assert (
+            r[kid]["t_sent"] >= spawn_end
+            and r[kid]["agent"] == "sub"
+            and r[kid]["parent_session_id"] == "p"
+        )
+        assert r[kid]["t_scheduled"] == pytest.approx(spawn_end, abs=2e-6)
+    # the subagents ran at the same time
+    assert (
+        r["p.spawn:0"]["t_sent"] < r["p.fork:0"]["t_done"]
+        and r["p.fork:0"]["t_sent"] < r["p.spawn:0"]["t_done"]
+    )
+    join = max(r["p.fork:1"]["t_done"], r["p.spawn:0"]["t_done"])
+    assert r["p:1"]["t_sent"] >= join and r["p:1"]["t_scheduled"] >= join
+    assert r["p:0"]["agent"] == "main" and r["p:0"]["parent_session_id"] is None
+
+
+async def test_closed_loop_holds_its_concurrency(server, tmp_path):
+    tr = trace(*[sess(f"s{i}", [(8, 30, 0)]) for i in range(6)])
+    result, records, _ = await replay(tr, server.url, tmp_path, concurrency=2)
+    assert result.sessions_started == 6 and len(records) == 6
+    events = sorted([(r["t_sent"], 1) for r in records] + [(r["t_done"], -1) for r in records])
+    level, peak = 0, 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    assert peak == 2
+
+
+async def test_open_loop_constant_rate(server, tmp_path):
+    tr = trace(*[sess(f"s{i}", [(8, 2, 0)]) for i in range(5)])
+    _, records, _ = await replay(
+        tr, server.url, tmp_path, load="open", session_rate=20, arrival="constant"
+    )
+    firsts = sorted(r["t_scheduled"] for r in records)
+    assert firsts == pytest.approx([0, 0.05, 0.1, 0.15, 0.2], abs=1e-9)
+    assert all(0 <= r["t_sent"] - r["t_scheduled"] < SLACK for r in records)
+
+
+async def test_timestamps_with_time_scale(server, tmp_path):
+    tr = trace(*[sess(f"s{i}", [(8, 2, 0)], arrival=10 + i) for i in (2, 0, 1)])
+    _, records, _ = await replay(tr, server.url, tmp_path, load="timestamps", time_scale=0.1)
+    sched = {r["session_id"]: r["t_scheduled"] for r in records}
+    assert sched == pytest.approx({"s0": 0.0, "s1": 0.1, "s2": 0.2}, abs=1e-9)
+    assert [r["session_id"] for r in sorted(records, key=lambda r: r["t_sent"])] == [
+        "s0",
+        "s1",
+        "s2",
+    ]
+
+
+def hand_built():
+    return trace(
+        sess("a", [(10, 5, 0), (10, 5, 0), (20, 5, 0, ["a.f"])]),
+        sess("a.f", [(6, 3, 0)], parent="a", fork_turn=0, mode="fork"),
+        sess("b", [(3, 2, 0)]),
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        # a:0 prompt 32+10=42 (nothing earlier); a:1 57 shares 42; a:2 82 shares 57;
+        # a.f:0 = a's context at turn 0 (42) + out(5) + 6 shares 42; b:0 35 shares the system 32.
+        (16, {"a:0": 0, "a:1": 32, "a:2": 48, "a.f:0": 32, "b:0": 32}),
+        (8, {"a:0": 0, "a:1": 40, "a:2": 56, "a.f:0": 40, "b:0": 32}),
+    ],
+)
+async def test_cached_tokens_ideal_and_reported(server, tmp_path, block, expected):
+    _, records, _ = await replay(hand_built(), server.url, tmp_path, block_size=block)
+    r = by_id(records)
+    assert {k: v["cached_tokens_ideal"] for k, v in r.items()} == expected
+    assert r["a:2"]["prompt_tokens_expected"] == 82
+    logged = {e["request_id"]: e["cached_tokens"] for e in server.log}
+    assert {k: v["cached_tokens"] for k, v in r.items()} == logged  # read from usage
+    assert r["a:1"]["cached_tokens"] > 0
+
+
+async def test_recorded_history_sends_the_trace_content(server, tmp_path):
+    tr = hand_built()
+    await replay(tr, server.url, tmp_path)
+    content = Content(tr)
+    for e in server.log:
+        sid, turn = e["request_id"].rsplit(":", 1)
+        assert e["body"]["messages"] == content.messages(sid, int(turn))
+
+
+async def test_live_history_uses_the_replies(server, tmp_path):
+    tr = trace(sess("a", [(8, 4, 0), (8, 3, 0), (8, 2, 0)]))
+    await replay(tr, server.url, tmp_path, history="live")
+    last = server.log[-1]["body"]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert last[2]["content"] == " x0 x1 x2 x3" and last[4]["content"] == " x0 x1 x2"
+
+
+@pytest.mark.parametrize("fmt", ["tokens", "text"])
+async def test_completions_prompts(server, tmp_path, fmt):
+    tr = hand_built()
+    _, records, _ = await replay(tr, server.url, tmp_path, api="completions", prompt_format=fmt)
+    assert all(r["status"] == "ok" for r in records)
+    content = Content(tr)
+    for e in server.log:
+        sid, turn = e["request_id"].rsplit(":", 1)
+        want = (
+            content.prompt_token_ids(sid, int(turn))
+            if fmt == "tokens"
+            else content.prompt_text(sid, int(turn))
+        )
+        assert e["path"] == "/v1/completions" and e["body"]["prompt"] == want
+
+
+async def test_request_body_and_headers(server, tmp_path):
+    tkw = {
+        "session_id_field": "session_id",
+        "api_key": "sk-test-123",
+        "headers": (("X-Extra", "1"),),
+    }
+    await replay(family(), server.url, tmp_path, target_kw=tkw)
+    for e in server.log:
+        b = e["body"]
+        assert b["stream"] is True and b["stream_options"] == {"include_usage": True}
+        assert b["min_tokens"] == b["max_tokens"] and b["ignore_eos"] is True
+        assert b["session_id"] == e["session_id"] == "p"  # subagents follow their root
+        assert e["authorization"] == "Bearer sk-test-123"
+    assert sorted(e["body"]["max_tokens"] for e in server.log) == [4, 4, 20, 20, 20]
+    text = (tmp_path / "records.jsonl").read_text() + (tmp_path / "manifest.json").read_text()
+    assert "sk-test-123" not in text
+
+
+async def test_optional_fields_can_be_left_out(server, tmp_path):
+    tkw = {"min_tokens": False, "ignore_eos": False}
+    await replay(family(), server.url, tmp_path, follow_parent=False, target_kw=tkw)
+    assert all("min_tokens" not in e["body"] and "ignore_eos" not in e["body"] for e in server.log)
+    assert {e["session_id"] for e in server.log} == {"p", "p.fork", "p.spawn"}
+
+
+async def test_continuous_usage_counts_tokens_per_chunk(server, tmp_path):
+    _, records, _ = await replay(
+        family(), server.url, tmp_path, target_kw={"continuous_usage": True}
+    )
+    for r in records:
+        assert (
+            r["status"] == "ok"
+            and sum(r["chunk_tokens"]) == r["completion_tokens"] == r["output_tokens_expected"]
+        )

@@ -1,0 +1,127 @@
+"""The SSE parser and the payload decoder, on the byte sequences real servers produce."""
+
+import pytest
+
+from harness.driver.sse import SSEError, SSEParser
+from harness.driver.stream_decode import StreamDecoder
+from harness.driver.target import Chunk, Done, Failure, Usage
+
+
+def feed_all(parts, **kw) -> list[bytes]:
+    p = SSEParser(**kw)
+    out = []
+    for part in parts:
+        out += p.feed(part)
+    return out + p.close()
+
+
+STREAM = (
+    b": keep-alive\n\n"
+    b'data: {"a": 1}\n\n'
+    b'event: message\nid: 7\ndata: {"b":\ndata: 2}\n\n'
+    b"retry: 100\n\n"
+    b"data:nospace\n\n"
+    b"data: [DONE]\n\n"
+)
+EXPECTED = [b'{"a": 1}', b'{"b":\n2}', b"nospace", b"[DONE]"]
+
+
+def test_fields_comments_and_multiline_data():
+    assert feed_all([STREAM]) == EXPECTED
+
+
+@pytest.mark.parametrize("eol", [b"\r\n", b"\r"])
+def test_crlf_and_cr_line_ends(eol):
+    assert feed_all([STREAM.replace(b"\n", eol)]) == EXPECTED
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_split_at_every_byte(eol):
+    data = STREAM.replace(b"\n", eol)
+    for cut in range(len(data) + 1):
+        assert feed_all([data[:cut], data[cut:]]) == EXPECTED, cut
+    assert feed_all([data[i : i + 1] for i in range(len(data))]) == EXPECTED
+
+
+def test_event_waits_for_its_blank_line():
+    p = SSEParser()
+    assert p.feed(b'data: {"a": 1}\n') == []
+    assert p.feed(b"\n") == [b'{"a": 1}']
+
+
+def test_last_event_without_blank_line_is_kept_at_close():
+    p = SSEParser()
+    assert p.feed(b"data: x\n\ndata: [DONE]\n") == [b"x"]
+    assert p.close() == [b"[DONE]"]
+
+
+def test_byte_order_mark_and_leading_blank_lines():
+    assert feed_all([b"\xef\xbb\xbf\n\ndata: a\n\n"]) == [b"a"]
+
+
+def test_oversized_event_raises():
+    p = SSEParser(max_event_bytes=100)
+    with pytest.raises(SSEError):
+        p.feed(b"data: " + b"x" * 200)
+
+
+# ---- decoding payloads ----------------------------------------------------------------------
+
+
+def test_role_only_first_chunk_is_not_a_token():
+    d = StreamDecoder()
+    assert d.decode(b'{"choices":[{"delta":{"role":"assistant","content":""}}]}', 1.0) is None
+    assert not d.started
+    ev = d.decode(b'{"choices":[{"delta":{"content":"hi"}}]}', 2.0)
+    assert ev == Chunk(2.0, 1, "hi") and d.started
+
+
+def test_completions_text_and_usage_then_done():
+    d = StreamDecoder()
+    assert d.decode(b'{"choices":[{"text":" a","finish_reason":null}]}', 1.0) == Chunk(1.0, 1, " a")
+    usage = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}'
+    assert d.decode(usage, 2.0) is None
+    assert d.decode(b"[DONE]", 3.0) is None
+    assert d.finish(4.0) == [Usage(5, 1, 4), Done(4.0)]
+
+
+def test_usage_without_details_reads_cached_as_none():
+    d = StreamDecoder()
+    d.decode(b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}', 1.0)
+    d.decode(b"[DONE]", 1.0)
+    assert d.finish(2.0)[0] == Usage(5, 1, None)
+
+
+def test_continuous_usage_gives_exact_tokens_per_chunk():
+    d = StreamDecoder()
+    a = d.decode(b'{"choices":[{"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}', 1.0)
+    b = d.decode(b'{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}', 2.0)
+    assert (a.tokens, b.tokens) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("payload", "error_class"),
+    [
+        (b"{not json", "MalformedEvent"),
+        (b"[1, 2]", "MalformedEvent"),
+        (b'{"error": {"message": "overloaded", "code": 503}}', "StreamError"),
+    ],
+)
+def test_bad_payloads_fail_the_request(payload, error_class):
+    d = StreamDecoder()
+    ev = d.decode(payload, 1.0)
+    assert isinstance(ev, Failure) and ev.error_class == error_class and d.failed
+
+
+@pytest.mark.parametrize(
+    ("done", "usage", "error_class"),
+    [(False, True, "IncompleteStream"), (True, False, "MissingUsage")],
+)
+def test_stream_without_done_or_usage_fails(done, usage, error_class):
+    d = StreamDecoder()
+    if usage:
+        d.decode(b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 1.0)
+    if done:
+        d.decode(b"[DONE]", 1.0)
+    last = d.finish(2.0)[-1]
+    assert isinstance(last, Failure) and last.error_class == error_class
