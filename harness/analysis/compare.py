@@ -97,9 +97,15 @@ def parse_fail_on(spec: str | None) -> list[Threshold]:
 
 
 def compare_runs(baseline_dirs, run_dirs, fail_on: str | None = None, alpha: float = 0.01, min_change: float = 0.02) -> CompareResult:
+    base = [analyze(r) for r in load_runs(_as_list(baseline_dirs))]
+    cand = [analyze(r) for r in load_runs(_as_list(run_dirs))]
+    return compare_analyses(base, cand, fail_on=fail_on, alpha=alpha, min_change=min_change)
+
+
+def compare_analyses(baseline: list, run: list, fail_on: str | None = None, alpha: float = 0.01, min_change: float = 0.02) -> CompareResult:
+    """`compare_runs` on runs already analyzed (the report compares the runs it shows)."""
     thresholds = parse_fail_on(fail_on)
-    base = Side([analyze(r) for r in load_runs(_as_list(baseline_dirs))])
-    cand = Side([analyze(r) for r in load_runs(_as_list(run_dirs))])
+    base, cand = Side(baseline), Side(run)
     rows = [_change(metric, base, cand, alpha, min_change) for metric in HEADLINE]
     by_key = {r.key: r for r in rows}
     failures = [

@@ -76,7 +76,7 @@ def session_summary(records: pd.DataFrame, ttft: pd.Series, trace: Trace | None)
 def task_table(records: pd.DataFrame, trace: Trace | None) -> pd.DataFrame:
     recs = records.sort_values(["session_id", "turn", "t_sent"], kind="stable").reset_index(drop=True)
     sessions = _sessions(recs, trace)
-    cols = {c: recs[c].to_numpy() for c in ("request_id", "turn", "t_sent", "t_done", "status", "phase", "agent")}
+    cols = {c: recs[c].to_numpy() for c in ("request_id", "session_id", "turn", "t_sent", "t_done", "status", "phase", "agent")}
     start = recs["t_scheduled"].fillna(recs["t_sent"]).to_numpy(dtype=float)
     cols["start"] = start
     roots = task_roots(recs).to_numpy()
@@ -98,6 +98,7 @@ TASK_COLUMNS = [
     "critical_path_sub_requests",
     "join_wait_s",
     "critical_path",
+    "links",  # (from request_id, to request_id) across sessions: spawns and joins
 ]
 
 
@@ -157,7 +158,9 @@ def _task_row(root: str, members: list[str], sessions: dict[str, _Session], cols
     completion = float(t_done[last] - min(cols["start"][r] for r in rows))
     ids = [cols["request_id"][r] for r in path]
     subs = sum(1 for r in path if cols["agent"][r] == "sub")
-    return [root, len(members), len(rows), complete, completion, service, len(path), subs, join_wait, ids]
+    sid, rid = cols["session_id"], cols["request_id"]
+    links = [(rid[p], rid[r]) for r, ps in preds.items() for p in ps if sid[p] != sid[r]]
+    return [root, len(members), len(rows), complete, completion, service, len(path), subs, join_wait, ids, links]
 
 
 def _dependencies(members: list[str], sessions: dict[str, _Session], cols: dict) -> tuple[dict[int, list[int]], float]:

@@ -12,7 +12,9 @@ COLUMNS = ("p50", "p90", "p95", "p99", "mean", "max")
 
 
 def fmt(value, spec: str = ".4g") -> str:
-    return "-" if value is None else format(value, spec)
+    if value is None or value != value:  # None or NaN
+        return "-"
+    return format(value, spec)
 
 
 def coverage(s: dict) -> str:

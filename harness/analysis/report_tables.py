@@ -1,0 +1,102 @@
+"""The report's HTML tables: one column per run, each table saying what it covers."""
+
+from __future__ import annotations
+
+import html
+
+from harness.analysis.cache import breakdown
+from harness.analysis.summary import Analysis
+from harness.analysis.table import fmt
+
+ROWS = (
+    ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
+    ("errors by class", lambda s: ", ".join(f"{k} {v}" for k, v in s["errors_by_class"].items()) or "none"),
+    ("excluded warm-up / cool-down", lambda s: f"{s['requests_excluded']['warmup']} / {s['requests_excluded']['cooldown']}"),
+    *(
+        (f"{label} {q} (s)", lambda s, k=key, q=q: fmt(s[k][q]))
+        for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL (token-weighted)", "itl_s"), ("E2EL", "e2el_s"))
+        for q in ("p50", "p90", "p99", "mean", "max")
+    ),
+    ("P90 interactivity (tok/s/user)", lambda s: fmt(s["interactivity_p90"])),
+    ("E2E-normalized interactivity (tok/s/user)", lambda s: fmt(s["e2e_interactivity_p90"])),
+    ("TPGS (tok/s/GPU)", lambda s: f"{fmt(s['tpgs'])} on {fmt(s['n_gpus'], 'g')} GPU(s)"),
+    ("  cached / uncached input / output", lambda s: " / ".join(fmt(v) for v in s["tpgs_parts"].values())),
+    ("requests/s", lambda s: fmt(s["throughput"]["requests_per_s"])),
+    ("tasks/s", lambda s: fmt(s["throughput"]["sessions_per_s"])),
+    ("output tokens/s", lambda s: fmt(s["throughput"]["output_tokens_per_s"])),
+    ("goodput req/s (SLOs)", lambda s: _goodput(s)),
+    ("cache hit rate: server / ideal", lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}"),
+    ("missed tokens cold / lost / unknown", lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
+    ("tasks complete / all", lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}"),
+    ("task completion p50 / p90 (s)", lambda s: _pair(s["sessions"]["task_completion_s"])),
+    ("critical path in server p50 / p90 (s)", lambda s: _pair(s["sessions"]["critical_path_service_s"])),
+    ("join wait p50 / p90 (s)", lambda s: _pair(s["sessions"]["join_wait_s"])),
+    ("session structure", lambda s: s["sessions"]["structure"]),
+    ("timings", lambda s: "SIMULATED engine" if s.get("simulated") else "measured"),
+)
+
+
+def _label(group) -> str:
+    if isinstance(group, float) and group.is_integer():
+        return str(int(group))
+    return str(group)
+
+
+def _pair(p: dict) -> str:
+    return f"{fmt(p['p50'])} / {fmt(p['p90'])}"
+
+
+def _goodput(s: dict) -> str:
+    g = s.get("goodput")
+    if not g:
+        return "no SLOs given"
+    slos = ", ".join(f"{k}={v:g}" for k, v in g["slos"].items())
+    return f"{fmt(g['requests_per_s'])} ({g['requests_meeting']}/{g['requests']}; {slos})"
+
+
+def table(header: list[str], rows: list[list[str]], note: str = "") -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    caption = f'<p class="note">{html.escape(note)}</p>' if note else ""
+    return f"{caption}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def summary_rows(analyses: list[Analysis]) -> str:
+    header = ["metric", *(a.run.name for a in analyses)]
+    rows = [[label, *(get(a.summary) for a in analyses)] for label, get in ROWS]
+    note = "Latencies and rates over measured requests with status ok; failed requests are counted, not timed."
+    return table(header, rows, note)
+
+
+def compare_section(analyses: list[Analysis]) -> str:
+    from harness.analysis.compare import compare_analyses
+
+    out = []
+    for other in analyses[1:]:
+        result = compare_analyses([analyses[0]], [other])
+        rows = [
+            [r.label, fmt(r.baseline), fmt(r.run), "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
+             "n/a" if r.p_value is None else f"{r.p_value:.2g}", r.verdict]
+            for r in result.rows
+        ]
+        note = (f"{other.run.name} against {analyses[0].run.name}: Mann-Whitney U p < {result.alpha:g} and "
+                f"|change| >= {result.min_change * 100:g}% is significant; '~' is not.")
+        out.append(table(["metric", analyses[0].run.name, other.run.name, "change", "p", "verdict"], rows, note))
+    return "\n".join(out)
+
+
+def cache_tables(analyses: list[Analysis]) -> str:
+    out = []
+    for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index")):
+        rows = []
+        for a in analyses:
+            failed = a.run.measured[a.run.measured["status"] != "ok"].groupby(key, dropna=False).size()
+            t = breakdown(a.run.ok, a.misses, key, failed=failed)
+            for group, r in t.head(30).iterrows():
+                rows.append([a.run.name, _label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
+                             fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"),
+                             f"{r['miss_cold']:.0f}", f"{r['miss_lost']:.0f}", f"{r['miss_unknown']:.0f}"])
+        header = ["run", title, "ok requests", "failed", "reported cached", "hit rate", "ideal",
+                  "cold", "lost", "unknown"]
+        out.append(f"<h3>By {html.escape(title)}</h3>" + table(header, rows, "Hit rates over ok requests whose server reported cached tokens."))
+    return "\n".join(out)

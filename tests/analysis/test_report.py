@@ -1,0 +1,74 @@
+"""The report as a person sees it: headless Chromium opens report.html from disk, no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.plots import pareto_frontier
+from harness.analysis.report import SCRIPT, write_report
+from harness.cli import main
+from tests.analysis import browser
+from tests.analysis.golden import GOLDEN_TRACE, write_run
+from tests.analysis.synthetic import write_synthetic_run
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+needs_chromium = pytest.mark.skipif(
+    browser.chromium() is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)"
+)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    runs = [
+        write_run(root / "golden", trace=GOLDEN_TRACE),
+        write_synthetic_run(root / "base", "base", n_tasks=80, seed=1, endpoints=("e1", "e2")),
+        write_synthetic_run(root / "slow", "slow", n_tasks=80, seed=2, ttft_scale=1.3),
+    ]
+    return write_report(runs, root / "out" / "report.html")
+
+
+def test_report_is_self_contained_and_states_simulated_timings(report):
+    text = report.read_text()
+    assert "Simulated engine" in text and "golden" in text
+    assert "http://" not in text and "https://" not in text and "<link" not in text
+    assert text.count('src="data:image/png;base64,') >= 8
+    assert "Change against the first run" in text
+    assert "requests ok / failed" in text
+
+
+@needs_chromium
+def test_report_opens_in_chromium_with_every_figure_and_no_console_errors(report):
+    shot = ARTIFACTS / "report.png"
+    page = browser.view(report, screenshot=shot)
+    assert page.figures is not None, "the page's load script did not run"
+    loaded, total = page.figures
+    assert total >= 8 and loaded == total
+    assert page.console == []
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+@needs_chromium
+def test_the_browser_check_catches_a_broken_page(tmp_path):
+    broken = tmp_path / "broken.html"
+    broken.write_text(
+        f'<!DOCTYPE html><html><head><script>{SCRIPT}</script></head><body>'
+        '<img src="missing.png"><script>console.error("boom")</script></body></html>'
+    )
+    page = browser.view(broken)
+    assert page.figures == (0, 1)
+    assert any("boom" in line for line in page.console)
+
+
+def test_cli_report_defaults_to_the_run_folder(tmp_path, capsys):
+    run = write_run(tmp_path / "golden")
+    assert main(["report", str(run)]) == 0
+    assert (run / "report.html").is_file() and "wrote" in capsys.readouterr().out
+
+
+def test_pareto_frontier_keeps_points_nothing_beats_on_both_axes():
+    # (interactivity, tpgs): (2, 5) is beaten by (3, 6); (1, 9), (3, 6), (5, 2) trade off.
+    points = [(1, 9), (2, 5), (3, 6), (5, 2), (4, 1)]
+    assert pareto_frontier(points) == [0, 2, 3]
