@@ -13,9 +13,10 @@ turn that extends the previous turn's prompt only cuts its new segments into blo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from harness.trace.content import Segment
+from harness.trace.model import Turn
 
 
 class BlockHasher:
@@ -74,3 +75,29 @@ class BlockHasher:
             parts.append(self._added[state])
             state = self._parent[state]
         return [i for part in reversed(parts) for i in part] + tail
+
+
+def block_turns(
+    rows: Sequence[tuple[int, int, float, Sequence[int]]],
+    spawns: Mapping[int, Sequence[str]] | None = None,
+) -> tuple[Turn, ...]:
+    """Block-mode turns of an imported session from `(input, output, think_s, hash_ids)` rows.
+
+    `new_input_tokens` is what the prompt grew by beyond the previous prompt and its output
+    (informative: block-mode content comes from the hash ids).
+    """
+    turns, prev = [], None
+    for k, (n_in, n_out, think, ids) in enumerate(rows):
+        new_input = n_in if prev is None else max(0, n_in - prev[0] - prev[1])
+        turns.append(
+            Turn(
+                new_input_tokens=new_input,
+                output_tokens=n_out,
+                think_s=float(think),
+                spawns=tuple((spawns or {}).get(k, ())),
+                hash_ids=tuple(ids),
+                input_tokens=n_in,
+            )
+        )
+        prev = (n_in, n_out)
+    return tuple(turns)

@@ -8,16 +8,17 @@ block-level sharing exact. Export computes the ids from our materialized content
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
 from harness.errors import TraceFormatError
-from harness.trace.blocks import BlockHasher
+from harness.trace.blocks import BlockHasher, block_turns
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
-from harness.trace.native import write_lines
+from harness.trace.native import iter_json_lines, write_lines
 from harness.trace.timeline import send_order
 
 MOONCAKE_BLOCK = 512
@@ -43,20 +44,9 @@ def _check_request(obj, path: Path, line: int) -> None:
 
 
 def _iter_requests(path: Path) -> Iterator[tuple[int, dict]]:
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=path) from exc
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise TraceFormatError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
-            _check_request(obj, path, lineno)
-            yield lineno, obj
+    for lineno, obj in iter_json_lines(path):
+        _check_request(obj, path, lineno)
+        yield lineno, obj
 
 
 class _Grouper:
@@ -98,24 +88,11 @@ class _Grouper:
             del self.tails[key]
 
 
-def _block_turns(reqs: list[dict], keys: tuple[str, str, str, str]) -> tuple[Turn, ...]:
-    """Block-mode turns; think time is the gap between sends (it includes the previous request)."""
-    t_key, in_key, out_key, ids_key = keys
-    turns, prev = [], None
-    for r in reqs:
-        new_input = r[in_key] if prev is None else max(0, r[in_key] - prev[in_key] - prev[out_key])
-        think = 0.0 if prev is None else max(0.0, float(r[t_key] - prev[t_key]))
-        turns.append(
-            Turn(
-                new_input_tokens=new_input,
-                output_tokens=r[out_key],
-                think_s=think,
-                hash_ids=tuple(r[ids_key]),
-                input_tokens=r[in_key],
-            )
-        )
-        prev = r
-    return tuple(turns)
+def _turns(reqs: list[dict]) -> tuple[Turn, ...]:
+    """Think time is the gap between sends (so it includes the previous request's service)."""
+    thinks = [0.0] + [max(0.0, b["t"] - a["t"]) for a, b in itertools.pairwise(reqs)]
+    rows = [(r["input_length"], r["output_length"], th, r["hash_ids"]) for r, th in zip(reqs, thinks, strict=True)]
+    return block_turns(rows)
 
 
 def read_mooncake(path: str | Path, *, block_size: int = MOONCAKE_BLOCK, group_sessions: bool = False) -> Trace:
@@ -133,14 +110,13 @@ def read_mooncake(path: str | Path, *, block_size: int = MOONCAKE_BLOCK, group_s
         grouper.add(req, sid, sessions)
     if not sessions:
         raise TraceFormatError("no requests in file", path=path)
-    keys = ("t", "input_length", "output_length", "hash_ids")
     out = tuple(
         Session(
             id=f"r{i:06d}",
             arrival_s=reqs[0]["t"],
             system_tokens=0,
             system_id="none",
-            turns=_block_turns(reqs, keys),
+            turns=_turns(reqs),
         )
         for i, reqs in enumerate(sessions)
     )

@@ -143,31 +143,36 @@ def _check_links(sessions: list[Session], lines: dict[str, int], path: Path) -> 
                     raise _fail(path, line, f"turns.spawns.{i}", f"{child!r} is not a subagent of {s.id!r}")
 
 
-def read_trace(path: str | Path) -> Trace:
-    path = Path(path)
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed object) for each non-blank line of a JSON Lines file."""
     try:
         fh = path.open("rb")
     except OSError as exc:
         raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=path) from exc
     with fh:
-        header: TraceHeader | None = None
-        sessions: list[Session] = []
-        lines: dict[str, int] = {}
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
             try:
-                obj = orjson.loads(raw)
+                yield lineno, orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
                 raise _fail(path, lineno, None, f"invalid JSON ({exc})") from exc
-            if header is None:
-                header = _parse_header(obj, path, lineno)
-                continue
-            session = _parse_session(obj, path, lineno)
-            if session.id in lines:
-                raise _fail(path, lineno, "id", f"duplicate session id {session.id!r}")
-            lines[session.id] = lineno
-            sessions.append(session)
+
+
+def read_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    header: TraceHeader | None = None
+    sessions: list[Session] = []
+    lines: dict[str, int] = {}
+    for lineno, obj in iter_json_lines(path):
+        if header is None:
+            header = _parse_header(obj, path, lineno)
+            continue
+        session = _parse_session(obj, path, lineno)
+        if session.id in lines:
+            raise _fail(path, lineno, "id", f"duplicate session id {session.id!r}")
+        lines[session.id] = lineno
+        sessions.append(session)
     if header is None:
         raise TraceFormatError("empty file, expected a header line", path=path)
     _check_links(sessions, lines, path)

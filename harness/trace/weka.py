@@ -19,7 +19,8 @@ from pathlib import Path
 import orjson
 
 from harness.errors import TraceFormatError
-from harness.trace.model import Session, Trace, TraceHeader, Turn
+from harness.trace.blocks import block_turns
+from harness.trace.model import Session, Trace, TraceHeader
 
 WEKA_BLOCK = 64
 _REQUEST_FIELDS = {"t": (int, float), "in": int, "out": int, "hash_ids": list}
@@ -88,7 +89,7 @@ class _Builder:
                 raise self.ctx.fail(f"{at}type", f"must be 'n' or 'subagent', got {kind!r}")
         if not reqs:
             raise self.ctx.fail(f"{where}requests", "has no requests of type 'n'")
-        turns = _turns(reqs, spawns)
+        turns = block_turns([(r["in"], r["out"], r["think_time"], r["hash_ids"]) for r in reqs], spawns)
         s = Session(
             id=sid,
             arrival_s=float(reqs[0]["t"]),
@@ -101,24 +102,6 @@ class _Builder:
         )
         self.sessions[slot] = s
         return s
-
-
-def _turns(reqs: list[dict], spawns: dict[int, list[str]]) -> tuple[Turn, ...]:
-    turns, prev = [], None
-    for k, r in enumerate(reqs):
-        new_input = r["in"] if prev is None else max(0, r["in"] - prev["in"] - prev["out"])
-        turns.append(
-            Turn(
-                new_input_tokens=new_input,
-                output_tokens=r["out"],
-                think_s=r["think_time"],
-                spawns=tuple(spawns.get(k, ())),
-                hash_ids=tuple(r["hash_ids"]),
-                input_tokens=r["in"],
-            )
-        )
-        prev = r
-    return tuple(turns)
 
 
 def _trace_sessions(obj, ctx: _Ctx, seen: set[str]) -> tuple[int, list[Session]]:
