@@ -1,0 +1,47 @@
+"""dashboards/compare.ipynb executes cleanly (nbclient) on the fixture runs or $HARNESS_COMPARE_RUNS."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.analysis.fixtures.make import make
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "dashboards" / "compare.ipynb"
+
+
+FIXTURES = ROOT / "tests" / "analysis" / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [(None, "baseline -> candidate"), (f"{FIXTURES / 'golden'}{os.pathsep}{FIXTURES / 'baseline'}", "golden -> baseline")],
+)
+def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch, env, expected):
+    if env is None:
+        monkeypatch.delenv("HARNESS_COMPARE_RUNS", raising=False)
+    else:
+        monkeypatch.setenv("HARNESS_COMPARE_RUNS", env)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors == []
+    text = "\n".join(
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+        for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+    assert expected in text and "TTFT p90 (s)" in text
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 3
+
+
+def test_committed_fixtures_are_what_the_generator_writes(tmp_path):
+    for made in make(tmp_path):
+        committed = ROOT / "tests" / "analysis" / "fixtures" / made.name
+        for f in made.iterdir():
+            assert (committed / f.name).read_bytes() == f.read_bytes(), f"regenerate: {committed / f.name}"
