@@ -111,13 +111,18 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
-    request_id = f"{'chatcmpl' if api.chat else 'cmpl'}-{uuid.uuid4().hex}"
+    # the engine's id is always unique; a client's X-Request-Id only names the response
+    engine_id = f"{'chatcmpl' if api.chat else 'cmpl'}-{uuid.uuid4().hex}"
+    response_id = request.headers.get("X-Request-Id", engine_id)[:256]
     t0 = time.perf_counter()
-    outputs = _submit(engine, request_id, api)
-    build = ResponseBuilder(request_id, api, state.model.name, state.tokenizer)
+    outputs = _submit(engine, engine_id, api)
+    build = ResponseBuilder(response_id, api, state.model.name, state.tokenizer)
     try:
         first = await anext(outputs)
         state.metrics.ttft.observe(time.perf_counter() - t0)
+        if first.finished and _failure(first) is not None:
+            build.add(first)
+            raise _failure(first)  # failed before anything was sent: a plain error response
         if api.stream:
             return await _stream(request, build, first, outputs)
         build.add(first)
@@ -126,11 +131,11 @@ async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse
         failure = _failure(build.last)
         if failure is not None:
             raise failure
-        return web.json_response(build.response(build.last), dumps=_dumps)
+        return web.json_response(build.response(build.last), dumps=_dumps,
+                                 headers={"X-Request-Id": build.request_id})
     finally:
         await outputs.aclose()  # aborts the request in the engine if it is still running
-        if build.last is not None:
-            _request_done(state, build.last, t0)
+        _request_done(state, build.last, t0)
 
 
 def _submit(engine: AsyncEngine, request_id: str, api: ApiRequest) -> AsyncIterator[RequestOutput]:
@@ -152,7 +157,8 @@ def _failure(out: RequestOutput) -> ApiError | None:
 
 
 async def _stream(request, build, first, outputs) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                       "X-Request-Id": build.request_id})
     await resp.prepare(request)
     try:
         for chunk in build.opening_chunks():
@@ -169,7 +175,7 @@ async def _stream(request, build, first, outputs) -> web.StreamResponse:
             await resp.write(_sse(failure.body()))  # vLLM's way to fail a stream already begun
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
-    except (ConnectionResetError, ConnectionError) as exc:
+    except ConnectionError as exc:
         log.info("client went away from %s: %s", build.request_id, exc)  # finally aborts it
     return resp
 
@@ -178,10 +184,13 @@ def _sse(obj: dict) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
-def _request_done(state: ServerState, out: RequestOutput, t0: float) -> None:
-    reason = out.finish_reason if out.finished else "abort"  # unfinished: the client went away
-    state.metrics.request_done(reason or "abort", out.cached_tokens, out.cached_tokens_cpu,
-                               time.perf_counter() - t0)
+def _request_done(state: ServerState, out: RequestOutput | None, t0: float) -> None:
+    e2e_s = time.perf_counter() - t0
+    if out is None or not out.finished:  # the client went away first
+        cached, cached_cpu = (out.cached_tokens, out.cached_tokens_cpu) if out else (0, 0)
+        state.metrics.request_done("abort", cached, cached_cpu, e2e_s)
+    else:
+        state.metrics.request_done(out.finish_reason or "abort", out.cached_tokens, out.cached_tokens_cpu, e2e_s)
 
 
 async def _models(request: web.Request) -> web.Response:

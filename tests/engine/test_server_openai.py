@@ -4,6 +4,7 @@ and not, usage with cached tokens, token-id and text prompts."""
 from __future__ import annotations
 
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
@@ -122,3 +123,19 @@ def test_min_tokens_and_temperature_are_accepted(client):
     r = client.completions.create(model=MODEL, prompt=words(6, 10), max_tokens=5, temperature=0.8, seed=3,
                                   extra_body={"min_tokens": 5})
     assert r.usage.completion_tokens == 5
+
+
+def test_concurrent_requests_with_one_client_request_id_all_complete(client):
+    def one(k: int):
+        raw = client.completions.with_raw_response.create(
+            model=MODEL, prompt=words(10 + k, 30 + k), max_tokens=5 + k, stream=k % 2 == 0,
+            extra_body={"ignore_eos": True}, extra_headers={"X-Request-Id": "trace-42"},
+            **({"stream_options": {"include_usage": True}} if k % 2 == 0 else {}))
+        assert raw.headers["x-request-id"] == "trace-42"
+        parsed = raw.parse()
+        usage = list(parsed)[-1].usage if k % 2 == 0 else parsed.usage
+        return usage.prompt_tokens, usage.completion_tokens
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(8)))
+    assert results == [(30 + k, 5 + k) for k in range(8)]
