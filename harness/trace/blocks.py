@@ -64,18 +64,25 @@ class BlockHasher:
         self._step[step_key] = nxt
         return nxt
 
-    def hash_ids(self, segments: Sequence[Segment]) -> list[int]:
-        state = 0
+    def extend(self, segments: Sequence[Segment], state: int = 0) -> int:
+        """The walk state after `segments`, continuing from `state` (0: an empty prompt)."""
         for seg in segments:
             if seg.length > 0:
                 state = self._advance(state, seg)
-        tail = [self.block_id(self._chain[state], self._pending[state])] if self._pending[state] else []
+        return state
+
+    def ids(self, state: int) -> list[int]:
+        """The hash ids of the prompt a state stands for, the partial last block included."""
+        pending = self._pending[state]
+        tail = [self.block_id(self._chain[state], pending)] if pending else []
         parts = []
         while state:
             parts.append(self._added[state])
             state = self._parent[state]
         return [i for part in reversed(parts) for i in part] + tail
 
+    def hash_ids(self, segments: Sequence[Segment]) -> list[int]:
+        return self.ids(self.extend(segments))
 
 def block_turns(
     rows: Sequence[tuple[int, int, float, Sequence[int]]],

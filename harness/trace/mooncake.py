@@ -19,7 +19,7 @@ from harness.trace.blocks import BlockHasher, block_turns
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 from harness.trace.native import iter_json_lines, write_lines
-from harness.trace.timeline import send_order
+from harness.trace.timeline import prompt_steps
 
 MOONCAKE_BLOCK = 512
 _FIELDS = {"timestamp": (int, float), "input_length": int, "output_length": int, "hash_ids": list}
@@ -128,12 +128,16 @@ def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str 
     """One Mooncake request per trace request, in estimated send order."""
     content = Content(trace, salt=salt, cache_size=64)
     hasher = BlockHasher(block_size)
-    for t, sid, k in send_order(trace):
-        segs = content.segments(sid, k)
-        ids = hasher.hash_ids(segs)
+    ends: dict[str, tuple[int, int]] = {}  # session -> (walk state, length) after its last prompt
+    for t, sid, k, extends, segs in prompt_steps(trace, content):
+        state, length = ends[sid] if extends else (0, 0)
+        state = hasher.extend(segs, state)
+        length += sum(s.length for s in segs)
+        ends[sid] = (state, length)
+        ids = hasher.ids(state)
         obj = {
             "timestamp": int(round(t * 1000)),
-            "input_length": sum(s.length for s in segs),
+            "input_length": length,
             "output_length": trace.session(sid).turns[k].output_tokens,
             "hash_ids": ids,
         }

@@ -17,7 +17,7 @@ from harness.trace.content import Content
 from harness.trace.lru import LruPrefixCache
 from harness.trace.model import Trace
 from harness.trace.prefix import IdealPrefixCache, block_hit
-from harness.trace.timeline import send_order
+from harness.trace.timeline import prompt_steps
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,11 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None):
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
     end: dict[str, tuple[int, int]] = {}  # session -> (trie node, length) after its last prompt
     out = []
-    for _, sid, k in send_order(trace):
-        turn = trace.session(sid).turns[k]
-        if k > 0 and turn.hash_ids is None and sid in end:
-            node, length = end[sid]
-            new = content.new_segments(sid, k)
-            total = length + sum(s.length for s in new)
-            hit = block_hit(length + ideal.shared_prefix(new, node), total, block_size)
-            end[sid] = (ideal.insert(new, node), total)
-        else:
-            new = content.segments(sid, k)
-            total = sum(s.length for s in new)
-            hit = block_hit(ideal.shared_prefix(new), total, block_size)
-            end[sid] = (ideal.insert(new), total)
+    for _, sid, k, extends, segs in prompt_steps(trace, content):
+        node, length = end[sid] if extends else (0, 0)
+        total = length + sum(s.length for s in segs)
+        hit = block_hit(length + ideal.shared_prefix(segs, node), total, block_size)
+        end[sid] = (ideal.insert(segs, node), total)
         lru_hit = lru.observe(content.segments(sid, k)) if lru is not None else None
         out.append((total, hit, lru_hit))
     return out
