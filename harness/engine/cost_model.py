@@ -74,15 +74,14 @@ class CostModel:
 def _shapes(max_context: int) -> list[list[tuple[int, int]]]:
     """Steps to time: each a list of (cached start, chunk tokens) per request."""
     steps = []
-    for start in (0, 1024, 4096, 16384):
+    for start in sorted({0, max_context // 16, max_context // 4, max_context * 3 // 4}):
         for n in (64, 512, 2048):
             if start + n <= max_context:
                 steps.append([(start, n)])
-    for ctx in (256, 2048, 8192):
+    for ctx in sorted({256, max_context // 8, max_context // 2}):
         for batch in (1, 8, 32):
-            if ctx < max_context:
-                steps.append([(ctx, 1)] * batch)
-    steps.append([(4096, 512)] + [(2048, 1)] * 8)  # a mixed step
+            steps.append([(ctx, 1)] * batch)
+    steps.append([(max_context // 4, 512)] + [(max_context // 8, 1)] * 8)  # a mixed step
     return steps
 
 

@@ -31,11 +31,21 @@ class SeqSpan:
 
 
 @dataclass
+class DecodeGroup:
+    """Single-token chunks attended in one padded SDPA call (per-request calls dominate decode)."""
+
+    index: torch.Tensor  # [B] their tokens' indices in the flat batch
+    slots: torch.Tensor  # [B * max_context] cache slots, padded with slot 0
+    mask: torch.Tensor  # [B, 1, 1, max_context] True where a slot is real context
+
+
+@dataclass
 class ForwardBatch:
     input_ids: torch.Tensor  # [T]
     positions: torch.Tensor  # [T]
     write_slots: torch.Tensor  # [T] where each token's K/V goes
-    spans: list[SeqSpan]
+    spans: list[SeqSpan]  # multi-token chunks (prefill), attended one by one
+    decode: DecodeGroup | None
     sample_index: torch.Tensor  # [S] flat indices whose logits are needed
 
 
@@ -79,12 +89,15 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(t, p.num_kv_heads, p.head_dim)
         k_flat = k_cache.view(-1, p.num_kv_heads, p.head_dim)
         v_flat = v_cache.view(-1, p.num_kv_heads, p.head_dim)
-        k_flat[batch.write_slots] = k
-        v_flat[batch.write_slots] = v
+        k_flat.index_copy_(0, batch.write_slots, k)
+        v_flat.index_copy_(0, batch.write_slots, v)
         out = torch.empty_like(q)
         for span in batch.spans:
-            out[span.start:span.start + span.length] = self._attend(
-                q[span.start:span.start + span.length], k_flat[span.context_slots], v_flat[span.context_slots])
+            sl = slice(span.start, span.start + span.length)
+            out[sl] = self._attend(q[sl], k_flat.index_select(0, span.context_slots),
+                                   v_flat.index_select(0, span.context_slots))
+        if batch.decode is not None:
+            out[batch.decode.index] = self._attend_decode(q, k_flat, v_flat, batch.decode)
         return self.o_proj(out.view(t, -1))
 
     @staticmethod
@@ -96,6 +109,15 @@ class Attention(nn.Module):
             q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
             attn_mask=mask, enable_gqa=True)
         return o[0].transpose(0, 1)
+
+    def _attend_decode(self, q, k_flat, v_flat, group: DecodeGroup) -> torch.Tensor:
+        b, width = group.index.shape[0], group.mask.shape[-1]
+        shape = (b, width, self.p.num_kv_heads, self.p.head_dim)
+        k = k_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
+        v = v_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
+        o = F.scaled_dot_product_attention(q[group.index][:, :, None], k, v, attn_mask=group.mask,
+                                           enable_gqa=True)
+        return o[:, :, 0]
 
 
 class MLP(nn.Module):

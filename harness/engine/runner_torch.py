@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from harness.engine.config import EngineConfig
-from harness.engine.model import ForwardBatch, SeqSpan, build_model
+from harness.engine.model import DecodeGroup, ForwardBatch, SeqSpan, build_model
 from harness.engine.scheduler import ScheduledChunk
 from harness.errors import EngineError
 
@@ -64,26 +64,45 @@ class TorchRunner:
         return {c.request.request_id: t for c, t in zip(sampled, tokens, strict=True)}
 
     def _build_batch(self, chunks: list[ScheduledChunk]) -> ForwardBatch:
-        bs, dev = self.config.block_size, self.device
-        ids, positions, spans, sample_index, offset = [], [], [], [], 0
+        dev = self.device
+        ids, positions, writes, spans, decodes, sample_index, offset = [], [], [], [], [], [], 0
         for c in chunks:
             end = c.start + c.num_tokens
             ids.extend(c.request.token_ids[c.start:end])
             positions.append(torch.arange(c.start, end))
-            table = torch.tensor(c.request.block_table, dtype=torch.long)
-            slots = (table[:, None] * bs + torch.arange(bs)[None, :]).flatten()[:end]
-            spans.append(SeqSpan(offset, c.num_tokens, slots.to(dev)))
+            slots = self._slots(c.request.block_table, end)
+            writes.append(slots[c.start:])
+            if c.num_tokens == 1:
+                decodes.append((offset, slots))
+            else:
+                spans.append(SeqSpan(offset, c.num_tokens, slots.to(dev)))
             offset += c.num_tokens
             if c.samples:
                 sample_index.append(offset - 1)
-        write = torch.cat([s.context_slots[-s.length:] for s in spans])
         return ForwardBatch(
             input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
             positions=torch.cat(positions).to(dev),
-            write_slots=write,
+            write_slots=torch.cat(writes).to(dev),
             spans=spans,
+            decode=self._decode_group(decodes) if decodes else None,
             sample_index=torch.tensor(sample_index, dtype=torch.long, device=dev),
         )
+
+    def _slots(self, block_table: list[int], length: int) -> torch.Tensor:
+        bs = self.config.block_size
+        table = torch.tensor(block_table, dtype=torch.long)
+        return (table[:, None] * bs + torch.arange(bs)[None, :]).flatten()[:length]
+
+    def _decode_group(self, decodes: list[tuple[int, torch.Tensor]]) -> DecodeGroup:
+        width = max(len(slots) for _, slots in decodes)
+        padded = torch.zeros((len(decodes), width), dtype=torch.long)
+        mask = torch.zeros((len(decodes), 1, 1, width), dtype=torch.bool)
+        for i, (_, slots) in enumerate(decodes):
+            padded[i, :len(slots)] = slots
+            mask[i, ..., :len(slots)] = True
+        index = torch.tensor([off for off, _ in decodes], dtype=torch.long)
+        dev = self.device
+        return DecodeGroup(index.to(dev), padded.flatten().to(dev), mask.to(dev))
 
     def _sample(self, logits: torch.Tensor, temperatures: list[float]) -> list[int]:
         if not temperatures:

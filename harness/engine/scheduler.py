@@ -10,7 +10,7 @@ keep their hashes, so re-admission usually hits them) and it returns to the head
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.engine.block_pool import BlockPool
 from harness.engine.config import EngineConfig
@@ -22,11 +22,12 @@ class ScheduledChunk:
     request: Request
     start: int  # tokens already computed (the chunk's first position)
     num_tokens: int
+    # The chunk reaches the end of the request's tokens, so it yields the next token. Fixed at
+    # scheduling time: the request grows by that token afterwards.
+    samples: bool = field(init=False)
 
-    @property
-    def samples(self) -> bool:
-        """The chunk reaches the end of the request's tokens, so it yields the next token."""
-        return self.start + self.num_tokens == self.request.num_tokens
+    def __post_init__(self) -> None:
+        self.samples = self.start + self.num_tokens == self.request.num_tokens
 
 
 class Scheduler:

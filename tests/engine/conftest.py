@@ -19,7 +19,7 @@ def tiny(**overrides) -> EngineConfig:
 
 def sim(**overrides) -> EngineConfig:
     """The simulated runner with no sleeping: the real scheduler and block pool, instantly."""
-    return tiny(runner="simulated", sim_time_scale=0.0, **overrides)
+    return tiny(**{"runner": "simulated", "sim_time_scale": 0.0, **overrides})
 
 
 def prompt(seed: int, n: int) -> list[int]:
