@@ -50,6 +50,9 @@ def render(stats: dict, name: str, out: TextIO) -> None:
         rows.append([label, str(d["count"])] + [_num(d[q]) for q in ("p50", "p90", "p99", "mean")])
     _table(rows, out)
     out.write(f"\nprefix-cache hit, token-weighted (block {stats['block_size']}):\n")
-    out.write(f"  ideal (infinite cache)          {stats['ideal_cache_hit']:.2%}\n")
+    rows = [["ideal (infinite cache)", f"{stats['ideal_cache_hit']:.2%}"]]
     if "lru_cache_hit" in stats:
-        out.write(f"  LRU, {stats['cache_tokens']:,} tokens  {stats['lru_cache_hit']:.2%}\n")
+        rows.append([f"LRU, {stats['cache_tokens']:,} tokens", f"{stats['lru_cache_hit']:.2%}"])
+    width = max(len(r[0]) for r in rows)
+    for label, value in rows:
+        out.write(f"  {label.ljust(width)}  {value:>7}\n")

@@ -52,3 +52,13 @@ def test_user_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "field 'turns.nope': unknown key" in capsys.readouterr().err
     assert main(["trace", "generate", "--sessions", "0", "-o", str(tmp_path / "x")]) == 2
     assert main(["trace", "convert", str(bad), "-o", str(tmp_path / "y"), "--block-size", "-1"]) == 2
+
+
+def test_stats_reads_weka_files(tmp_path, capsys):
+    from .test_formats import WEKA
+
+    path = write(tmp_path / "w.json", json.dumps(WEKA))
+    assert main(["trace", "stats", str(path), "--json", "--block-size", "64"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["sessions"], stats["main_sessions"], stats["requests"]) == (3, 1, 5)
+    assert stats["main_sessions_with_subagents"] == 1.0 and stats["subagents_per_parent"] == 2.0

@@ -156,3 +156,30 @@ def test_bad_native_files_fail_with_line_and_field(tmp_path):
         path = write(tmp_path / f"{name}.jsonl", "\n".join(body) + "\n")
         with pytest.raises(TraceFormatError, match=message):
             load_trace(path, "native")
+
+
+def test_weka_nested_groups_and_export_to_mooncake(tmp_path):
+    inner = {"t": 2, "type": "subagent", "requests": [{"t": 2, "type": "n", "in": 70, "out": 3, "hash_ids": [1, 7]}]}
+    child = {"t": 1, "type": "subagent", "requests": [WEKA["requests"][0], inner, WEKA["requests"][3]]}
+    doc = {**WEKA, "requests": [WEKA["requests"][0], child, WEKA["requests"][3]]}
+    trace = load_trace(write(tmp_path / "w.json", json.dumps(doc)))
+    assert [s.id for s in trace.sessions] == ["task-1", "task-1.a1", "task-1.a1.a1"]
+    assert trace.session("task-1.a1").turns[0].spawns == ("task-1.a1.a1",)
+    assert trace.session("task-1.a1.a1").parent == "task-1.a1"
+    write_mooncake(trace, tmp_path / "m.jsonl", block_size=64)
+    rows = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
+    # Block-mode prompts keep their sharing: the child's first prompt repeats the parent's.
+    assert [r["input_length"] for r in rows] == [200, 200, 70, 300, 300]
+    assert rows[0]["hash_ids"] == rows[1]["hash_ids"]
+    assert rows[2]["hash_ids"][0] == rows[0]["hash_ids"][0]
+
+
+def test_native_wrong_type_names_the_field(tmp_path):
+    trace = small_generated(sessions=1)
+    write_trace(trace, tmp_path / "t.jsonl")
+    header, first, *rest = (tmp_path / "t.jsonl").read_text().splitlines()
+    bad = json.loads(first)
+    bad["turns"]["output_tokens"][0] = "many"
+    path = write(tmp_path / "bad.jsonl", "\n".join([header, json.dumps(bad), *rest]) + "\n")
+    with pytest.raises(TraceFormatError, match=r"bad.jsonl:2: field 'turns.output_tokens.0'"):
+        load_trace(path)
