@@ -118,15 +118,10 @@ async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse
     outputs = _submit(engine, engine_id, api)
     build = ResponseBuilder(response_id, api, state.model.name, state.tokenizer)
     try:
-        first = await anext(outputs)
-        state.metrics.ttft.observe(time.perf_counter() - t0)
-        if first.finished and _failure(first) is not None:
-            build.add(first)
-            raise _failure(first)  # failed before anything was sent: a plain error response
         if api.stream:
-            return await _stream(request, build, first, outputs)
-        build.add(first)
+            return await _stream(request, build, outputs, state, t0)
         async for out in outputs:
+            _observe_first(state, build, t0)
             build.add(out)
         failure = _failure(build.last)
         if failure is not None:
@@ -148,7 +143,9 @@ def _submit(engine: AsyncEngine, request_id: str, api: ApiRequest) -> AsyncItera
         raise ApiError(503, str(exc), type="server_error") from exc
 
 
-def _failure(out: RequestOutput) -> ApiError | None:
+def _failure(out: RequestOutput | None) -> ApiError | None:
+    if out is None:
+        return ApiError(500, "the engine ended the request without any output", type="server_error")
     if out.finish_reason == "error":
         return ApiError(500, f"the engine failed this request: {out.error}", type="server_error")
     if out.finish_reason == "abort":
@@ -156,21 +153,25 @@ def _failure(out: RequestOutput) -> ApiError | None:
     return None
 
 
-async def _stream(request, build, first, outputs) -> web.StreamResponse:
+def _observe_first(state: ServerState, build: ResponseBuilder, t0: float) -> None:
+    if build.last is None:
+        state.metrics.ttft.observe(time.perf_counter() - t0)
+
+
+async def _stream(request, build, outputs, state, t0) -> web.StreamResponse:
+    # Headers go out at once, as vLLM's do, so a long queue wait never looks like a dead server;
+    # the engine has validated the request already, so a bad one never gets here.
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                        "X-Request-Id": build.request_id})
     await resp.prepare(request)
     try:
         for chunk in build.opening_chunks():
             await resp.write(_sse(chunk))
-        out = first
-        while True:
+        async for out in outputs:
+            _observe_first(state, build, t0)
             for chunk in build.chunks(out):
                 await resp.write(_sse(chunk))
-            if out.finished:
-                break
-            out = await anext(outputs)
-        failure = _failure(out)
+        failure = _failure(build.last)
         if failure is not None:
             await resp.write(_sse(failure.body()))  # vLLM's way to fail a stream already begun
         await resp.write(b"data: [DONE]\n\n")
