@@ -33,12 +33,21 @@ def histogram_of(values: np.ndarray, weights: np.ndarray | None = None) -> HdrHi
     w = np.ones(v.size, dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
     keep = np.isfinite(v) & (w > 0)
     micros = np.clip(np.rint(v[keep] * UNIT_SCALE), LOWEST, HIGHEST).astype(np.int64)
-    # Collapse repeats first: record_value is a Python call per distinct value.
-    uniq, inverse = np.unique(micros, return_inverse=True)
+    # record_value is a Python call per value: first map each value to the lowest value of its
+    # HDR bucket (the same count slot, so the histogram is identical), then record each once.
+    uniq, inverse = np.unique(_bucket_floor(micros, h), return_inverse=True)
     counts = np.bincount(inverse, weights=w[keep]).astype(np.int64)
     for value, count in zip(uniq.tolist(), counts.tolist(), strict=True):
         h.record_value(value, count)
     return h
+
+
+def _bucket_floor(values: np.ndarray, h: HdrHistogram) -> np.ndarray:
+    # hdrh: bucket = max(msb(v) - sub_bucket_half_count_magnitude, 0) with unit magnitude 0,
+    # and a slot holds every value with the same v >> bucket.
+    msb = np.floor(np.log2(np.maximum(values, 1))).astype(np.int64)
+    shift = np.maximum(msb - h.sub_bucket_half_count_magnitude, 0) + h.unit_magnitude
+    return (values >> shift) << shift
 
 
 def write_histograms(histograms: dict[str, HdrHistogram], run_dir: Path) -> Path:

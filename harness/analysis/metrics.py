@@ -48,8 +48,9 @@ def prompt_tokens(ok: pd.DataFrame) -> np.ndarray:
     return np.where(np.isnan(reported), ok["prompt_tokens_expected"].to_numpy(dtype=float), reported)
 
 
-def request_metrics(ok: pd.DataFrame) -> pd.DataFrame:
+def request_metrics(ok: pd.DataFrame, itl: InterTokenLatency | None = None) -> pd.DataFrame:
     """One row per request: ttft, tpot, e2el, interactivity, e2el_per_token, itl (its mean)."""
+    itl = itl if itl is not None else itl_of(ok)
     t_sent = ok["t_sent"].to_numpy(dtype=float)
     t_first = ok["t_first_token"].to_numpy(dtype=float)
     t_last = ok["t_last_token"].to_numpy(dtype=float)
@@ -64,7 +65,7 @@ def request_metrics(ok: pd.DataFrame) -> pd.DataFrame:
             "request_id": ok["request_id"].to_numpy(),
             "ttft": t_first - t_sent,
             "tpot": tpot,
-            "itl": itl_of(ok).per_request,
+            "itl": itl.per_request,
             "e2el": e2el,
             "interactivity": interactivity,
             "e2el_per_token": e2el_per_token,

@@ -122,10 +122,10 @@ def session_timeline(a: Analysis) -> Figure:
     if tasks.empty:
         ax.text(0.5, 0.5, "no complete task", ha="center", transform=ax.transAxes)
         return fig
-    task = tasks.iloc[0]
-    recs = a.run.records[a.run.records["request_id"].isin(_task_requests(a, task["task"]))]
+    task = tasks.iloc[0]["task"]
+    recs = a.graph.recs[a.graph.recs["task"] == task]
     lanes = {sid: i for i, sid in enumerate(list(dict.fromkeys(recs.sort_values("t_sent")["session_id"]))[:MAX_LANES])}
-    critical = set(task["critical_path"])
+    critical = set(a.graph.critical_path(task))
     where = {}
     for r in recs.itertuples(index=False):
         if r.session_id not in lanes:
@@ -134,7 +134,7 @@ def session_timeline(a: Analysis) -> Figure:
         color = "tab:red" if r.request_id in critical else ("tab:blue" if r.agent == "main" else "tab:green")
         ax.barh(y, r.t_done - r.t_sent, left=r.t_sent, height=0.5, color=color, edgecolor="black", lw=0.4)
         where[r.request_id] = (r.t_sent, r.t_done, y)
-    for src, dst in task["links"]:
+    for src, dst in a.graph.links(task):
         if src in where and dst in where:
             ax.annotate("", xy=(where[dst][0], where[dst][2]), xytext=(where[src][1], where[src][2]),
                         arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
@@ -142,13 +142,6 @@ def session_timeline(a: Analysis) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("run clock (s); red = critical path, blue = main, green = subagent")
     return fig
-
-
-def _task_requests(a: Analysis, task: str) -> set:
-    from harness.analysis.sessions import task_roots
-
-    roots = task_roots(a.run.records)
-    return set(a.run.records.loc[roots == task, "request_id"])
 
 
 def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:

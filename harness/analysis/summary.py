@@ -31,6 +31,7 @@ class Analysis:
     itl: metrics.InterTokenLatency
     misses: pd.DataFrame  # cache.attribute_misses of the ok records
     tasks: pd.DataFrame  # sessions.task_table of all records
+    graph: sessions.TaskGraph  # requests and their spawn/join edges, for critical paths
     summary: dict
 
     def histograms(self) -> dict:
@@ -40,15 +41,16 @@ class Analysis:
 
 
 def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) -> Analysis:
+    if "task" not in run.records:  # the main session each record's task belongs to
+        run.records["task"] = sessions.task_roots(run.records).to_numpy()
     ok = run.ok
-    per_request = metrics.request_metrics(ok)
     itl = metrics.itl_of(ok)
+    per_request = metrics.request_metrics(ok, itl)
     misses = cache.attribute_misses(ok)
-    session_info, tasks = sessions.session_summary(run.records, per_request["ttft"], run.trace)
+    session_info, tasks, graph = sessions.session_summary(run.records, per_request["ttft"], run.trace)
     n_gpus, gpu_source = _n_gpus(run, gpus)
     slos = slos if slos is not None else scenario_slos(run.path)
     rates = metrics.throughput(ok)
-    roots = sessions.task_roots(ok)
     complete = set(tasks.loc[tasks["complete"], "task"])
     duration = rates["duration_s"]
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
@@ -73,14 +75,14 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "tpgs": tpgs["tpgs"],
         "tpgs_parts": {k: tpgs[k] for k in ("cached", "uncached_input", "output")},
         "throughput": rates,
-        "goodput": goodput(per_request, slos, duration, roots),
+        "goodput": goodput(per_request, slos, duration, run.records.loc[ok.index, "task"]),
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {**hit, "session_moves": cache.session_moves(ok, misses)},
         "sessions": session_info,
         "warnings": list(run.warnings),
     }
-    return Analysis(run, per_request, itl, misses, tasks, _clean(summary))
+    return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
 def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None) -> dict:

@@ -141,7 +141,8 @@ def test_sessions_critical_path_and_join_wait(tmp_path, with_trace):
     tasks = result.tasks.set_index("task")
     m1 = tasks.loc["m1"]
     assert m1["complete"] and m1["requests"] == 4
-    assert m1["critical_path"] == ["m1-0", "s1-0", "m1-1", "m1-2"]  # the join waited on s1
+    assert result.graph.critical_path("m1") == ["m1-0", "s1-0", "m1-1", "m1-2"]  # the join waited on s1
+    assert sorted(result.graph.links("m1")) == [("m1-0", "s1-0"), ("s1-0", "m1-1")]
     assert m1["critical_path_service_s"] == pytest.approx(1.0 + 0.5 + 0.8 + 0.3)
     assert m1["join_wait_s"] == pytest.approx(2.6 - 2.0)
     assert m1["completion_s"] == pytest.approx(4.3 - 1.0)

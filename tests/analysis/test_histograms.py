@@ -9,6 +9,7 @@ from harness.analysis.histograms import (
     hdr_percentiles,
     histogram_of,
     merge_histograms,
+    new_histogram,
     read_histograms,
     write_histograms,
 )
@@ -29,6 +30,16 @@ def test_merge_equals_pooled_within_hdr_precision(tmp_path):
     for q in (50, 90, 95, 99):
         exact = np.percentile(pooled, q, method="inverted_cdf")  # HDR reports a recorded value
         assert got[f"p{q}"] == pytest.approx(exact, rel=2e-3, abs=1e-6)
+
+
+def test_bucketed_recording_equals_recording_every_value():
+    values = np.random.default_rng(1).lognormal(-2, 2, size=3000)
+    naive = new_histogram()
+    for v in np.clip(np.rint(values * 1e6), 1, None).astype(int).tolist():
+        naive.record_value(v)
+    fast = histogram_of(values)
+    assert fast.equals(naive)
+    assert hdr_percentiles(fast) == hdr_percentiles(naive)
 
 
 def test_token_weighted_itl_histogram_matches_the_summary(tmp_path):
