@@ -109,9 +109,10 @@ class OpenAIHTTPTarget:
         connector = aiohttp.TCPConnector(
             limit=c.max_connections, limit_per_host=0, ttl_dns_cache=300
         )
-        # aiohttp's sock_read also bounds the wait for headers; body deadlines are the watchdog's.
+        # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the body,
+        # an asyncio.timeout the wait for headers.
         timeout = aiohttp.ClientTimeout(
-            total=None, connect=None, sock_connect=tm.connect, sock_read=max(tm.ttft, tm.idle)
+            total=None, connect=None, sock_connect=tm.connect, sock_read=None
         )
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=timeout, auto_decompress=False
@@ -189,33 +190,34 @@ class OpenAIHTTPTarget:
         headers["X-Session-ID"] = req.sticky_key
         headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
         wd = _Watchdog(asyncio.get_running_loop(), _perf(), self.config.timeouts)
-        dec = StreamDecoder()
+        dec = StreamDecoder(keep_text=req.want_text)
+        resp: aiohttp.ClientResponse | None = None
         try:
-            async with self._session.post(
-                self._urls[req.endpoint], data=data, headers=headers
-            ) as resp:
-                wd.resp = resp
-                if resp.status != 200:
-                    yield Failure(
-                        _perf(), "error", f"HTTP{resp.status}", await http_error_message(resp)
-                    )
+            async with asyncio.timeout(self.config.timeouts.ttft):  # connect + headers
+                resp = await self._session.post(
+                    self._urls[req.endpoint], data=data, headers=headers
+                )
+            wd.resp = resp
+            if resp.status != 200:
+                message = await http_error_message(resp)
+                yield Failure(_perf(), "error", f"HTTP{resp.status}", message)
+                return
+            parser = SSEParser(self.config.max_event_bytes)
+            async for raw in resp.content.iter_any():
+                now = wd.last = _perf()
+                chunk = dec.read(parser.feed(raw), now)
+                if chunk is not None:
+                    wd.first = True
+                    yield chunk
+                if dec.failure is not None:
+                    yield dec.failure
                     return
-                parser = SSEParser(self.config.max_event_bytes)
-                async for raw in resp.content.iter_any():
-                    now = wd.last = _perf()
-                    for payload in parser.feed(raw):
-                        ev = dec.decode(payload, now)
-                        if ev is not None:
-                            yield ev
-                        if dec.failed:
-                            return
-                    wd.first = dec.started
-                for payload in parser.close():
-                    ev = dec.decode(payload, _perf())
-                    if ev is not None:
-                        yield ev
-                    if dec.failed:
-                        return
+            chunk = dec.read(parser.close(), _perf())
+            if chunk is not None:
+                yield chunk
+            if dec.failure is not None:
+                yield dec.failure
+                return
         except SSEError as exc:
             yield Failure(_perf(), "error", "OversizedEvent", str(exc))
             return
@@ -225,6 +227,8 @@ class OpenAIHTTPTarget:
                 return
         finally:
             wd.cancel()
+            if resp is not None:
+                resp.release()  # back to the pool when fully read, closed otherwise
         if wd.reason is not None:
             yield Failure(
                 _perf(), "timeout", wd.reason, _timeout_message(wd.reason, self.config.timeouts)

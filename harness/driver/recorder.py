@@ -64,7 +64,7 @@ async def collect(
             async for ev in stream:
                 kind = type(ev)
                 if kind is Chunk:
-                    times.append(round(ev.t - t0, 6))
+                    times.append(ev.t - t0)
                     tokens.append(ev.tokens)
                     if texts is not None:
                         texts.append(ev.text)

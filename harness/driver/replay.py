@@ -239,7 +239,9 @@ class Replay:
             output_tokens_expected=turn.output_tokens,
             cached_tokens_ideal=ideal,
         )
-        texts: list[str] | None = [] if self.live is not None else None
+        texts: list[str] | None = None
+        if self.live is not None:
+            spec.want_text, texts = True, []
         self.stats.in_flight += 1
         t_sent = self.now()
         rec["t_sent"], rec["phase"] = round(t_sent, 6), self.config.phase(t_sent, index)

@@ -15,49 +15,68 @@ _ERROR_BODY_BYTES = 64 * 1024
 
 
 class StreamDecoder:
-    __slots__ = ("started", "failed", "done", "usage", "_completion")
+    """Turns the payloads of each read into at most one Chunk.
 
-    def __init__(self) -> None:
+    Events that arrive in one read share one arrival time, so they form one chunk with their
+    summed tokens: splitting them would only add zero-length gaps to the inter-token latency.
+    """
+
+    __slots__ = ("started", "failure", "done", "usage", "_completion", "_texts")
+
+    def __init__(self, keep_text: bool = False) -> None:
         self.started = False  # an output chunk has been seen
-        self.failed = False
+        self.failure: Failure | None = None
         self.done = False
         self.usage: dict | None = None
         self._completion = 0  # cumulative completion tokens (continuous usage stats)
+        self._texts: list[str] | None = [] if keep_text else None
 
-    def decode(self, payload: bytes, t: float) -> Event | None:
+    def read(self, payloads: list[bytes], t: float) -> Chunk | None:
+        """The output of one read's events; on a bad event `failure` is set and decoding stops."""
+        tokens = 0
+        for payload in payloads:
+            tokens += self.decode(payload, t)
+            if self.failure is not None:
+                break
+        if not tokens:
+            return None
+        self.started = True
+        texts = self._texts
+        if texts is None:
+            return Chunk(t, tokens, "")
+        text = "".join(texts)
+        texts.clear()
+        return Chunk(t, tokens, text)
+
+    def decode(self, payload: bytes, t: float) -> int:
+        """Output tokens in one event (0 for role-only, finish-reason and usage-only events)."""
         if payload == b"[DONE]":
             self.done = True
-            return None
+            return 0
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return self._fail(t, "MalformedEvent", f"unparseable event: {payload[:200]!r}")
         if type(obj) is not dict:
             return self._fail(t, "MalformedEvent", f"event is not a JSON object: {payload[:200]!r}")
-        if "error" in obj and obj["error"] is not None:
+        if obj.get("error") is not None:
             return self._fail(t, "StreamError", _error_text(obj["error"]))
         choices = obj.get("choices")
         text = _choice_text(choices[0]) if choices else ""
-        tokens = 1
+        tokens = 1 if text else 0
         usage = obj.get("usage")
         if usage:
             self.usage = usage
             so_far = usage.get("completion_tokens")
-            if choices and type(so_far) is int:  # continuous usage stats: exact tokens per chunk
-                tokens, self._completion = so_far - self._completion, so_far
-                if tokens <= 0:
-                    return None
-                # a token whose text is held back (partial UTF-8) still counts, with text ""
-                self.started = True
-                return Chunk(t, tokens, text)
-        if not text:
-            return None  # role-only first chunk, finish_reason chunk, usage-only chunk
-        self.started = True
-        return Chunk(t, tokens, text)
+            if choices and type(so_far) is int:  # continuous usage stats: exact tokens per event
+                tokens, self._completion = max(0, so_far - self._completion), so_far
+        if tokens and self._texts is not None:
+            self._texts.append(text)  # a token whose text is held back (partial UTF-8) adds ""
+        return tokens
 
-    def _fail(self, t: float, error_class: str, message: str) -> Failure:
-        self.failed = True
-        return Failure(t, "error", error_class, message)
+    def _fail(self, t: float, error_class: str, message: str) -> int:
+        self.failure = Failure(t, "error", error_class, message)
+        return 0
 
     def finish(self, t: float) -> list[Event]:
         """Events that end a stream which closed without an error."""

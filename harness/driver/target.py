@@ -37,13 +37,16 @@ class RequestSpec:
     prompt_tokens: int  # expected prompt length from the trace
     messages: list[dict] | None = None  # chat API
     prompt: list[int] | str | None = None  # completions API: token ids or text
+    want_text: bool = False  # fill Chunk.text (live history needs the reply); else it may be ""
 
 
 @dataclass(slots=True)
 class Chunk:
+    """Output that arrived at one time: events read together form one chunk."""
+
     t: float  # perf_counter when the bytes carrying it arrived
-    tokens: int  # output tokens in the chunk (1 when the server does not say)
-    text: str
+    tokens: int  # output tokens (exact with usage per event; else one per event with text)
+    text: str  # filled when RequestSpec.want_text
 
 
 @dataclass(slots=True)

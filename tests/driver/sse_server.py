@@ -77,7 +77,10 @@ class SSETestServer:
         )
 
     async def _get_log(self, request: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps(self.log), content_type="application/json")
+        body = orjson.dumps(self.log)
+        if request.query.get("clear"):
+            self.log = []
+        return web.Response(body=body, content_type="application/json")
 
     # ---- prompts and the prefix memory -----------------------------------------------------
 
@@ -133,22 +136,25 @@ class SSETestServer:
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
-        await resp.prepare(request)
-        chat = "messages" in body
-        await resp.write(_event(_chunk(chat, "", role=True)) if chat else b": keep-alive\n\n")
-        ttft = self.config.ttft_base + self.config.ttft_per_token * (len(tokens) - cached)
-        if ttft > 0:
-            await asyncio.sleep(ttft)
-        n = int(body.get("max_tokens") or 16)
-        continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
-        usage = {
-            "prompt_tokens": len(tokens),
-            "completion_tokens": n,
-            "total_tokens": len(tokens) + n,
-            "prompt_tokens_details": {"cached_tokens": cached},
-        }
-        await self._tokens_out(request, resp, entry, chat, n, fault, continuous, usage)
-        entry["t_end"] = time.perf_counter()
+        try:
+            await resp.prepare(request)
+            chat = "messages" in body
+            await resp.write(_event(_chunk(chat, "", role=True)) if chat else b": keep-alive\n\n")
+            ttft = self.config.ttft_base + self.config.ttft_per_token * (len(tokens) - cached)
+            if ttft > 0:
+                await asyncio.sleep(ttft)
+            n = int(body.get("max_tokens") or 16)
+            continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
+            usage = {
+                "prompt_tokens": len(tokens),
+                "completion_tokens": n,
+                "total_tokens": len(tokens) + n,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
+            await self._tokens_out(request, resp, entry, chat, n, fault, continuous, usage)
+            entry["t_end"] = time.perf_counter()
+        except ConnectionResetError:  # the client went away (timeouts, cancelled runs)
+            pass
         return resp
 
     async def _tokens_out(self, request, resp, entry, chat, n, fault, continuous, usage) -> None:

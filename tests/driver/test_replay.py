@@ -18,7 +18,10 @@ async def test_turns_in_order_after_think_time(server, tmp_path):
         assert cur["t_scheduled"] <= cur["t_sent"] < cur["t_scheduled"] + SLACK
     for r in records:
         assert r["t_sent"] <= r["t_first_token"] <= r["t_last_token"] <= r["t_done"]
-        assert len(r["chunk_times"]) == 4 == sum(r["chunk_tokens"]) == r["completion_tokens"]
+        assert (
+            sum(r["chunk_tokens"]) == 4 == r["completion_tokens"]
+            and 1 <= len(r["chunk_times"]) <= 4
+        )
         assert (
             r["t_first_token"] == r["chunk_times"][0] and r["t_last_token"] == r["chunk_times"][-1]
         )

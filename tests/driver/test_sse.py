@@ -67,35 +67,42 @@ def test_oversized_event_raises():
 
 # ---- decoding payloads ----------------------------------------------------------------------
 
+TOKEN = b'{"choices":[{"delta":{"content":"hi"}}]}'
+
 
 def test_role_only_first_chunk_is_not_a_token():
-    d = StreamDecoder()
-    assert d.decode(b'{"choices":[{"delta":{"role":"assistant","content":""}}]}', 1.0) is None
+    d = StreamDecoder(keep_text=True)
+    assert d.read([b'{"choices":[{"delta":{"role":"assistant","content":""}}]}'], 1.0) is None
     assert not d.started
-    ev = d.decode(b'{"choices":[{"delta":{"content":"hi"}}]}', 2.0)
-    assert ev == Chunk(2.0, 1, "hi") and d.started
+    assert d.read([TOKEN], 2.0) == Chunk(2.0, 1, "hi") and d.started
+
+
+def test_events_of_one_read_form_one_chunk():
+    d = StreamDecoder(keep_text=True)
+    assert d.read([TOKEN, TOKEN, b'{"choices":[{"delta":{"content":"!"}}]}'], 1.0) == Chunk(
+        1.0, 3, "hihi!"
+    )
+    assert StreamDecoder().read([TOKEN, TOKEN], 1.0) == Chunk(1.0, 2, "")  # text only on request
 
 
 def test_completions_text_and_usage_then_done():
-    d = StreamDecoder()
-    assert d.decode(b'{"choices":[{"text":" a","finish_reason":null}]}', 1.0) == Chunk(1.0, 1, " a")
+    d = StreamDecoder(keep_text=True)
+    assert d.read([b'{"choices":[{"text":" a","finish_reason":null}]}'], 1.0) == Chunk(1.0, 1, " a")
     usage = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}'
-    assert d.decode(usage, 2.0) is None
-    assert d.decode(b"[DONE]", 3.0) is None
+    assert d.read([usage, b"[DONE]"], 2.0) is None
     assert d.finish(4.0) == [Usage(5, 1, 4), Done(4.0)]
 
 
 def test_usage_without_details_reads_cached_as_none():
     d = StreamDecoder()
-    d.decode(b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}', 1.0)
-    d.decode(b"[DONE]", 1.0)
+    d.read([b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}', b"[DONE]"], 1.0)
     assert d.finish(2.0)[0] == Usage(5, 1, None)
 
 
 def test_continuous_usage_gives_exact_tokens_per_chunk():
     d = StreamDecoder()
-    a = d.decode(b'{"choices":[{"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}', 1.0)
-    b = d.decode(b'{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}', 2.0)
+    a = d.read([b'{"choices":[{"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}'], 1.0)
+    b = d.read([b'{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}'], 2.0)
     assert (a.tokens, b.tokens) == (2, 1)
 
 
@@ -109,8 +116,9 @@ def test_continuous_usage_gives_exact_tokens_per_chunk():
 )
 def test_bad_payloads_fail_the_request(payload, error_class):
     d = StreamDecoder()
-    ev = d.decode(payload, 1.0)
-    assert isinstance(ev, Failure) and ev.error_class == error_class and d.failed
+    chunk = d.read([TOKEN, payload, TOKEN], 1.0)
+    assert chunk.tokens == 1  # what came before the bad event still counts; nothing after
+    assert isinstance(d.failure, Failure) and d.failure.error_class == error_class
 
 
 @pytest.mark.parametrize(
@@ -120,8 +128,8 @@ def test_bad_payloads_fail_the_request(payload, error_class):
 def test_stream_without_done_or_usage_fails(done, usage, error_class):
     d = StreamDecoder()
     if usage:
-        d.decode(b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}', 1.0)
+        d.read([b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}'], 1.0)
     if done:
-        d.decode(b"[DONE]", 1.0)
+        d.read([b"[DONE]"], 1.0)
     last = d.finish(2.0)[-1]
     assert isinstance(last, Failure) and last.error_class == error_class
