@@ -223,10 +223,12 @@ class RunningServer:
     port: int
     engine: AsyncEngine
     _runner: web.AppRunner
+    _owns_engine: bool = False
 
     async def close(self) -> None:
-        # stop the engine first: it aborts in-flight requests, so open streams end promptly
-        await self.engine.stop()
+        if self._owns_engine:
+            # stop the engine first: it aborts in-flight requests, so open streams end promptly
+            await self.engine.stop()
         await self._runner.cleanup()
 
 
@@ -234,10 +236,12 @@ async def start_server(engine_config: EngineConfig, host: str = "127.0.0.1", por
     engine = AsyncEngine(engine_config)
     await engine.start()
     try:
-        return await serve_engine(engine, host, port)
+        server = await serve_engine(engine, host, port)
     except BaseException:
         await engine.stop()
         raise
+    server._owns_engine = True
+    return server
 
 
 async def serve_engine(engine: AsyncEngine, host: str = "127.0.0.1", port: int = 0) -> RunningServer:

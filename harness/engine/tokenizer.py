@@ -76,6 +76,9 @@ class Tokenizer:
     bos_token_id = BOS_ID
 
     def encode(self, text: str) -> list[int]:
+        words = [WORD_INDEX.get(w) for w in text.split(" ")]
+        if None not in words:  # fast path: pure content text, words joined by single spaces
+            return [TOKEN_BASE + w for w in words]
         ids: list[int] = []
         pieces = _PIECE.findall(text)
         for k, piece in enumerate(pieces):
@@ -97,6 +100,9 @@ class Tokenizer:
         return bool(ids) and _is_word(ids[-1]) and k + 1 < len(pieces) and pieces[k + 1] in WORD_INDEX
 
     def decode(self, ids: Iterable[int]) -> str:
+        ids = list(ids)
+        if all(WORD_LOW <= i < WORD_HIGH for i in ids):  # fast path: pure content
+            return " ".join([WORDS[i - TOKEN_BASE] for i in ids])
         stream = DecodeStream()
         return "".join(stream.push(i) for i in ids) + stream.flush()
 
