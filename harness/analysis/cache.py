@@ -92,15 +92,15 @@ def breakdown(ok: pd.DataFrame, misses: pd.DataFrame, key: str | pd.Series, fail
     return table.drop(columns=["rep_prompt", "rep_cached", "rep_ideal"])
 
 
-def time_bins(ok: pd.DataFrame, bins: int = 20) -> pd.Series:
-    """Start of the time bin (s from the first send) each request was sent in."""
-    t = ok["t_sent"].to_numpy(dtype=float)
-    if not t.size:
-        return pd.Series([], dtype=float, index=ok.index)
-    start, span = t.min(), max(t.max() - t.min(), 1e-9)
-    width = span / bins
-    idx = np.minimum(((t - start) / width).astype(int), bins - 1)
-    return pd.Series(np.round(idx * width, 6), index=ok.index)
+def time_bins(records: pd.DataFrame, bins: int = 20) -> pd.Series:
+    """Start of the time bin (s from the first send) each request was sent in; NaN if never sent."""
+    t = records["t_sent"].to_numpy(dtype=float)
+    if not np.isfinite(t).any():
+        return pd.Series(np.nan, index=records.index)
+    start = np.nanmin(t)
+    width = max(np.nanmax(t) - start, 1e-9) / bins
+    idx = np.minimum(np.floor((t - start) / width), bins - 1)
+    return pd.Series(np.round(idx * width, 6), index=records.index)
 
 
 def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
@@ -126,8 +126,24 @@ def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
     return out
 
 
-def cache_summary(ok: pd.DataFrame) -> dict:
-    misses = attribute_misses(ok)
-    out = hit_rates(misses)
-    out["session_moves"] = session_moves(ok, misses)
+def breakdowns(ok: pd.DataFrame, misses: pd.DataFrame) -> dict:
+    """summary.json's `cache.by_agent`, `by_endpoint`, `by_turn`: small, stable tables."""
+    out = {}
+    for key in ("agent", "endpoint", "turn"):
+        table = breakdown(ok, misses, key)
+        out[f"by_{key}"] = {
+            group_label(group): {
+                "requests": int(row["requests"]),
+                "reported": int(row["reported"]),
+                "hit_rate": None if np.isnan(row["hit_rate"]) else float(row["hit_rate"]),
+                "ideal_hit_rate": None if np.isnan(row["ideal_hit_rate"]) else float(row["ideal_hit_rate"]),
+            }
+            for group, row in table.iterrows()
+        }
     return out
+
+
+def group_label(group) -> str:
+    if isinstance(group, float) and group.is_integer():
+        return str(int(group))
+    return str(group)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from harness.analysis.cache import breakdown
+from harness.analysis.cache import breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
 from harness.analysis.table import fmt
 
@@ -34,12 +34,6 @@ ROWS = (
     ("session structure", lambda s: s["sessions"]["structure"]),
     ("timings", lambda s: "SIMULATED engine" if s.get("simulated") else "measured"),
 )
-
-
-def _label(group) -> str:
-    if isinstance(group, float) and group.is_integer():
-        return str(int(group))
-    return str(group)
 
 
 def _pair(p: dict) -> str:
@@ -87,13 +81,15 @@ def compare_section(analyses: list[Analysis]) -> str:
 
 def cache_tables(analyses: list[Analysis]) -> str:
     out = []
-    for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index")):
+    for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index"), ("time", "time (s)")):
         rows = []
         for a in analyses:
-            failed = a.run.measured[a.run.measured["status"] != "ok"].groupby(key, dropna=False).size()
-            t = breakdown(a.run.ok, a.misses, key, failed=failed)
+            measured = a.run.measured
+            groups = time_bins(measured) if key == "time" else measured[key]
+            failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
+            t = breakdown(a.run.ok, a.misses, groups.loc[a.run.ok.index], failed=failed)
             for group, r in t.head(30).iterrows():
-                rows.append([a.run.name, _label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
+                rows.append([a.run.name, group_label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
                              fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"),
                              f"{r['miss_cold']:.0f}", f"{r['miss_lost']:.0f}", f"{r['miss_unknown']:.0f}"])
         header = ["run", title, "ok requests", "failed", "reported cached", "hit rate", "ideal",

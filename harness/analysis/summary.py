@@ -78,7 +78,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "goodput": goodput(per_request, slos, duration, run.records.loc[ok.index, "task"]),
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
-        "cache": {**hit, "session_moves": cache.session_moves(ok, misses)},
+        "cache": {**hit, "session_moves": cache.session_moves(ok, misses), **cache.breakdowns(ok, misses)},
         "sessions": session_info,
         "warnings": list(run.warnings),
     }
