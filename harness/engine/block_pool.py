@@ -17,26 +17,26 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
 from harness.engine.cpu_tier import CpuTier
-from harness.engine.sequence import Request
+from harness.engine.sequence import TOKEN_BYTES, Request
 from harness.errors import EngineError
 
 _HASH_KEY = b"agentic-harness-kv"  # fixed: hashes are equal across processes and runs
 ROOT_HASH = b"\0" * 16
 
 
-def block_hash(parent: bytes, token_ids) -> bytes:
-    data = np.asarray(token_ids, dtype=np.int32).tobytes()
-    return hashlib.blake2b(parent + data, digest_size=16, key=_HASH_KEY).digest()
+def block_hash(parent: bytes, tokens: bytes) -> bytes:
+    """The hash of a full block: its parent's hash and its token ids (int32 little-endian)."""
+    return hashlib.blake2b(parent + tokens, digest_size=16, key=_HASH_KEY).digest()
 
 
-def hash_blocks(token_ids: list[int], block_size: int, known: list[bytes]) -> list[bytes]:
-    """Extend `known` (hashes of the first blocks) to every full block of `token_ids`."""
+def hash_blocks(req: Request, block_size: int, num_blocks: int) -> list[bytes]:
+    """The request's block hashes, extended (once, then remembered) to `num_blocks` blocks."""
+    known, width = req.block_hashes, block_size * TOKEN_BYTES
     parent = known[-1] if known else ROOT_HASH
-    for i in range(len(known), len(token_ids) // block_size):
-        parent = block_hash(parent, token_ids[i * block_size:(i + 1) * block_size])
+    data = req.token_bytes
+    for i in range(len(known), num_blocks):
+        parent = block_hash(parent, bytes(data[i * width:(i + 1) * width]))
         known.append(parent)
     return known
 
@@ -53,14 +53,14 @@ class Block:
     block_id: int
     ref_cnt: int = 0
     hash: bytes | None = None
-    token_ids: tuple[int, ...] | None = None
+    tokens: bytes | None = None  # its token ids, to verify a hash hit
 
 
 @dataclass
 class PrefixHit:
     """A cached chain in order: device block ids (int) and CPU-tier blocks (hash, tokens, KV)."""
 
-    entries: list[int | tuple[bytes, tuple[int, ...], Any]] = field(default_factory=list)
+    entries: list[int | tuple[bytes, bytes, Any]] = field(default_factory=list)
 
     @property
     def device_blocks(self) -> list[int]:
@@ -103,11 +103,12 @@ class BlockPool:
         if not self.enable_caching:
             return hit
         bs = self.block_size
-        hashes = hash_blocks(req.token_ids, bs, req.block_hashes)
-        for i in range((req.num_tokens - 1) // bs):
-            tokens = tuple(req.token_ids[i * bs:(i + 1) * bs])
+        n = (req.num_tokens - 1) // bs
+        hashes = hash_blocks(req, bs, n)
+        for i in range(n):
+            tokens = req.block_tokens(i, bs)
             block_id = self.cached.get(hashes[i])
-            if block_id is not None and self.blocks[block_id].token_ids == tokens:
+            if block_id is not None and self.blocks[block_id].tokens == tokens:
                 hit.entries.append(block_id)
                 continue
             cpu = self.cpu_tier.get(hashes[i], tokens) if self.cpu_tier is not None else None
@@ -136,6 +137,7 @@ class BlockPool:
                 self.mover.load_block(block_id, payload)
             self._register(self.blocks[block_id], h, tokens)
             req.block_table.append(block_id)
+        req.num_cached_blocks = len(hit.entries)
 
     # ---- allocation ---------------------------------------------------------------------
 
@@ -160,6 +162,7 @@ class BlockPool:
                 if block.hash is None:
                     self.free_queue.move_to_end(block_id, last=False)
         req.block_table = []
+        req.num_cached_blocks = 0
 
     def cache_blocks(self, req: Request) -> None:
         """Hash and register the request's blocks that are now full and computed."""
@@ -167,12 +170,13 @@ class BlockPool:
             return
         bs = self.block_size
         n_full = req.num_computed_tokens // bs
-        hashes = hash_blocks(req.token_ids[:n_full * bs], bs, req.block_hashes[:n_full])
-        req.block_hashes[:n_full] = hashes
-        for i in range(n_full):
+        hashes = hash_blocks(req, bs, n_full)
+        for i in range(req.num_cached_blocks, n_full):
             block = self.blocks[req.block_table[i]]
+            # A block another request registered first stays unhashed: one block per hash.
             if block.hash is None and hashes[i] not in self.cached:
-                self._register(block, hashes[i], tuple(req.token_ids[i * bs:(i + 1) * bs]))
+                self._register(block, hashes[i], req.block_tokens(i, bs))
+        req.num_cached_blocks = max(req.num_cached_blocks, n_full)
 
     def _touch(self, block_ids: list[int]) -> None:
         for block_id in block_ids:
@@ -196,12 +200,12 @@ class BlockPool:
         del self.cached[block.hash]
         if self.cpu_tier is not None and self.cpu_tier.capacity > 0:
             payload = self.mover.save_block(block.block_id) if self.mover is not None else None
-            self.cpu_tier.put(block.hash, block.token_ids, payload)
-        block.hash = block.token_ids = None
+            self.cpu_tier.put(block.hash, block.tokens, payload)
+        block.hash = block.tokens = None
         self.num_evictions += 1
 
-    def _register(self, block: Block, h: bytes, tokens: tuple[int, ...]) -> None:
-        block.hash, block.token_ids = h, tokens
+    def _register(self, block: Block, h: bytes, tokens: bytes) -> None:
+        block.hash, block.tokens = h, tokens
         self.cached[h] = block.block_id
 
     # ---- invariants ---------------------------------------------------------------------
@@ -216,7 +220,7 @@ class BlockPool:
                 raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}")
             if block.hash is not None and self.cached.get(block.hash) != block.block_id:
                 raise EngineError(f"block {block.block_id}: hash not mapped to it")
-            if (block.hash is None) != (block.token_ids is None):
+            if (block.hash is None) != (block.tokens is None):
                 raise EngineError(f"block {block.block_id}: hash and token ids disagree")
         for h, block_id in self.cached.items():
             if self.blocks[block_id].hash != h:

@@ -15,7 +15,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class CpuBlock:
-    token_ids: tuple[int, ...]
+    tokens: bytes
     payload: Any
 
 
@@ -32,18 +32,18 @@ class CpuTier:
     def __contains__(self, block_hash: bytes) -> bool:
         return block_hash in self._blocks
 
-    def put(self, block_hash: bytes, token_ids: tuple[int, ...], payload: Any) -> None:
-        self._blocks[block_hash] = CpuBlock(token_ids, payload)
+    def put(self, block_hash: bytes, tokens: bytes, payload: Any) -> None:
+        self._blocks[block_hash] = CpuBlock(tokens, payload)
         self._blocks.move_to_end(block_hash)
         self.num_stored += 1
         while len(self._blocks) > self.capacity:
             self._blocks.popitem(last=False)
             self.num_evicted += 1
 
-    def get(self, block_hash: bytes, token_ids: tuple[int, ...]) -> CpuBlock | None:
+    def get(self, block_hash: bytes, tokens: bytes) -> CpuBlock | None:
         """The block if resident and its tokens match (a hit refreshes its LRU position)."""
         block = self._blocks.get(block_hash)
-        if block is None or block.token_ids != token_ids:
+        if block is None or block.tokens != tokens:
             return None
         self._blocks.move_to_end(block_hash)
         return block

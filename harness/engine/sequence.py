@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
+import numpy as np
+
+TOKEN_BYTES = 4  # token ids as little-endian int32: what block hashes and hit checks read
+_TOKEN_DTYPE = np.dtype("<i4")
+
 
 class RequestStatus(Enum):
     WAITING = auto()
@@ -30,9 +35,11 @@ class Request:
         self.num_prompt_tokens = len(prompt_token_ids)
         # Prompt then outputs: after a recompute preemption the outputs are re-prefilled too.
         self.token_ids: list[int] = list(prompt_token_ids)
+        self.token_bytes = bytearray(np.asarray(self.token_ids, dtype=_TOKEN_DTYPE).tobytes())
         self.num_computed_tokens = 0
         self.block_table: list[int] = []
         self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
+        self.num_cached_blocks = 0  # leading blocks of block_table already registered by hash
         self.status = RequestStatus.WAITING
         self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
         self.cached_tokens_cpu = 0
@@ -70,8 +77,13 @@ class Request:
     def finished(self) -> bool:
         return self.status is RequestStatus.FINISHED
 
+    def block_tokens(self, i: int, block_size: int) -> bytes:
+        width = block_size * TOKEN_BYTES
+        return bytes(self.token_bytes[i * width:(i + 1) * width])
+
     def append_token(self, token: int) -> None:
         self.token_ids.append(token)
+        self.token_bytes += token.to_bytes(TOKEN_BYTES, "little", signed=True)
         p = self.params
         n = self.num_output_tokens
         if n >= p.max_tokens:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from harness.engine.block_pool import BlockPool, block_hash, hash_blocks
+from harness.engine.block_pool import ROOT_HASH, BlockPool, block_hash, hash_blocks
 from harness.engine.sequence import Request, SamplingParams
 from harness.errors import EngineError
 
@@ -34,18 +35,18 @@ def compute(pool: BlockPool, req: Request) -> int:
 
 
 def test_hash_is_stable_across_processes():
-    code = "from harness.engine.block_pool import block_hash, ROOT_HASH; print(block_hash(ROOT_HASH, [1, 2, 3]).hex())"
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    from harness.engine.block_pool import ROOT_HASH
-
-    assert other == block_hash(ROOT_HASH, [1, 2, 3]).hex()
-    assert block_hash(ROOT_HASH, [1, 2, 3]) != block_hash(ROOT_HASH, [1, 2, 4])
+    code = ("from harness.engine.block_pool import hash_blocks; from harness.engine.sequence import *;"
+            "print(hash_blocks(Request('r', [1, 2, 3, 4], SamplingParams(1), 0.0), 4, 1)[0].hex())")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert other.stdout.strip() == hash_blocks(make([1, 2, 3, 4]), BS, 1)[0].hex()
+    assert block_hash(ROOT_HASH, b"1234") != block_hash(ROOT_HASH, b"1235")
 
 
 def test_hash_chains_over_parents():
-    a = hash_blocks([1, 2, 3, 4, 5, 6, 7, 8], BS, [])
-    b = hash_blocks([9, 9, 9, 9, 5, 6, 7, 8], BS, [])
-    assert len(a) == 2 and a[1] != b[1]  # same block tokens, different parent
+    a = hash_blocks(make([1, 2, 3, 4, 5, 6, 7, 8]), BS, 2)
+    b = hash_blocks(make([9, 9, 9, 9, 5, 6, 7, 8]), BS, 2)
+    assert len(a) == 2 and a[0] != b[0] and a[1] != b[1]  # same last block, different parent
 
 
 def test_hit_is_block_aligned_and_leaves_one_token():
@@ -63,7 +64,7 @@ def test_hits_are_token_verified():
     a = make(prompt(1, 9), "a")
     compute(pool, a)
     # Corrupt the cached tokens of the first block: the hash still matches, the tokens do not.
-    pool.blocks[a.block_table[0]].token_ids = (0, 0, 0, 0)
+    pool.blocks[a.block_table[0]].tokens = bytes(16)
     assert pool.find_prefix(make(prompt(1, 9), "b")).entries == []
 
 

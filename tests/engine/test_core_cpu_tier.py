@@ -31,7 +31,7 @@ def test_kv_bytes_survive_device_to_cpu_to_device(shared_runner):
     assert not set(original) & set(e.pool.cached)
     assert set(original) <= set(e.pool.cpu_tier.hashes())
     for h, (k, v) in original.items():
-        saved_k, saved_v = e.pool.cpu_tier.get(h, e.pool.cpu_tier._blocks[h].token_ids).payload
+        saved_k, saved_v = e.pool.cpu_tier.get(h, e.pool.cpu_tier._blocks[h].tokens).payload
         assert torch.equal(saved_k, k) and torch.equal(saved_v, v)
     # A repeat of `a` hits the CPU tier; the restored device blocks hold the same bytes.
     e.add_request("again", a + [7], greedy(3))
