@@ -114,7 +114,7 @@ class Scenario(_Strict):
     workload: Workload
     target: Target = Target()
     load: Load = Load()
-    slos: dict[str, float] = Field(default_factory=dict)  # e.g. ttft_s: 2.0, tpot_s: 0.05
+    slos: dict[str, float | str] = Field(default_factory=dict)  # e.g. ttft_p90: 2s, tpot: 50ms
     gpus: int = Field(default=1, ge=1)
     sweep: tuple[SweepAxis, ...] = Field(default=(), max_length=2)
     execution: Execution = Execution()
@@ -190,7 +190,7 @@ def validate(doc: Any, *, source: str = "<scenario>", root: yaml.Node | None = N
     if not isinstance(doc, dict):
         raise ScenarioError("a scenario must be a YAML mapping", path=source)
     try:
-        return Scenario.model_validate(doc)
+        scenario = Scenario.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -199,6 +199,25 @@ def validate(doc: Any, *, source: str = "<scenario>", root: yaml.Node | None = N
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         raise ScenarioError(msg, path=source, line=_line_of(root, loc), field=field) from None
+    _check_parts(scenario, source, root)
+    return scenario
+
+
+def _check_parts(scenario: Scenario, source: str, root: yaml.Node | None) -> None:
+    """Fields checked by the parts that own them: engine options and SLOs."""
+    from harness.analysis.slo import parse_slos
+    from harness.engine.config import EngineConfig
+    from harness.errors import HarnessError
+
+    checks = [(("slos",), lambda: parse_slos(scenario.slos, source="slos"))]
+    if scenario.target.kind == "engine":
+        options = dict(scenario.target.engine.options)
+        checks.append((("target", "engine", "options"), lambda: EngineConfig.from_dict(options)))
+    for loc, check in checks:
+        try:
+            check()
+        except HarnessError as exc:
+            raise ScenarioError(str(exc), path=source, line=_line_of(root, loc), field=".".join(loc)) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -1,0 +1,102 @@
+"""The reference engine as a driver Target, in-process: no HTTP between driver and engine.
+
+The engine's step loop runs in its own thread (see `AsyncEngine`), so the driver's clock is
+stamped on the event loop exactly as for an HTTP target. Prompts go through the same tokenizer
+and chat template as the HTTP server, so an in-process run and a served run see the same tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from harness.driver.target import Chunk, Done, Event, Failure, RequestSpec, Usage
+from harness.engine.async_engine import AsyncEngine, EngineRequestError, SamplingParams
+from harness.engine.chat_template import ChatTemplateError, apply_chat_template
+from harness.engine.config import EngineConfig
+from harness.engine.tokenizer import DecodeStream, Tokenizer
+from harness.errors import EngineError
+
+
+class EngineTarget:
+    name = "engine"
+
+    def __init__(self, config: EngineConfig, *, replicas: int = 1, ignore_eos: bool = True) -> None:
+        if replicas < 1:
+            raise EngineError(f"replicas must be >= 1, got {replicas}")
+        self.config = config
+        # Replicas are independent engines (own KV cache each); the driver's router picks one.
+        self.engines = [AsyncEngine(config) for _ in range(replicas)]
+        self.tokenizer = Tokenizer()
+        self.ignore_eos = ignore_eos
+        self.endpoints: Sequence[str] = tuple(
+            "inprocess" if replicas == 1 else f"inprocess-{i}" for i in range(replicas)
+        )
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self.engines[0]
+
+    async def start(self) -> None:
+        for engine in self.engines:
+            await engine.start()
+
+    async def close(self) -> None:
+        for engine in self.engines:
+            await engine.stop()
+
+    def describe(self) -> dict:
+        return {
+            "kind": "engine-inprocess",
+            "model": self.config.served_model_name,
+            "replicas": len(self.engines),
+            "simulated": self.engine.simulated,
+            "engine": _config_dict(self.config),
+        }
+
+    def _prompt_ids(self, req: RequestSpec) -> list[int]:
+        if req.messages is not None:
+            return apply_chat_template(req.messages, self.tokenizer)
+        if isinstance(req.prompt, str):
+            return self.tokenizer.encode(req.prompt)
+        return list(req.prompt or ())
+
+    async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
+        params = SamplingParams(
+            max_tokens=req.max_tokens,
+            min_tokens=req.max_tokens if self.ignore_eos else 0,
+            ignore_eos=self.ignore_eos,
+        )
+        try:
+            engine = self.engines[req.endpoint % len(self.engines)]
+            outputs = engine.generate(req.request_id, self._prompt_ids(req), params)
+        except (EngineRequestError, ChatTemplateError) as exc:
+            yield Failure(time.perf_counter(), "error", "BadRequest", str(exc))
+            return
+        except EngineError as exc:
+            yield Failure(time.perf_counter(), "error", "EngineUnavailable", str(exc))
+            return
+        detok = DecodeStream()
+        try:
+            async for out in outputs:
+                now = time.perf_counter()
+                if out.new_token_ids:
+                    text = "".join(detok.push(i) for i in out.new_token_ids)
+                    yield Chunk(now, len(out.new_token_ids), text)
+                if out.finished:
+                    if out.finish_reason in ("error", "abort"):
+                        yield Failure(now, "error", f"Engine{out.finish_reason.title()}", out.error or out.finish_reason)
+                        return
+                    yield Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
+                    yield Done(now)
+                    return
+        finally:
+            await outputs.aclose()
+
+
+def _config_dict(config: EngineConfig) -> dict:
+    from dataclasses import asdict, is_dataclass
+
+    if is_dataclass(config):
+        return {k: v for k, v in asdict(config).items() if not k.startswith("_")}
+    return {}

@@ -1,0 +1,101 @@
+"""Local `harness serve` processes for scenarios that test the engine over real HTTP.
+
+Each replica is its own process (its own GIL, its own KV cache), started on 127.0.0.1 with
+`--port 0`; the process prints `serving on URL` once ready. Everything started here is stopped
+in `stop()`, which `LocalServers` as a context manager always calls, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.engine.commands import _CHOICE_FLAGS, _VALUE_FLAGS
+from harness.errors import EngineError
+
+_READY = re.compile(r"serving on (http://\S+)")
+_FLAGS = {dest: flag for flag, dest, *_ in (*_VALUE_FLAGS, *_CHOICE_FLAGS)}
+
+
+def engine_flags(options: dict) -> list[str]:
+    """`harness serve` flags for EngineConfig fields (vLLM's names)."""
+    argv: list[str] = []
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in ("enable_prefix_caching", "debug_checks"):
+            name = key.replace("_", "-")
+            argv.append(f"--{name}" if value else f"--no-{name}")
+        elif key in _FLAGS:
+            argv += [_FLAGS[key], str(value)]
+        else:
+            raise EngineError(f"engine option {key!r} cannot be passed to a served engine")
+    return argv
+
+
+class LocalServers:
+    def __init__(self, options: dict, replicas: int = 1, *, log_dir: Path,
+                 startup_timeout_s: float = 180.0) -> None:
+        self.argv = [sys.executable, "-m", "harness", "serve", "--port", "0", *engine_flags(options)]
+        self.replicas = replicas
+        self.log_dir = Path(log_dir)
+        self.startup_timeout_s = startup_timeout_s
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+        self.urls: list[str] = []
+
+    def __enter__(self) -> LocalServers:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(self.replicas):
+            log = self.log_dir / f"server-{i}.log"
+            self.logs.append(log)
+            with log.open("w") as out:  # the child keeps its own handle; a pipe could fill and block it
+                # Own session: the terminal's Ctrl-C reaches only the harness, which stops these.
+                self.procs.append(subprocess.Popen(
+                    self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                ))
+        self.urls = [self._wait_ready(p, log) for p, log in zip(self.procs, self.logs, strict=True)]
+
+    def _wait_ready(self, proc: subprocess.Popen, log: Path) -> str:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace")
+            match = _READY.search(text)
+            if match:
+                return match.group(1)
+            if proc.poll() is not None:
+                lines = text.strip().splitlines()
+                raise EngineError(f"the reference engine server exited ({lines[-1] if lines else proc.returncode}); see {log}")
+            time.sleep(0.1)
+        raise EngineError(f"the reference engine server did not start in {self.startup_timeout_s:.0f} s; see {log}")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 15
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.procs = []
