@@ -31,6 +31,8 @@ _VALUE_FLAGS = (
     ("--cost-model", "cost_model", str, "calibrated cost model file for --runner simulated"),
     ("--served-model-name", "served_model_name", str,
      "the model name clients send and /v1/models lists (agentic-harness-reference)"),
+    ("--sim-time-scale", "sim_time_scale", float,
+     "simulated runner: wall seconds slept per modelled second; 0 = no sleeping (1.0)"),
 )
 _CHOICE_FLAGS = (
     ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),
@@ -39,20 +41,22 @@ _CHOICE_FLAGS = (
     ("--dtype", "dtype", tuple(DTYPES), "KV cache and weights dtype (float32)"),
 )
 
+_METAVARS = {int: "N", float: "X", str: "NAME"}
+
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("reference engine (vLLM's flag names)")
     for flag, dest, kind, help_ in _VALUE_FLAGS:
         extra = ("--num-gpu-blocks",) if dest == "num_gpu_blocks" else ()
-        group.add_argument(flag, *extra, dest=dest, type=kind, default=None, metavar="N" if kind is int else None,
-                           help=help_)
+        metavar = "FILE" if dest == "cost_model" else _METAVARS[kind]
+        group.add_argument(flag, *extra, dest=dest, type=kind, default=None, metavar=metavar, help=help_)
     for flag, dest, choices, help_ in _CHOICE_FLAGS:
         group.add_argument(flag, dest=dest, choices=choices, default=None, help=help_)
     group.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
                        action=argparse.BooleanOptionalAction, default=None,
                        help="reuse KV blocks across requests with a shared prefix (on)")
-    group.add_argument("--debug-checks", dest="debug_checks", action="store_true", default=None,
-                       help="check the block pool's invariants after every step (slow)")
+    group.add_argument("--debug-checks", dest="debug_checks", action=argparse.BooleanOptionalAction,
+                       default=None, help="check the block pool's invariants after every step (slow; off)")
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:

@@ -4,6 +4,7 @@ on SIGINT; engine flags named as vLLM names them."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import socket
@@ -39,6 +40,16 @@ def test_flags_map_to_engine_config_and_unset_flags_keep_its_defaults():
         served_model_name="m")
     assert parse("--num-gpu-blocks", "64").num_gpu_blocks == 64
     assert parse("--kv-cache-memory-gb", "0.5").kv_cache_memory_gb == 0.5
+    assert parse("--sim-time-scale", "0").sim_time_scale == 0.0
+    assert parse("--debug-checks").debug_checks and not parse("--no-debug-checks").debug_checks
+    assert parse("--enable-prefix-caching").enable_prefix_caching
+
+
+def test_every_engine_config_field_has_a_flag():
+    parser = argparse.ArgumentParser()
+    add_engine_arguments(parser)
+    dests = {a.dest for a in parser._actions}
+    assert {f.name for f in dataclasses.fields(EngineConfig)} <= dests
 
 
 def test_an_invalid_flag_value_is_one_line_naming_the_field(capsys):
