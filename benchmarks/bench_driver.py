@@ -50,11 +50,17 @@ def _held(intervals: list[tuple[float, float]], start: float, end: float) -> flo
 async def raw_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
     import aiohttp
 
-    body = orjson.dumps({
-        "model": "m", "max_tokens": out_tokens, "min_tokens": out_tokens, "ignore_eos": True, "stream": True,
-        "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": " ".join(["word"] * PROMPT_WORDS)}],
-    })
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "max_tokens": out_tokens,
+            "min_tokens": out_tokens,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": " ".join(["word"] * PROMPT_WORDS)}],
+        }
+    )
     tokens, intervals, firsts = 0, [], []
     conn = aiohttp.TCPConnector(limit=concurrency)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
@@ -68,7 +74,9 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
             headers = {"Content-Type": "application/json", "X-Harness-Request-ID": rid}
             t_sent, first = time.perf_counter(), None
             try:
-                async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as resp:
+                async with session.post(
+                    url + "/v1/chat/completions", data=body, headers=headers
+                ) as resp:
                     async for data in resp.content.iter_any():
                         k = data.count(b'"delta":{"content"')
                         if k and first is None:
@@ -99,27 +107,56 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
 
     n = int(concurrency * duration * 40) + 1000  # more sessions than the run can use
     turn = (Turn(PROMPT_WORDS - 16, out_tokens, 0.0),)
-    trace = Trace(TraceHeader(seed=1), tuple(Session(f"s{i}", 0.0, 16, "sys", turn) for i in range(n)))
-    config = ReplayConfig(load="closed", concurrency=concurrency, max_duration=duration, drain_s=0, run_id="bench")
-    target = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=(url,), model="m", max_connections=concurrency))
+    trace = Trace(
+        TraceHeader(seed=1), tuple(Session(f"s{i}", 0.0, 16, "sys", turn) for i in range(n))
+    )
+    config = ReplayConfig(
+        load="closed", concurrency=concurrency, max_duration=duration, drain_s=0, run_id="bench"
+    )
+    target = OpenAIHTTPTarget(
+        HTTPTargetConfig(endpoints=(url,), model="m", max_connections=concurrency)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         cpu0, t_wall = time.process_time(), time.perf_counter()
         await run_replay(trace, target, config, tmp)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t_wall
         manifest = orjson.loads((Path(tmp) / "manifest.json").read_bytes())
-        recs = [orjson.loads(line) for line in (Path(tmp) / "records.jsonl").read_bytes().splitlines()]
+        recs = [
+            orjson.loads(line) for line in (Path(tmp) / "records.jsonl").read_bytes().splitlines()
+        ]
     t0 = manifest["t0_perf_counter"]
     tokens = sum(sum(r["chunk_tokens"]) for r in recs)
     done = sum(r["status"] == "ok" for r in recs)
     intervals = [(t0 + r["t_sent"], t0 + r["t_done"]) for r in recs]
-    firsts = [(r["request_id"], t0 + r["t_sent"], t0 + r["t_first_token"] if r["t_first_token"] is not None else None) for r in recs]
-    return _summary(tokens, done, cpu, wall, intervals, t0, firsts, failed=sum(r["status"] in ("error", "timeout") for r in recs))
+    firsts = [
+        (
+            r["request_id"],
+            t0 + r["t_sent"],
+            t0 + r["t_first_token"] if r["t_first_token"] is not None else None,
+        )
+        for r in recs
+    ]
+    return _summary(
+        tokens,
+        done,
+        cpu,
+        wall,
+        intervals,
+        t0,
+        firsts,
+        failed=sum(r["status"] in ("error", "timeout") for r in recs),
+    )
 
 
 def _summary(tokens, done, cpu, wall, intervals, t0, firsts, failed=0) -> dict:
     return {
-        "tokens": tokens, "requests": done, "failed": failed, "cpu_s": cpu, "wall_s": wall,
-        "held": _held(intervals, t0 + 0.1 * wall, t0 + wall), "firsts": firsts,
+        "tokens": tokens,
+        "requests": done,
+        "failed": failed,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "held": _held(intervals, t0 + 0.1 * wall, t0 + wall),
+        "firsts": firsts,
     }
 
 
@@ -141,20 +178,52 @@ def _accuracy(firsts: list, log: dict[str, dict]) -> dict:
         ttft_err.append((t_first - t_sent) - (e["t_first_token"] - e["t_recv"]))
         lag.append(t_first - e["t_first_token"])
     pct = lambda xs, q: float(np.percentile(xs, q)) * 1e6 if xs else float("nan")  # noqa: E731
-    return {"n": len(lag), "ttft_err_p50_us": pct(ttft_err, 50), "ttft_err_p99_us": pct(ttft_err, 99), "lag_p50_us": pct(lag, 50), "lag_p99_us": pct(lag, 99)}
+    return {
+        "n": len(lag),
+        "ttft_err_p50_us": pct(ttft_err, 50),
+        "ttft_err_p99_us": pct(ttft_err, 99),
+        "lag_p50_us": pct(lag, 50),
+        "lag_p99_us": pct(lag, 99),
+    }
 
 
 def _run_client(role: str, url: str, c: int, args) -> dict:
-    cmd = [sys.executable, __file__, "--client", role, "--url", url, "--concurrency", str(c), "--duration", str(args.duration), "--output-tokens", str(args.output_tokens)]
-    out = subprocess.run(cmd, capture_output=True, check=True, timeout=args.duration * 10 + 120).stdout
+    cmd = [
+        sys.executable,
+        __file__,
+        "--client",
+        role,
+        "--url",
+        url,
+        "--concurrency",
+        str(c),
+        "--duration",
+        str(args.duration),
+        "--output-tokens",
+        str(args.output_tokens),
+    ]
+    out = subprocess.run(
+        cmd, capture_output=True, check=True, timeout=args.duration * 10 + 120
+    ).stdout
     res = json.loads(out)
     res.update(_accuracy(res.pop("firsts"), _get_log(url)))
-    res.update(role=role, concurrency=c, tok_s=res["tokens"] / res["wall_s"], req_s=res["requests"] / res["wall_s"], cpu_us_per_token=res["cpu_s"] / max(res["tokens"], 1) * 1e6)
+    res.update(
+        role=role,
+        concurrency=c,
+        tok_s=res["tokens"] / res["wall_s"],
+        req_s=res["requests"] / res["wall_s"],
+        cpu_us_per_token=res["cpu_s"] / max(res["tokens"], 1) * 1e6,
+    )
     return res
 
 
 def _start_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     line = proc.stdout.readline()
     if not line.startswith("PORT "):
         proc.kill()
@@ -210,12 +279,17 @@ def _print_row(r: dict) -> None:
 
 def _print_ratios(rows: list[dict]) -> None:
     print("\ndriver / raw (medians over repeats):")
+
+    def get(c: int, role: str, key: str) -> float:
+        return float(
+            np.median([r[key] for r in rows if r["concurrency"] == c and r["role"] == role])
+        )
+
     for c in sorted({r["concurrency"] for r in rows}):
-        get = lambda role, k: float(np.median([r[k] for r in rows if r["concurrency"] == c and r["role"] == role]))  # noqa: E731
         print(
-            f"c={c:5d} cpu/token x{get('driver', 'cpu_us_per_token') / get('raw', 'cpu_us_per_token'):.2f}  "
-            f"tok/s x{get('driver', 'tok_s') / get('raw', 'tok_s'):.2f}  "
-            f"held {get('driver', 'held') / c:.0%} (raw {get('raw', 'held') / c:.0%})"
+            f"c={c:5d} cpu/token x{get(c, 'driver', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}  "
+            f"tok/s x{get(c, 'driver', 'tok_s') / get(c, 'raw', 'tok_s'):.2f}  "
+            f"held {get(c, 'driver', 'held') / c:.0%} (raw {get(c, 'raw', 'held') / c:.0%})"
         )
 
 

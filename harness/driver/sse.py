@@ -25,6 +25,19 @@ class SSEParser:
         self._started = False
 
     def feed(self, data: bytes) -> list[bytes]:
+        # Fastest path: a read that is exactly one `data: ...` event with LF line ends.
+        if (
+            self._started
+            and not self._buf
+            and data.startswith(b"data: ")
+            and data.find(b"\n") == len(data) - 2
+            and data.endswith(b"\n\n")
+            and b"\r" not in data
+        ):
+            return [data[6:-2]]
+        return self._feed(data)
+
+    def _feed(self, data: bytes) -> list[bytes]:
         buf = self._buf + data if self._buf else data
         if not self._started and buf:
             self._started = True
@@ -40,7 +53,7 @@ class SSEParser:
         out: list[bytes] = []
         for block in blocks:
             if block.startswith(b"data: ") and b"\n" not in block:
-                out.append(block[6:])  # fast path: one data line
+                out.append(block[6:])  # one data line
             elif block:
                 payload = _slow_event(block)
                 if payload is not None:
