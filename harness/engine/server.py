@@ -83,7 +83,8 @@ def build_app(engine: AsyncEngine) -> web.Application:
     app = web.Application(middlewares=[_openai_errors], client_max_size=256 * 2**20)
     app[ENGINE_KEY] = engine
     app[STATE_KEY] = ServerState(
-        model=ServedModel(engine.config.served_model_name, engine.max_model_len, engine.vocab_size),
+        model=ServedModel(engine.config.served_model_name, engine.max_model_len, engine.vocab_size,
+                          engine.config.total_blocks * engine.config.block_size),
         tokenizer=Tokenizer(),
         metrics=metrics.ServerMetrics(),
         started=time.time(),

@@ -41,6 +41,7 @@ class ServedModel:
     name: str
     max_model_len: int
     vocab_size: int
+    kv_cache_tokens: int  # what the device KV cache holds: one request can never exceed it
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ def _sampling_params(body: dict, model: ServedModel, prompt_len: int, *, chat: b
                   f"prompt has {prompt_len} tokens, leaving no room for a completion.",
                   "messages" if chat else "prompt")
     name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-    default = room if chat else COMPLETION_DEFAULT_MAX_TOKENS
+    # chat's default is "the rest of the context", as vLLM's, but never more than the cache holds
+    default = max(1, min(room, model.kv_cache_tokens - prompt_len)) if chat else COMPLETION_DEFAULT_MAX_TOKENS
     max_tokens = _int(body, name, default, minimum=1)
     if max_tokens > room:
         raise bad(f"This model's maximum context length is {model.max_model_len} tokens. However, you "

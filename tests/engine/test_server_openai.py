@@ -139,3 +139,10 @@ def test_concurrent_requests_with_one_client_request_id_all_complete(client):
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(one, range(8)))
     assert results == [(30 + k, 5 + k) for k in range(8)]
+
+
+def test_chat_without_max_tokens_fills_the_context_the_cache_can_hold(client):
+    # 512 blocks x 16 = 8192 tokens of cache but max_model_len 4096: the rest of the context
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "the " * 4060}],
+                                       extra_body={"ignore_eos": True})
+    assert r.usage.prompt_tokens == 4064 and r.usage.completion_tokens == 4096 - 4064
