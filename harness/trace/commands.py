@@ -51,6 +51,7 @@ def _register_stats(verbs) -> None:
     p.add_argument("--block-size", type=int, default=16, help="cache block size for the hit rates (default: 16)")
     p.add_argument("--cache-tokens", type=int, default=None, help="also simulate an LRU prefix cache of this many tokens")
     p.add_argument("--group-sessions", action="store_true", help="Mooncake input: group requests into sessions by prefix chains")
+    p.add_argument("--mooncake-block-size", type=int, default=None, help="Mooncake input: tokens per hash block (default: 512)")
     p.set_defaults(func=cmd_stats)
 
 
@@ -97,9 +98,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from harness.trace.stats_report import render
 
     _positive(args.block_size, "--block-size")
+    _positive(args.mooncake_block_size, "--mooncake-block-size")
     if args.cache_tokens is not None and args.cache_tokens < 0:
         raise InputError(f"--cache-tokens must be >= 0, got {args.cache_tokens}")
-    trace = load_trace(args.trace, args.src, group_sessions=args.group_sessions)
+    trace = load_trace(args.trace, args.src, block_size=args.mooncake_block_size, group_sessions=args.group_sessions)
     stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens)
     if args.json:
         print(json.dumps(stats, indent=None, separators=(",", ":")))
