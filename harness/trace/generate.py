@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.trace.model import Session, Trace, TraceHeader, Turn
-from harness.trace.profile import Dist, Profile
+from harness.trace.profile import Dist, Profile, Subagents
 
 GENERATOR_VERSION = 1
 
@@ -44,21 +44,30 @@ def _cap_turns(base: float, inputs: np.ndarray, outputs: np.ndarray, cap: float)
 
 
 class _SessionDraw:
-    """Raw (unscaled) counts of one session, before subagents are attached."""
+    """Raw (unscaled) counts of one session; `shape` is the profile or its `subagents` part."""
 
-    def __init__(self, rng, p: Profile, turns: Dist, first: Dist, new: Dist, out: Dist, base: float):
-        n = max(1, int(np.rint(_draw(rng, turns, 1)[0])))
-        inputs = np.concatenate((_draw(rng, first, 1), _draw(rng, new, n - 1)))
-        outputs = _draw(rng, out, n)
-        n = _cap_turns(base, inputs, outputs, p.max_context_tokens)
+    def __init__(self, rng: np.random.Generator, shape: Profile | Subagents, base: float, cap: float):
+        n = max(1, int(np.rint(_draw(rng, shape.turns, 1)[0])))
+        inputs = np.concatenate((_draw(rng, shape.first_input_tokens, 1), _draw(rng, shape.new_input_tokens, n - 1)))
+        outputs = _draw(rng, shape.output_tokens, n)
+        n = _cap_turns(base, inputs, outputs, cap)
         self.inputs, self.outputs = inputs[:n], outputs[:n]
-        self.context = base + float(np.sum(self.inputs[:-1]) + np.sum(self.outputs[:-1]))
+        self.thinks = _thinks(rng, shape.think_s, n)
 
     def __len__(self) -> int:
         return len(self.inputs)
 
     def context_after(self, k: int) -> float:
         return float(np.sum(self.inputs[: k + 1]) + np.sum(self.outputs[: k + 1]))
+
+    def turns(self, scale: float, joined: dict[int, int], spawns: dict[int, list[str]]) -> tuple[Turn, ...]:
+        """Scaled turns; `joined[k]` report tokens are added to turn k's new input."""
+        inputs = _tokens(self.inputs, scale).tolist()
+        outputs = _tokens(self.outputs, scale).tolist()
+        return tuple(
+            Turn(i + joined.get(k, 0), o, t, tuple(spawns.get(k, ())))
+            for k, (i, o, t) in enumerate(zip(inputs, outputs, self.thinks, strict=True))
+        )
 
 
 class Generator:
@@ -83,22 +92,18 @@ class Generator:
         sid = f"s{index:0{width}d}"
         sys_j = int(rng.integers(p.system_prompts.count))
         base = float(self.system_raw[sys_j])
-        main = _SessionDraw(rng, p, p.turns, p.first_input_tokens, p.new_input_tokens, p.output_tokens, base)
-        inputs = _tokens(main.inputs, self.scale)
-        outputs = _tokens(main.outputs, self.scale).tolist()
-        thinks = _thinks(rng, p.think_s, len(main))
+        main = _SessionDraw(rng, p, base, p.max_context_tokens)
         spawns: dict[int, list[str]] = {}
+        joined: dict[int, int] = {}  # turn -> report tokens its new input starts with
         children: list[Session] = []
         for k, size in self._spawn_groups(rng, len(main)):
             for _ in range(size):
-                child = self._child(rng, f"{sid}.a{len(children) + 1}", sid, k, arrival, sys_j, base + main.context_after(k))
+                cid = f"{sid}.a{len(children) + 1}"
+                child = self._child(rng, cid, sid, k, arrival, sys_j, base + main.context_after(k))
                 children.append(child)
-                spawns.setdefault(k, []).append(child.id)
-                inputs[k + 1] += child.turns[-1].output_tokens  # the join's new input holds the report
-        turns = tuple(
-            Turn(int(i), o, t, tuple(spawns.get(k, ())))
-            for k, (i, o, t) in enumerate(zip(inputs.tolist(), outputs, thinks, strict=True))
-        )
+                spawns.setdefault(k, []).append(cid)
+                joined[k + 1] = joined.get(k + 1, 0) + child.turns[-1].output_tokens
+        turns = main.turns(self.scale, joined, spawns)
         return [Session(sid, arrival, self.system_tokens[sys_j], f"sys{sys_j}", turns), *children]
 
     def _spawn_groups(self, rng: np.random.Generator, n_turns: int) -> list[tuple[int, int]]:
@@ -119,20 +124,10 @@ class Generator:
         sub = self.p.subagents
         fork = sub.mode == "fork" or (sub.mode == "mix" and rng.random() < sub.fork_fraction)
         base = context if fork else float(self.system_raw[sys_j])
-        d = _SessionDraw(rng, self.p, sub.turns, sub.first_input_tokens, sub.new_input_tokens, sub.output_tokens, base)
-        turns = tuple(
-            Turn(i, o, t)
-            for i, o, t in zip(
-                _tokens(d.inputs, self.scale).tolist(),
-                _tokens(d.outputs, self.scale).tolist(),
-                _thinks(rng, sub.think_s, len(d)),
-                strict=True,
-            )
-        )
-        return Session(
-            cid, arrival, self.system_tokens[sys_j], f"sys{sys_j}", turns,
-            parent=parent, fork_turn=k, mode="fork" if fork else "spawn",
-        )  # fmt: skip
+        turns = _SessionDraw(rng, sub, base, self.p.max_context_tokens).turns(self.scale, {}, {})
+        mode = "fork" if fork else "spawn"
+        sys_tokens = self.system_tokens[sys_j]
+        return Session(cid, arrival, sys_tokens, f"sys{sys_j}", turns, parent=parent, fork_turn=k, mode=mode)
 
 
 def generate(profile: Profile, *, seed: int = 1, sessions: int | None = None, scale: float | None = None) -> Trace:
