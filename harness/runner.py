@@ -163,9 +163,11 @@ async def _target(scenario: Scenario, run_dir: Path):
                               ignore_eos=t.send_ignore_eos)
 
         async def scrape() -> list[dict] | None:
-            if not t.scrape_metrics or target.engines[0]._engine is None:
+            if not t.scrape_metrics:
                 return None
-            return [_stats_dict(e.stats()) for e in target.engines]
+            # An engine not started yet has served nothing: its counters are zero.
+            return [_stats_dict(e.stats()) if e._engine is not None else dict.fromkeys(_STAT_KEYS, 0)
+                    for e in target.engines]
 
         yield target, scrape
         return
@@ -243,9 +245,11 @@ async def _scrape_metrics(base_url: str) -> dict | None:
     return {k: metric_total(text, n) for k, n in names.items()}
 
 
+_STAT_KEYS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions")
+
+
 def _stats_dict(stats) -> dict:
-    return {"prefix_cache_queries": stats.prefix_cache_queries, "prefix_cache_hits": stats.prefix_cache_hits,
-            "cpu_cache_hits": stats.cpu_cache_hits, "num_preemptions": stats.num_preemptions}
+    return {k: getattr(stats, k) for k in _STAT_KEYS}
 
 
 def _server_side_cache(run_dir: Path) -> dict | None:
