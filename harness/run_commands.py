@@ -18,6 +18,10 @@ def register(sub) -> None:
     run.add_argument("-o", "--output", default=None,
                      help="run folder (default: results/<timestamp>-<scenario>-<id>)")
     run.add_argument("--quiet", action="store_true", help="no progress display or summary table")
+    run.add_argument("--workers", type=int, default=None,
+                     help="shard the replay over N Ray workers (sets execution.backend=ray)")
+    run.add_argument("--ray-address", default=None,
+                     help="Ray cluster address for --workers (default: auto, a local cluster)")
     run.add_argument("--validate-only", action="store_true", help="load and check the scenario, then exit")
     run.set_defaults(func=_run)
 
@@ -38,7 +42,12 @@ def _run(args: argparse.Namespace) -> int:
     from harness.runner import run_scenario, summary_line
     from harness.scenario import load_scenario
 
-    scenario = load_scenario(args.scenario, args.sets)
+    sets = list(args.sets)
+    if args.workers is not None:
+        sets += ["execution.backend=ray", f"execution.workers={args.workers}"]
+    if args.ray_address is not None:
+        sets.append(f"execution.address={args.ray_address}")
+    scenario = load_scenario(args.scenario, sets)
     if args.validate_only:
         print(f"{args.scenario}: ok ({len(scenario.points())} point(s))")
         return 0

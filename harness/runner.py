@@ -122,13 +122,33 @@ async def _replay(scenario: Scenario, trace: Trace, run_dir: Path, *, quiet: boo
     async with _target(scenario, run_dir) as (target, scrape):
         before = await scrape()
         extra = {"n_gpus": scenario.gpus, "simulated": _simulated(scenario), "scenario": scenario.name}
-        result = await run_replay(
-            trace, target, config, run_dir, trace_path=run_dir / TRACE_FILE,
-            show_progress=not quiet and os.isatty(1), manifest_extra=extra,
-        )
+        if scenario.execution.backend == "ray":
+            result = await _replay_on_ray(scenario, trace, target, config, run_dir, extra)
+        else:
+            result = await run_replay(
+                trace, target, config, run_dir, trace_path=run_dir / TRACE_FILE,
+                show_progress=not quiet and os.isatty(1), manifest_extra=extra,
+            )
         after = await scrape()
     _add_to_manifest(run_dir, {"server_metrics": {"before": before, "after": after}})
     return result.status
+
+
+async def _replay_on_ray(scenario: Scenario, trace: Trace, target, config, run_dir: Path, extra: dict):
+    """Shard the sessions over Ray actors; each runs the same driver against the same HTTP target."""
+    if not hasattr(target, "config"):
+        raise InputError("the ray backend needs an HTTP target (engine mode 'http' or endpoints)",
+                         field="execution.backend")
+    try:
+        from harness.distributed import run_replay_distributed
+    except ImportError as exc:
+        raise InputError("the ray backend needs Ray: pip install 'agentic-harness[ray]'",
+                         field="execution.backend") from exc
+    ex = scenario.execution
+    return await run_replay_distributed(
+        trace, target.config, config, run_dir, workers=ex.workers, address=ex.address,
+        trace_path=run_dir / TRACE_FILE, manifest_extra=extra,
+    )
 
 
 def replay_config(scenario: Scenario, run_id: str):
