@@ -108,13 +108,17 @@ def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
     how much ideal-hit prefix the server lost on those versus on requests that stayed."""
     if ok["endpoint"].nunique(dropna=True) < 2:
         return None
-    order = ok.sort_values(["session_id", "turn", "t_sent"], kind="stable")
-    prev = order.groupby("session_id", sort=False)["endpoint"].shift()
-    moved = (prev.notna() & (prev != order["endpoint"])).reindex(ok.index)
-    first = prev.isna().reindex(ok.index)
+    sessions, _ = pd.factorize(ok["session_id"].to_numpy())
+    endpoints, _ = pd.factorize(ok["endpoint"].to_numpy())  # a missing endpoint is -1
+    order = np.lexsort((ok["t_sent"].to_numpy(dtype=float), ok["turn"].to_numpy(dtype=float), sessions))
+    s, e = sessions[order], endpoints[order]
+    has_prev = np.r_[False, s[1:] == s[:-1]]
+    moved_sorted = has_prev & np.r_[False, e[1:] != e[:-1]]
+    moved, first = np.empty_like(moved_sorted), np.empty_like(has_prev)
+    moved[order], first[order] = moved_sorted, ~has_prev
     out = {}
     for label, mask in (("moved", moved), ("stayed", ~moved & ~first)):
-        m = misses[mask.to_numpy()]
+        m = misses[mask]
         rep = m[m["reported"]]
         prompt = float(rep["prompt"].sum())
         out[label] = {
