@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -50,6 +51,7 @@ class ServerState:
     tokenizer: Tokenizer
     metrics: metrics.ServerMetrics
     started: float  # unix time, for "created" fields only
+    ready: bool = True  # False while the engine is still being built
 
 
 ENGINE_KEY = web.AppKey("engine", AsyncEngine)
@@ -79,7 +81,7 @@ def _dumps(obj: object) -> str:
     return orjson.dumps(obj).decode()
 
 
-def build_app(engine: AsyncEngine) -> web.Application:
+def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
     app = web.Application(middlewares=[_openai_errors], client_max_size=256 * 2**20)
     app[ENGINE_KEY] = engine
     app[STATE_KEY] = ServerState(
@@ -88,6 +90,7 @@ def build_app(engine: AsyncEngine) -> web.Application:
         tokenizer=Tokenizer(),
         metrics=metrics.ServerMetrics(),
         started=time.time(),
+        ready=ready,
     )
     app.router.add_post("/v1/completions", _completions)
     app.router.add_post("/v1/chat/completions", _chat_completions)
@@ -204,6 +207,8 @@ async def _models(request: web.Request) -> web.Response:
 
 
 async def _health(request: web.Request) -> web.Response:
+    if not request.app[STATE_KEY].ready:
+        raise ApiError(503, "the engine is starting", type="server_error")
     return web.Response(status=200)
 
 
@@ -234,20 +239,23 @@ class RunningServer:
 
 
 async def start_server(engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    """Bind first (a busy port fails at once), then build the engine; /health is 503 until then."""
     engine = AsyncEngine(engine_config)
-    await engine.start()
-    try:
-        server = await serve_engine(engine, host, port)
-    except BaseException:
-        await engine.stop()
-        raise
+    server = await serve_engine(engine, host, port, ready=False)
     server._owns_engine = True
+    try:
+        await engine.start()
+    except BaseException:
+        await server.close()
+        raise
+    server._runner.app[STATE_KEY].ready = True
     return server
 
 
-async def serve_engine(engine: AsyncEngine, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
-    """Serve an engine that is already started (the caller keeps ownership of its lifetime)."""
-    runner = web.AppRunner(build_app(engine), handler_cancellation=True, access_log=None)
+async def serve_engine(engine: AsyncEngine, host: str = "127.0.0.1", port: int = 0, *,
+                       ready: bool = True) -> RunningServer:
+    """Serve an engine the caller started (and keeps ownership of)."""
+    runner = web.AppRunner(build_app(engine, ready=ready), handler_cancellation=True, access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -272,6 +280,10 @@ async def _serve_until_signal(engine_config, host, port, announce) -> None:
         loop.add_signal_handler(sig, stop.set)
     server = await start_server(engine_config, host, port)
     try:
+        c = engine_config
+        print(f"engine: {c.runner} runner, preset {c.preset}, device {c.device}, {c.total_blocks} KV blocks x "
+              f"{c.block_size} tokens, max_model_len {c.model_len}, prefix caching "
+              f"{'on' if c.enable_prefix_caching else 'off'}, model '{c.served_model_name}'", file=sys.stderr)
         announce(f"serving on {server.url}")
         await stop.wait()
     finally:

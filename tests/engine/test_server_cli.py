@@ -69,6 +69,15 @@ def test_a_port_in_use_is_a_one_line_error(capsys):
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
+def open_stream(url: str):
+    body = {"prompt": [1000] * 8, "max_tokens": 1000, "ignore_eos": True, "stream": True}
+    req = urllib.request.Request(f"{url}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    resp = urllib.request.urlopen(req, timeout=30)
+    assert resp.readline().startswith(b"data: ")
+    return resp
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
     cmd = [sys.executable, "-m", "harness", "serve", "--engine", "reference", "--port", "0",
@@ -83,7 +92,10 @@ def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
             assert resp.status == 200
         with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as resp:
             assert json.load(resp)["data"][0]["id"] == "cli-model"
+        stream = open_stream(url)  # in flight when the signal comes: aborted, not waited for
         proc.send_signal(sig)
+        tail = stream.read().decode()
+        assert tail.endswith("data: [DONE]\n\n") and '"code"' in tail  # an error event, then the end
         assert proc.wait(timeout=30) == 0
         assert "Traceback" not in proc.stderr.read()
     finally:
