@@ -12,10 +12,11 @@ from __future__ import annotations
 import glob
 import json
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import orjson
@@ -143,38 +144,58 @@ def read_records(path: Path) -> tuple[pd.DataFrame, list[str]]:
     if not path.is_file():
         raise RunFolderError(f"missing {RECORDS_FILE}", path=path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            columns, lines, notes = _parse_lines(fh, path)
     except OSError as exc:
         raise RunFolderError(f"cannot read records ({exc.strerror})", path=path) from exc
-    columns, lines, notes = _parse_lines(data, path)
     frame = _to_frame(columns, lines, path)
     _check_required(frame, path)
     frame.attrs["path"] = str(path)
     return frame, notes
 
 
-BLOCK = 20_000  # lines parsed per orjson call: fast, and memory stays one block of dicts
+BLOCK = 20_000  # lines per orjson call: fast, and memory holds one block of dicts, not the file
 
 
-def _parse_lines(data: bytes, path: Path) -> tuple[dict[str, list], list[int], list[str]]:
-    raw_lines = data.split(b"\n")
-    numbered = [(n, raw) for n, raw in enumerate(raw_lines, start=1) if raw.strip()]
-    del raw_lines
-    notes: list[str] = []
-    if numbered:
-        lineno, raw = numbered[-1]
-        try:
-            orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:  # an interrupted run leaves a half-written final line
-            notes.append(_warn(f"{path}:{lineno}: truncated final record skipped ({exc})"))
-            numbered.pop()
+def _blocks(fh: BinaryIO) -> Iterator[list[tuple[int, bytes]]]:
+    """Non-blank lines with their 1-based numbers, BLOCK at a time."""
+    block: list[tuple[int, bytes]] = []
+    for lineno, raw in enumerate(fh, start=1):
+        if raw.strip():
+            block.append((lineno, raw))
+            if len(block) == BLOCK:
+                yield block
+                block = []
+    if block:
+        yield block
+
+
+def _parse_lines(fh: BinaryIO, path: Path) -> tuple[dict[str, list], list[int], list[str]]:
     columns: dict[str, list] = {name: [] for name in RECORD_FIELDS}
-    for start in range(0, len(numbered), BLOCK):
-        block = numbered[start : start + BLOCK]
+    lines: list[int] = []
+    notes: list[str] = []
+    blocks = _blocks(fh)
+    block = next(blocks, None)
+    while block is not None:
+        following = next(blocks, None)
+        if following is None:  # the file's last block: its final line may be half-written
+            block = _drop_truncated_tail(block, path, notes)
         objs = _parse_block(block, path)
         for name, column in columns.items():
             column.extend([o.get(name) for o in objs])
-    return columns, [n for n, _ in numbered], notes
+        lines.extend(n for n, _ in block)
+        block = following
+    return columns, lines, notes
+
+
+def _drop_truncated_tail(block: list[tuple[int, bytes]], path: Path, notes: list[str]) -> list[tuple[int, bytes]]:
+    lineno, raw = block[-1]
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:  # an interrupted run leaves a half-written final line
+        notes.append(_warn(f"{path}:{lineno}: truncated final record skipped ({exc})"))
+        return block[:-1]
+    return block
 
 
 def _parse_block(block: list[tuple[int, bytes]], path: Path) -> list[dict]:
@@ -196,7 +217,7 @@ def _parse_block(block: list[tuple[int, bytes]], path: Path) -> list[dict]:
 
 
 def _warn(message: str) -> str:
-    warnings.warn(message, RunFolderWarning, stacklevel=4)
+    warnings.warn(message, RunFolderWarning, stacklevel=5)
     return message
 
 
