@@ -18,6 +18,34 @@ HEADLINE = ("tpgs", "interactivity_p90", "cache_hit_rate", "ideal_cache_hit_rate
             "requests_failed")
 
 
+LONG_UNCACHED_TOKENS = 1024  # a request that must compute this many prompt tokens is "long"
+
+
+def class_split(run_dir: Path) -> dict:
+    """TTFT p90 and P90 interactivity of short (warm) vs long (cold) requests.
+
+    A request is long when the prompt tokens an ideal cache would not serve (expected prompt -
+    ideal cached) reach LONG_UNCACHED_TOKENS: head-of-line experiments read this split.
+    """
+    import numpy as np
+
+    from harness.analysis.records import load_run
+
+    recs = load_run(run_dir, with_trace=False).records
+    ok = recs[(recs["status"] == "ok") & (recs["phase"] == "measure")]
+    uncached = ok["prompt_tokens_expected"] - ok["cached_tokens_ideal"]
+    out = {}
+    for name, rows in (("short", ok[uncached < LONG_UNCACHED_TOKENS]), ("long", ok[uncached >= LONG_UNCACHED_TOKENS])):
+        ttft = (rows["t_first_token"] - rows["t_sent"]).to_numpy(dtype=float)
+        n = rows["completion_tokens"].to_numpy(dtype=float)
+        tpot = ((rows["t_last_token"] - rows["t_first_token"]).to_numpy(dtype=float) / (n - 1))[n >= 2]
+        out[f"{name}_requests"] = int(len(rows))
+        out[f"{name}_ttft_p90_s"] = float(np.percentile(ttft, 90)) if ttft.size else None
+        p90 = float(np.percentile(tpot, 90)) if tpot.size else 0.0
+        out[f"{name}_interactivity_p90"] = 1.0 / p90 if p90 > 0 else None
+    return out
+
+
 def point_row(label: str, run_dir: Path, summary: dict) -> dict:
     rates = summary.get("throughput") or {}
     ttft = summary.get("ttft_s") or {}
@@ -29,6 +57,7 @@ def point_row(label: str, run_dir: Path, summary: dict) -> dict:
         "requests_per_s": rates.get("requests_per_s"),
         "output_tokens_per_s": rates.get("output_tokens_per_s"),
         "total_tokens_per_s": rates.get("total_tokens_per_s"),
+        **class_split(run_dir),
     }
 
 
@@ -81,6 +110,13 @@ def render_sweep(sweep: dict) -> str:
         lines.append(f"{r['point']:<40} {fmt(r['requests_per_s']):>8} {fmt(r['total_tokens_per_s']):>10} "
                      f"{fmt(r['tpgs']):>10} {fmt(r['interactivity_p90']):>10} {fmt(r['ttft_p90_s']):>9} "
                      f"{fmt(r['cache_hit_rate'], '.3f'):>6}")
+    if any(r.get("long_requests") for r in sweep["points"]):
+        lines.append(f"{'point':<40} {'short n':>8} {'short TTFT p90':>15} {'short P90 inter.':>17} "
+                     f"{'long n':>7} {'long TTFT p90':>14}")
+        for r in sweep["points"]:
+            lines.append(f"{r['point']:<40} {r['short_requests']:>8} {fmt(r['short_ttft_p90_s']):>15} "
+                         f"{fmt(r['short_interactivity_p90']):>17} {r['long_requests']:>7} "
+                         f"{fmt(r['long_ttft_p90_s']):>14}")
     lines.append(f"frontier (TPGS vs P90 interactivity): {', '.join(sweep['frontier']) or '-'}")
     sat = sweep.get("saturation")
     lines.append("saturation: " + ("-" if sat is None else f"{sat['point']} at {fmt(sat['requests_per_s'])} req/s"))
