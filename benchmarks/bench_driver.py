@@ -61,13 +61,13 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
             "messages": [{"role": "user", "content": " ".join(["word"] * PROMPT_WORDS)}],
         }
     )
-    tokens, intervals, firsts = 0, [], []
+    tokens, done, intervals, firsts = 0, 0, [], []
     conn = aiohttp.TCPConnector(limit=concurrency)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
     t0 = time.perf_counter()
 
     async def worker(w: int) -> None:
-        nonlocal tokens
+        nonlocal tokens, done
         i = 0
         while True:
             rid, i = f"raw-{w}-{i}", i + 1
@@ -82,6 +82,7 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
                         if k and first is None:
                             first = time.perf_counter()
                         tokens += k
+                done += 1
             finally:
                 intervals.append((t_sent, time.perf_counter()))
                 firsts.append((rid, t_sent, first))
@@ -95,8 +96,7 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
     cpu = time.process_time() - cpu0
     wall = time.perf_counter() - t0
     await session.close()
-    done = sum(1 for _, _, f in firsts if f is not None) - concurrency
-    return _summary(tokens, max(done, 0), cpu, wall, intervals, t0, firsts)
+    return _summary(tokens, done, cpu, wall, intervals, t0, firsts)
 
 
 async def driver_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:

@@ -285,11 +285,9 @@ def build_config(args: argparse.Namespace):
 
 
 def _handle(args: argparse.Namespace) -> int:
-    import asyncio
-
     from harness.driver import progress
     from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-    from harness.driver.run import connection_limit, run_replay
+    from harness.driver.run import connection_limit, replay_blocking
     from harness.driver.target import Timeouts
     from harness.trace.formats import load_trace
 
@@ -325,7 +323,7 @@ def _handle(args: argparse.Namespace) -> int:
             "harness: note: --history live keeps recorded outputs in token-id prompts",
             file=sys.stderr,
         )
-    coro = run_replay(
+    result = replay_blocking(
         trace,
         target,
         config,
@@ -333,20 +331,10 @@ def _handle(args: argparse.Namespace) -> int:
         trace_path=args.trace,
         show_progress=progress.wanted(args.quiet),
     )
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        result = runner.run(coro)
     _print_summary(result, args.output)
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
     return 1 if result.requests and not result.by_status.get("ok") else 0
-
-
-def _loop_factory():
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def _print_summary(result, run_dir: str) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
+from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder, http_error_message
 from harness.driver.target import Event, Failure, RequestSpec, Timeouts
@@ -91,7 +92,8 @@ class OpenAIHTTPTarget:
         if config.api not in ("chat", "completions"):
             raise ValueError(f"api must be 'chat' or 'completions', got {config.api!r}")
         self.config = config
-        self.endpoints: Sequence[str] = config.endpoints
+        # Records name endpoints without user info or query strings (they may hold secrets).
+        self.endpoints: Sequence[str] = tuple(redact_url(e) for e in config.endpoints)
         self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
         self._session: aiohttp.ClientSession | None = None
         self._base_headers = self._make_headers()

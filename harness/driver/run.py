@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import time
 from pathlib import Path
@@ -53,6 +54,21 @@ def _install_signals(replay: Replay) -> list[int]:
     return installed
 
 
+def event_loop_factory():
+    """uvloop's loop when installed (cheaper per event), else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def replay_blocking(*args, **kwargs) -> ReplayResult:
+    """`run_replay` from synchronous code, on uvloop when available."""
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(run_replay(*args, **kwargs))
+
+
 async def run_replay(
     trace: Trace,
     target: Target,
@@ -86,6 +102,10 @@ async def run_replay(
     )
     write_manifest(run_dir, manifest)
     replay = Replay(trace, target, config, recorder)
+    # The trace and everything loaded so far live for the whole run: keep them out of the
+    # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.
+    gc.collect()
+    gc.freeze()
     installed = _install_signals(replay)
     shown = asyncio.create_task(progress.show(replay.stats)) if show_progress else None
     status = "failed"
@@ -118,3 +138,4 @@ async def run_replay(
             counts=recorder.counts(),
         )
         write_manifest(run_dir, manifest)
+        gc.unfreeze()
