@@ -22,20 +22,25 @@ TASK_COLUMNS = ["task", "sessions", "requests", "complete", "completion_s", "cri
 
 def task_table(graph: TaskGraph, trace: Trace | None) -> pd.DataFrame:
     recs = graph.recs
-    good = (recs["status"] == "ok") & (recs["phase"] == "measure")
+    # A task counts when every request is ok and its last one ended in the measurement phase:
+    # one that started during warm-up still counts (in a closed loop every first task does).
+    ok = recs["status"] == "ok"
     start = recs["t_scheduled"].fillna(recs["t_sent"])
-    g = recs.assign(good=good, start=start).groupby(graph.task_code, sort=False)
+    g = recs.assign(ok=ok, start=start).groupby(graph.task_code, sort=False)
+    last_phase = recs["phase"].to_numpy()[graph.last_row.to_numpy()]
     table = pd.DataFrame({
         "task": g["task"].first(),
         "sessions": g["session_code"].nunique(),
         "requests": g.size(),
-        "complete": g["good"].all(),
+        "complete": g["ok"].all(),
         "completion_s": g["t_done"].max() - g["start"].min(),
     })
     table = table.set_index("task")
+    table["complete"] &= pd.Series(last_phase == "measure", index=graph.last_row.index).reindex(table.index).to_numpy()
     if trace is not None:
         expected = {s.id: sum(len(f.turns) for f in trace.family(s.id)) for s in trace.main_sessions}
-        table["complete"] &= table["requests"] == table.index.map(expected)
+        wanted = table.index.map(expected).to_numpy(dtype=float)  # NaN: a task the trace lacks
+        table["complete"] &= np.isnan(wanted) | (table["requests"].to_numpy() == wanted)
     table = table.join(_walk(graph), how="left").join(_join_waits(graph), how="left")
     table["join_wait_s"] = table["join_wait_s"].fillna(0.0)
     return table.rename_axis("task").reset_index()[TASK_COLUMNS]

@@ -165,3 +165,13 @@ def test_analyze_run_writes_summary_with_stable_keys(tmp_path):
         assert key in on_disk
     assert on_disk["n_gpus_source"] == "argument"
     assert (run_dir / "histograms.json").is_file()
+
+
+def test_a_task_that_started_in_warmup_counts_but_one_ending_in_cooldown_does_not(tmp_path):
+    from tests.analysis.golden import GOLDEN_RECORDS
+
+    phases = {"m1-0": "warmup", "m3-0": "cooldown"}
+    records = [dict(r, phase=phases.get(r["request_id"], r["phase"])) for r in GOLDEN_RECORDS]
+    tasks = analyze(load_run(write_run(tmp_path / "r", records=records))).tasks.set_index("task")
+    assert tasks.loc["m1", "complete"] and tasks.loc["m1", "completion_s"] == pytest.approx(3.3)
+    assert not tasks.loc["m3", "complete"]
