@@ -1,10 +1,10 @@
 """Trace statistics: distributions, ideal prefix-cache hit, and the AgentX fidelity table.
 
-Requests are visited in estimated send order (`timeline.send_order`). Prompt lengths and cache
+Requests are visited in estimated send order (`timeline.prompt_steps`). Prompt lengths and cache
 hits come from segment lengths (`Content.segments`), never token ids. A turn that extends its
 previous turn's prompt only walks its new segments from where that prompt ended in the trie, so
-the ideal hit of 2,000 default sessions takes seconds; the LRU simulation (`cache_tokens`)
-touches every segment of every prompt and is slower.
+the ideal hit of 2,000 default sessions takes seconds; the LRU simulation (`cache_tokens`) must
+still touch every segment of every prompt to keep recency exact, and is several times slower.
 """
 
 from __future__ import annotations
@@ -55,13 +55,16 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None):
     ideal = IdealPrefixCache(block_size)
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
     end: dict[str, tuple[int, int]] = {}  # session -> (trie node, length) after its last prompt
+    lru_end: dict[str, list] = {}  # session -> LRU path of its last prompt
     out = []
-    for _, sid, k, extends, segs in prompt_steps(trace, content):
+    for _, sid, _k, extends, segs in prompt_steps(trace, content):
         node, length = end[sid] if extends else (0, 0)
         total = length + sum(s.length for s in segs)
         hit = block_hit(length + ideal.shared_prefix(segs, node), total, block_size)
         end[sid] = (ideal.insert(segs, node), total)
-        lru_hit = lru.observe(content.segments(sid, k)) if lru is not None else None
+        lru_hit = None
+        if lru is not None:
+            lru_hit, lru_end[sid] = lru.extend(lru_end[sid] if extends else [], segs)
         out.append((total, hit, lru_hit))
     return out
 

@@ -81,3 +81,23 @@ def test_dist_and_fidelity_rows():
     assert rows["ideal_cache_hit"]["met"] is False
     assert rows["output_tokens"]["value"] == 16.0
     assert len(rows) == 6
+
+
+def test_incremental_walks_equal_full_prompt_walks():
+    from harness.trace.content import Content
+    from harness.trace.prefix import IdealPrefixCache
+
+    from .tiny import small_generated
+
+    trace = small_generated(sessions=8, **{"subagents.mode": "mix"})
+    content, ideal, lru = Content(trace), IdealPrefixCache(16), LruPrefixCache(3000, 16)
+    hits, lru_hits, total = 0, 0, 0
+    for _, sid, k in send_order(trace):
+        segs = content.segments(sid, k)
+        total += sum(s.length for s in segs)
+        hits += ideal.observe(segs)
+        lru_hits += lru.observe(segs)
+    stats = compute_stats(trace, block_size=16, cache_tokens=3000)
+    assert stats["ideal_cache_hit"] == pytest.approx(hits / total)
+    assert stats["lru_cache_hit"] == pytest.approx(lru_hits / total)
+    assert 0 < stats["lru_cache_hit"] < stats["ideal_cache_hit"]
