@@ -80,3 +80,19 @@ def test_a_second_pass_hits_every_prompt_but_its_last_token(reference, shared_ru
     assert run(e) == reference
     hits = e.stats().prefix_cache_hits - before
     assert hits == sum((len(p) - 1) // 16 * 16 for _, p, _ in workload())
+
+
+def test_the_model_is_hugging_face_llama(shared_runner):
+    """Our decoder loads into transformers' LlamaForCausalLM and generates the same tokens."""
+    pytest.importorskip("transformers", reason="transformers is the optional 'bench' extra")
+    import torch
+
+    from benchmarks.bench_engine import hf_model
+
+    hf = hf_model("tiny", shared_runner.model)
+    p = prompt(3, 90)
+    with torch.inference_mode():
+        want = hf.generate(torch.tensor([p]), max_new_tokens=6, min_new_tokens=6, do_sample=False)[0, 90:]
+    e = LLMEngine(tiny(max_num_batched_tokens=32), runner=shared_runner)
+    e.add_request("a", p, greedy(6))
+    assert drain(e)["a"][0] == want.tolist()
