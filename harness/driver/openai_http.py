@@ -9,12 +9,14 @@ stream loop never sees a task cancellation it did not ask for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
+from aiohttp.client_proto import ResponseHandler
 
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
@@ -47,6 +49,22 @@ def endpoint_url(base: str, api: str) -> str:
     if base.endswith(("/chat/completions", "/completions")):
         return base
     return (base if base.endswith("/v1") else base + "/v1") + path
+
+
+class _StampingProtocol(ResponseHandler):
+    """aiohttp's protocol, noting when bytes arrive.
+
+    `data_received` runs in the event loop's I/O phase, before the tasks it wakes. Stamping
+    there keeps chunk times free of the driver's own work on other streams in the same loop
+    iteration (which, at hundreds of streams, is milliseconds).
+    """
+
+    rx_first: float | None = None  # first arrival since the reader last took it
+
+    def data_received(self, data: bytes) -> None:
+        if self.rx_first is None:
+            self.rx_first = _perf()
+        super().data_received(data)
 
 
 class _Watchdog:
@@ -111,6 +129,9 @@ class OpenAIHTTPTarget:
         connector = aiohttp.TCPConnector(
             limit=c.max_connections, limit_per_host=0, ttl_dns_cache=300
         )
+        if hasattr(connector, "_factory"):  # aiohttp's protocol factory (stable since 3.0)
+            loop = asyncio.get_running_loop()
+            connector._factory = functools.partial(_StampingProtocol, loop=loop)
         # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the body,
         # an asyncio.timeout the wait for headers.
         timeout = aiohttp.ClientTimeout(
@@ -205,8 +226,16 @@ class OpenAIHTTPTarget:
                 yield Failure(_perf(), "error", f"HTTP{resp.status}", message)
                 return
             parser = SSEParser(self.config.max_event_bytes)
+            proto = resp.connection.protocol if resp.connection is not None else None
+            if not isinstance(proto, _StampingProtocol):
+                proto = None
             async for raw in resp.content.iter_any():
-                now = wd.last = _perf()
+                now = _perf()
+                if proto is not None:  # when these bytes arrived, not when this task ran
+                    rx, proto.rx_first = proto.rx_first, None
+                    if rx is not None and wd.t0 <= rx < now:
+                        now = rx
+                wd.last = now
                 chunk = dec.read(parser.feed(raw), now)
                 if chunk is not None:
                     wd.first = True

@@ -44,10 +44,21 @@ class ReplayResult:
 
 
 class Replay:
+    """`schedule` (open loop / timestamps) replaces the arrivals drawn from `config`: a caller that
+    shards one run's sessions (harness.distributed) passes each shard its part of the global plan.
+    """
+
     def __init__(
-        self, trace: Trace, target: Target, config: ReplayConfig, recorder: Recorder
+        self,
+        trace: Trace,
+        target: Target,
+        config: ReplayConfig,
+        recorder: Recorder,
+        *,
+        schedule: list[tuple[float, Session]] | None = None,
     ) -> None:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
+        self.schedule = schedule
         self.content = Content(trace, salt=config.salt)
         self.live: dict[tuple[str, int], str] | None = {} if config.history == "live" else None
         self.prompts = PromptBuilder(
@@ -64,14 +75,19 @@ class Replay:
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.TimerHandle] = []
+        self.in_flight: dict[str, dict] = {}  # request id -> its record, while it is in flight
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
     # ---- the run ------------------------------------------------------------------------------
 
-    async def run(self) -> ReplayResult:
-        self.t0 = time.perf_counter()
+    async def run(self, t0: float | None = None) -> ReplayResult:
+        """`t0`: a perf_counter instant (now or later) to use as the run clock's origin, so
+        several processes can share one start; the run waits for it. Default: now."""
+        if t0 is not None:
+            await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+        self.t0 = time.perf_counter() if t0 is None else t0
         if self.config.max_duration is not None:
             loop = asyncio.get_running_loop()
             self._timers.append(loop.call_later(self.config.max_duration, self._duration_reached))
@@ -148,8 +164,10 @@ class Replay:
     async def _arrivals(self) -> None:
         """Open loop / timestamps: start each main session at its time, whatever is in flight."""
         with contextlib.suppress(asyncio.CancelledError):
-            mains = list(self._main_sessions())
-            for t, s in arrivals(mains, self.config):
+            plan = self.schedule
+            if plan is None:
+                plan = arrivals(list(self._main_sessions()), self.config)
+            for t, s in plan:
                 if not await self._sleep_until(t):
                     return
                 self._spawn(self._family(s, t))
@@ -245,9 +263,11 @@ class Replay:
         self.stats.in_flight += 1
         t_sent = self.now()
         rec["t_sent"], rec["phase"] = round(t_sent, 6), self.config.phase(t_sent, index)
+        self.in_flight[spec.request_id] = rec
         try:
             await collect(self.target.stream(spec), rec, self.t0, texts)
         finally:
+            del self.in_flight[spec.request_id]
             self.stats.in_flight -= 1
             self.router.release(endpoint)
             self.recorder.write(rec)
