@@ -19,6 +19,8 @@ import pandas as pd
 from harness.trace.model import Trace
 
 EPS = 1e-9
+GRAPH_COLUMNS = ("request_id", "session_id", "parent_session_id", "agent", "turn", "t_scheduled", "t_sent",
+                 "t_done", "status", "phase")
 MAX_DEPTH = 64  # subagent nesting levels followed up to the main session (a cycle stops here)
 
 
@@ -80,7 +82,7 @@ def task_graph(records: pd.DataFrame, trace: Trace | None) -> TaskGraph:
     s = factorize_sessions(records)
     t_sent, turn = records["t_sent"].to_numpy(dtype=float), records["turn"].to_numpy(dtype=float)
     order = np.lexsort((t_sent, turn, s.codes))
-    recs = records.iloc[order].reset_index(drop=True)
+    recs = records[[c for c in GRAPH_COLUMNS if c in records]].iloc[order].reset_index(drop=True)
     codes = s.codes[order]
     task_code = s.roots[codes]
     recs["task"] = s.ids[task_code]

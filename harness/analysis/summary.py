@@ -64,7 +64,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "errors_by_class": metrics.error_counts(run.measured),
         "ttft_s": metrics.percentiles(per_request["ttft"]),
         "tpot_s": metrics.percentiles(per_request["tpot"]),
-        "itl_s": metrics.percentiles(itl.samples()),
+        "itl_s": metrics.weighted_percentiles(itl.values, itl.weights),
         "e2el_s": metrics.percentiles(per_request["e2el"]),
         "e2el_per_token_s": metrics.percentiles(per_request["e2el_per_token"]),
         "interactivity_tok_s": metrics.percentiles(per_request["interactivity"]),
