@@ -220,7 +220,9 @@ if __name__ == "__main__":
     ap.add_argument("--token-delay", type=float, default=0.0)
     ap.add_argument("--no-body", action="store_true", help="do not keep request bodies in the log")
     ap.add_argument("--no-prefix-cache", action="store_true")
-    ap.add_argument("--uvloop", action="store_true", help="serve on uvloop (it batches writes per loop turn)")
+    ap.add_argument(
+        "--uvloop", action="store_true", help="serve on uvloop (it batches writes per loop turn)"
+    )
     a = ap.parse_args()
     cfg = ServerConfig(
         token_delay=a.token_delay, keep_body=not a.no_body, prefix_cache=not a.no_prefix_cache

@@ -1,0 +1,61 @@
+"""A generated agentic trace replays cleanly: one `ok` record per request, in session order."""
+
+import dataclasses
+
+from harness.trace.generate import generate
+from harness.trace.model import Trace
+from harness.trace.profile import load_profile
+from tests.driver.helpers import replay
+
+
+def _no_think(trace: Trace) -> Trace:
+    """The same trace without think time, so the test runs in seconds."""
+    sessions = tuple(
+        dataclasses.replace(s, turns=tuple(dataclasses.replace(t, think_s=0.0) for t in s.turns))
+        for s in trace.sessions
+    )
+    return Trace(trace.header, sessions)
+
+
+async def test_generated_trace_replays_with_one_ok_record_per_request(make_server, tmp_path):
+    srv = await make_server(keep_body=False)
+    trace = _no_think(generate(load_profile(), seed=3, sessions=2, scale=0.02))
+    result, records, manifest = await replay(
+        trace, srv.url, tmp_path, concurrency=2, api="completions"
+    )
+    assert len(records) == trace.num_requests == result.by_status["ok"]
+    assert {r["request_id"] for r in records} == {
+        f"{s.id}:{k}" for s in trace.sessions for k in range(len(s.turns))
+    }
+    for s in trace.sessions:
+        mine = [r for r in records if r["session_id"] == s.id]
+        assert [r["turn"] for r in sorted(mine, key=lambda r: r["t_sent"])] == list(
+            range(len(s.turns))
+        )
+        assert all(r["agent"] == s.agent for r in mine)
+    for r in records:
+        assert r["prompt_tokens"] == r["prompt_tokens_expected"]  # token-id prompts are exact
+        assert r["completion_tokens"] == r["output_tokens_expected"]
+        assert r["cached_tokens"] is not None and r["cached_tokens_ideal"] <= r["prompt_tokens"]
+    assert sum(r["cached_tokens"] for r in records) > 0
+    assert manifest["status"] == "complete"
+
+
+async def test_ideal_cache_matches_a_server_with_unbounded_prefix_memory(make_server, tmp_path):
+    # The test server keeps every block it saw (hash chain, block 16, hits capped at prompt-1):
+    # the ideal cache by construction. Sent one at a time, the two must agree exactly.
+    srv = await make_server(keep_body=False)
+    trace = _no_think(generate(load_profile(), seed=5, sessions=2, scale=0.02))
+    trace = Trace(trace.header, tuple(s for s in trace.sessions if s.parent is None))
+    trace = Trace(
+        trace.header,
+        tuple(
+            dataclasses.replace(s, turns=tuple(dataclasses.replace(t, spawns=()) for t in s.turns))
+            for s in trace.sessions
+        ),
+    )
+    _, records, _ = await replay(
+        trace, srv.url, tmp_path, concurrency=1, api="completions", salt="s1"
+    )
+    assert [r["cached_tokens"] for r in records] == [r["cached_tokens_ideal"] for r in records]
+    assert sum(r["cached_tokens"] for r in records) > 0
