@@ -34,13 +34,14 @@ async def show(stats: ReplayStats) -> None:
     """Refresh until cancelled."""
     from rich.console import Console
     from rich.live import Live
+    from rich.text import Text
 
     t0 = time.perf_counter()
     console = Console(stderr=True)
     with Live(console=console, auto_refresh=False, transient=False) as live:
         try:
             while True:
-                live.update(render(stats, time.perf_counter() - t0), refresh=True)
+                live.update(Text(render(stats, time.perf_counter() - t0)), refresh=True)
                 await asyncio.sleep(REFRESH_S)
         finally:
-            live.update(render(stats, time.perf_counter() - t0), refresh=True)
+            live.update(Text(render(stats, time.perf_counter() - t0)), refresh=True)
