@@ -1,0 +1,55 @@
+"""Getting a Ray cluster: the one already initialized in this process, an existing cluster, or
+a new local one (shut down again at the end)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from harness.errors import InputError
+
+RAY_HINT = "the ray backend needs Ray: pip install 'agentic-harness[ray]'"
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError(RAY_HINT, field="execution.backend") from exc
+    return ray
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str) -> Iterator:
+    """`address`: "auto" = $RAY_ADDRESS or the cluster `ray start` made on this machine, else a
+    new local one; "local" = always a new local one; anything else = that cluster's address
+    (`host:6379`, `ray://host:10001`). A Ray already initialized in this process is used as is."""
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    kwargs = {"include_dashboard": False, "logging_level": logging.WARNING}
+    if address not in ("auto", "local"):
+        kwargs["address"] = address
+    elif address == "local":
+        kwargs["address"] = "local"
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise InputError(
+            f"cannot connect to Ray at {address!r}: {exc}", field="execution.address"
+        ) from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def worker_cpus(ray, workers: int) -> float:
+    """CPUs each worker asks for: one, or an equal share when the cluster has fewer than
+    `workers` (a replay worker waits on sockets more than it computes)."""
+    total = float(ray.cluster_resources().get("CPU", 0.0))
+    if total <= 0:
+        return 0.0
+    return min(1.0, round(total / workers, 3))

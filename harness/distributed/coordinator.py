@@ -1,0 +1,297 @@
+"""One replay across Ray workers, recorded into one run folder as if one process had run it.
+
+The coordinator (this process) plans the shards, starts one `ReplayWorker` actor per shard,
+gives every worker the same start instant (epoch seconds, turned into each machine's own
+perf_counter), and collects records as they finish, appending them to the one `records.jsonl`.
+Every time is relative to that shared start, so records from all workers are on one run clock.
+A worker that dies or stops answering is *lost*: the requests it had in flight (as of its last
+poll) are recorded as failed with error class `WorkerLost`, the others run on, and the manifest
+and the result say which worker was lost and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.distributed.cluster import import_ray, ray_cluster, worker_cpus
+from harness.distributed.health import WorkerHealth, lost_record
+from harness.distributed.ideal import recompute_ideal
+from harness.distributed.shard import ShardPlan, plan_shards, shard_config, shard_trace
+from harness.distributed.worker import ReplayWorker, local_t0
+from harness.driver.config import ReplayConfig
+from harness.driver.manifest import (
+    file_sha256,
+    finish_manifest,
+    new_manifest,
+    redact_url,
+    write_manifest,
+)
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.recorder import Recorder
+from harness.driver.replay import ReplayResult
+from harness.driver.run import _install_signals
+from harness.errors import InputError, RunFolderError, TargetError
+from harness.schema import RECORDS_FILE
+from harness.trace.model import Trace
+
+POLL_WAIT_S = 0.2  # a poll returns as soon as records are ready, or after this long
+POLL_TIMEOUT_S = 60.0  # a worker that does not answer a poll for this long is lost
+READY_TIMEOUT_S = 120.0  # for Ray to place and start every worker
+START_LEAD_S = 0.5  # the shared start is this far after the last worker got its shard
+
+
+@dataclass
+class DistributedReplayResult(ReplayResult):
+    workers: list[dict] = field(default_factory=list)  # the manifest's per-worker health
+    workers_lost: int = 0  # lost or failed workers; status is "partial" when > 0
+
+
+async def run_replay_distributed(
+    trace: Trace,
+    target_config: HTTPTargetConfig,
+    config: ReplayConfig,
+    run_dir: str | Path,
+    *,
+    workers: int,
+    address: str = "auto",
+    trace_path: str | Path | None = None,
+    manifest_extra: dict | None = None,
+) -> DistributedReplayResult:
+    """`run_replay`, with the sessions sharded over `workers` Ray actors (see module doc)."""
+    if not isinstance(target_config, HTTPTargetConfig):
+        raise InputError(
+            "the ray backend needs an HTTP target: an in-process engine cannot be shared by "
+            "several processes (use engine mode 'http' or endpoints)",
+            field="execution.backend",
+        )
+    if workers < 1:
+        raise InputError(f"must be >= 1, got {workers}", field="execution.workers")
+    import_ray()
+    run_dir = Path(run_dir)
+    if (run_dir / RECORDS_FILE).exists():
+        raise RunFolderError(
+            "already holds records; choose a new run folder", path=run_dir / RECORDS_FILE
+        )
+    plan = plan_shards(trace, config, workers)
+    with ray_cluster(address) as ray:
+        run = _Coordinator(ray, trace, target_config, config, plan, run_dir)
+        extra = {
+            "execution": {"backend": "ray", "workers": len(plan.shards), "requested": workers},
+            **(manifest_extra or {}),
+        }
+        return await run.run(trace_path, extra)
+
+
+class _Coordinator:
+    def __init__(self, ray, trace, target_config, config, plan: ShardPlan, run_dir: Path):
+        self.ray, self.trace, self.config, self.plan = ray, trace, config, plan
+        self.target_config, self.run_dir = target_config, run_dir
+        self.health = [
+            WorkerHealth(sh.worker, len(sh.mains), sh.requests, sh.concurrency)
+            for sh in plan.shards
+        ]
+        self.results: dict[int, dict] = {}
+        self.actors: list = []
+        self.t0 = time.perf_counter()
+        self.start_wall: float | None = None
+        self.interrupted = False
+        self.recorder: Recorder | None = None
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    async def run(self, trace_path, extra: dict) -> DistributedReplayResult:
+        self.recorder = Recorder(self.run_dir)
+        manifest = self._manifest(trace_path, extra)
+        installed = _install_signals(self)
+        status = "failed"
+        try:
+            await self._spawn()
+            await self._start()
+            await asyncio.gather(
+                *(self._collect(h, a) for h, a in zip(self.health, self.actors, strict=True))
+            )
+            self._raise_if_nothing_ran()
+            result = self._result()
+            status = result.status
+            return result
+        except asyncio.CancelledError:
+            status = "interrupted"
+            self.interrupt()
+            raise
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            for actor in self.actors:
+                self.ray.kill(actor)
+            self.recorder.close()
+            self._finish(manifest, status)
+
+    def interrupt(self) -> None:
+        """Ctrl-C / SIGTERM: every worker stops sending; in-flight requests end `cancelled`."""
+        self.interrupted = True
+        for h, actor in zip(self.health, self.actors, strict=False):
+            if h.status == "running":
+                actor.interrupt.remote()
+
+    # ---- start ---------------------------------------------------------------------------------
+
+    async def _spawn(self) -> None:
+        cpus = worker_cpus(self.ray, len(self.plan.shards))
+        remote = self.ray.remote(max_restarts=0, num_cpus=cpus)(ReplayWorker)
+        tag = secrets.token_hex(3)  # names stay unique when runs share a cluster and a run id
+        self.actors = [
+            remote.options(
+                name=f"harness:{self.config.run_id}:{tag}:worker-{h.id}",
+                scheduling_strategy="SPREAD",
+            ).remote(h.id)
+            for h in self.health
+        ]
+        try:
+            async with asyncio.timeout(READY_TIMEOUT_S):
+                places = await asyncio.gather(*(a.where.remote() for a in self.actors))
+                for h, place in zip(self.health, places, strict=True):
+                    h.host, h.pid = place["host"], place["pid"]
+                await asyncio.gather(
+                    *(
+                        self._load(sh, a)
+                        for sh, a in zip(self.plan.shards, self.actors, strict=True)
+                    )
+                )
+        except TimeoutError:
+            raise TargetError(
+                f"Ray did not start {len(self.actors)} workers within {READY_TIMEOUT_S:.0f} s "
+                f"(cluster resources: {self.ray.cluster_resources()})"
+            ) from None
+
+    async def _load(self, shard, actor) -> None:
+        config = shard_config(self.config, self.plan, shard)
+        await actor.load.remote(shard_trace(self.trace, shard), config, shard.starts)
+
+    async def _start(self) -> None:
+        self.start_wall = time.time() + START_LEAD_S
+        self.t0 = local_t0(self.start_wall)
+        # The target config travels as a small inline argument (never the object store's files).
+        await asyncio.gather(
+            *(a.start.remote(self.target_config, self.start_wall) for a in self.actors)
+        )
+        for h in self.health:
+            h.status = "running"
+        if self.interrupted:  # a signal came while the workers were starting
+            self.interrupt()
+
+    # ---- collect -------------------------------------------------------------------------------
+
+    async def _collect(self, h: WorkerHealth, actor) -> None:
+        errors = (self.ray.exceptions.RayError, TimeoutError)
+        while True:
+            try:
+                async with asyncio.timeout(POLL_TIMEOUT_S):
+                    reply = await actor.poll.remote(POLL_WAIT_S)
+            except errors as exc:
+                self._lose(h, actor, exc)
+                return
+            self._take(h, reply)
+            if reply["done"]:
+                self._finish_worker(h, reply)
+                return
+
+    def _take(self, h: WorkerHealth, reply: dict) -> None:
+        for rec in reply["started"]:
+            h.in_flight[rec["request_id"]] = rec
+            if rec["agent"] == "main" and rec["turn"] == 0:
+                h.mains_seen.add(rec["session_id"])
+        for rec in reply["records"]:
+            h.in_flight.pop(rec["request_id"], None)
+            if rec["agent"] == "main" and rec["turn"] == 0:
+                h.mains_seen.add(rec["session_id"])
+            self.recorder.write(rec)
+        h.requests += len(reply["records"])
+
+    def _finish_worker(self, h: WorkerHealth, reply: dict) -> None:
+        if reply["error"] is not None:
+            h.status, h.error = "failed", reply["error"]
+            self._close_in_flight(h)
+            return
+        self.results[h.id] = reply["result"]
+        h.status = "interrupted" if reply["result"]["status"] == "interrupted" else "finished"
+
+    def _lose(self, h: WorkerHealth, actor, exc: BaseException) -> None:
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        h.status, h.error = "lost", f"{type(exc).__name__}: {first_line}".rstrip(": ")
+        self.ray.kill(actor)  # a worker that stopped answering must not send any more
+        self._close_in_flight(h)
+
+    def _close_in_flight(self, h: WorkerHealth) -> None:
+        t = self.now()
+        for rec in h.in_flight.values():
+            self.recorder.write(lost_record(rec, h, t))
+        h.lost_requests += len(h.in_flight)
+        h.requests += len(h.in_flight)
+        h.in_flight.clear()
+
+    # ---- end -----------------------------------------------------------------------------------
+
+    def _raise_if_nothing_ran(self) -> None:
+        if self.health and all(h.status == "failed" and h.requests == 0 for h in self.health):
+            raise TargetError(f"every worker failed; worker 0: {self.health[0].error}")
+
+    def _result(self) -> DistributedReplayResult:
+        c = self.recorder.counts()
+        lost = sum(h.status in ("lost", "failed") for h in self.health)
+        stops = [r["stopped_by"] for r in self.results.values() if r["stopped_by"]]
+        status = "interrupted" if self.interrupted else "partial" if lost else "complete"
+        return DistributedReplayResult(
+            status=status,
+            duration_s=self.now(),
+            sessions_started=sum(self._sessions_started(h) for h in self.health),
+            requests=c["requests"],
+            by_status=c["by_status"],
+            errors_by_class=c["errors_by_class"],
+            stopped_by=(stops or [self.plan.stopped_by])[0],
+            workers=[h.as_dict() for h in self.health],
+            workers_lost=lost,
+        )
+
+    def _sessions_started(self, h: WorkerHealth) -> int:
+        if h.id in self.results:
+            return self.results[h.id]["sessions_started"]
+        return len(h.mains_seen)  # a lost or failed worker: the ones we heard of
+
+    def _manifest(self, trace_path, extra: dict) -> dict:
+        tc = self.target_config
+        manifest = new_manifest(
+            self.config.run_id,
+            seed=self.trace.header.seed,
+            target=OpenAIHTTPTarget(tc).describe(),
+            endpoints=[redact_url(e) for e in tc.endpoints],
+            block_size=self.config.block_size,
+            trace_sha256=file_sha256(trace_path) if trace_path else None,
+            replay=self.config.as_dict(),
+            workers=[h.as_dict() for h in self.health],
+            **extra,
+        )
+        write_manifest(self.run_dir, manifest)
+        return manifest
+
+    def _finish(self, manifest: dict, status: str) -> None:
+        if status in ("complete", "partial"):
+            recompute_ideal(self.trace, self.config, self.run_dir)
+        stops = [r["stopped_by"] for r in self.results.values() if r["stopped_by"]]
+        finish_manifest(
+            manifest,
+            status,
+            t0_wall=self.start_wall,
+            t0_perf_counter=self.t0,
+            duration_s=self.now(),
+            stopped_by=(stops or [self.plan.stopped_by])[0],
+            counts=self.recorder.counts(),
+            workers=[h.as_dict() for h in self.health],
+            workers_lost=sum(h.status in ("lost", "failed") for h in self.health),
+        )
+        write_manifest(self.run_dir, manifest)

@@ -1,0 +1,145 @@
+"""One Ray worker: the ordinary async driver (`Replay`) on one shard, records kept for the
+coordinator to collect.
+
+This class is plain Python; the coordinator wraps it with `ray.remote`, so importing this module
+needs no Ray. Its methods run on the actor's own event loop: `start` returns at once and the
+replay runs as a task; `poll` long-polls (returns as soon as there are records, or after
+`wait_s`) with the records finished since the last poll and the requests sent since then, so
+the coordinator knows what is in flight should this process die.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections import Counter
+
+from harness.driver.config import ReplayConfig
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.replay import Replay, ReplayResult
+from harness.trace.model import Trace
+
+
+class BufferRecorder:
+    """The driver's Recorder interface, holding records in memory until polled."""
+
+    def __init__(self) -> None:
+        self.pending: list[dict] = []
+        self.by_status: Counter[str] = Counter()
+        self.by_error: Counter[str] = Counter()
+        self.arrived = asyncio.Event()
+
+    def write(self, rec: dict) -> None:
+        self.pending.append(rec)
+        self.by_status[rec["status"]] += 1
+        if rec["error"] is not None and rec["status"] != "cancelled":
+            self.by_error[rec["error"]["class"]] += 1
+        self.arrived.set()
+
+    def drain(self) -> list[dict]:
+        out, self.pending = self.pending, []
+        self.arrived.clear()
+        return out
+
+    def counts(self) -> dict:
+        return {
+            "requests": sum(self.by_status.values()),
+            "by_status": dict(self.by_status),
+            "errors_by_class": dict(self.by_error),
+        }
+
+    def close(self) -> None:
+        pass
+
+
+def local_t0(start_wall: float) -> float:
+    """The perf_counter instant of the wall-clock instant `start_wall` on this machine."""
+    return time.perf_counter() + (start_wall - time.time())
+
+
+class ReplayWorker:
+    def __init__(self, worker_id: int) -> None:
+        self.worker_id = worker_id
+        self.replay: Replay | None = None
+        self.recorder = BufferRecorder()
+        self.task: asyncio.Task | None = None
+        self.result: ReplayResult | None = None
+        self.error: str | None = None
+        self.announced: set[str] = set()
+
+    def where(self) -> dict:
+        return {"host": socket.gethostname(), "pid": os.getpid()}
+
+    async def load(
+        self, trace: Trace, config: ReplayConfig, starts: list[tuple[float, str]] | None
+    ) -> int:
+        schedule = None if starts is None else [(t, trace.session(sid)) for t, sid in starts]
+        self.trace, self.config, self.schedule = trace, config, schedule
+        return len(trace.sessions)
+
+    async def start(self, target_config: HTTPTargetConfig, start_wall: float) -> None:
+        """Run the shard from `start_wall` (epoch seconds, shared by every worker). The target
+        config may hold an API key: it lives in this process's memory only."""
+        target = OpenAIHTTPTarget(target_config)
+        self.replay = Replay(self.trace, target, self.config, self.recorder, schedule=self.schedule)
+        self.task = asyncio.create_task(self._run(target, local_t0(start_wall)))
+
+    async def _run(self, target: OpenAIHTTPTarget, t0: float) -> None:
+        try:
+            await target.start()
+            self.result = await self.replay.run(t0=t0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # reported to the coordinator as this worker's failure
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            with contextlib.suppress(Exception):
+                await target.close()
+            self.recorder.arrived.set()
+
+    async def poll(self, wait_s: float) -> dict:
+        done = self.task is not None and self.task.done()
+        if not self.recorder.pending and not done:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait_s):
+                    await self.recorder.arrived.wait()
+        done = self.task is not None and self.task.done()
+        records = self.recorder.drain()
+        return {
+            "records": records,
+            "started": self._started(records),
+            "done": done,
+            "result": self._result() if done else None,
+            "error": self.error,
+        }
+
+    def _started(self, finished: list[dict]) -> list[dict]:
+        """Requests sent since the last poll and still in flight (copies, without chunks)."""
+        for rec in finished:
+            self.announced.discard(rec["request_id"])
+        if self.replay is None:
+            return []
+        new = [
+            {**rec, "chunk_times": [], "chunk_tokens": []}
+            for rid, rec in self.replay.in_flight.items()
+            if rid not in self.announced
+        ]
+        self.announced.update(r["request_id"] for r in new)
+        return new
+
+    def _result(self) -> dict | None:
+        r = self.result
+        if r is None:
+            return None
+        return {
+            "status": r.status,
+            "sessions_started": r.sessions_started,
+            "stopped_by": r.stopped_by,
+        }
+
+    def interrupt(self) -> None:
+        if self.replay is not None:
+            self.replay.interrupt()

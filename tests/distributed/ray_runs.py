@@ -1,0 +1,153 @@
+"""The Ray runs of tests/test_distributed.py, in one process and one local Ray cluster (starting
+Ray takes ~10 s, so it starts once). Run ONLY inside a loopback-only namespace (netns.py):
+
+    unshare -n sh -c 'ip link set lo up && exec python -m tests.distributed.ray_runs OUT'  (repo root)
+
+Writes run folders under OUT and OUT/results.json; the tests check them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import ray
+
+from harness.distributed import run_replay_distributed
+from harness.driver.config import ReplayConfig
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.run import run_replay
+from harness.driver.target import Timeouts
+from harness.schema import RECORDS_FILE
+from harness.trace.model import Trace
+from harness.trace.native import write_trace
+from tests.driver.helpers import sess, trace
+from tests.driver.sse_server import ServerConfig, SSETestServer
+
+
+def small_trace(mains: int = 10, turns: int = 3, output: int = 6) -> Trace:
+    """Mains of `turns` turns; every third spawns two forked subagents after its first turn."""
+    sessions = []
+    for i in range(mains):
+        kids = (f"m{i}.s0", f"m{i}.s1") if i % 3 == 0 else ()
+        body = [(40, output, 0.0, kids)] + [(20, output, 0.01)] * (turns - 1)
+        sessions.append(sess(f"m{i}", body))
+        for kid in kids:
+            sessions.append(sess(kid, [(30, 5, 0.0), (10, 5, 0.01)], parent=f"m{i}",
+                                 fork_turn=0, mode="fork"))
+    return trace(*sessions)
+
+
+class ServerThread:
+    """The SSE test server on its own event loop, so a busy coordinator cannot delay it."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.server = SSETestServer(config)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> SSETestServer:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        return self.server
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def http_config(url: str) -> HTTPTargetConfig:
+    timeouts = Timeouts(connect=5, ttft=10, idle=10, total=30)
+    return HTTPTargetConfig(endpoints=(url,), model="test-model", timeouts=timeouts,
+                            api_key="sk-SECRET-never-written")
+
+
+def as_dict(result) -> dict:
+    return dataclasses.asdict(result)
+
+
+async def equivalence(server: SSETestServer, out: Path) -> dict:
+    """The same closed-loop and open-loop trace, single process and on 2 workers. The server's
+    receive times (perf_counter: one clock for every process on this machine) of the last run
+    are kept, so the tests can put records from every worker on the server's clock."""
+    tr, tc = small_trace(), http_config(server.url)
+    write_trace(tr, out / "small.trace.jsonl")
+    closed = ReplayConfig(load="closed", concurrency=4, run_id="closed")
+    opened = ReplayConfig(load="open", session_rate=25.0, seed=3, run_id="open")
+    res = {}
+    for name, config in (("closed", closed), ("open", opened)):
+        res[f"{name}_local"] = as_dict(await run_replay(tr, OpenAIHTTPTarget(tc), config,
+                                                        out / f"{name}-local"))
+        server.log.clear()
+        res[f"{name}_ray"] = as_dict(await run_replay_distributed(
+            tr, tc, config, out / f"{name}-ray", workers=2,
+            trace_path=out / "small.trace.jsonl", manifest_extra={"scenario": "test"}))
+    res["server_recv"] = {e["request_id"]: e["t_recv"] for e in server.log}
+    return res
+
+
+async def worker_loss(url: str, out: Path) -> dict:
+    """Kill worker 0 once a few records are in; the run must finish and say so."""
+    tr = small_trace(mains=12, turns=5, output=30)
+    config = ReplayConfig(load="closed", concurrency=6, run_id="loss")
+    run_dir = out / "loss"
+    task = asyncio.create_task(run_replay_distributed(tr, http_config(url), config, run_dir,
+                                                      workers=2))
+    records = run_dir / RECORDS_FILE
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not task.done():
+        if records.exists() and len(records.read_bytes().splitlines()) >= 6:
+            break
+        await asyncio.sleep(0.02)
+    victim = next(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                  if a["name"].startswith("harness:loss:") and a["name"].endswith("worker-0"))
+    ray.kill(ray.get_actor(victim))
+    killed_at = len(records.read_bytes().splitlines())
+    return {"loss": as_dict(await task), "records_at_kill": killed_at}
+
+
+def scenario_run(url: str, out: Path) -> dict:
+    """`harness run` with execution.backend ray, end to end (analysis and report included)."""
+    from harness.runner import run_scenario
+    from harness.scenario import load_scenario
+
+    path = out / "scenario.yaml"
+    path.write_text(f"""
+name: ray-e2e
+workload: {{trace: {out / 'small.trace.jsonl'}}}
+target: {{kind: endpoints, endpoints: [{{url: {url}/v1}}], model: test-model, api: chat,
+         scrape_metrics: false}}
+load: {{mode: closed, concurrency: 4}}
+execution: {{backend: ray, workers: 2}}
+""")
+    result = run_scenario(load_scenario(path), out=out / "e2e", quiet=True)
+    return {"e2e_status": result.points[0].status}
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    timings = {"ray_init_s": time.perf_counter() - t, "node_ip": ray.util.get_node_ip_address(),
+               "interfaces": [name for _, name in socket.if_nameindex()]}
+    try:
+        with ServerThread(ServerConfig(token_delay=0.002)) as server:
+            results = asyncio.run(equivalence(server, out))
+            results.update(scenario_run(server.url, out))
+        with ServerThread(ServerConfig(token_delay=0.01)) as server:
+            results.update(asyncio.run(worker_loss(server.url, out)))
+    finally:
+        ray.shutdown()
+    results.update(timings, total_s=time.perf_counter() - t)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

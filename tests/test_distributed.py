@@ -1,0 +1,219 @@
+"""Scale-out on Ray: one replay sharded over 2 workers of a local Ray cluster against a real
+local server, compared with a single-process run of the same trace; a worker killed mid-run; the
+unsupported combinations. Ray runs only inside a loopback-only network namespace
+(tests/distributed/netns.py); the Ray part is one script (tests/distributed/ray_runs.py) run once
+for the module, since starting Ray costs ~10 s."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.analysis import metrics
+from harness.analysis.histograms import histogram_of, read_histograms
+from harness.analysis.records import load_run
+from harness.distributed.shard import plan_shards
+from harness.driver.config import ReplayConfig
+from harness.trace.native import read_trace
+from tests.distributed.netns import ray_problem, run_isolated
+from tests.driver.helpers import load_manifest, load_records
+
+ROOT = Path(__file__).resolve().parents[1]
+CLOSED = ReplayConfig(load="closed", concurrency=4)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, dict]:
+    problem = ray_problem()
+    if problem:
+        pytest.skip(f"Ray tests need a loopback-only network namespace and Ray: {problem}")
+    out = tmp_path_factory.mktemp("ray")
+    done = run_isolated(["-m", "tests.distributed.ray_runs", str(out)], timeout=150, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, json.loads((out / "results.json").read_text())
+
+
+def worker_of(out: Path, config: ReplayConfig) -> dict[str, int]:
+    """Main session id -> worker, as the coordinator planned it (the plan is deterministic)."""
+    plan = plan_shards(read_trace(out / "small.trace.jsonl"), config, 2)
+    return {sid: sh.worker for sh in plan.shards for sid in sh.mains}
+
+
+def root(rec: dict) -> str:
+    return rec["session_id"].split(".")[0]  # the test trace names subagents <main>.s<k>
+
+
+def test_ray_stays_on_loopback(runs):
+    _, res = runs
+    assert res["node_ip"] == "127.0.0.1" and res["interfaces"] == ["lo"]
+
+
+@pytest.mark.parametrize("load", ["closed", "open"])
+def test_same_records_and_sessions_as_one_process(runs, load):
+    out, res = runs
+    local, ray = load_records(out / f"{load}-local"), load_records(out / f"{load}-ray")
+    assert len(ray) == len(local) == res[f"{load}_ray"]["requests"] == 46
+    assert sorted(r["request_id"] for r in ray) == sorted(r["request_id"] for r in local)
+    assert {r["session_id"] for r in ray} == {r["session_id"] for r in local}
+    assert res[f"{load}_ray"]["sessions_started"] == res[f"{load}_local"]["sessions_started"]
+    assert all(r["status"] == "ok" for r in ray)
+    assert {r["run_id"] for r in ray} == {load}
+    key = ("prompt_tokens_expected", "output_tokens_expected", "parent_session_id", "agent")
+    expected = {r["request_id"]: [r[k] for k in key] for r in local}
+    assert all([r[k] for k in key] == expected[r["request_id"]] for r in ray)
+    # one ideal prefix cache across workers, as in one process: every prompt after the very
+    # first reuses at least the shared system prompt (per-worker caches would miss it twice)
+    assert sum(r["cached_tokens_ideal"] for r in ray) == sum(r["cached_tokens_ideal"] for r in local)
+
+
+def test_run_folder_and_manifest(runs):
+    out, res = runs
+    m = load_manifest(out / "closed-ray")
+    assert m["status"] == "complete" and m["workers_lost"] == 0
+    assert m["execution"] == {"backend": "ray", "workers": 2, "requested": 2}
+    assert [w["status"] for w in m["workers"]] == ["finished", "finished"]
+    assert sum(w["requests"] for w in m["workers"]) == m["counts"]["requests"] == 46
+    assert sum(w["sessions"] for w in m["workers"]) == 10
+    assert len({w["pid"] for w in m["workers"]}) == 2  # two processes did the work
+    for key in ("trace_sha256", "t0_wall", "duration_s", "target", "endpoints", "scenario"):
+        assert m[key] is not None, key
+    for path in out.rglob("*"):  # the API key never reaches the run folder
+        if path.is_file():
+            assert b"sk-SECRET" not in path.read_bytes(), path
+
+
+def test_session_order_within_each_worker(runs):
+    out, _ = runs
+    recs = load_records(out / "closed-ray")
+    by_session: dict[str, list[dict]] = {}
+    for r in recs:
+        by_session.setdefault(r["session_id"], []).append(r)
+    for turns in by_session.values():
+        turns.sort(key=lambda r: r["turn"])
+        assert [r["turn"] for r in turns] == list(range(len(turns)))
+        for a, b in zip(turns, turns[1:], strict=False):  # strictly one turn after the other
+            assert b["t_sent"] >= a["t_done"]
+    for sid, turns in by_session.items():  # subagents: after their fork turn; the parent joins
+        if "." in sid:
+            parent = {r["turn"]: r for r in by_session[root(turns[0])]}
+            assert turns[0]["t_sent"] >= parent[0]["t_done"]
+            assert parent[1]["t_sent"] >= turns[-1]["t_done"]
+    owner = worker_of(out, CLOSED)
+    plan = plan_shards(read_trace(out / "small.trace.jsonl"), CLOSED, 2)
+    for shard in plan.shards:  # each worker started its main sessions in trace order
+        starts = [by_session[sid][0]["t_scheduled"] for sid in shard.mains]
+        assert starts == sorted(starts), shard.worker
+    assert len(set(owner.values())) == 2
+
+
+def test_open_loop_keeps_the_schedule_on_one_clock(runs):
+    out, res = runs
+    local, ray = load_records(out / "open-local"), load_records(out / "open-ray")
+    first = {r["session_id"]: r["t_scheduled"] for r in local if r["agent"] == "main" and r["turn"] == 0}
+    got = {r["session_id"]: r["t_scheduled"] for r in ray if r["agent"] == "main" and r["turn"] == 0}
+    assert got == first  # one arrival draw for the run, split across workers
+    owner = worker_of(out, ReplayConfig(load="open", session_rate=25.0, seed=3))
+    assert len({owner[s] for s in got}) == 2
+    # Every worker's times are on the coordinator's run clock: a record's send time, moved to
+    # perf_counter with the manifest's origin, is just before the server got the request.
+    t0 = load_manifest(out / "open-ray")["t0_perf_counter"]
+    gaps = [res["server_recv"][r["request_id"]] - (t0 + r["t_sent"]) for r in ray]
+    assert min(gaps) >= 0 and max(gaps) < 0.25, (min(gaps), max(gaps))
+    assert all(r["t_sent"] >= r["t_scheduled"] - 1e-6 for r in ray)
+
+
+def test_histograms_merged_from_workers_equal_the_pooled_ones(runs):
+    out, res = runs
+    assert res["e2e_status"] == "complete"
+    run = load_run(out / "e2e")
+    pooled = read_histograms(out / "e2e")  # what `harness run` wrote from all the records
+    owner = worker_of(out, CLOSED)
+    ok = run.ok
+    tasks = run.records.loc[ok.index, "session_id"].map(lambda s: owner[s.split(".")[0]])
+    merged: dict = {}
+    for w in (0, 1):
+        part = ok[tasks.to_numpy() == w]
+        assert len(part) > 0
+        per = metrics.request_metrics(part, metrics.itl_of(part))
+        for name in ("ttft", "tpot", "e2el"):
+            merged.setdefault(name, []).append(histogram_of(per[name].to_numpy()))
+    for name, parts in merged.items():
+        h = parts[0]
+        h.add(parts[1])
+        assert h.get_total_count() == pooled[name].get_total_count() > 0
+        assert np.array_equal(np.asarray(h.counts), np.asarray(pooled[name].counts)), name
+    m = load_manifest(out / "e2e")
+    assert m["execution"]["backend"] == "ray" and len(m["workers"]) == 2
+
+
+def test_a_lost_worker_is_reported_and_the_run_finishes(runs):
+    out, res = runs
+    loss = res["loss"]
+    assert loss["status"] == "partial" and loss["workers_lost"] == 1
+    lost, alive = loss["workers"]
+    assert lost["status"] == "lost" and "ActorDiedError" in lost["error"]
+    assert alive["status"] == "finished" and alive["requests"] == alive["planned_requests"]
+    assert 0 < lost["requests"] < lost["planned_requests"]
+    recs = load_records(out / "loss")
+    assert len(recs) == loss["requests"] == lost["requests"] + alive["requests"]
+    lost_recs = [r for r in recs if r["status"] == "error"]
+    assert lost_recs and all(r["error"]["class"] == "WorkerLost" for r in lost_recs)
+    assert len(lost_recs) == lost["lost_requests"] == loss["errors_by_class"]["WorkerLost"]
+    assert all(r["t_done"] >= r["t_sent"] for r in lost_recs)
+    assert len({r["request_id"] for r in recs}) == len(recs)
+    m = load_manifest(out / "loss")
+    assert m["status"] == "partial" and m["workers"][0]["status"] == "lost"
+    assert m["counts"]["by_status"] == loss["by_status"]
+
+
+# ---- errors, without starting Ray -------------------------------------------------------------
+
+
+def test_in_process_engine_with_ray_is_a_one_line_error(tmp_path):
+    """`harness run` of the in-process quickstart with --workers: exit 2, one line, no Ray."""
+    problem = ray_problem()
+    cmd = ["-m", "harness", "run", str(ROOT / "scenarios" / "quickstart.yaml"), "--workers", "2",
+           "--set", "workload.sessions=1", "-o", str(tmp_path / "run")]
+    # inside the namespace too, so that even a regression that started Ray stays on loopback
+    done = (subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120,
+                           cwd=ROOT, check=False)
+            if problem else run_isolated(cmd, timeout=120, cwd=ROOT))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "HTTP target" in lines[0] and "execution.backend" in lines[0]
+
+
+def test_run_replay_distributed_refuses_an_engine_config(tmp_path):
+    import asyncio
+
+    from harness.distributed import run_replay_distributed
+    from harness.engine.config import EngineConfig
+    from harness.errors import InputError
+    from tests.driver.helpers import sess, trace
+
+    with pytest.raises(InputError, match="needs an HTTP target") as err:
+        asyncio.run(run_replay_distributed(trace(sess("a", [(8, 2, 0.0)])), EngineConfig(),
+                                           CLOSED, tmp_path, workers=2))
+    assert "\n" not in str(err.value)
+
+
+def test_without_ray_the_error_says_how_to_get_it(tmp_path):
+    code = (
+        "import sys, asyncio; sys.modules['ray'] = None\n"
+        "from harness.distributed import run_replay_distributed\n"
+        "from harness.driver.config import ReplayConfig\n"
+        "from harness.driver.openai_http import HTTPTargetConfig\n"
+        "from tests.driver.helpers import sess, trace\n"
+        "tc = HTTPTargetConfig(endpoints=('http://127.0.0.1:9',), model='m')\n"
+        "asyncio.run(run_replay_distributed(trace(sess('a', [(8, 2, 0.0)])), tc, ReplayConfig(),"
+        f" {str(tmp_path)!r}, workers=2))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, check=False)
+    assert done.returncode != 0
+    assert "pip install 'agentic-harness[ray]'" in done.stderr.strip().splitlines()[-1]
