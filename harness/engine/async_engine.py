@@ -144,7 +144,11 @@ class AsyncEngine:
                     self._deliver(out)
 
     def _deliver(self, out: RequestOutput) -> None:
-        self._loop.call_soon_threadsafe(self._put, out)
+        try:
+            self._loop.call_soon_threadsafe(self._put, out)
+        except RuntimeError:  # the caller's loop closed without stop(): nobody is listening
+            with self._lock:
+                self._stopping = True
 
     def _put(self, out: RequestOutput) -> None:
         queue = self._queues.get(out.request_id)
