@@ -3,14 +3,28 @@
     <|system|> text <|end|> <|user|> text <|end|> <|assistant|> text <|end|> ... <|assistant|>
 
 Each message is its role marker, its content's ids, and <|end|>; the generation prompt is a bare
-<|assistant|>. Nothing depends on what comes later (no BOS, no "last message" special case), so
+<|assistant|>. Tool schemas (`tools`) open the prompt as <|tools|> json <|end|>, and an assistant
+message's tool calls follow its text as <|tool_call|> json each, so an agent's tools and calls
+take up prompt tokens and cache as they would on a real server (the model itself never calls a
+tool). Nothing depends on what comes later (no BOS, no "last message" special case), so
 the prompt of turn k is a prefix of turn k+1's (its messages + the assistant reply + the new user
 message): the property that lets a prefix cache serve chat.
 """
 
 from __future__ import annotations
 
-from harness.engine.tokenizer import ASSISTANT_ID, END_ID, SYSTEM_ID, TOOL_ID, USER_ID, Tokenizer
+import json
+
+from harness.engine.tokenizer import (
+    ASSISTANT_ID,
+    END_ID,
+    SYSTEM_ID,
+    TOOL_CALL_ID,
+    TOOL_ID,
+    TOOLS_ID,
+    USER_ID,
+    Tokenizer,
+)
 
 ROLE_IDS = {
     "system": SYSTEM_ID,
@@ -30,15 +44,19 @@ class ChatTemplateError(ValueError):
 
 
 def apply_chat_template(
-    messages: object, tokenizer: Tokenizer, *, add_generation_prompt: bool = True
+    messages: object, tokenizer: Tokenizer, *, tools: object = None, add_generation_prompt: bool = True
 ) -> list[int]:
     if not isinstance(messages, list) or not messages:
         raise ChatTemplateError("'messages' must be a non-empty array of message objects", "messages")
     ids: list[int] = []
+    if tools:
+        ids += [TOOLS_ID, *tokenizer.encode(_tools_text(tools)), END_ID]
     for k, message in enumerate(messages):
         role, text = _role_and_text(message, f"messages[{k}]")
         ids.append(ROLE_IDS[role])
         ids.extend(tokenizer.encode(text))
+        for call in _tool_calls(message, f"messages[{k}].tool_calls"):
+            ids += [TOOL_CALL_ID, *tokenizer.encode(call)]
         ids.append(END_ID)
     if add_generation_prompt:
         ids.append(ASSISTANT_ID)
@@ -53,6 +71,27 @@ def _role_and_text(message: object, where: str) -> tuple[str, str]:
         roles = ", ".join(ROLE_IDS)
         raise ChatTemplateError(f"{where}.role must be one of {roles}; got {role!r}", f"{where}.role")
     return role, _content_text(message.get("content"), f"{where}.content", role)
+
+
+def _tools_text(tools: object) -> str:
+    """Tool schemas as canonical JSON: their tokens count and cache as on a real server."""
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise ChatTemplateError("'tools' must be an array of tool objects", "tools")
+    return "\n".join(_canonical_json(t) for t in tools)
+
+
+def _tool_calls(message: dict, where: str) -> list[str]:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return []
+    if message.get("role") != "assistant" or not isinstance(calls, list) or not all(
+            isinstance(c, dict) for c in calls):
+        raise ChatTemplateError(f"{where} must be an array of tool calls on an assistant message", where)
+    return [_canonical_json(c.get("function", c)) for c in calls]
+
+
+def _canonical_json(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _content_text(content: object, where: str, role: str) -> str:

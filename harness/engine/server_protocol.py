@@ -1,9 +1,10 @@
 """The OpenAI protocol: request bodies -> validated `ApiRequest`s; engine outputs -> responses.
 
 Validation happens here, at the edge, so the engine sees only typed, in-range values. Fields the
-engine cannot honour faithfully (n > 1, logprobs, echo, best_of, suffix, stop strings) are a 400
-rather than silently ignored; fields that do not change the output (user, seed, top_p, ...) are
-accepted and ignored, as vLLM does.
+engine cannot honour faithfully (n > 1, logprobs, echo, best_of, suffix, stop strings, structured
+output) are a 400 rather than silently ignored; fields that do not change the output (user, seed,
+top_p, tool_choice, ...) are accepted and ignored, as vLLM does. Tool schemas and tool calls are
+rendered into the prompt by the chat template.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def parse_chat(body: dict, model: ServedModel, tokenizer: Tokenizer) -> ApiReque
     if "messages" not in body:
         raise bad("Missing required parameter: 'messages'", "messages")
     try:
-        prompt_ids = apply_chat_template(body["messages"], tokenizer)
+        prompt_ids = apply_chat_template(body["messages"], tokenizer, tools=body.get("tools"))
     except ChatTemplateError as exc:
         raise bad(str(exc), exc.param) from exc
     return _request(body, model, prompt_ids, chat=True)
@@ -165,10 +166,11 @@ def _reject_unsupported(body: dict) -> None:
         value = body.get(name)
         if value is not None and (type(value) is not int or not 1 <= value <= most):
             raise bad(f"'{name}' must be 1: this server returns one choice per request", name)
-    for name in ("logprobs", "top_logprobs", "echo", "suffix", "tools", "response_format"):
-        value = body.get(name)
-        if value not in (None, False, 0) and not (name == "tools" and value == []):
+    for name in ("logprobs", "top_logprobs", "echo", "suffix"):
+        if body.get(name) not in (None, False, 0):
             raise bad(f"'{name}' is not supported by the reference engine", name)
+    if body.get("response_format") not in (None, {"type": "text"}):
+        raise bad("'response_format' other than text is not supported by the reference engine", "response_format")
     stop = body.get("stop")
     if stop not in (None, [], ""):
         raise bad("stop strings are not supported by the reference engine; use 'stop_token_ids'", "stop")

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from harness.engine.config import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
 from harness.trace.content import TOKEN_BASE, WORD_INDEX, WORDS
 
-SYSTEM_ID, USER_ID, ASSISTANT_ID, END_ID, TOOL_ID = 3, 4, 5, 6, 7
+SYSTEM_ID, USER_ID, ASSISTANT_ID, END_ID, TOOL_ID, TOOLS_ID, TOOL_CALL_ID = 3, 4, 5, 6, 7, 8, 9
 NAMED_SPECIALS: dict[int, str] = {
     PAD_ID: "<|pad|>",
     BOS_ID: "<|bos|>",
@@ -38,11 +38,13 @@ NAMED_SPECIALS: dict[int, str] = {
     ASSISTANT_ID: "<|assistant|>",
     END_ID: "<|end|>",
     TOOL_ID: "<|tool|>",
+    TOOLS_ID: "<|tools|>",
+    TOOL_CALL_ID: "<|tool_call|>",
 }
 WORD_LOW, WORD_HIGH = TOKEN_BASE, TOKEN_BASE + len(WORDS)
 BYTE_LOW, BYTE_HIGH = WORD_HIGH, WORD_HIGH + 256
 
-_PIECE = re.compile(r"<\|[a-z]+(?:_\d+)?\|>|[A-Za-z]+|\s+|[^A-Za-z\s<]+|<")
+_PIECE = re.compile(r"<\|[a-z]+(?:_[a-z0-9]+)*\|>|[A-Za-z]+|\s+|[^A-Za-z\s<]+|<")
 _SPECIAL_IDS = {text: i for i, text in NAMED_SPECIALS.items()}
 
 

@@ -146,3 +146,15 @@ def test_chat_without_max_tokens_fills_the_context_the_cache_can_hold(client):
     r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "the " * 4060}],
                                        extra_body={"ignore_eos": True})
     assert r.usage.prompt_tokens == 4064 and r.usage.completion_tokens == 4096 - 4064
+
+
+def test_tools_take_prompt_tokens_and_hit_the_cache_like_a_system_prompt(client):
+    tools = [{"type": "function", "function": {"name": "run_test", "parameters": {"type": "object"}}}] * 3
+    messages = [{"role": "user", "content": "run the test"}]
+    plain = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)
+    first = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, tool_choice="auto",
+                                           max_tokens=2)
+    again = client.chat.completions.create(model=MODEL, messages=messages + [{"role": "user", "content": "the"}],
+                                           tools=tools, max_tokens=2)
+    assert first.usage.prompt_tokens > plain.usage.prompt_tokens + 100
+    assert again.usage.prompt_tokens_details.cached_tokens == first.usage.prompt_tokens // 16 * 16

@@ -14,6 +14,7 @@ from harness.engine.tokenizer import (
     BYTE_HIGH,
     BYTE_LOW,
     END_ID,
+    NAMED_SPECIALS,
     USER_ID,
     DecodeStream,
     Tokenizer,
@@ -70,6 +71,7 @@ def test_any_text_round_trips(text):
 def test_special_forms_parse_back_to_their_ids():
     assert TOK.encode("<|eos|>") == [EOS_ID]
     assert TOK.encode("<|user|>") == [USER_ID]
+    assert all(TOK.encode(text) == [i] for i, text in NAMED_SPECIALS.items())
     assert TOK.encode("<|tok_20000|>") == [20000]
     # an id with its own meaning (a word, a byte) is never spelled as <|tok_N|>: that stays text
     assert len(TOK.encode("<|tok_1000|>")) > 1
@@ -151,4 +153,35 @@ def test_chat_content_parts_and_null_assistant_content():
 def test_chat_template_rejects_bad_messages_naming_the_field(messages, param):
     with pytest.raises(ChatTemplateError) as info:
         apply_chat_template(messages, TOK)
+    assert info.value.param == param
+
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "read the file",
+                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+
+
+def test_tools_open_the_prompt_and_tool_calls_follow_the_text_keeping_the_prefix_property():
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}
+    turn1 = [{"role": "system", "content": "the system"}, {"role": "user", "content": "read the file"}]
+    turn2 = turn1 + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": "c1", "content": "the code"}]
+    first = apply_chat_template(turn1, TOK, tools=TOOLS)
+    second = apply_chat_template(turn2, TOK, tools=TOOLS)
+    assert second[: len(first)] == first
+    assert first[0] == TOK.encode("<|tools|>")[0] and TOK.decode(first).count("read_file") == 1
+    assert '"name":"read_file"' in TOK.decode(second[len(first):])
+    assert TOK.encode("<|tool_call|>")[0] in second[len(first):]
+    assert apply_chat_template(turn1, TOK, tools=[]) == apply_chat_template(turn1, TOK)
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    ({"tools": "read"}, "tools"),
+    ({"tools": ["read"]}, "tools"),
+    ({"messages": [{"role": "user", "content": "x", "tool_calls": []}]}, "messages[0].tool_calls"),
+    ({"messages": [{"role": "assistant", "content": "x", "tool_calls": "f"}]}, "messages[0].tool_calls"),
+])
+def test_bad_tools_and_tool_calls_name_the_field(kwargs, param):
+    messages = kwargs.pop("messages", [{"role": "user", "content": "x"}])
+    with pytest.raises(ChatTemplateError) as info:
+        apply_chat_template(messages, TOK, **kwargs)
     assert info.value.param == param
