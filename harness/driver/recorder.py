@@ -112,22 +112,14 @@ def _fail(rec: dict, status: str, error_class: str, message: str, t: float) -> N
         )
 
 
-class Recorder:
-    """Appends records to `<run_dir>/records.jsonl`, flushing each, and counts outcomes."""
+class OutcomeCounts:
+    """Requests by status and failures by error class, as the run summary and manifest report."""
 
-    def __init__(self, run_dir: str | Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.run_dir / RECORDS_FILE
-        self._fh = self.path.open("ab")
+    def __init__(self) -> None:
         self.by_status: Counter[str] = Counter()
         self.by_error: Counter[str] = Counter()  # error class -> count (error and timeout)
 
-    def write(self, rec: dict) -> None:
-        self._fh.write(
-            orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
-        )
-        self._fh.flush()
+    def observe(self, rec: dict) -> None:
         self.by_status[rec["status"]] += 1
         if rec["error"] is not None and rec["status"] != "cancelled":
             self.by_error[rec["error"]["class"]] += 1
@@ -138,6 +130,24 @@ class Recorder:
             "by_status": dict(self.by_status),
             "errors_by_class": dict(self.by_error),
         }
+
+
+class Recorder(OutcomeCounts):
+    """Appends records to `<run_dir>/records.jsonl`, flushing each, and counts outcomes."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / RECORDS_FILE
+        self._fh = self.path.open("ab")
+
+    def write(self, rec: dict) -> None:
+        self._fh.write(
+            orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
+        )
+        self._fh.flush()
+        self.observe(rec)
 
     def close(self) -> None:
         if not self._fh.closed:
