@@ -62,7 +62,7 @@ def run_scenario(scenario: Scenario, *, out: str | Path | None = None, quiet: bo
             break
     from harness.sweep import finish_sweep
 
-    extra = finish_sweep(run_dir, results, quiet=quiet)
+    extra = finish_sweep(run_dir, results, params=tuple(a.param for a in scenario.sweep), quiet=quiet)
     return RunResult(run_dir, results, interrupted=any(r.status == "interrupted" for r in results), extra=extra)
 
 

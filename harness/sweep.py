@@ -37,8 +37,8 @@ def class_split(run_dir: Path) -> dict:
     out = {}
     for name, rows in (("short", ok[uncached < LONG_UNCACHED_TOKENS]), ("long", ok[uncached >= LONG_UNCACHED_TOKENS])):
         ttft = (rows["t_first_token"] - rows["t_sent"]).to_numpy(dtype=float)
-        n = rows["completion_tokens"].to_numpy(dtype=float)
-        tpot = ((rows["t_last_token"] - rows["t_first_token"]).to_numpy(dtype=float) / (n - 1))[n >= 2]
+        multi = rows[rows["completion_tokens"] >= 2]
+        tpot = ((multi["t_last_token"] - multi["t_first_token"]) / (multi["completion_tokens"] - 1)).to_numpy(dtype=float)
         out[f"{name}_requests"] = int(len(rows))
         out[f"{name}_ttft_p90_s"] = float(np.percentile(ttft, 90)) if ttft.size else None
         p90 = float(np.percentile(tpot, 90)) if tpot.size else 0.0
@@ -81,12 +81,18 @@ def frontier(rows: list[dict]) -> list[int]:
     return [usable[i] for i in idx]
 
 
-def finish_sweep(run_dir: Path, results: list, *, quiet: bool = False) -> dict:
+LOAD_PARAMS = ("load.concurrency", "load.session_rate", "load.time_scale")
+
+
+def finish_sweep(run_dir: Path, results: list, *, params: tuple[str, ...] = (), quiet: bool = False) -> dict:
+    """sweep.json, the cross-point report and table. Saturation only for a one-axis load sweep."""
     from harness.analysis.report import write_report
 
     rows = [point_row(r.run_dir.name, r.run_dir, r.summary) for r in results]
-    sat = saturation_point([r["requests_per_s"] for r in rows])
+    load_sweep = len(params) == 1 and params[0] in LOAD_PARAMS
+    sat = saturation_point([r["requests_per_s"] for r in rows]) if load_sweep else None
     out = {
+        "params": list(params),
         "points": rows,
         "frontier": [rows[i]["point"] for i in frontier(rows)],
         "saturation": None if sat is None else {"point": rows[sat]["point"],
@@ -119,7 +125,8 @@ def render_sweep(sweep: dict) -> str:
                          f"{fmt(r['long_ttft_p90_s']):>14}")
     lines.append(f"frontier (TPGS vs P90 interactivity): {', '.join(sweep['frontier']) or '-'}")
     sat = sweep.get("saturation")
-    lines.append("saturation: " + ("-" if sat is None else f"{sat['point']} at {fmt(sat['requests_per_s'])} req/s"))
+    if sat is not None:
+        lines.append(f"saturation: {sat['point']} at {fmt(sat['requests_per_s'])} req/s")
     return "\n".join(lines)
 
 
