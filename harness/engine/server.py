@@ -33,12 +33,12 @@ from harness.engine.config import EngineConfig
 from harness.engine.server_protocol import (
     ApiError,
     ApiRequest,
-    ResponseBuilder,
     ServedModel,
     parse_chat,
     parse_completion,
     parse_json,
 )
+from harness.engine.server_responses import ResponseBuilder
 from harness.engine.tokenizer import Tokenizer
 from harness.errors import EngineError
 
@@ -127,14 +127,15 @@ async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse
         async for out in outputs:
             _observe_first(state, build, t0)
             build.add(out)
+            if build.stopped:
+                break  # a stop string: closing the outputs below aborts the rest in the engine
         failure = _failure(build.last)
         if failure is not None:
             raise failure
-        return web.json_response(build.response(build.last), dumps=_dumps,
-                                 headers={"X-Request-Id": build.request_id})
+        return web.json_response(build.response(), dumps=_dumps, headers={"X-Request-Id": build.request_id})
     finally:
         await outputs.aclose()  # aborts the request in the engine if it is still running
-        _request_done(state, build.last, t0)
+        _request_done(state, build, t0)
 
 
 def _submit(engine: AsyncEngine, request_id: str, api: ApiRequest) -> AsyncIterator[RequestOutput]:
@@ -175,6 +176,8 @@ async def _stream(request, build, outputs, state, t0) -> web.StreamResponse:
             _observe_first(state, build, t0)
             for chunk in build.chunks(out):
                 await resp.write(_sse(chunk))
+            if build.stopped:
+                break
         failure = _failure(build.last)
         if failure is not None:
             await resp.write(_sse(failure.body()))  # vLLM's way to fail a stream already begun
@@ -189,13 +192,11 @@ def _sse(obj: dict) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
-def _request_done(state: ServerState, out: RequestOutput | None, t0: float) -> None:
-    e2e_s = time.perf_counter() - t0
-    if out is None or not out.finished:  # the client went away first
-        cached, cached_cpu = (out.cached_tokens, out.cached_tokens_cpu) if out else (0, 0)
-        state.metrics.request_done("abort", cached, cached_cpu, e2e_s)
-    else:
-        state.metrics.request_done(out.finish_reason or "abort", out.cached_tokens, out.cached_tokens_cpu, e2e_s)
+def _request_done(state: ServerState, build: ResponseBuilder, t0: float) -> None:
+    out = build.last
+    reason = build.finish_reason if build.done else "abort"  # not done: the client went away
+    cached, cached_cpu = (out.cached_tokens, out.cached_tokens_cpu) if out is not None else (0, 0)
+    state.metrics.request_done(reason or "abort", cached, cached_cpu, time.perf_counter() - t0)
 
 
 async def _models(request: web.Request) -> web.Response:

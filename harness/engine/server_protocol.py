@@ -1,22 +1,21 @@
-"""The OpenAI protocol: request bodies -> validated `ApiRequest`s; engine outputs -> responses.
+"""The OpenAI protocol's requests: bodies -> validated `ApiRequest`s; OpenAI-style errors.
 
 Validation happens here, at the edge, so the engine sees only typed, in-range values. Fields the
-engine cannot honour faithfully (n > 1, logprobs, echo, best_of, suffix, stop strings, structured
-output) are a 400 rather than silently ignored; fields that do not change the output (user, seed,
+engine cannot honour faithfully (n > 1, logprobs, echo, best_of, suffix, structured output) are
+a 400 rather than silently ignored; fields that do not change the output (user, seed,
 top_p, tool_choice, ...) are accepted and ignored, as vLLM does. Tool schemas and tool calls are
 rendered into the prompt by the chat template.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import orjson
 
-from harness.engine.async_engine import RequestOutput, SamplingParams
+from harness.engine.async_engine import SamplingParams
 from harness.engine.chat_template import ChatTemplateError, apply_chat_template
-from harness.engine.tokenizer import DecodeStream, Tokenizer
+from harness.engine.tokenizer import Tokenizer
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for /v1/completions
 
@@ -54,6 +53,7 @@ class ApiRequest:
     include_usage: bool  # stream_options.include_usage: a final chunk with usage
     continuous_usage: bool  # stream_options.continuous_usage_stats (vLLM): usage on every chunk
     return_token_ids: bool  # vLLM's extension: the prompt's and the output's ids in the response
+    stop: tuple[str, ...] = ()  # stop strings: the text ends before the first one found
 
 
 def parse_json(raw: bytes) -> dict:
@@ -131,6 +131,7 @@ def _request(body: dict, model: ServedModel, prompt_ids: list[int], *, chat: boo
         include_usage=_bool(options, "include_usage", False, "stream_options.include_usage"),
         continuous_usage=_bool(options, "continuous_usage_stats", False, "stream_options.continuous_usage_stats"),
         return_token_ids=_bool(body, "return_token_ids", False),
+        stop=_stop_strings(body),
     )
 
 
@@ -171,9 +172,16 @@ def _reject_unsupported(body: dict) -> None:
             raise bad(f"'{name}' is not supported by the reference engine", name)
     if body.get("response_format") not in (None, {"type": "text"}):
         raise bad("'response_format' other than text is not supported by the reference engine", "response_format")
+
+
+def _stop_strings(body: dict) -> tuple[str, ...]:
     stop = body.get("stop")
-    if stop not in (None, [], ""):
-        raise bad("stop strings are not supported by the reference engine; use 'stop_token_ids'", "stop")
+    stops = [stop] if isinstance(stop, str) else stop
+    if stops is None:
+        return ()
+    if not isinstance(stops, list) or not all(isinstance(x, str) and x for x in stops):
+        raise bad("'stop' must be a non-empty string or an array of non-empty strings", "stop")
+    return tuple(stops)
 
 
 def _temperature(body: dict) -> float:
@@ -213,91 +221,3 @@ def _bool(body: dict, name: str, default: bool, param: str | None = None) -> boo
         raise bad(f"'{param or name}' must be a boolean", param or name)
     return value
 
-
-class ResponseBuilder:
-    """Engine outputs -> OpenAI response bodies and stream chunks, for one request."""
-
-    def __init__(self, request_id: str, api: ApiRequest, model_name: str, tokenizer: Tokenizer) -> None:
-        self.request_id, self.api, self.model = request_id, api, model_name
-        self.created = int(time.time())
-        self._decoder = DecodeStream()
-        self._stop_ids = {tokenizer.eos_token_id, *api.params.stop_token_ids}
-        self.text_parts: list[str] = []
-        self.token_ids: list[int] = []
-        self.last: RequestOutput | None = None  # the latest output taken
-
-    def add(self, out: RequestOutput) -> str:
-        """Take one output; returns its text delta."""
-        ids = out.new_token_ids
-        shown = ids
-        if out.finished and out.finish_reason == "stop" and ids and ids[-1] in self._stop_ids:
-            shown = ids[:-1]  # the stop token ends the text, it is not part of it (vLLM's default)
-        text = "".join(self._decoder.push(i) for i in shown)
-        if out.finished:
-            text += self._decoder.flush()
-        self.text_parts.append(text)
-        self.token_ids.extend(ids)
-        self.last = out
-        return text
-
-    def usage(self, out: RequestOutput) -> dict:
-        return {
-            "prompt_tokens": out.prompt_tokens,
-            "completion_tokens": out.completion_tokens,
-            "total_tokens": out.prompt_tokens + out.completion_tokens,
-            "prompt_tokens_details": {
-                "cached_tokens": out.cached_tokens,
-                "cached_tokens_device": out.cached_tokens_device,  # our extensions
-                "cached_tokens_cpu": out.cached_tokens_cpu,
-            },
-        }
-
-    def response(self, last: RequestOutput) -> dict:
-        text = "".join(self.text_parts)
-        if self.api.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}}
-        else:
-            choice = {"index": 0, "text": text}
-        choice |= {"logprobs": None, "finish_reason": last.finish_reason}
-        if self.api.return_token_ids:
-            choice["token_ids"] = list(self.token_ids)
-        body = self._envelope("chat.completion" if self.api.chat else "text_completion", [choice])
-        if self.api.return_token_ids:
-            body["prompt_token_ids"] = list(self.api.prompt_ids)
-        body["usage"] = self.usage(last)
-        return body
-
-    def opening_chunks(self) -> list[dict]:
-        """Chat streams open with a role-only delta, as OpenAI's do."""
-        if not self.api.chat:
-            return []
-        return [self._chunk({"role": "assistant", "content": ""}, None, None)]
-
-    def chunks(self, out: RequestOutput) -> list[dict]:
-        """The chunks for one engine output: its delta (with the finish reason on the last)."""
-        text = self.add(out)
-        delta = {"content": text} if self.api.chat else text
-        chunks = [self._chunk(delta, out.finish_reason if out.finished else None, out)]
-        if self.api.return_token_ids:
-            chunks[0]["choices"][0]["token_ids"] = list(out.new_token_ids)
-        if out.finished and self.api.include_usage:
-            chunks.append(self._envelope(self._chunk_object, []) | {"usage": self.usage(out)})
-        return chunks
-
-    @property
-    def _chunk_object(self) -> str:
-        return "chat.completion.chunk" if self.api.chat else "text_completion"
-
-    def _chunk(self, delta: dict | str, finish_reason: str | None, out: RequestOutput | None) -> dict:
-        choice = {"index": 0, "delta": delta} if self.api.chat else {"index": 0, "text": delta}
-        choice |= {"logprobs": None, "finish_reason": finish_reason}
-        chunk = self._envelope(self._chunk_object, [choice])
-        if self.api.continuous_usage and out is not None:
-            chunk["usage"] = self.usage(out)
-        elif self.api.include_usage:
-            chunk["usage"] = None  # OpenAI sends null usage on every chunk but the last
-        return chunk
-
-    def _envelope(self, obj: str, choices: list[dict]) -> dict:
-        return {"id": self.request_id, "object": obj, "created": self.created, "model": self.model,
-                "choices": choices}

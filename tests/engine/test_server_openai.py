@@ -158,3 +158,23 @@ def test_tools_take_prompt_tokens_and_hit_the_cache_like_a_system_prompt(client)
                                            tools=tools, max_tokens=2)
     assert first.usage.prompt_tokens > plain.usage.prompt_tokens + 100
     assert again.usage.prompt_tokens_details.cached_tokens == first.usage.prompt_tokens // 16 * 16
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_string_ends_the_text_before_it_and_stops_the_engine(client, stream):
+    prompt = words(7, 20)
+    free = client.completions.create(model=MODEL, prompt=prompt, max_tokens=8, extra_body={
+        "ignore_eos": True, "return_token_ids": True}).choices[0]
+    stop = TOK.decode(free.token_ids[3:5])
+    expected = free.text[: free.text.index(stop)]
+    kwargs = {"model": MODEL, "prompt": prompt, "max_tokens": 8, "stop": [stop, "never there"],
+              "extra_body": {"ignore_eos": True}}
+    if stream:
+        chunks = list(client.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs))
+        text = "".join(c.choices[0].text for c in chunks[:-1])
+        reason, usage = chunks[-2].choices[0].finish_reason, chunks[-1].usage
+    else:
+        r = client.completions.create(**kwargs)
+        text, reason, usage = r.choices[0].text, r.choices[0].finish_reason, r.usage
+    assert (text, reason) == (expected, "stop")
+    assert usage.completion_tokens < 8
