@@ -207,14 +207,19 @@ async def _models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
 
 
-async def _health(request: web.Request) -> web.Response:
-    if not request.app[STATE_KEY].ready:
+def _check_ready(state: ServerState) -> None:
+    if not state.ready:
         raise ApiError(503, "the engine is starting", type="server_error")
+
+
+async def _health(request: web.Request) -> web.Response:
+    _check_ready(request.app[STATE_KEY])
     return web.Response(status=200)
 
 
 async def _metrics(request: web.Request) -> web.Response:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
+    _check_ready(state)
     text = metrics.render(engine.stats(), state.metrics, state.model.name)
     return web.Response(text=text, content_type="text/plain", charset="utf-8",
                         headers={"X-Content-Type-Options": "nosniff"})
