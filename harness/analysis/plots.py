@@ -132,7 +132,7 @@ def session_timeline(a: Analysis) -> Figure:
             continue
         y = lanes[r.session_id]
         color = "tab:red" if r.request_id in critical else ("tab:blue" if r.agent == "main" else "tab:green")
-        ax.barh(y, r.t_done - r.t_sent, left=r.t_sent, height=0.5, color=color, edgecolor="black", lw=0.4)
+        ax.barh(y, r.t_done - r.t_sent, left=r.t_sent, height=0.5, color=color, lw=0)
         where[r.request_id] = (r.t_sent, r.t_done, y)
     for src, dst in a.graph.links(task):
         if src in where and dst in where:
