@@ -43,11 +43,18 @@ def connection_limit(trace: Trace, config: ReplayConfig) -> int:
 
 
 def _install_signals(replay: Replay) -> list[int]:
+    """First Ctrl-C / SIGTERM: stop cleanly. A second one: give up on the clean-up at once."""
     loop = asyncio.get_running_loop()
     installed = []
+
+    def on_signal() -> None:
+        if getattr(replay, "interrupted", False):
+            raise KeyboardInterrupt
+        replay.interrupt()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, replay.interrupt)
+            loop.add_signal_handler(sig, on_signal)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
             pass
