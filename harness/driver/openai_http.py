@@ -117,7 +117,12 @@ class OpenAIHTTPTarget:
         self._base_headers = self._make_headers()
 
     def _make_headers(self) -> dict[str, str]:
-        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        # identity: a compressed stream would only cost CPU on both sides, per chunk
+        h = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
         h.update(self.config.headers)
         if self.config.api_key:
             h["Authorization"] = f"Bearer {self.config.api_key}"
@@ -137,9 +142,7 @@ class OpenAIHTTPTarget:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=None, sock_connect=tm.connect, sock_read=None
         )
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, auto_decompress=False
-        )
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
         if check:
             await self._check_reachable()
 
@@ -187,7 +190,9 @@ class OpenAIHTTPTarget:
 
     def body(self, req: RequestSpec) -> dict:
         c = self.config
-        body: dict = {"model": c.model, "max_tokens": req.max_tokens, "stream": True}
+        # servers reject max_tokens 0; a zero-output turn still streams one token
+        n = max(1, req.max_tokens)
+        body: dict = {"model": c.model, "max_tokens": n, "stream": True}
         if c.api == "chat":
             body["messages"] = req.messages
         else:
@@ -198,7 +203,7 @@ class OpenAIHTTPTarget:
             else {"include_usage": True}
         )
         if c.min_tokens:
-            body["min_tokens"] = req.max_tokens
+            body["min_tokens"] = n
         if c.ignore_eos:
             body["ignore_eos"] = True
         if c.session_id_field:
