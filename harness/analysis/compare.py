@@ -109,7 +109,8 @@ def compare_analyses(baseline: list, run: list, fail_on: str | None = None, alph
     rows = [_change(metric, base, cand, alpha, min_change) for metric in HEADLINE]
     by_key = {r.key: r for r in rows}
     failures = [
-        f"{t.key} {_fmt_change(by_key[t.key])} crosses {t} (p={by_key[t.key].p_value:.2g})"
+        f"{t.key} {by_key[t.key].baseline:.4g} -> {by_key[t.key].run:.4g} ({_fmt_change(by_key[t.key])})"
+        f" crosses {t} (p={by_key[t.key].p_value:.2g})"
         for t in thresholds
         if t.crossed(by_key[t.key])
     ]
@@ -134,10 +135,12 @@ def _change(metric, base: Side, cand: Side, alpha: float, min_change: float) -> 
     xb, xr = metric.samples(base), metric.samples(cand)
     change = (r - b) / abs(b) if b not in (None, 0) and r is not None else None
     p = _p_value(xb, xr)
-    significant = p is not None and p < alpha and change is not None and abs(change) >= min_change
+    # From a zero baseline (no errors) any change is large enough; the test still decides.
+    large = abs(change) >= min_change if change is not None else (b == 0 and r not in (None, 0))
+    significant = p is not None and p < alpha and large
     verdict = "~"
     if significant:
-        worse = (change > 0) == (metric.better == "lower")
+        worse = ((r - b) > 0) == (metric.better == "lower")
         verdict = "worse" if worse else "better"
     return MetricChange(metric.key, metric.label, metric.better, b, r, change, p, significant, verdict, len(xb), len(xr))
 

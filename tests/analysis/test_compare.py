@@ -78,3 +78,17 @@ def test_fail_on_parses_relative_and_absolute():
     t = parse_fail_on("ttft_p90:+10%,cache_hit_rate:-0.02")
     assert (t[0].increase, t[0].amount, t[0].relative) == (True, 0.1, True)
     assert (t[1].increase, t[1].amount, t[1].relative) == (False, 0.02, False)
+
+
+def test_errors_appearing_from_a_clean_baseline_fail_an_absolute_threshold(runs, tmp_path):
+    from tests.analysis.golden import MANIFEST, write_run
+    from tests.analysis.synthetic import synthetic_records
+
+    records = synthetic_records(seed=2)
+    for r in records[::5]:  # a fifth of the requests now time out
+        r.update(status="timeout", error={"class": "TimeoutError", "message": "slow"})
+    broken = write_run(tmp_path / "broken", records, {**MANIFEST, "run_id": "broken"})
+    result = compare_runs([runs["a"]], [broken], fail_on="error_rate:+0.05")
+    row = _row(result, "error_rate")
+    assert row.baseline == 0 and row.run == pytest.approx(0.2) and row.verdict == "worse"
+    assert result.exit_code == 1
