@@ -124,3 +124,24 @@ def test_metrics_hit_counter_is_the_sum_of_reported_cached_tokens(replay, server
     assert metric_total(text, "vllm:request_success_total", finished_reason="length") == len(replay.usages)
     assert metric_total(text, "vllm:num_requests_running") == 0
     assert metric_total(text, "vllm:e2e_request_latency_seconds_count") == len(replay.usages)
+
+
+def test_cpu_tier_hits_are_reported_per_request_and_in_metrics():
+    # 20 device blocks: the second prompt evicts the first to the CPU tier; the third brings it back
+    config = EngineConfig(runner="simulated", sim_time_scale=0.0, num_gpu_blocks=20, cpu_offload_blocks=64,
+                          device="cpu", max_model_len=300)
+    first = [1000 + i % 500 for i in range(200)]
+    second = [1100 + i % 400 for i in range(200)]
+    with BackgroundServer(config) as server, openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused",
+                                                           max_retries=0) as client:
+        usages = [client.completions.create(model=MODEL, prompt=p, max_tokens=2).usage
+                  for p in (first, second, first)]
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    details = [u.prompt_tokens_details for u in usages]
+    assert details[2].cached_tokens == 192
+    assert details[2].model_extra["cached_tokens_cpu"] > 0
+    assert details[2].model_extra["cached_tokens_cpu"] + details[2].model_extra["cached_tokens_device"] == 192
+    assert metric_total(text, "harness:cpu_prefix_cache_hits_total") == sum(
+        d.model_extra["cached_tokens_cpu"] for d in details)
+    assert metric_total(text, "vllm:prefix_cache_hits_total") == sum(d.cached_tokens for d in details)
