@@ -79,3 +79,29 @@ async def test_unreachable_endpoint_at_start_is_a_target_error(make_server, tmp_
     with pytest.raises(TargetError, match="cannot reach endpoint"):
         await replay(trace(sess("a", [(4, 2, 0)])), url, tmp_path)
     assert load_manifest(tmp_path)["status"] == "failed"
+
+
+async def test_total_timeout_bounds_a_slow_but_steady_stream(make_server, tmp_path):
+    srv = await make_server(token_delay=0.05)
+    tm = Timeouts(connect=2, ttft=2, idle=1, total=0.4)
+    _, records, _ = await replay(
+        trace(sess("slow", [(8, 100, 0)])), srv.url, tmp_path, target_kw={"timeouts": tm}
+    )
+    (r,) = records
+    assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout")
+    assert 0.4 <= r["t_done"] - r["t_sent"] < 0.6 and 3 <= len(r["chunk_times"]) < 100
+
+
+async def test_ttft_timeout_counts_the_wait_after_headers(make_server, tmp_path):
+    srv = await make_server(ttft_base=1.0)  # headers and the role chunk at once, then nothing
+    tm = Timeouts(connect=2, ttft=0.3, idle=5, total=10)
+    _, records, _ = await replay(
+        trace(sess("a", [(8, 4, 0)])), srv.url, tmp_path, target_kw={"timeouts": tm}
+    )
+    (r,) = records
+    assert (r["status"], r["error"]["class"], r["t_first_token"]) == (
+        "timeout",
+        "TTFTTimeout",
+        None,
+    )
+    assert 0.3 <= r["t_done"] - r["t_sent"] < 0.5

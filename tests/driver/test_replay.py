@@ -5,7 +5,7 @@ import pytest
 from harness.trace.content import Content
 from tests.driver.helpers import by_id, replay, sess, trace
 
-SLACK = 0.05  # scheduling slack on a shared 2-core machine
+SLACK = 0.3  # scheduling slack: generous, for a loaded 2-core machine
 
 
 async def test_turns_in_order_after_think_time(server, tmp_path):
@@ -185,3 +185,18 @@ async def test_continuous_usage_counts_tokens_per_chunk(server, tmp_path):
             r["status"] == "ok"
             and sum(r["chunk_tokens"]) == r["completion_tokens"] == r["output_tokens_expected"]
         )
+
+
+async def test_live_history_reaches_forked_subagents(server, tmp_path):
+    tr = trace(
+        sess("p", [(8, 3, 0, ["p.f"]), (8, 2, 0)]),
+        sess("p.f", [(8, 2, 0), (8, 2, 0)], parent="p", fork_turn=0, mode="fork"),
+    )
+    await replay(tr, server.url, tmp_path, history="live")
+    bodies = {e["request_id"]: e["body"]["messages"] for e in server.log}
+    assert [m["content"] for m in bodies["p.f:0"] if m["role"] == "assistant"] == [" x0 x1 x2"]
+    assert [m["content"] for m in bodies["p.f:1"] if m["role"] == "assistant"] == [
+        " x0 x1 x2",
+        " x0 x1",
+    ]
+    assert [m["content"] for m in bodies["p:1"] if m["role"] == "assistant"] == [" x0 x1 x2"]
