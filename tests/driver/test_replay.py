@@ -200,3 +200,13 @@ async def test_live_history_reaches_forked_subagents(server, tmp_path):
         " x0 x1",
     ]
     assert [m["content"] for m in bodies["p:1"] if m["role"] == "assistant"] == [" x0 x1 x2"]
+
+
+async def test_ttft_follows_the_servers_uncached_work(make_server, tmp_path):
+    srv = await make_server(ttft_per_token=0.001)  # 1 ms per prompt token not in its cache
+    tr = trace(sess("a", [(8, 2, 0), (8, 2, 0)], system=300))
+    _, records, _ = await replay(tr, srv.url, tmp_path)
+    ttft = [r["t_first_token"] - r["t_sent"] for r in records]
+    assert ttft[0] >= 0.3  # all 300+ tokens computed
+    assert ttft[1] < ttft[0] - 0.2  # the prefix was cached
+    assert records[1]["cached_tokens"] >= 288
