@@ -29,6 +29,7 @@ class SSEParser:
         if (
             self._started
             and not self._buf
+            and len(data) <= self._max
             and data.startswith(b"data: ")
             and data.find(b"\n") == len(data) - 2
             and data.endswith(b"\n\n")
@@ -52,6 +53,8 @@ class SSEParser:
             raise SSEError(f"event larger than {self._max} bytes")
         out: list[bytes] = []
         for block in blocks:
+            if len(block) > self._max:
+                raise SSEError(f"event larger than {self._max} bytes")
             if block.startswith(b"data: ") and b"\n" not in block:
                 out.append(block[6:])  # one data line
             elif block:

@@ -59,10 +59,12 @@ def test_byte_order_mark_and_leading_blank_lines():
     assert feed_all([b"\xef\xbb\xbf\n\ndata: a\n\n"]) == [b"a"]
 
 
-def test_oversized_event_raises():
+@pytest.mark.parametrize("tail", [b"", b"\n\n", b"\n\ndata: y\n\n"])
+def test_oversized_event_raises(tail):
     p = SSEParser(max_event_bytes=100)
+    p.feed(b"data: ok\n\n")
     with pytest.raises(SSEError):
-        p.feed(b"data: " + b"x" * 200)
+        p.feed(b"data: " + b"x" * 200 + tail)
 
 
 # ---- decoding payloads ----------------------------------------------------------------------
