@@ -124,7 +124,8 @@ def test_open_loop_keeps_the_schedule_on_one_clock(runs):
     t0 = load_manifest(out / "open-ray")["t0_perf_counter"]
     gaps = [res["server_recv"][r["request_id"]] - (t0 + r["t_sent"]) for r in ray]
     assert min(gaps) >= 0 and max(gaps) < 0.25, (min(gaps), max(gaps))
-    assert all(r["t_sent"] >= r["t_scheduled"] - 1e-6 for r in ray)
+    # never early beyond timer granularity (an event loop's timers may fire up to ~1 ms early)
+    assert all(r["t_sent"] >= r["t_scheduled"] - 0.002 for r in ray)
 
 
 def test_histograms_merged_from_workers_equal_the_pooled_ones(runs):

@@ -16,22 +16,21 @@ from harness.driver.config import ReplayConfig
 from harness.schema import RECORDS_FILE
 from harness.trace.content import Content
 from harness.trace.model import Trace
-from harness.trace.prefix import IdealPrefixCache
+from harness.trace.prefix import IdealPrefixCache, block_hit
 
 
 def recompute_ideal(trace: Trace, config: ReplayConfig, run_dir: Path) -> int:
     """Rewrite `cached_tokens_ideal` in `run_dir`'s records; returns how many changed."""
     path = Path(run_dir) / RECORDS_FILE
     records = [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
-    content = Content(trace, salt=config.salt)
-    cache = IdealPrefixCache(config.block_size)
+    ideal = _IdealWalk(trace, config)
     order = sorted(range(len(records)), key=lambda i: (records[i]["t_sent"], i))
     changed = 0
     for i in order:
         rec = records[i]
-        ideal = cache.observe(content.segments(rec["session_id"], rec["turn"]))
-        changed += rec["cached_tokens_ideal"] != ideal
-        rec["cached_tokens_ideal"] = ideal
+        hit = ideal.observe(rec["session_id"], rec["turn"])
+        changed += rec["cached_tokens_ideal"] != hit
+        rec["cached_tokens_ideal"] = hit
     if changed:
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("wb") as fh:
@@ -39,3 +38,32 @@ def recompute_ideal(trace: Trace, config: ReplayConfig, run_dir: Path) -> int:
                 fh.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
         tmp.replace(path)
     return changed
+
+
+class _IdealWalk:
+    """One ideal cache fed in send order. A turn whose previous turn was seen walks only what it
+    appends, from where that prompt ended in the trie (as trace stats does), so a 100-turn
+    session costs linear, not quadratic, time."""
+
+    def __init__(self, trace: Trace, config: ReplayConfig) -> None:
+        self.trace, self.content = trace, Content(trace, salt=config.salt)
+        self.cache = IdealPrefixCache(config.block_size)
+        self.end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, trie node, length)
+
+    def observe(self, sid: str, k: int) -> int:
+        turns = self.trace.session(sid).turns
+        prev = self.end.get(sid)
+        if (
+            prev
+            and prev[0] == k - 1
+            and turns[k].hash_ids is None
+            and turns[k - 1].hash_ids is None
+        ):
+            _, node, length = prev
+            segs = self.content.new_segments(sid, k)
+        else:
+            node, length, segs = 0, 0, self.content.segments(sid, k)
+        total = length + sum(s.length for s in segs)
+        hit = block_hit(length + self.cache.shared_prefix(segs, node), total, self.cache.block_size)
+        self.end[sid] = (k, self.cache.insert(segs, node), total)
+        return hit

@@ -5,7 +5,9 @@ This class is plain Python; the coordinator wraps it with `ray.remote`, so impor
 needs no Ray. Its methods run on the actor's own event loop: `start` returns at once and the
 replay runs as a task; `poll` long-polls (returns as soon as there are records, or after
 `wait_s`) with the records finished since the last poll and the requests sent since then, so
-the coordinator knows what is in flight should this process die.
+the coordinator knows what is in flight should this process die. A reply gathers what happens
+within `BATCH_S` of the first news, which bounds the poll rate under load (to ~1/BATCH_S) and
+keeps a send unannounced for about that long at most.
 """
 
 from __future__ import annotations
@@ -15,41 +17,31 @@ import contextlib
 import os
 import socket
 import time
-from collections import Counter
 
 from harness.driver.config import ReplayConfig
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.recorder import OutcomeCounts
 from harness.driver.replay import Replay, ReplayResult
 from harness.trace.model import Trace
 
 
-class BufferRecorder:
+class BufferRecorder(OutcomeCounts):
     """The driver's Recorder interface, holding records in memory until polled."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.pending: list[dict] = []
-        self.by_status: Counter[str] = Counter()
-        self.by_error: Counter[str] = Counter()
-        self.arrived = asyncio.Event()
+        self.news = asyncio.Event()  # a record, a request sent, or the end: worth a poll reply
 
     def write(self, rec: dict) -> None:
         self.pending.append(rec)
-        self.by_status[rec["status"]] += 1
-        if rec["error"] is not None and rec["status"] != "cancelled":
-            self.by_error[rec["error"]["class"]] += 1
-        self.arrived.set()
+        self.observe(rec)
+        self.news.set()
 
     def drain(self) -> list[dict]:
         out, self.pending = self.pending, []
-        self.arrived.clear()
+        self.news.clear()
         return out
-
-    def counts(self) -> dict:
-        return {
-            "requests": sum(self.by_status.values()),
-            "by_status": dict(self.by_status),
-            "errors_by_class": dict(self.by_error),
-        }
 
     def close(self) -> None:
         pass
@@ -58,6 +50,24 @@ class BufferRecorder:
 def local_t0(start_wall: float) -> float:
     """The perf_counter instant of the wall-clock instant `start_wall` on this machine."""
     return time.perf_counter() + (start_wall - time.time())
+
+
+BATCH_S = 0.02
+
+
+class _Announcing:
+    """The target, telling the worker each time a request is sent (so a poll can report it)."""
+
+    def __init__(self, target: OpenAIHTTPTarget, news: asyncio.Event) -> None:
+        self.target, self.news = target, news
+        self.name, self.endpoints = target.name, target.endpoints
+
+    def stream(self, req):
+        self.news.set()
+        return self.target.stream(req)
+
+    def describe(self) -> dict:
+        return self.target.describe()
 
 
 class ReplayWorker:
@@ -84,7 +94,10 @@ class ReplayWorker:
         """Run the shard from `start_wall` (epoch seconds, shared by every worker). The target
         config may hold an API key: it lives in this process's memory only."""
         target = OpenAIHTTPTarget(target_config)
-        self.replay = Replay(self.trace, target, self.config, self.recorder, schedule=self.schedule)
+        announcing = _Announcing(target, self.recorder.news)
+        self.replay = Replay(
+            self.trace, announcing, self.config, self.recorder, schedule=self.schedule
+        )
         self.task = asyncio.create_task(self._run(target, local_t0(start_wall)))
 
     async def _run(self, target: OpenAIHTTPTarget, t0: float) -> None:
@@ -98,15 +111,16 @@ class ReplayWorker:
         finally:
             with contextlib.suppress(Exception):
                 await target.close()
-            self.recorder.arrived.set()
+            self.recorder.news.set()
 
     async def poll(self, wait_s: float) -> dict:
-        done = self.task is not None and self.task.done()
-        if not self.recorder.pending and not done:
+        if not self._done():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_s):
-                    await self.recorder.arrived.wait()
-        done = self.task is not None and self.task.done()
+                    await self.recorder.news.wait()
+            if not self._done():
+                await asyncio.sleep(BATCH_S)
+        done = self._done()
         records = self.recorder.drain()
         return {
             "records": records,
@@ -115,6 +129,9 @@ class ReplayWorker:
             "result": self._result() if done else None,
             "error": self.error,
         }
+
+    def _done(self) -> bool:
+        return self.task is not None and self.task.done()
 
     def _started(self, finished: list[dict]) -> list[dict]:
         """Requests sent since the last poll and still in flight (copies, without chunks)."""

@@ -106,6 +106,7 @@ async def worker_loss(url: str, out: Path) -> dict:
         if records.exists() and len(records.read_bytes().splitlines()) >= 6:
             break
         await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # the next turns (0.3 s each) are sent and announced by now
     victim = next(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                   if a["name"].startswith("harness:loss:") and a["name"].endswith("worker-0"))
     ray.kill(ray.get_actor(victim))
