@@ -141,3 +141,35 @@ def test_help_documents_every_flag():
         for opt in action.option_strings:
             assert opt in text
         assert action.help, action.dest
+
+
+async def test_replay_of_a_mooncake_trace(server, tmp_path):
+    # An imported, block-addressed trace: prompts are whole blocks of shared hash ids.
+    path = tmp_path / "mooncake.jsonl"
+    lines = [
+        {"timestamp": 0, "input_length": 1100, "output_length": 4, "hash_ids": [1, 2, 3]},
+        {"timestamp": 50, "input_length": 1500, "output_length": 4, "hash_ids": [1, 2, 4]},
+        {"timestamp": 100, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]},
+    ]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    run = tmp_path / "run"
+    args = (
+        "replay",
+        path,
+        "--endpoint",
+        server.url,
+        "--model",
+        "m",
+        "--timestamps",
+        "--time-scale",
+        "0.001",
+    )
+    proc = await _harness(*args, "--api", "completions", "--block-size", "16", "-o", run)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    recs = sorted(load_records(run), key=lambda r: r["t_scheduled"])
+    assert [r["status"] for r in recs] == ["ok"] * 3
+    assert [r["prompt_tokens"] for r in recs] == [1100, 1500, 600]
+    # the 2nd shares blocks 1-2 (1024 tokens) with the 1st; the 3rd is blocks 1-2 itself (capped)
+    assert [r["cached_tokens_ideal"] for r in recs] == [0, 1024, 592]
+    assert [r["cached_tokens"] for r in recs] == [0, 1024, 592]
