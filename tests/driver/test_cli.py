@@ -162,7 +162,7 @@ async def test_replay_of_a_mooncake_trace(server, tmp_path):
         "m",
         "--timestamps",
         "--time-scale",
-        "0.001",
+        "1",
     )
     proc = await _harness(*args, "--api", "completions", "--block-size", "16", "-o", run)
     _, err = await asyncio.wait_for(proc.communicate(), 60)
