@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Replay a trace's sessions against one or more OpenAI-compatible endpoints and "
         "write one record per request to RUN_DIR/records.jsonl, plus RUN_DIR/manifest.json. "
         "Exit 0 when the run completes (failed requests are records, counted in the summary), "
-        "1 when every request failed, 130 when interrupted (Ctrl-C / SIGTERM).",
+        "1 when every request failed, 2 on bad input or an endpoint that cannot be reached, "
+        "130 when interrupted (Ctrl-C / SIGTERM). See docs/driver.md.",
     )
     p.add_argument("trace", help="trace file (native JSONL, Mooncake or Weka/AgentX; detected)")
     p.add_argument(
