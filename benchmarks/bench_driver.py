@@ -1,7 +1,7 @@
 """Driver capacity and timing accuracy, each beside a minimal raw aiohttp reader in the same run.
 
     .venv/bin/python benchmarks/bench_driver.py [--duration 6] [--concurrency 64 256 1024]
-                                                 [--output-tokens 256] [--repeats 1] [--json FILE]
+                                                 [--output-tokens 256] [--repeats 1] [--pin] [--json FILE]
 
 A zero-delay SSE server (tests/driver/sse_server.py) runs in its own process. For each
 concurrency, two clients run in turn, each in a fresh process so `time.process_time()` is its own:
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -205,7 +206,11 @@ def _run_client(role: str, url: str, c: int, args) -> dict:
         str(args.output_tokens),
     ]
     out = subprocess.run(
-        cmd, capture_output=True, check=True, timeout=args.duration * 10 + 120
+        cmd,
+        capture_output=True,
+        check=True,
+        timeout=args.duration * 10 + 120,
+        preexec_fn=_pin(args.pin, 1),
     ).stdout
     res = json.loads(out)
     res.update(_accuracy(res.pop("firsts"), _get_log(url)))
@@ -219,12 +224,20 @@ def _run_client(role: str, url: str, c: int, args) -> dict:
     return res
 
 
-def _start_server() -> tuple[subprocess.Popen, str]:
+def _pin(enabled: bool, cpu: int):
+    """With --pin, the server runs on CPU 0 and each client on CPU 1 (Linux)."""
+    if not enabled or not hasattr(os, "sched_setaffinity"):
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu % (os.cpu_count() or 1)})
+
+
+def _start_server(pin: bool) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        preexec_fn=_pin(pin, 0),
     )
     line = proc.stdout.readline()
     if not line.startswith("PORT "):
@@ -240,6 +253,7 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--pin", action="store_true", help="server on CPU 0, clients on CPU 1")
     ap.add_argument("--client", choices=("raw", "driver"), help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -253,7 +267,7 @@ def main() -> None:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
             print(json.dumps(runner.run(coro)))
         return
-    server, url = _start_server()
+    server, url = _start_server(args.pin)
     rows = []
     try:
         for c in args.concurrency:
