@@ -32,6 +32,13 @@ def _figure(title: str, width: float = 7.0, height: float = 4.0) -> tuple[Figure
     return fig, ax
 
 
+def _legend(ax: plt.Axes) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
+
+
 def _thin(values: np.ndarray) -> np.ndarray:
     v = values[np.isfinite(values)]
     return v[:: max(1, v.size // MAX_POINTS)] if v.size > MAX_POINTS else v
@@ -66,7 +73,7 @@ def interactivity(analyses: list[Analysis]) -> Figure:
         if p90:
             ax.axvline(p90, color=color, ls="--", lw=1.2, label=f"{a.run.name} P90 = {p90:.3g}")
     ax.set_xlabel("tokens/s/user")
-    ax.legend(loc="best", fontsize="small")
+    _legend(ax)
     return fig
 
 
@@ -79,7 +86,7 @@ def cache_by_turn(analyses: list[Analysis]) -> Figure:
     ax.set_xlabel("turn index")
     ax.set_ylabel("hit rate")
     ax.set_ylim(0, 1.02)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return fig
 
 
@@ -101,7 +108,7 @@ def over_time(analyses: list[Analysis], bins: int = 60) -> Figure:
     top.set_ylabel("output tokens/s")
     bottom.set_ylabel("requests in flight")
     bottom.set_xlabel("seconds since the first measured send")
-    top.legend(fontsize="small")
+    _legend(top)
     return fig
 
 

@@ -95,7 +95,7 @@ def task_graph(records: pd.DataFrame, trace: Trace | None) -> TaskGraph:
         last = ranked.drop_duplicates("dst", keep="last")
         best[last["dst"].to_numpy()] = last["src"].to_numpy()
     by_task = np.lexsort((t_done, task_code))
-    ends = np.flatnonzero(np.r_[task_code[by_task][1:] != task_code[by_task][:-1], True])
+    ends = np.flatnonzero(np.r_[task_code[by_task][1:] != task_code[by_task][:-1], True]) if len(recs) else by_task
     last_row = pd.Series(by_task[ends], index=s.ids[task_code[by_task][ends]])
     return TaskGraph(recs=recs, edges=edges, best_pred=best, task_code=task_code, last_row=last_row)
 

@@ -72,3 +72,17 @@ def test_pareto_frontier_keeps_points_nothing_beats_on_both_axes():
     # (interactivity, tpgs): (2, 5) is beaten by (3, 6); (1, 9), (3, 6), (5, 2) trade off.
     points = [(1, 9), (2, 5), (3, 6), (5, 2), (4, 1)]
     assert pareto_frontier(points) == [0, 2, 3]
+
+
+@pytest.mark.parametrize("kind", ["all failed", "no records"])
+def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
+    from harness.analysis.summary import analyze_run
+    from tests.analysis.golden import GOLDEN_RECORDS
+
+    failed = [dict(r, status="error", error={"class": "HTTPError", "message": "500"}) for r in GOLDEN_RECORDS]
+    run = write_run(tmp_path / "r", records=failed if kind == "all failed" else [])
+    summary = analyze_run(run)
+    assert summary["requests_ok"] == 0 and summary["ttft_s"]["count"] == 0 and summary["tpgs"] is None
+    assert summary["requests_failed"] == (6 if kind == "all failed" else 0)
+    text = write_report([run], tmp_path / "report.html").read_text()
+    assert "requests ok / failed" in text
