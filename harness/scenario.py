@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness import yamlconf
 from harness.errors import ScenarioError
 
 
@@ -143,62 +144,18 @@ class Scenario(_Strict):
 # ---- loading -------------------------------------------------------------------------------
 
 
-def set_path(doc: dict, dotted: str, value: Any) -> None:
-    """Set a dotted key in a nested dict, creating mappings on the way."""
-    keys = dotted.split(".")
-    node = doc
-    for key in keys[:-1]:
-        nxt = node.get(key)
-        if nxt is None:
-            nxt = node[key] = {}
-        if not isinstance(nxt, dict):
-            raise ScenarioError(f"cannot set '{dotted}': '{key}' is not a mapping", field=dotted)
-        node = nxt
-    node[keys[-1]] = value
-
-
 def parse_set(item: str) -> tuple[str, Any]:
-    """'load.concurrency=8' -> ('load.concurrency', 8); the value is read as YAML."""
-    key, sep, raw = item.partition("=")
-    if not sep or not key.strip():
-        raise ScenarioError(f"--set expects key=value, got {item!r}")
-    try:
-        return key.strip(), yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"--set {key}: value is not valid YAML ({exc})") from None
+    return yamlconf.parse_set(item, ScenarioError)
 
 
-def _line_of(root: yaml.Node | None, loc: tuple) -> int | None:
-    """1-based line of the YAML node at `loc` (or its nearest existing parent)."""
-    node, line = root, None
-    for part in loc:
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == str(part)), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-        else:
-            node = None
-    if node is not None:
-        line = node.start_mark.line + 1
-    return line
+def set_path(doc: dict, dotted: str, value: Any) -> None:
+    yamlconf.set_path(doc, dotted, value, ScenarioError)
 
 
-def validate(doc: Any, *, source: str = "<scenario>", root: yaml.Node | None = None) -> Scenario:
-    if not isinstance(doc, dict):
-        raise ScenarioError("a scenario must be a YAML mapping", path=source)
-    try:
-        scenario = Scenario.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        field = ".".join(str(p) for p in loc) or None
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        raise ScenarioError(msg, path=source, line=_line_of(root, loc), field=field) from None
+def validate(doc: Any, *, source: str = "<scenario>", root: yaml.Node | None = None,
+             overrides: tuple[str, ...] = ()) -> Scenario:
+    scenario = yamlconf.validate_model(Scenario, doc, ScenarioError, source=source, root=root,
+                                       what="scenario", overrides=overrides)
     _check_parts(scenario, source, root)
     return scenario
 
@@ -217,29 +174,20 @@ def _check_parts(scenario: Scenario, source: str, root: yaml.Node | None) -> Non
         try:
             check()
         except HarnessError as exc:
-            raise ScenarioError(str(exc), path=source, line=_line_of(root, loc), field=".".join(loc)) from None
+            raise ScenarioError(str(exc), path=source, line=yamlconf.line_of(root, loc), field=".".join(loc)) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read scenario: {exc.strerror}", path=path) from None
-    try:
-        root = yaml.compose(text)
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(f"invalid YAML: {problem}", path=path, line=line) from None
+    doc, root = yamlconf.read_yaml(path, ScenarioError, "scenario")
+    keys = []
     if isinstance(doc, dict):
         doc = resolve_paths(doc, path.parent)
         for item in overrides:
             key, value = parse_set(item)
             set_path(doc, key, value)
-    return validate(doc, source=str(path), root=root)
+            keys.append(key)
+    return validate(doc, source=str(path), root=root, overrides=tuple(keys))
 
 
 def resolve_paths(doc: dict, base: Path) -> dict:

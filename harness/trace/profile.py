@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness import yamlconf
 from harness.errors import ProfileError
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
@@ -88,50 +88,17 @@ class Profile(_Strict):
 
 
 def set_path(doc: dict, dotted: str, value: Any) -> None:
-    node = doc
-    keys = dotted.split(".")
-    for key in keys[:-1]:
-        nxt = node.setdefault(key, {})
-        if not isinstance(nxt, dict):
-            raise ProfileError(f"cannot set '{dotted}': '{key}' is not a mapping", field=dotted)
-        node = nxt
-    node[keys[-1]] = value
+    yamlconf.set_path(doc, dotted, value, ProfileError)
 
 
 def parse_set(item: str) -> tuple[str, Any]:
     """'subagents.mode=spawn' -> ('subagents.mode', 'spawn'); the value is read as YAML."""
-    key, sep, raw = item.partition("=")
-    if not sep or not key.strip():
-        raise ProfileError(f"--set expects key=value, got {item!r}")
-    try:
-        return key.strip(), yaml.safe_load(raw)
-    except yaml.YAMLError:
-        raise ProfileError(f"--set {key}: value is not valid YAML") from None
+    return yamlconf.parse_set(item, ProfileError)
 
 
-def validate_profile(doc: Any, *, source: str = "<profile>") -> Profile:
-    if not isinstance(doc, dict):
-        raise ProfileError("a profile must be a YAML mapping", path=source)
-    try:
-        return Profile.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or None
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ProfileError(msg, path=source, field=field) from None
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"cannot read profile: {exc.strerror}", path=path) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ProfileError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path, line=line) from None
+def validate_profile(doc: Any, *, source: str = "<profile>", root=None, overrides: tuple[str, ...] = ()) -> Profile:
+    return yamlconf.validate_model(Profile, doc, ProfileError, source=source, root=root, what="profile",
+                                   overrides=overrides)
 
 
 def load_profile(
@@ -142,10 +109,13 @@ def load_profile(
 ) -> Profile:
     """Read a profile (default `workloads/agentx.yaml`), apply dotted overrides, validate."""
     path = Path(path) if path is not None else DEFAULT_PROFILE
-    doc = copy.deepcopy(_read_yaml(path))
+    doc, root = yamlconf.read_yaml(path, ProfileError, "profile")
+    doc, keys = copy.deepcopy(doc), list((overrides or {}).keys())
     if isinstance(doc, dict):
         for key, value in (overrides or {}).items():
             set_path(doc, key, value)
         for item in sets:
-            set_path(doc, *parse_set(item))
-    return validate_profile(doc, source=str(path))
+            key, value = parse_set(item)
+            set_path(doc, key, value)
+            keys.append(key)
+    return validate_profile(doc, source=str(path), root=root, overrides=tuple(keys))

@@ -50,3 +50,13 @@ def test_bad_files(tmp_path):
         load_profile(write(tmp_path / "list.yaml", "- 1\n"))
     with pytest.raises(ProfileError, match="--set expects key=value"):
         load_profile(sets=["turns.median"])
+
+
+def test_an_error_in_the_file_names_its_line(tmp_path):
+    from harness.errors import ProfileError
+    from harness.trace.profile import load_profile
+
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nturns: {median: 43}\nsubagents:\n  probability: 2.0\n")
+    with pytest.raises(ProfileError, match=r"p\.yaml:4: field 'subagents\.probability'"):
+        load_profile(path)

@@ -1,0 +1,93 @@
+"""YAML config files (scenarios, workload profiles): read, override, validate, with errors that
+name the file, the line and the dotted field.
+
+`--set a.b=value` overrides are applied to the raw document before validation, so they are
+checked exactly like the file itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness.errors import InputError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_yaml(path: Path, error: type[InputError], what: str) -> tuple[Any, yaml.Node | None]:
+    """The document and its node tree (for line numbers)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read {what}: {exc.strerror}", path=path) from None
+    try:
+        return yaml.safe_load(text), yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(f"invalid YAML: {problem}", path=path, line=line) from None
+
+
+def set_path(doc: dict, dotted: str, value: Any, error: type[InputError]) -> None:
+    """Set a dotted key in a nested mapping, creating mappings on the way."""
+    keys = dotted.split(".")
+    node = doc
+    for key in keys[:-1]:
+        nxt = node.get(key)
+        if nxt is None:
+            nxt = node[key] = {}
+        if not isinstance(nxt, dict):
+            raise error(f"cannot set '{dotted}': '{key}' is not a mapping", field=dotted)
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_set(item: str, error: type[InputError]) -> tuple[str, Any]:
+    """'load.concurrency=8' -> ('load.concurrency', 8); the value is read as YAML."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise error(f"--set expects key=value, got {item!r}")
+    try:
+        return key.strip(), yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise error(f"--set {key}: value is not valid YAML") from None
+
+
+def line_of(root: yaml.Node | None, loc: tuple) -> int | None:
+    """1-based line of the YAML node at `loc`; None when the file has no such node."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return None
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def _overridden(loc: tuple, overrides: tuple[str, ...]) -> bool:
+    dotted = ".".join(str(p) for p in loc)
+    return any(dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".") for o in overrides)
+
+
+def validate_model(model: type[M], doc: Any, error: type[InputError], *, source: str,
+                   root: yaml.Node | None = None, what: str = "file", overrides: tuple[str, ...] = ()) -> M:
+    """The validated model; an error names the file, the line (when the value came from the file,
+    not from an override) and the dotted field."""
+    if not isinstance(doc, dict):
+        raise error(f"a {what} must be a YAML mapping", path=source)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        field = ".".join(str(p) for p in loc) or None
+        line = None if _overridden(loc, overrides) else line_of(root, loc)
+        raise error(msg, path=source, line=line, field=field) from None
