@@ -56,7 +56,12 @@ def test_an_error_in_the_file_names_its_line(tmp_path):
     from harness.errors import ProfileError
     from harness.trace.profile import load_profile
 
+    from harness.trace.profile import DEFAULT_PROFILE
+
+    lines = DEFAULT_PROFILE.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("probability:"))
+    lines[at] = "  probability: 2.0"
     path = tmp_path / "p.yaml"
-    path.write_text("name: p\nturns: {median: 43}\nsubagents:\n  probability: 2.0\n")
-    with pytest.raises(ProfileError, match=r"p\.yaml:4: field 'subagents\.probability'"):
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ProfileError, match=rf"p\.yaml:{at + 1}: field 'subagents\.probability'"):
         load_profile(path)
