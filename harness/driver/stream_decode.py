@@ -39,7 +39,23 @@ class StreamDecoder:
         texts = self._texts
         for payload in payloads:
             try:
-                tokens += self._event(payload, texts, t)
+                # Fast path, inlined (it runs for every token): a plain content delta.
+                try:
+                    obj = _loads(payload)
+                except _JSONError:
+                    obj = None
+                if type(obj) is dict and obj.get("usage") is None and obj.get("error") is None:
+                    choices = obj.get("choices")
+                    if choices:
+                        choice = choices[0]
+                        delta = choice.get("delta")
+                        text = choice.get("text") if delta is None else delta.get("content")
+                        if text:
+                            tokens += 1
+                            if texts is not None:
+                                texts.append(text)
+                            continue
+                tokens += self.decode(payload, obj, t)
             except (AttributeError, TypeError, IndexError, KeyError):  # JSON of the wrong shape
                 self._fail(t, "MalformedEvent", f"unexpected event shape: {payload[:200]!r}")
             if self.failure is not None:
@@ -52,24 +68,6 @@ class StreamDecoder:
         text = "".join(texts)
         texts.clear()
         return Chunk(t, tokens, text)
-
-    def _event(self, payload: bytes, texts: list[str] | None, t: float) -> int:
-        # Fast path first (it runs for every token): a plain content delta.
-        try:
-            obj = _loads(payload)
-        except _JSONError:
-            obj = None
-        if type(obj) is dict and obj.get("usage") is None and obj.get("error") is None:
-            choices = obj.get("choices")
-            if choices:
-                choice = choices[0]
-                delta = choice.get("delta")
-                text = choice.get("text") if delta is None else delta.get("content")
-                if text:
-                    if texts is not None:
-                        texts.append(text)
-                    return 1
-        return self.decode(payload, obj, t)
 
     def decode(self, payload: bytes, obj: object, t: float) -> int:
         """Output tokens of any event; `obj` is the parsed payload, or None if it did not parse."""

@@ -113,6 +113,8 @@ def test_continuous_usage_gives_exact_tokens_per_chunk():
     [
         (b"{not json", "MalformedEvent"),
         (b"[1, 2]", "MalformedEvent"),
+        (b'{"choices": ["not an object"]}', "MalformedEvent"),
+        (b'{"choices": [{"delta": "text"}]}', "MalformedEvent"),
         (b'{"error": {"message": "overloaded", "code": 503}}', "StreamError"),
     ],
 )
