@@ -16,7 +16,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from harness.analysis.records import load_runs
-from harness.analysis.report_tables import cache_tables, compare_section, summary_rows
+from harness.analysis.report_tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.analysis.summary import Analysis, analyze
 from harness.schema import REPORT_FILE
 
@@ -61,6 +61,7 @@ def render_report(analyses: list[Analysis]) -> str:
     if len(analyses) > 1:
         body += ["<h2>Change against the first run</h2>", compare_section(analyses)]
     body += ["<h2>Prefix cache</h2>", cache_tables(analyses)]
+    body += ["<h2>Tasks (main session + subagents)</h2>", task_tables(analyses)]
     body.append("<h2>Figures</h2>")
     for title, fig in all_figures(analyses).items():
         body.append(_figure_html(title, fig))

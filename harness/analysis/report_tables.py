@@ -96,3 +96,19 @@ def cache_tables(analyses: list[Analysis]) -> str:
                   "cold", "lost", "unknown"]
         out.append(f"<h3>By {html.escape(title)}</h3>" + table(header, rows, "Hit rates over ok requests whose server reported cached tokens."))
     return "\n".join(out)
+
+
+def task_tables(analyses: list[Analysis], top: int = 10) -> str:
+    out = []
+    for a in analyses:
+        tasks = a.tasks
+        done = tasks[tasks["complete"]].sort_values("completion_s", ascending=False).head(top)
+        rows = [[t.task, t.sessions, t.requests, fmt(t.completion_s), fmt(t.critical_path_service_s),
+                 t.critical_path_requests, t.critical_path_sub_requests, fmt(t.join_wait_s)]
+                for t in done.itertuples(index=False)]
+        note = (f"{a.run.name}: the {len(rows)} slowest of {int(tasks['complete'].sum())} complete tasks"
+                f" ({len(tasks)} in all; structure {a.summary['sessions']['structure']}).")
+        header = ["task", "sessions", "requests", "completion (s)", "critical path in server (s)",
+                  "requests on path", "subagent requests on path", "join wait (s)"]
+        out.append(table(header, rows, note))
+    return "\n".join(out)

@@ -37,6 +37,7 @@ def test_report_is_self_contained_and_states_simulated_timings(report):
     assert text.count('src="data:image/png;base64,') >= 8
     assert "Change against the first run" in text
     assert "requests ok / failed" in text
+    assert "slowest of" in text
 
 
 @needs_chromium
@@ -86,3 +87,4 @@ def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
     assert summary["requests_failed"] == (6 if kind == "all failed" else 0)
     text = write_report([run], tmp_path / "report.html").read_text()
     assert "requests ok / failed" in text
+    assert "slowest of" in text
