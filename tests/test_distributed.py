@@ -172,6 +172,27 @@ def test_a_lost_worker_is_reported_and_the_run_finishes(runs):
     assert m["counts"]["by_status"] == loss["by_status"]
 
 
+def test_ctrl_c_interrupts_every_worker(runs):
+    out, res = runs
+    r = res["sigint"]
+    assert r["status"] == "interrupted"
+    assert r["by_status"].get("cancelled", 0) > 0 and r["by_status"].get("ok", 0) > 0
+    assert r["requests"] < 8 * 5  # it stopped sending
+    m = load_manifest(out / "sigint")
+    assert m["status"] == "interrupted" and m["counts"] == {
+        k: r[k] for k in ("requests", "by_status", "errors_by_class")
+    }
+    assert {w["status"] for w in m["workers"]} == {"interrupted"}
+    assert len(load_records(out / "sigint")) == r["requests"]
+
+
+def test_an_unreachable_target_is_one_line(runs):
+    _, res = runs
+    error = res["unreachable_error"]
+    assert error and "\n" not in error and "every Ray worker failed" in error
+    assert not error.startswith("TargetError")
+
+
 # ---- errors, without starting Ray -------------------------------------------------------------
 
 

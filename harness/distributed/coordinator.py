@@ -239,7 +239,8 @@ class _Coordinator:
 
     def _raise_if_nothing_ran(self) -> None:
         if self.health and all(h.status == "failed" and h.requests == 0 for h in self.health):
-            raise TargetError(f"every worker failed; worker 0: {self.health[0].error}")
+            error = self.health[0].error or ""
+            raise TargetError(f"{error.removeprefix('TargetError: ')} (every Ray worker failed)")
 
     def _result(self) -> DistributedReplayResult:
         c = self.recorder.counts()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import signal
 import socket
 import sys
 import threading
@@ -24,6 +26,7 @@ from harness.driver.config import ReplayConfig
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.run import run_replay
 from harness.driver.target import Timeouts
+from harness.errors import TargetError
 from harness.schema import RECORDS_FILE
 from harness.trace.model import Trace
 from harness.trace.native import write_trace
@@ -114,6 +117,33 @@ async def worker_loss(url: str, out: Path) -> dict:
     return {"loss": as_dict(await task), "records_at_kill": killed_at}
 
 
+async def interrupted(url: str, out: Path) -> dict:
+    """SIGINT to the coordinator mid-run: workers stop, in-flight requests end `cancelled`."""
+    tr = small_trace(mains=8, turns=5, output=30)
+    config = ReplayConfig(load="closed", concurrency=4, run_id="sigint")
+    task = asyncio.create_task(run_replay_distributed(tr, http_config(url), config,
+                                                      out / "sigint", workers=2))
+    records = out / "sigint" / RECORDS_FILE
+    while not task.done() and not (records.exists() and records.stat().st_size > 0):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
+    os.kill(os.getpid(), signal.SIGINT)
+    return {"sigint": as_dict(await task)}
+
+
+async def unreachable(out: Path) -> dict:
+    """Nothing listens at the endpoint: the run fails with the target's one-line error."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    try:
+        await run_replay_distributed(small_trace(mains=2), http_config(f"http://127.0.0.1:{port}"),
+                                     ReplayConfig(run_id="down"), out / "down", workers=2)
+    except TargetError as exc:
+        return {"unreachable_error": str(exc)}
+    return {"unreachable_error": None}
+
+
 def scenario_run(url: str, out: Path) -> dict:
     """`harness run` with execution.backend ray, end to end (analysis and report included)."""
     from harness.runner import run_scenario
@@ -144,6 +174,8 @@ def main(out: Path) -> None:
             results.update(scenario_run(server.url, out))
         with ServerThread(ServerConfig(token_delay=0.01)) as server:
             results.update(asyncio.run(worker_loss(server.url, out)))
+            results.update(asyncio.run(interrupted(server.url, out)))
+        results.update(asyncio.run(unreachable(out)))
     finally:
         ray.shutdown()
     results.update(timings, total_s=time.perf_counter() - t)
