@@ -81,6 +81,12 @@ def _cache(s: dict) -> list[str]:
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"missed prompt tokens     cold {miss['cold']:.0f}, lost {miss['lost']:.0f}, unknown {miss['unknown']:.0f}",
     ]
+    for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
+        groups = c.get(key) or {}
+        if len(groups) > 1 or key == "by_agent" and groups:
+            parts = [f"{g} {fmt(v['hit_rate'], '.3f')} (ideal {fmt(v['ideal_hit_rate'], '.3f')}, {v['requests']} req)"
+                     for g, v in groups.items()]
+            out.append(f"{label:<25}" + "; ".join(parts))
     moves = c.get("session_moves")
     if moves:
         m, st = moves["moved"], moves["stayed"]
