@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from harness.errors import RunFolderError
+from harness.errors import RunFolderError, TraceFormatError
 from harness.schema import (
     MANIFEST_FILE,
     MANIFEST_REQUIRED,
@@ -93,10 +93,19 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
-        from harness.trace.native import read_trace
-
-        run.trace = read_trace(path / TRACE_FILE)
+        run.trace = _read_trace(path / TRACE_FILE, run.warnings)
     return run
+
+
+def _read_trace(path: Path, notes: list[str]) -> Trace | None:
+    """The run's trace; one that does not read costs only the session structure (a warning)."""
+    from harness.trace.native import read_trace
+
+    try:
+        return read_trace(path)
+    except TraceFormatError as exc:
+        notes.append(_warn(f"{exc}; session structure inferred from timing instead", stacklevel=3))
+        return None
 
 
 def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True) -> list[Run]:
@@ -216,8 +225,8 @@ def _parse_block(block: list[tuple[int, bytes]], path: Path) -> list[dict]:
     raise RunFolderError("a line does not hold exactly one JSON object", path=path, line=block[0][0])
 
 
-def _warn(message: str) -> str:
-    warnings.warn(message, RunFolderWarning, stacklevel=5)
+def _warn(message: str, stacklevel: int = 5) -> str:
+    warnings.warn(message, RunFolderWarning, stacklevel=stacklevel)
     return message
 
 

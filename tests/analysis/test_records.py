@@ -100,3 +100,11 @@ def test_slos_from_the_scenario(tmp_path):
     path = write_run(tmp_path / "r")
     (path / "scenario.yaml").write_text("name: x\nslos:\n  ttft_p90: 2s\n  tpot: 50ms\n")
     assert analyze_run(path)["goodput"]["slos"] == {"ttft_p90": 2.0, "tpot": 0.05}
+
+
+def test_an_unreadable_trace_is_a_warning_not_a_failure(tmp_path):
+    path = write_run(tmp_path / "r")
+    (path / "trace.jsonl").write_text('{"format": "something-else"}\n')
+    with pytest.warns(RunFolderWarning, match="session structure inferred"):
+        run = load_run(path)
+    assert run.trace is None and run.warnings
