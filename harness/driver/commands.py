@@ -42,10 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _handle(args: argparse.Namespace) -> int:
     from harness.driver import progress
     from harness.driver.run import replay_blocking
-    from harness.trace.formats import load_trace
 
     config = flags.build_config(args)
-    trace = load_trace(args.trace)
+    trace = flags.load_trace_arg(args)
     target = flags.build_target(args, trace, config)
     if (
         config.history == "live"

@@ -170,6 +170,24 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
 def add_content_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("content")
     g.add_argument(
+        "--from",
+        dest="trace_format",
+        default="auto",
+        choices=("auto", "native", "mooncake", "weka"),
+        help="trace format (default: detect)",
+    )
+    g.add_argument(
+        "--group-sessions",
+        action="store_true",
+        help="Mooncake trace: join requests whose hash ids extend an earlier request into sessions",
+    )
+    g.add_argument(
+        "--mooncake-block-size",
+        type=int,
+        metavar="N",
+        help="Mooncake trace: tokens per hash block (default: 512)",
+    )
+    g.add_argument(
         "--history",
         choices=("recorded", "live"),
         default="recorded",
@@ -280,4 +298,15 @@ def build_target(args: argparse.Namespace, trace, config):
             timeouts=timeouts,
             max_connections=args.max_connections or connection_limit(trace, config),
         )
+    )
+
+
+def load_trace_arg(args: argparse.Namespace):
+    from harness.trace.formats import load_trace
+
+    return load_trace(
+        args.trace,
+        args.trace_format,
+        block_size=args.mooncake_block_size,
+        group_sessions=args.group_sessions,
     )

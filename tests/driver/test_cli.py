@@ -164,7 +164,9 @@ async def test_replay_of_a_mooncake_trace(server, tmp_path):
         "--time-scale",
         "1",
     )
-    proc = await _harness(*args, "--api", "completions", "--block-size", "16", "-o", run)
+    proc = await _harness(
+        *args, "--from", "mooncake", "--api", "completions", "--block-size", "16", "-o", run
+    )
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     recs = sorted(load_records(run), key=lambda r: r["t_scheduled"])
