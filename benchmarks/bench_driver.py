@@ -1,7 +1,8 @@
 """Driver capacity and timing accuracy, each beside a minimal raw aiohttp reader in the same run.
 
     .venv/bin/python benchmarks/bench_driver.py [--duration 6] [--concurrency 64 256 1024]
-                                                 [--output-tokens 256] [--repeats 1] [--pin] [--json FILE]
+                                                 [--output-tokens 256] [--repeats 1] [--pin]
+                                                 [--token-delay 0] [--json FILE]
 
 A zero-delay SSE server (tests/driver/sse_server.py) runs in its own process. For each
 concurrency, two clients run in turn, each in a fresh process so `time.process_time()` is its own:
@@ -16,6 +17,12 @@ Reported: streamed tokens/s, requests/s, client CPU µs per streamed token, the 
 (time-weighted requests in flight after the first 10 % of the run), and timing accuracy from the
 server's own stamps: client TTFT − server TTFT, and the lag of the client's first-token stamp
 behind the server's send (both p50 / p99, µs). The machine is shared: numbers are noisy.
+
+Capacity wants the zero-delay server; timing accuracy wants a server that is not saturated
+(a saturated one queues requests before its handler starts, which no client can see):
+
+    bench_driver.py --pin                                          # capacity
+    bench_driver.py --pin --token-delay 0.02 --output-tokens 32    # timing accuracy
 """
 
 from __future__ import annotations
@@ -231,9 +238,10 @@ def _pin(enabled: bool, cpu: int):
     return lambda: os.sched_setaffinity(0, {cpu % (os.cpu_count() or 1)})
 
 
-def _start_server(pin: bool) -> tuple[subprocess.Popen, str]:
+def _start_server(pin: bool, token_delay: float) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"]
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"],
+        [*cmd, "--token-delay", str(token_delay)],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -254,6 +262,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--pin", action="store_true", help="server on CPU 0, clients on CPU 1")
+    ap.add_argument(
+        "--token-delay",
+        type=float,
+        default=0.0,
+        help="server seconds between tokens (0: capacity; e.g. 0.02 keeps the server unsaturated "
+        "so TTFT error measures the client, not the server's queue)",
+    )
     ap.add_argument("--client", choices=("raw", "driver"), help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -267,7 +282,7 @@ def main() -> None:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
             print(json.dumps(runner.run(coro)))
         return
-    server, url = _start_server(args.pin)
+    server, url = _start_server(args.pin, args.token_delay)
     rows = []
     try:
         for c in args.concurrency:
