@@ -63,8 +63,13 @@ async def one(mode: str, url: str, c: int, args) -> dict:
     from harness.distributed import run_replay_distributed
 
     trace = bench_trace(c, args.duration, args.output_tokens)
-    config = ReplayConfig(load="closed", concurrency=c, max_duration=args.duration, drain_s=0,
-                          run_id=f"bench-{mode}-{c}")
+    config = ReplayConfig(
+        load="closed",
+        concurrency=c,
+        max_duration=args.duration,
+        drain_s=0,
+        run_id=f"bench-{mode}-{c}",
+    )
     tc = HTTPTargetConfig(endpoints=(url,), model="m", max_connections=c)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
@@ -99,8 +104,11 @@ def main() -> None:
 
     t = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    print(f"ray.init: {time.perf_counter() - t:.1f} s on {ray.util.get_node_ip_address()}; "
-          f"{os.cpu_count()} CPUs on this machine", flush=True)
+    print(
+        f"ray.init: {time.perf_counter() - t:.1f} s on {ray.util.get_node_ip_address()}; "
+        f"{os.cpu_count()} CPUs on this machine",
+        flush=True,
+    )
     server, url = _start_server()
     rows = []
     try:

@@ -78,9 +78,16 @@ def write_run(path: Path, sessions: int) -> int:
     trace = generate(load_profile(), seed=1, sessions=sessions)
     path.mkdir(parents=True, exist_ok=True)
     write_trace(trace, path / "trace.jsonl")
-    manifest = {"schema_version": 1, "run_id": "scale", "harness_version": "bench",
-                "started_at": None, "ended_at": None, "status": "complete", "n_gpus": 8,
-                "endpoints": ["e0"]}
+    manifest = {
+        "schema_version": 1,
+        "run_id": "scale",
+        "harness_version": "bench",
+        "started_at": None,
+        "ended_at": None,
+        "status": "complete",
+        "n_gpus": 8,
+        "endpoints": ["e0"],
+    }
     (path / "manifest.json").write_text(json.dumps(manifest))
     n = 0
     with (path / "records.jsonl").open("wb") as fh:
@@ -101,18 +108,33 @@ def _session(trace, s, start: float, prompt: int):
         end = t + ttft + turn.output_tokens * 0.004
         chunks = [round(t + ttft, 4), round((t + ttft + end) / 2, 4), round(end, 4)]
         third = turn.output_tokens // 3
-        out.append({
-            "run_id": "scale", "request_id": f"{s.id}:{k}", "session_id": s.id,
-            "parent_session_id": s.parent, "agent": s.agent, "turn": k, "endpoint": "e0",
-            "t_scheduled": round(t, 4), "t_sent": round(t, 4), "t_first_token": chunks[0],
-            "t_last_token": chunks[-1], "t_done": round(end + 1e-3, 4), "chunk_times": chunks,
-            "chunk_tokens": [1, third, turn.output_tokens - third - 1],
-            "prompt_tokens_expected": prompt, "output_tokens_expected": turn.output_tokens,
-            "cached_tokens_ideal": prompt - turn.new_input_tokens, "prompt_tokens": prompt,
-            "completion_tokens": turn.output_tokens,
-            "cached_tokens": prompt - turn.new_input_tokens, "status": "ok", "error": None,
-            "phase": "measure",
-        })
+        out.append(
+            {
+                "run_id": "scale",
+                "request_id": f"{s.id}:{k}",
+                "session_id": s.id,
+                "parent_session_id": s.parent,
+                "agent": s.agent,
+                "turn": k,
+                "endpoint": "e0",
+                "t_scheduled": round(t, 4),
+                "t_sent": round(t, 4),
+                "t_first_token": chunks[0],
+                "t_last_token": chunks[-1],
+                "t_done": round(end + 1e-3, 4),
+                "chunk_times": chunks,
+                "chunk_tokens": [1, third, turn.output_tokens - third - 1],
+                "prompt_tokens_expected": prompt,
+                "output_tokens_expected": turn.output_tokens,
+                "cached_tokens_ideal": prompt - turn.new_input_tokens,
+                "prompt_tokens": prompt,
+                "completion_tokens": turn.output_tokens,
+                "cached_tokens": prompt - turn.new_input_tokens,
+                "status": "ok",
+                "error": None,
+                "phase": "measure",
+            }
+        )
         joined = end
         for child_id in turn.spawns:
             child = trace.session(child_id)
@@ -128,8 +150,9 @@ def _session(trace, s, start: float, prompt: int):
 def measure(name: str, n: int, run: Path) -> dict:
     prep, code = STEPS[name]
     script = RUNNER.format(n=n, run=str(run), prep=prep, code=code)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -138,21 +161,41 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=2000, help="the 1x size")
     ap.add_argument("--factor", type=int, default=10)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--write-run", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.write_run:
+        print(write_run(Path(args.write_run[0]), int(args.write_run[1])))
+        return
     results: dict[str, dict] = {}
     for scale in (1, args.factor):
         n = args.sessions * scale
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "run"
             t = time.perf_counter()
-            records = write_run(run, n)
+            # In its own process: a child's peak RSS starts at its parent's, so the parent
+            # must stay small for every step's ru_maxrss to be its own.
+            records = int(
+                subprocess.run(
+                    [sys.executable, __file__, "--write-run", str(run), str(n)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=ROOT,
+                ).stdout
+            )
             mb = (run / "records.jsonl").stat().st_size / 2**20
-            print(f"{scale}x: {n} sessions, {records} records ({mb:.0f} MB) written in "
-                  f"{time.perf_counter() - t:.0f} s", flush=True)
+            print(
+                f"{scale}x: {n} sessions, {records} records ({mb:.0f} MB) written in "
+                f"{time.perf_counter() - t:.0f} s",
+                flush=True,
+            )
             for name in STEPS:
                 r = results.setdefault(name, {})[scale] = measure(name, n, run)
-                print(f"  {name:12} {r['seconds']:8.2f} s wall {r['cpu_seconds']:8.2f} s CPU  "
-                      f"peak RSS {r['peak_rss_mb']:7.0f} MB", flush=True)
+                print(
+                    f"  {name:12} {r['seconds']:8.2f} s wall {r['cpu_seconds']:8.2f} s CPU  "
+                    f"peak RSS {r['peak_rss_mb']:7.0f} MB",
+                    flush=True,
+                )
     _print_growth(results, args.factor)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
@@ -165,9 +208,11 @@ def _print_growth(results: dict, f: int) -> None:
         if name == "import only":
             continue
         rss1, rssf = r[1]["peak_rss_mb"] - base[1], r[f]["peak_rss_mb"] - base[f]
-        print(f"  {name:12} wall x{r[f]['seconds'] / r[1]['seconds']:5.1f}  "
-              f"CPU x{r[f]['cpu_seconds'] / r[1]['cpu_seconds']:5.1f}  "
-              f"RSS {rss1:6.0f} -> {rssf:6.0f} MB (x{rssf / max(rss1, 1):.1f})")
+        print(
+            f"  {name:12} wall x{r[f]['seconds'] / r[1]['seconds']:5.1f}  "
+            f"CPU x{r[f]['cpu_seconds'] / r[1]['cpu_seconds']:5.1f}  "
+            f"RSS {rss1:6.0f} -> {rssf:6.0f} MB (x{rssf / max(rss1, 1):.1f})"
+        )
 
 
 if __name__ == "__main__":

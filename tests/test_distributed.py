@@ -68,7 +68,9 @@ def test_same_records_and_sessions_as_one_process(runs, load):
     assert all([r[k] for k in key] == expected[r["request_id"]] for r in ray)
     # one ideal prefix cache across workers, as in one process: every prompt after the very
     # first reuses at least the shared system prompt (per-worker caches would miss it twice)
-    assert sum(r["cached_tokens_ideal"] for r in ray) == sum(r["cached_tokens_ideal"] for r in local)
+    assert sum(r["cached_tokens_ideal"] for r in ray) == sum(
+        r["cached_tokens_ideal"] for r in local
+    )
 
 
 def test_run_folder_and_manifest(runs):
@@ -114,8 +116,12 @@ def test_session_order_within_each_worker(runs):
 def test_open_loop_keeps_the_schedule_on_one_clock(runs):
     out, res = runs
     local, ray = load_records(out / "open-local"), load_records(out / "open-ray")
-    first = {r["session_id"]: r["t_scheduled"] for r in local if r["agent"] == "main" and r["turn"] == 0}
-    got = {r["session_id"]: r["t_scheduled"] for r in ray if r["agent"] == "main" and r["turn"] == 0}
+    first = {
+        r["session_id"]: r["t_scheduled"] for r in local if r["agent"] == "main" and r["turn"] == 0
+    }
+    got = {
+        r["session_id"]: r["t_scheduled"] for r in ray if r["agent"] == "main" and r["turn"] == 0
+    }
     assert got == first  # one arrival draw for the run, split across workers
     owner = worker_of(out, ReplayConfig(load="open", session_rate=25.0, seed=3))
     assert len({owner[s] for s in got}) == 2
@@ -199,12 +205,31 @@ def test_an_unreachable_target_is_one_line(runs):
 def test_in_process_engine_with_ray_is_a_one_line_error(tmp_path):
     """`harness run` of the in-process quickstart with --workers: exit 2, one line, no Ray."""
     problem = ray_problem()
-    cmd = ["-m", "harness", "run", str(ROOT / "scenarios" / "quickstart.yaml"), "--workers", "2",
-           "--set", "workload.sessions=1", "-o", str(tmp_path / "run")]
+    cmd = [
+        "-m",
+        "harness",
+        "run",
+        str(ROOT / "scenarios" / "quickstart.yaml"),
+        "--workers",
+        "2",
+        "--set",
+        "workload.sessions=1",
+        "-o",
+        str(tmp_path / "run"),
+    ]
     # inside the namespace too, so that even a regression that started Ray stays on loopback
-    done = (subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120,
-                           cwd=ROOT, check=False)
-            if problem else run_isolated(cmd, timeout=120, cwd=ROOT))
+    done = (
+        subprocess.run(
+            [sys.executable, *cmd],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            check=False,
+        )
+        if problem
+        else run_isolated(cmd, timeout=120, cwd=ROOT)
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "HTTP target" in lines[0] and "execution.backend" in lines[0]
@@ -219,8 +244,11 @@ def test_run_replay_distributed_refuses_an_engine_config(tmp_path):
     from tests.driver.helpers import sess, trace
 
     with pytest.raises(InputError, match="needs an HTTP target") as err:
-        asyncio.run(run_replay_distributed(trace(sess("a", [(8, 2, 0.0)])), EngineConfig(),
-                                           CLOSED, tmp_path, workers=2))
+        asyncio.run(
+            run_replay_distributed(
+                trace(sess("a", [(8, 2, 0.0)])), EngineConfig(), CLOSED, tmp_path, workers=2
+            )
+        )
     assert "\n" not in str(err.value)
 
 
@@ -235,7 +263,87 @@ def test_without_ray_the_error_says_how_to_get_it(tmp_path):
         "asyncio.run(run_replay_distributed(trace(sess('a', [(8, 2, 0.0)])), tc, ReplayConfig(),"
         f" {str(tmp_path)!r}, workers=2))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode != 0
     assert "pip install 'agentic-harness[ray]'" in done.stderr.strip().splitlines()[-1]
+
+
+# ---- the plan (pure; no Ray) ------------------------------------------------------------------
+
+
+def _families(n: int):
+    from tests.distributed.traces import small_trace
+
+    return small_trace(mains=n, turns=3)
+
+
+def test_plan_keeps_families_together_and_balances_requests():
+    tr = _families(10)
+    plan = plan_shards(tr, ReplayConfig(load="closed", concurrency=4), 3)
+    assert [sh.concurrency for sh in plan.shards] == [2, 1, 1]
+    mains = [sid for sh in plan.shards for sid in sh.mains]
+    assert sorted(mains) == sorted(s.id for s in tr.main_sessions)  # each main exactly once
+    order = [s.id for s in tr.main_sessions]
+    for sh in plan.shards:
+        assert sh.mains == sorted(sh.mains, key=order.index)  # trace order within a shard
+        assert sh.requests == sum(len(m.turns) for sid in sh.mains for m in tr.family(sid))
+    per_slot = [sh.requests / sh.concurrency for sh in plan.shards]
+    assert max(per_slot) - min(per_slot) <= 7  # within one family's size (3 + 2 x 2 turns)
+    assert plan_shards(tr, ReplayConfig(load="closed", concurrency=4), 3) == plan  # deterministic
+
+
+def test_plan_clamps_workers_and_splits_counts():
+    from harness.distributed.shard import shard_config
+
+    tr = _families(10)
+    assert len(plan_shards(tr, ReplayConfig(load="closed", concurrency=2), 8).shards) == 2
+    assert (
+        len(plan_shards(_families(3), ReplayConfig(load="open", session_rate=1.0), 8).shards) == 3
+    )
+    config = ReplayConfig(
+        load="closed", concurrency=4, max_sessions=6, max_requests=20, warmup_requests=5
+    )
+    plan = plan_shards(tr, config, 2)
+    assert plan.stopped_by == "max_sessions" and sum(len(sh.mains) for sh in plan.shards) == 6
+    configs = [shard_config(config, plan, sh) for sh in plan.shards]
+    assert sum(c.max_requests for c in configs) == 20
+    assert sum(c.warmup_requests for c in configs) == 5
+    assert all(c.max_sessions is None and c.concurrency == 2 for c in configs)
+
+
+def test_open_loop_plan_is_the_single_process_schedule():
+    from harness.driver.load import arrivals
+
+    tr = _families(12)
+    config = ReplayConfig(load="open", session_rate=3.0, seed=5)
+    plan = plan_shards(tr, config, 3)
+    whole = {s.id: t for t, s in arrivals(tr.main_sessions, config)}
+    for sh in plan.shards:
+        assert [t for t, _ in sh.starts] == sorted(t for t, _ in sh.starts)
+        assert all(whole[sid] == t for t, sid in sh.starts)
+        assert sorted(sid for _, sid in sh.starts) == sorted(sh.mains)
+
+
+def test_loopback_endpoints_are_refused_on_a_multi_node_cluster():
+    from harness.distributed.cluster import check_reachable_from_nodes
+    from harness.errors import InputError
+
+    class Cluster:  # what the check reads of `ray`: the node table
+        def __init__(self, alive: int) -> None:
+            self.alive = alive
+
+        def nodes(self) -> list[dict]:
+            return [{"Alive": True}] * self.alive + [{"Alive": False}]
+
+    check_reachable_from_nodes(Cluster(1), ["http://127.0.0.1:8000/v1"])
+    check_reachable_from_nodes(Cluster(3), ["http://10.1.2.3:8000/v1"])
+    for url in ("http://127.0.0.1:8000/v1", "http://localhost:1", "http://[::1]:80"):
+        with pytest.raises(InputError, match="loopback address but the Ray cluster has 3 nodes"):
+            check_reachable_from_nodes(Cluster(3), [url])

@@ -4,8 +4,10 @@ a new local one (shut down again at the end)."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from urllib.parse import urlsplit
 
 from harness.errors import InputError
 
@@ -53,3 +55,26 @@ def worker_cpus(ray, workers: int) -> float:
     if total <= 0:
         return 0.0
     return min(1.0, round(total / workers, 3))
+
+
+def check_reachable_from_nodes(ray, endpoints: Sequence[str]) -> None:
+    """A loopback endpoint only works when every worker runs on this machine."""
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    if nodes <= 1:
+        return
+    for url in endpoints:
+        if _is_loopback(urlsplit(url).hostname or ""):
+            raise InputError(
+                f"endpoint {url} is a loopback address but the Ray cluster has {nodes} nodes: "
+                "workers on other machines cannot reach it; use an address every node can reach",
+                field="target.endpoints",
+            )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

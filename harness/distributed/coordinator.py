@@ -17,7 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.distributed.cluster import import_ray, ray_cluster, worker_cpus
+from harness.distributed.cluster import (
+    check_reachable_from_nodes,
+    import_ray,
+    ray_cluster,
+    worker_cpus,
+)
 from harness.distributed.health import WorkerHealth, lost_record
 from harness.distributed.ideal import recompute_ideal
 from harness.distributed.shard import ShardPlan, plan_shards, shard_config, shard_trace
@@ -78,6 +83,7 @@ async def run_replay_distributed(
         )
     plan = plan_shards(trace, config, workers)
     with ray_cluster(address) as ray:
+        check_reachable_from_nodes(ray, target_config.endpoints)
         run = _Coordinator(ray, trace, target_config, config, plan, run_dir)
         extra = {
             "execution": {"backend": "ray", "workers": len(plan.shards), "requested": workers},

@@ -28,23 +28,9 @@ from harness.driver.run import run_replay
 from harness.driver.target import Timeouts
 from harness.errors import TargetError
 from harness.schema import RECORDS_FILE
-from harness.trace.model import Trace
 from harness.trace.native import write_trace
-from tests.driver.helpers import sess, trace
+from tests.distributed.traces import small_trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
-
-
-def small_trace(mains: int = 10, turns: int = 3, output: int = 6) -> Trace:
-    """Mains of `turns` turns; every third spawns two forked subagents after its first turn."""
-    sessions = []
-    for i in range(mains):
-        kids = (f"m{i}.s0", f"m{i}.s1") if i % 3 == 0 else ()
-        body = [(40, output, 0.0, kids)] + [(20, output, 0.01)] * (turns - 1)
-        sessions.append(sess(f"m{i}", body))
-        for kid in kids:
-            sessions.append(sess(kid, [(30, 5, 0.0), (10, 5, 0.01)], parent=f"m{i}",
-                                 fork_turn=0, mode="fork"))
-    return trace(*sessions)
 
 
 class ServerThread:
@@ -68,8 +54,9 @@ class ServerThread:
 
 def http_config(url: str) -> HTTPTargetConfig:
     timeouts = Timeouts(connect=5, ttft=10, idle=10, total=30)
-    return HTTPTargetConfig(endpoints=(url,), model="test-model", timeouts=timeouts,
-                            api_key="sk-SECRET-never-written")
+    return HTTPTargetConfig(
+        endpoints=(url,), model="test-model", timeouts=timeouts, api_key="sk-SECRET-never-written"
+    )
 
 
 def as_dict(result) -> dict:
@@ -86,12 +73,21 @@ async def equivalence(server: SSETestServer, out: Path) -> dict:
     opened = ReplayConfig(load="open", session_rate=25.0, seed=3, run_id="open")
     res = {}
     for name, config in (("closed", closed), ("open", opened)):
-        res[f"{name}_local"] = as_dict(await run_replay(tr, OpenAIHTTPTarget(tc), config,
-                                                        out / f"{name}-local"))
+        res[f"{name}_local"] = as_dict(
+            await run_replay(tr, OpenAIHTTPTarget(tc), config, out / f"{name}-local")
+        )
         server.log.clear()
-        res[f"{name}_ray"] = as_dict(await run_replay_distributed(
-            tr, tc, config, out / f"{name}-ray", workers=2,
-            trace_path=out / "small.trace.jsonl", manifest_extra={"scenario": "test"}))
+        res[f"{name}_ray"] = as_dict(
+            await run_replay_distributed(
+                tr,
+                tc,
+                config,
+                out / f"{name}-ray",
+                workers=2,
+                trace_path=out / "small.trace.jsonl",
+                manifest_extra={"scenario": "test"},
+            )
+        )
     res["server_recv"] = {e["request_id"]: e["t_recv"] for e in server.log}
     return res
 
@@ -101,8 +97,9 @@ async def worker_loss(url: str, out: Path) -> dict:
     tr = small_trace(mains=12, turns=5, output=30)
     config = ReplayConfig(load="closed", concurrency=6, run_id="loss")
     run_dir = out / "loss"
-    task = asyncio.create_task(run_replay_distributed(tr, http_config(url), config, run_dir,
-                                                      workers=2))
+    task = asyncio.create_task(
+        run_replay_distributed(tr, http_config(url), config, run_dir, workers=2)
+    )
     records = run_dir / RECORDS_FILE
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not task.done():
@@ -110,8 +107,11 @@ async def worker_loss(url: str, out: Path) -> dict:
             break
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.1)  # the next turns (0.3 s each) are sent and announced by now
-    victim = next(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                  if a["name"].startswith("harness:loss:") and a["name"].endswith("worker-0"))
+    victim = next(
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith("harness:loss:") and a["name"].endswith("worker-0")
+    )
     ray.kill(ray.get_actor(victim))
     killed_at = len(records.read_bytes().splitlines())
     return {"loss": as_dict(await task), "records_at_kill": killed_at}
@@ -121,8 +121,9 @@ async def interrupted(url: str, out: Path) -> dict:
     """SIGINT to the coordinator mid-run: workers stop, in-flight requests end `cancelled`."""
     tr = small_trace(mains=8, turns=5, output=30)
     config = ReplayConfig(load="closed", concurrency=4, run_id="sigint")
-    task = asyncio.create_task(run_replay_distributed(tr, http_config(url), config,
-                                                      out / "sigint", workers=2))
+    task = asyncio.create_task(
+        run_replay_distributed(tr, http_config(url), config, out / "sigint", workers=2)
+    )
     records = out / "sigint" / RECORDS_FILE
     while not task.done() and not (records.exists() and records.stat().st_size > 0):
         await asyncio.sleep(0.02)
@@ -137,8 +138,13 @@ async def unreachable(out: Path) -> dict:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     try:
-        await run_replay_distributed(small_trace(mains=2), http_config(f"http://127.0.0.1:{port}"),
-                                     ReplayConfig(run_id="down"), out / "down", workers=2)
+        await run_replay_distributed(
+            small_trace(mains=2),
+            http_config(f"http://127.0.0.1:{port}"),
+            ReplayConfig(run_id="down"),
+            out / "down",
+            workers=2,
+        )
     except TargetError as exc:
         return {"unreachable_error": str(exc)}
     return {"unreachable_error": None}
@@ -152,7 +158,7 @@ def scenario_run(url: str, out: Path) -> dict:
     path = out / "scenario.yaml"
     path.write_text(f"""
 name: ray-e2e
-workload: {{trace: {out / 'small.trace.jsonl'}}}
+workload: {{trace: {out / "small.trace.jsonl"}}}
 target: {{kind: endpoints, endpoints: [{{url: {url}/v1}}], model: test-model, api: chat,
          scrape_metrics: false}}
 load: {{mode: closed, concurrency: 4}}
@@ -166,8 +172,11 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    timings = {"ray_init_s": time.perf_counter() - t, "node_ip": ray.util.get_node_ip_address(),
-               "interfaces": [name for _, name in socket.if_nameindex()]}
+    timings = {
+        "ray_init_s": time.perf_counter() - t,
+        "node_ip": ray.util.get_node_ip_address(),
+        "interfaces": [name for _, name in socket.if_nameindex()],
+    }
     try:
         with ServerThread(ServerConfig(token_delay=0.002)) as server:
             results = asyncio.run(equivalence(server, out))
