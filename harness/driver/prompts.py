@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.trace.content import Content, Segment
+from harness.trace.content import Content, Segment, chat_messages
 
 
 class PromptBuilder:
@@ -32,17 +32,7 @@ class PromptBuilder:
         return self.content.segment_text(seg)
 
     def messages(self, segments: Sequence[Segment]) -> list[dict]:
-        """Chat messages: consecutive segments of one role form one message."""
-        msgs: list[dict] = []
-        for seg in segments:
-            if seg.length == 0:
-                continue
-            text = self._text(seg)
-            if msgs and msgs[-1]["role"] == seg.role:
-                msgs[-1]["content"] += " " + text
-            else:
-                msgs.append({"role": seg.role, "content": text})
-        return msgs
+        return chat_messages(segments, self._text)
 
     def prompt(self, segments: Sequence[Segment]) -> list[int] | str:
         if self.prompt_format == "text":

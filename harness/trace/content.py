@@ -204,17 +204,26 @@ class Content:
         return self.segment_text(self.output_segment(session_id, turn))
 
     def messages(self, session_id: str, turn: int) -> list[dict]:
-        """OpenAI chat messages: consecutive segments of one role form one message."""
-        msgs: list[dict] = []
-        for seg in self.segments(session_id, turn):
-            if seg.length == 0:
-                continue
-            text = self.segment_text(seg)
-            if msgs and msgs[-1]["role"] == seg.role:
-                msgs[-1]["content"] += " " + text
-            else:
-                msgs.append({"role": seg.role, "content": text})
-        return msgs
+        """OpenAI chat messages of a turn's prompt (see `chat_messages`)."""
+        return chat_messages(self.segments(session_id, turn), self.segment_text)
+
+
+def chat_messages(segments, text_of: Callable[[Segment], str]) -> list[dict]:
+    """Segments -> chat messages. Consecutive system or user segments form one message (salt +
+    system prompt; subagent results + tool output); every assistant output is its own message,
+    even an empty one, so that turn k's messages stay a prefix of turn k+1's."""
+    msgs: list[dict] = []
+    for seg in segments:
+        if seg.length == 0 and seg.role != "assistant":
+            if not msgs or msgs[-1]["role"] != seg.role:
+                msgs.append({"role": seg.role, "content": ""})
+            continue
+        text = text_of(seg) if seg.length else ""
+        if msgs and msgs[-1]["role"] == seg.role and seg.role != "assistant":
+            msgs[-1]["content"] = f"{msgs[-1]['content']} {text}" if msgs[-1]["content"] else text
+        else:
+            msgs.append({"role": seg.role, "content": text})
+    return msgs
 
 
 def load_hf_token_counter(path: str) -> TokenCounter:

@@ -88,3 +88,21 @@ def test_salts_share_nothing_and_the_same_salt_is_deterministic(trace):
     ids_a = np.array(a.prompt_token_ids(sid, 0)[:SALT_TOKENS])
     ids_b = np.array(b.prompt_token_ids(sid, 0)[:SALT_TOKENS])
     assert (ids_a != ids_b).any()
+
+def test_chat_prefix_holds_with_empty_inputs_and_outputs():
+    """A turn with no new input or no output still yields its own messages, so turn k's chat
+    prompt (as the reference engine's template renders it) is a prefix of turn k+1's."""
+    from harness.engine.chat_template import apply_chat_template
+    from harness.engine.tokenizer import Tokenizer
+    from harness.trace.model import Session, Trace, TraceHeader, Turn
+
+    s = Session("s", 0.0, 20, "sys", (Turn(10, 0), Turn(0, 5), Turn(7, 3), Turn(4, 2)))
+    content = Content(Trace(TraceHeader(seed=1), (s,)), salt="x")
+    tok, prev = Tokenizer(), None
+    for k in range(4):
+        ids = apply_chat_template(content.messages("s", k), tok)
+        if prev is not None:
+            assert ids[: len(prev)] == prev
+        prev = ids
+    roles = [m["role"] for m in content.messages("s", 3)]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
