@@ -126,10 +126,12 @@ def test_open_loop_keeps_the_schedule_on_one_clock(runs):
     owner = worker_of(out, ReplayConfig(load="open", session_rate=25.0, seed=3))
     assert len({owner[s] for s in got}) == 2
     # Every worker's times are on the coordinator's run clock: a record's send time, moved to
-    # perf_counter with the manifest's origin, is just before the server got the request.
+    # perf_counter with the manifest's origin, is before the server got the request, and
+    # typically just before (a worker on its own clock would be off by the 0.5 s start lead;
+    # the median, not the max, so a loaded machine's stragglers do not matter).
     t0 = load_manifest(out / "open-ray")["t0_perf_counter"]
     gaps = [res["server_recv"][r["request_id"]] - (t0 + r["t_sent"]) for r in ray]
-    assert min(gaps) >= 0 and max(gaps) < 0.25, (min(gaps), max(gaps))
+    assert min(gaps) >= 0 and float(np.median(gaps)) < 0.2, (min(gaps), np.median(gaps))
     # never early beyond timer granularity (an event loop's timers may fire up to ~1 ms early)
     assert all(r["t_sent"] >= r["t_scheduled"] - 0.002 for r in ray)
 
