@@ -52,18 +52,18 @@ def endpoint_url(base: str, api: str) -> str:
 
 
 class _StampingProtocol(ResponseHandler):
-    """aiohttp's protocol, noting when bytes arrive.
+    """aiohttp's protocol, noting when bytes last arrived.
 
-    `data_received` runs in the event loop's I/O phase, before the tasks it wakes. Stamping
-    there keeps chunk times free of the driver's own work on other streams in the same loop
-    iteration (which, at hundreds of streams, is milliseconds).
+    `data_received` runs in the event loop's I/O phase, before the tasks it wakes. A read
+    returns everything received so far, so the time of the latest arrival is when the chunk
+    was complete: unlike the time the task got to run, it excludes the driver's own work on
+    other streams in the same loop iteration (milliseconds, at hundreds of streams).
     """
 
-    rx_first: float | None = None  # first arrival since the reader last took it
+    rx_last = 0.0
 
     def data_received(self, data: bytes, _base=ResponseHandler.data_received) -> None:
-        if self.rx_first is None:
-            self.rx_first = _perf()
+        self.rx_last = _perf()
         _base(self, data)  # runs once per socket read: skip super()'s lookup
 
 
@@ -236,10 +236,8 @@ class OpenAIHTTPTarget:
                 proto = None
             async for raw in resp.content.iter_any():
                 now = _perf()
-                if proto is not None:  # when these bytes arrived, not when this task ran
-                    rx, proto.rx_first = proto.rx_first, None
-                    if rx is not None and wd.t0 <= rx < now:
-                        now = rx
+                if proto is not None and wd.t0 <= proto.rx_last < now:
+                    now = proto.rx_last  # when these bytes arrived, not when this task ran
                 wd.last = now
                 chunk = dec.read(parser.feed(raw), now)
                 if chunk is not None:

@@ -210,3 +210,16 @@ async def test_ttft_follows_the_servers_uncached_work(make_server, tmp_path):
     assert ttft[0] >= 0.3  # all 300+ tokens computed
     assert ttft[1] < ttft[0] - 0.2  # the prefix was cached
     assert records[1]["cached_tokens"] >= 288
+
+
+async def test_chunk_times_are_causal_against_the_servers_clock(make_server, tmp_path):
+    # Server and client share time.perf_counter here: no token may be seen before it was sent.
+    srv = await make_server(token_delay=0.002)
+    tr = trace(*[sess(f"s{i}", [(8, 20, 0)] * 2) for i in range(4)])
+    _, records, manifest = await replay(tr, srv.url, tmp_path, concurrency=4)
+    t0 = manifest["t0_perf_counter"]
+    sent_first = {e["request_id"]: e["t_first_token"] for e in srv.log}
+    for r in records:
+        assert r["chunk_times"] == sorted(r["chunk_times"])
+        lag = t0 + r["t_first_token"] - sent_first[r["request_id"]]
+        assert 0 <= lag < SLACK
