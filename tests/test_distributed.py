@@ -84,8 +84,11 @@ def test_run_folder_and_manifest(runs):
     assert len({w["pid"] for w in m["workers"]}) == 2  # two processes did the work
     for key in ("trace_sha256", "t0_wall", "duration_s", "target", "endpoints", "scenario"):
         assert m[key] is not None, key
-    for path in out.rglob("*"):  # the API key never reaches the run folder
-        if path.is_file():
+    # the API key never reaches a run folder, nor Ray's session files (logs, spilled objects)
+    for folder in (out, Path(res["ray_session_dir"])):
+        files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+        assert files, folder
+        for path in files:
             assert b"sk-SECRET" not in path.read_bytes(), path
 
 

@@ -176,6 +176,8 @@ def main(out: Path) -> None:
         "ray_init_s": time.perf_counter() - t,
         "node_ip": ray.util.get_node_ip_address(),
         "interfaces": [name for _, name in socket.if_nameindex()],
+        # Ray's logs and spill files: the tests check the API key is not there either
+        "ray_session_dir": ray._private.worker._global_node.get_session_dir_path(),
     }
     try:
         with ServerThread(ServerConfig(token_delay=0.002)) as server:
