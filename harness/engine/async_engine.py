@@ -68,7 +68,10 @@ class AsyncEngine:
 
     def generate(self, request_id: str, prompt_token_ids: list[int],
                  params: SamplingParams) -> AsyncIterator[RequestOutput]:
-        """Validate now (raises EngineRequestError), then stream the request's outputs."""
+        """Validate now (raises EngineRequestError), then stream the request's outputs.
+
+        `prompt_token_ids` may also be a 1-D numpy integer array (no list conversion: faster for
+        142k-token prompts). It must not be mutated while the request is queued."""
         engine = self.engine
         if self._stopping:
             raise EngineError("the engine is stopping")
@@ -77,7 +80,7 @@ class AsyncEngine:
         engine.validate(request_id, prompt_token_ids, params)
         queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post("add", (request_id, list(prompt_token_ids), params))
+        self._post("add", (request_id, prompt_token_ids, params))
         return self._stream(request_id, queue)
 
     async def _stream(self, request_id: str, queue: asyncio.Queue[RequestOutput]) -> AsyncIterator[RequestOutput]:
@@ -134,7 +137,7 @@ class AsyncEngine:
             if kind == "add":
                 request_id, prompt, params = item
                 try:
-                    engine.add_request(request_id, prompt, params)
+                    engine.add_request(request_id, prompt, params, validated=True)
                 except EngineRequestError as exc:  # raced with a duplicate id; report, don't die
                     self._deliver(RequestOutput(request_id, [], True, "error", len(prompt), 0, 0, 0, 0,
                                                 None, error=str(exc)))

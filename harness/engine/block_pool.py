@@ -2,7 +2,9 @@
 
 Semantics follow vLLM's KVCacheManager / FreeKVCacheBlockQueue:
 - A full block is identified by hash(parent block's hash, its token ids), blake2b with a fixed key,
-  so equal prefixes hash equal in every process. A hit is also verified token by token.
+  so equal prefixes hash equal in every process. The resident map is keyed by that hash's input,
+  (parent hash, token bytes): a hit is verified token by token and a lookup hashes nothing, which
+  keeps a 142k-token prompt's walk over ~9k blocks cheap.
 - Freed blocks keep their hash ("lazy eviction") and can still be hit until reallocated. The free
   queue is an O(1) LRU (an OrderedDict): allocation pops from the head. A request's blocks are
   freed tail first, so its private tail is evicted before the prefix others may share; blocks
@@ -53,22 +55,27 @@ class Block:
     block_id: int
     ref_cnt: int = 0
     hash: bytes | None = None
-    tokens: bytes | None = None  # its token ids, to verify a hash hit
+    parent: bytes | None = None  # the previous block's hash (ROOT_HASH for the first)
+    tokens: bytes | None = None  # its token ids (int32 little-endian)
 
 
 @dataclass
 class PrefixHit:
     """A cached chain in order: device block ids (int) and CPU-tier blocks (hash, tokens, KV)."""
 
-    entries: list[int | tuple[bytes, bytes, Any]] = field(default_factory=list)
+    entries: list[int | tuple[bytes, bytes, bytes, Any]] = field(default_factory=list)
+    hashes: list[bytes] = field(default_factory=list)  # of each entry
+    num_cpu_blocks: int = 0
+    num_free_device: int = 0  # device hits now in the free queue (taking them uses free space)
+
+    def add_device(self, block: Block) -> None:
+        self.entries.append(block.block_id)
+        self.hashes.append(block.hash)
+        self.num_free_device += block.ref_cnt == 0
 
     @property
     def device_blocks(self) -> list[int]:
         return [e for e in self.entries if isinstance(e, int)]
-
-    @property
-    def num_cpu_blocks(self) -> int:
-        return len(self.entries) - len(self.device_blocks)
 
 
 class BlockPool:
@@ -78,10 +85,11 @@ class BlockPool:
         self.enable_caching = enable_caching
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
-        self.cached: dict[bytes, int] = {}  # hash -> block id, resident on the device
+        self.cached: dict[tuple[bytes, bytes], int] = {}  # (parent hash, tokens) -> block id
         self.cpu_tier = cpu_tier
         self.mover = mover
         self.num_evictions = 0
+        self.num_frees = 0  # free() calls: the only event that can give a blocked request room
 
     @property
     def num_blocks(self) -> int:
@@ -102,25 +110,64 @@ class BlockPool:
         hit = PrefixHit()
         if not self.enable_caching:
             return hit
-        bs = self.block_size
+        bs, parent = self.block_size, ROOT_HASH
         n = (req.num_tokens - 1) // bs
-        hashes = hash_blocks(req, bs, n)
-        for i in range(n):
+        self._revalidate(req.last_hit, hit, n)
+        if hit.entries:
+            parent = hit.hashes[-1]
+        for i in range(len(hit.entries), n):
             tokens = req.block_tokens(i, bs)
-            block_id = self.cached.get(hashes[i])
-            if block_id is not None and self.blocks[block_id].tokens == tokens:
-                hit.entries.append(block_id)
+            block_id = self.cached.get((parent, tokens))
+            if block_id is not None:
+                hit.add_device(self.blocks[block_id])
+                parent = hit.hashes[-1]
                 continue
-            cpu = self.cpu_tier.get(hashes[i], tokens) if self.cpu_tier is not None else None
+            if self.cpu_tier is None:
+                break
+            h = req.block_hashes[i] if i < len(req.block_hashes) else block_hash(parent, tokens)
+            cpu = self.cpu_tier.get(h, tokens)
             if cpu is None:
                 break
-            hit.entries.append((hashes[i], tokens, cpu.payload))
+            hit.entries.append((h, parent, tokens, cpu.payload))
+            hit.hashes.append(h)
+            hit.num_cpu_blocks += 1
+            parent = h
+        req.last_hit = hit
         return hit
+
+    def _revalidate(self, last: PrefixHit | None, hit: PrefixHit, n: int) -> None:
+        """Reuse the leading device blocks of the request's previous lookup that still hold the
+        same content. A waiting head is looked up every step; this makes a retry over a
+        142k-token prompt cost an identity check per block instead of a map lookup."""
+        if last is None:
+            return
+        for entry, h in zip(last.entries[:n], last.hashes, strict=False):
+            if not isinstance(entry, int):
+                return
+            block = self.blocks[entry]
+            if block.hash is not h:  # evicted (None) or re-registered since
+                return
+            hit.add_device(block)
+
+    def frontier(self, req: Request, hit: PrefixHit) -> tuple | None:
+        """The next block after the hit, as (map key, hash); None if the hit cannot grow."""
+        i, bs = len(hit.entries), self.block_size
+        if not self.enable_caching or i >= (req.num_tokens - 1) // bs:
+            return None
+        parent = hit.hashes[-1] if hit.entries else ROOT_HASH
+        tokens = req.block_tokens(i, bs)
+        return (parent, tokens), block_hash(parent, tokens)
+
+    def could_grow(self, frontier: tuple | None) -> bool:
+        """Whether a hit that stopped at `frontier` could now be longer (its next block cached)."""
+        if frontier is None:
+            return False
+        key, h = frontier
+        return key in self.cached or (self.cpu_tier is not None and h in self.cpu_tier)
 
     def can_take(self, hit: PrefixHit, num_new_blocks: int) -> bool:
         # Touching a free hit block removes it from the free queue, so it no longer counts.
-        reclaimed = sum(1 for b in hit.device_blocks if self.blocks[b].ref_cnt == 0)
-        return hit.num_cpu_blocks + num_new_blocks <= self.num_free - reclaimed
+        return hit.num_cpu_blocks + num_new_blocks <= self.num_free - hit.num_free_device
 
     def take(self, req: Request, hit: PrefixHit) -> None:
         """Give the request the hit's blocks: share device ones, copy CPU-tier ones back."""
@@ -131,13 +178,16 @@ class BlockPool:
             if isinstance(entry, int):
                 req.block_table.append(entry)
                 continue
-            h, tokens, payload = entry
+            h, parent, tokens, payload = entry
             (block_id,) = self._allocate(1)
             if self.mover is not None:
                 self.mover.load_block(block_id, payload)
-            self._register(self.blocks[block_id], h, tokens)
+            self._register(self.blocks[block_id], h, parent, tokens)
             req.block_table.append(block_id)
+        if len(req.block_hashes) < len(hit.hashes):  # the hit's hashes come free: no rehashing
+            req.block_hashes[:] = hit.hashes
         req.num_cached_blocks = len(hit.entries)
+        req.last_hit = None
 
     # ---- allocation ---------------------------------------------------------------------
 
@@ -154,6 +204,7 @@ class BlockPool:
         return True
 
     def free(self, req: Request) -> None:
+        self.num_frees += 1
         for block_id in reversed(req.block_table):
             block = self.blocks[block_id]
             block.ref_cnt -= 1
@@ -173,9 +224,10 @@ class BlockPool:
         hashes = hash_blocks(req, bs, n_full)
         for i in range(req.num_cached_blocks, n_full):
             block = self.blocks[req.block_table[i]]
-            # A block another request registered first stays unhashed: one block per hash.
-            if block.hash is None and hashes[i] not in self.cached:
-                self._register(block, hashes[i], req.block_tokens(i, bs))
+            parent, tokens = hashes[i - 1] if i else ROOT_HASH, req.block_tokens(i, bs)
+            # A block another request registered first stays unhashed: one block per content.
+            if block.hash is None and (parent, tokens) not in self.cached:
+                self._register(block, hashes[i], parent, tokens)
         req.num_cached_blocks = max(req.num_cached_blocks, n_full)
 
     def _touch(self, block_ids: list[int]) -> None:
@@ -197,16 +249,16 @@ class BlockPool:
         return out
 
     def _evict(self, block: Block) -> None:
-        del self.cached[block.hash]
+        del self.cached[(block.parent, block.tokens)]
         if self.cpu_tier is not None and self.cpu_tier.capacity > 0:
             payload = self.mover.save_block(block.block_id) if self.mover is not None else None
             self.cpu_tier.put(block.hash, block.tokens, payload)
-        block.hash = block.tokens = None
+        block.hash = block.parent = block.tokens = None
         self.num_evictions += 1
 
-    def _register(self, block: Block, h: bytes, tokens: bytes) -> None:
-        block.hash, block.tokens = h, tokens
-        self.cached[h] = block.block_id
+    def _register(self, block: Block, h: bytes, parent: bytes, tokens: bytes) -> None:
+        block.hash, block.parent, block.tokens = h, parent, tokens
+        self.cached[(parent, tokens)] = block.block_id
 
     # ---- invariants ---------------------------------------------------------------------
 
@@ -218,12 +270,13 @@ class BlockPool:
                 raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} != {refs.get(block.block_id, 0)} holders")
             if (block.ref_cnt == 0) != (block.block_id in self.free_queue):
                 raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}")
-            if block.hash is not None and self.cached.get(block.hash) != block.block_id:
-                raise EngineError(f"block {block.block_id}: hash not mapped to it")
+            if block.hash is not None and self.cached.get((block.parent, block.tokens)) != block.block_id:
+                raise EngineError(f"block {block.block_id}: its content is not mapped to it")
             if (block.hash is None) != (block.tokens is None):
                 raise EngineError(f"block {block.block_id}: hash and token ids disagree")
-        for h, block_id in self.cached.items():
-            if self.blocks[block_id].hash != h:
-                raise EngineError(f"hash map entry points at block {block_id} with another hash")
+        for (parent, tokens), block_id in self.cached.items():
+            block = self.blocks[block_id]
+            if (block.parent, block.tokens) != (parent, tokens) or block.hash != block_hash(parent, tokens):
+                raise EngineError(f"hash map entry points at block {block_id} with other content")
         if self.cpu_tier is not None and len(self.cpu_tier) > self.cpu_tier.capacity:
             raise EngineError("CPU tier holds more blocks than its capacity")

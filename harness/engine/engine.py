@@ -90,7 +90,7 @@ class LLMEngine:
             raise EngineRequestError("request_id must be a non-empty string")
         if request_id in self.requests:
             raise EngineRequestError(f"request id {request_id!r} is already in flight")
-        if not isinstance(prompt, list | tuple) or not prompt:
+        if not isinstance(prompt, list | tuple | np.ndarray) or len(prompt) == 0:
             raise EngineRequestError("the prompt is empty")
         self._check_ids(prompt)
         total = len(prompt) + params.max_tokens
@@ -103,16 +103,24 @@ class LLMEngine:
 
     def _check_ids(self, prompt: list[int]) -> None:
         # numpy checks a 142k-token prompt in a millisecond; the slow scan only names the culprit.
-        arr = np.asarray(prompt) if all(type(t) is int for t in prompt[:1]) else None
-        if arr is not None and arr.dtype.kind == "i" and arr.min() >= 0 and arr.max() < self.vocab_size:
+        if isinstance(prompt, np.ndarray):
+            arr = prompt
+        else:
+            arr = np.asarray(prompt) if type(prompt[0]) is int else None
+        if arr is not None and arr.ndim == 1 and arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() < self.vocab_size:
             return
         for i, t in enumerate(prompt):
             if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
                 raise EngineRequestError(f"prompt token {i}: {t!r} is not an id in [0, {self.vocab_size})")
 
-    def add_request(self, request_id: str, prompt: list[int], params: SamplingParams) -> Request:
-        self.validate(request_id, prompt, params)
-        req = Request(request_id, list(prompt), params, time.perf_counter())
+    def add_request(self, request_id: str, prompt: list[int], params: SamplingParams, *,
+                    validated: bool = False) -> Request:
+        """Queue a request; `validated` skips re-checking what `validate` already passed."""
+        if not validated:
+            self.validate(request_id, prompt, params)
+        elif request_id in self.requests:
+            raise EngineRequestError(f"request id {request_id!r} is already in flight")
+        req = Request(request_id, prompt, params, time.perf_counter())
         self.requests[request_id] = req
         self.scheduler.add(req)
         return req
@@ -163,7 +171,7 @@ class LLMEngine:
         return self._output(req, finished=True)
 
     def _output(self, req: Request, finished: bool = False, error: str | None = None) -> RequestOutput:
-        new = req.output_token_ids[req.num_emitted:]
+        new = req.token_ids[req.num_prompt_tokens + req.num_emitted:]
         req.num_emitted = req.num_output_tokens
         return RequestOutput(
             request_id=req.request_id, new_token_ids=new, finished=finished,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from harness.engine.block_pool import BlockPool
 from harness.engine.config import EngineConfig
 from harness.engine.sequence import Request, RequestStatus
+from harness.errors import EngineError
 
 
 @dataclass(slots=True)
@@ -125,11 +126,15 @@ class Scheduler:
         bs = self.pool.block_size
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
+            if self._still_blocked(req, budget):
+                break
             hit = self.pool.find_prefix(req)
             num_hit = len(hit.entries) * bs
             n = self._chunk_size(req.num_tokens - num_hit, budget)
             if not self.pool.can_take(hit, -(-(num_hit + n) // bs) - len(hit.entries)):
+                req.blocked = (self.pool.num_frees, self.pool.frontier(req, hit), num_hit, n)
                 break
+            req.blocked = None
             self.pool.take(req, hit)
             req.num_computed_tokens = num_hit
             self.pool.allocate_slots(req, n)
@@ -140,6 +145,29 @@ class Scheduler:
             self.running.append(req)
             chunks.append(ScheduledChunk(req, num_hit, n))
             budget -= n
+
+    def _still_blocked(self, req: Request, budget: int) -> bool:
+        """True when the head that did not fit last time provably still cannot fit, so its
+        prefix walk (~9k blocks for a 142k-token prompt) is skipped. Without a free() since, free
+        space only shrinks; if its hit cannot have grown and its chunk is no smaller, neither can
+        its need."""
+        if req.blocked is None:
+            return False
+        frees, frontier, num_hit, n = req.blocked
+        if frees != self.pool.num_frees or self.pool.could_grow(frontier):
+            return False
+        if self._chunk_size(req.num_tokens - num_hit, budget) < n:
+            return False
+        if self.config.debug_checks:
+            self._check_blocked(req, budget)
+        return True
+
+    def _check_blocked(self, req: Request, budget: int) -> None:
+        bs = self.pool.block_size
+        hit = self.pool.find_prefix(req)
+        n = self._chunk_size(req.num_tokens - len(hit.entries) * bs, budget)
+        if self.pool.can_take(hit, -(-(len(hit.entries) * bs + n) // bs) - len(hit.entries)):
+            raise EngineError(f"request {req.request_id} was skipped as blocked but fits")
 
     def _first_admission(self, req: Request, num_hit: int, num_cpu: int) -> None:
         # vLLM semantics: cached_tokens is what the first admission found, never updated after.

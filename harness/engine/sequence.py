@@ -27,19 +27,22 @@ class SamplingParams:
 
 
 class Request:
-    def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
+    def __init__(self, request_id: str, prompt_token_ids, params: SamplingParams,
                  arrival: float) -> None:
         self.request_id = request_id
         self.params = params
         self.arrival = arrival
         self.num_prompt_tokens = len(prompt_token_ids)
+        ids = np.asarray(prompt_token_ids, dtype=_TOKEN_DTYPE)
         # Prompt then outputs: after a recompute preemption the outputs are re-prefilled too.
-        self.token_ids: list[int] = list(prompt_token_ids)
-        self.token_bytes = bytearray(np.asarray(self.token_ids, dtype=_TOKEN_DTYPE).tobytes())
+        self.token_ids: list[int] = ids.tolist()
+        self.token_bytes = bytearray(ids.tobytes())
         self.num_computed_tokens = 0
         self.block_table: list[int] = []
         self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
         self.num_cached_blocks = 0  # leading blocks of block_table already registered by hash
+        self.last_hit = None  # the block pool's last prefix lookup while waiting (a PrefixHit)
+        self.blocked = None  # why the scheduler could not admit it last time (see _still_blocked)
         self.status = RequestStatus.WAITING
         self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
         self.cached_tokens_cpu = 0

@@ -63,9 +63,15 @@ def test_hits_are_token_verified():
     pool = BlockPool(16, BS)
     a = make(prompt(1, 9), "a")
     compute(pool, a)
-    # Corrupt the cached tokens of the first block: the hash still matches, the tokens do not.
+    # The resident map is keyed by (parent hash, tokens): one changed token in the second block
+    # misses even though the first block, and so the parent hash, match.
+    other = prompt(1, 9)
+    other[5] += 1
+    assert len(pool.find_prefix(make(other, "b")).entries) == 1
+    # A block whose tokens no longer match its map entry is caught by the invariant check.
     pool.blocks[a.block_table[0]].tokens = bytes(16)
-    assert pool.find_prefix(make(prompt(1, 9), "b")).entries == []
+    with pytest.raises(EngineError, match="content"):
+        pool.check_invariants([a.block_table])
 
 
 def test_free_keeps_hashes_and_evicts_tail_first_in_lru_order():
