@@ -161,6 +161,12 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=2000, help="the 1x size")
     ap.add_argument("--factor", type=int, default=10)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--steps",
+        nargs="+",
+        choices=[s for s in STEPS if s != "import only"],
+        default=[s for s in STEPS if s != "import only"],
+    )
     ap.add_argument("--write-run", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.write_run:
@@ -189,7 +195,7 @@ def main() -> None:
                 f"{time.perf_counter() - t:.0f} s",
                 flush=True,
             )
-            for name in STEPS:
+            for name in ["import only", *args.steps]:
                 r = results.setdefault(name, {})[scale] = measure(name, n, run)
                 print(
                     f"  {name:12} {r['seconds']:8.2f} s wall {r['cpu_seconds']:8.2f} s CPU  "

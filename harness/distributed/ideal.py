@@ -20,24 +20,40 @@ from harness.trace.prefix import IdealPrefixCache, block_hit
 
 
 def recompute_ideal(trace: Trace, config: ReplayConfig, run_dir: Path) -> int:
-    """Rewrite `cached_tokens_ideal` in `run_dir`'s records; returns how many changed."""
+    """Rewrite `cached_tokens_ideal` in `run_dir`'s records; returns how many changed.
+
+    Two streaming passes (read the keys, then rewrite the lines that change), so memory holds
+    a few numbers per record, not the records."""
     path = Path(run_dir) / RECORDS_FILE
-    records = [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
+    keys, before = [], []
+    with path.open("rb") as fh:
+        for line in fh:
+            rec = orjson.loads(line)
+            t_sent = rec["t_sent"] if rec["t_sent"] is not None else float("inf")
+            keys.append((t_sent, len(keys), rec["session_id"], rec["turn"]))
+            before.append(rec["cached_tokens_ideal"])
+    keys.sort()  # send order; ties keep file order
     ideal = _IdealWalk(trace, config)
-    order = sorted(range(len(records)), key=lambda i: (records[i]["t_sent"], i))
-    changed = 0
-    for i in order:
-        rec = records[i]
-        hit = ideal.observe(rec["session_id"], rec["turn"])
-        changed += rec["cached_tokens_ideal"] != hit
-        rec["cached_tokens_ideal"] = hit
+    after = before[:]
+    for _, i, sid, turn in keys:
+        after[i] = ideal.observe(sid, turn)
+    del keys
+    changed = sum(a != b for a, b in zip(after, before, strict=True))
     if changed:
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as fh:
-            for rec in records:
-                fh.write(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
-        tmp.replace(path)
+        _rewrite(path, after, before)
     return changed
+
+
+def _rewrite(path: Path, after: list[int], before: list[int]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with path.open("rb") as src, tmp.open("wb") as dst:
+        for i, line in enumerate(src):
+            if after[i] != before[i]:
+                rec = orjson.loads(line)
+                rec["cached_tokens_ideal"] = after[i]
+                line = orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+            dst.write(line)
+    tmp.replace(path)
 
 
 class _IdealWalk:
