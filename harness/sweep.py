@@ -91,11 +91,12 @@ def finish_sweep(run_dir: Path, results: list, *, params: tuple[str, ...] = (), 
     rows = [point_row(r.run_dir.name, r.run_dir, r.summary) for r in results]
     load_sweep = len(params) == 1 and params[0] in LOAD_PARAMS
     sat = saturation_point([r["requests_per_s"] for r in rows]) if load_sweep else None
+    reached = sat is not None and (sat < len(rows) - 1 or len(rows) == 1 or not _still_growing(rows))
     out = {
         "params": list(params),
         "points": rows,
         "frontier": [rows[i]["point"] for i in frontier(rows)],
-        "saturation": None if sat is None else {"point": rows[sat]["point"],
+        "saturation": None if sat is None else {"point": rows[sat]["point"], "reached": reached,
                                                 "requests_per_s": rows[sat]["requests_per_s"],
                                                 "total_tokens_per_s": rows[sat]["total_tokens_per_s"]},
     }
@@ -105,6 +106,12 @@ def finish_sweep(run_dir: Path, results: list, *, params: tuple[str, ...] = (), 
         print(render_sweep(out))
         print(f"sweep report: {report}")
     return out
+
+
+def _still_growing(rows: list[dict], growth: float = 0.05) -> bool:
+    """The last point still added more than `growth` over the one before: not saturated yet."""
+    a, b = rows[-2]["requests_per_s"], rows[-1]["requests_per_s"]
+    return a is not None and b is not None and b > a * (1 + growth)
 
 
 def render_sweep(sweep: dict) -> str:
@@ -126,7 +133,8 @@ def render_sweep(sweep: dict) -> str:
     lines.append(f"frontier (TPGS vs P90 interactivity): {', '.join(sweep['frontier']) or '-'}")
     sat = sweep.get("saturation")
     if sat is not None:
-        lines.append(f"saturation: {sat['point']} at {fmt(sat['requests_per_s'])} req/s")
+        note = "" if sat.get("reached", True) else " (not reached: throughput still growing at the last point; a lower bound)"
+        lines.append(f"saturation: {sat['point']} at {fmt(sat['requests_per_s'])} req/s{note}")
     return "\n".join(lines)
 
 
@@ -138,6 +146,8 @@ def _saturated_rate(path: Path) -> tuple[float, str]:
         sat = data.get("saturation")
         if not sat or not sat.get("requests_per_s"):
             raise RunFolderError("the sweep found no saturation point", path=sweep)
+        if not sat.get("reached", True):
+            return float(sat["requests_per_s"]), f"{sat['point']}, saturation not reached: a lower bound"
         return float(sat["requests_per_s"]), f"saturation at {sat['point']}"
     if summary.is_file():
         rate = (json.loads(summary.read_text()).get("throughput") or {}).get("requests_per_s")
