@@ -9,15 +9,16 @@ machine. There it starts the zero-delay SSE server of bench_driver.py in its own
 local Ray cluster (`num_cpus=2`), then for each concurrency replays single-turn sessions in
 closed loop for `--duration` seconds with:
 
-- local: `harness.driver.run.run_replay` in this process (what `harness run` does by default);
+- local: `harness.driver.run.run_replay` in this process on asyncio's loop (as `harness run`);
+- local-uvloop: the same on uvloop (as `harness replay`, and as Ray runs its async actors);
 - ray-1: `run_replay_distributed` with one worker (Ray's cost for the same work: one actor,
   records shipped to the coordinator, which writes them);
 - ray-2: two workers, the concurrency split between them.
 
 Reported per row: streamed tokens/s and requests/s over the replay window, and `setup s`: the
 time the call took beyond the replay itself (actor start, shard transfer, shared-start lead,
-teardown; Ray's own start-up is excluded and printed once). Ratios are against `local` of the
-same concurrency. The server is one process: on a small machine it, not the client, can be the
+teardown; Ray's own start-up is excluded and printed once). Ratios are against `local-uvloop`
+of the same concurrency (the same event loop as the workers', so the ratio is Ray's cost). The server is one process: on a small machine it, not the client, can be the
 ceiling, and then a second worker cannot help. The machine may be shared: numbers are noisy.
 """
 
@@ -28,20 +29,24 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
-from bench_driver import PROMPT_WORDS, _start_server
 
 from harness.driver.config import ReplayConfig
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.run import event_loop_factory, run_replay
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 
-MODES = ("local", "ray-1", "ray-2")
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = ROOT / "tests" / "driver" / "sse_server.py"  # the zero-delay server of bench_driver.py
+PROMPT_WORDS = 64
+MODES = ("local", "local-uvloop", "ray-1", "ray-2")
+BASE = "local-uvloop"  # Ray's async actors run on uvloop when it is installed: the fair baseline
 
 
 def ensure_loopback_only() -> None:
@@ -50,6 +55,16 @@ def ensure_loopback_only() -> None:
         return
     script = 'ip link set lo up && exec "$0" "$@"'
     os.execvp("unshare", ["unshare", "-n", "sh", "-c", script, sys.executable, *sys.argv])
+
+
+def start_server() -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    line = proc.stdout.readline()
+    if not line.startswith("PORT "):
+        proc.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
 def bench_trace(concurrency: int, duration: float, out_tokens: int) -> Trace:
@@ -73,7 +88,7 @@ async def one(mode: str, url: str, c: int, args) -> dict:
     tc = HTTPTargetConfig(endpoints=(url,), model="m", max_connections=c)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        if mode == "local":
+        if mode.startswith("local"):
             await run_replay(trace, OpenAIHTTPTarget(tc), config, tmp)
         else:
             await run_replay_distributed(trace, tc, config, tmp, workers=int(mode[-1]))
@@ -109,29 +124,40 @@ def main() -> None:
         f"{os.cpu_count()} CPUs on this machine",
         flush=True,
     )
-    server, url = _start_server()
+    server, url = start_server()
     rows = []
     try:
         for c in args.concurrency:
             for mode in MODES:
-                rows.append(asyncio.run(one(mode, url, c, args)))
-                _print_row(rows[-1], rows)
+                factory = event_loop_factory() if mode != "local" else None
+                with asyncio.Runner(loop_factory=factory) as runner:
+                    rows.append(runner.run(one(mode, url, c, args)))
+                _print_row(rows[-1])
     finally:
         server.terminate()
         server.wait(10)
         ray.shutdown()
+    _print_ratios(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
 
-def _print_row(r: dict, rows: list[dict]) -> None:
-    base = next(x for x in rows if x["concurrency"] == r["concurrency"] and x["mode"] == "local")
+def _print_row(r: dict) -> None:
     print(
-        f"c={r['concurrency']:5d} {r['mode']:6s} tok/s {r['tok_s']:9.0f} (x{r['tok_s'] / base['tok_s']:.2f})  "
-        f"req/s {r['req_s']:7.1f} (x{r['req_s'] / base['req_s']:.2f})  setup {r['setup_s']:5.2f} s  "
-        f"failed {r['failed']}",
+        f"c={r['concurrency']:5d} {r['mode']:12s} tok/s {r['tok_s']:9.0f}  req/s {r['req_s']:7.1f}  "
+        f"setup {r['setup_s']:5.2f} s  failed {r['failed']}",
         flush=True,
     )
+
+
+def _print_ratios(rows: list[dict]) -> None:
+    print(f"\nagainst {BASE} of the same concurrency:")
+    for r in rows:
+        base = next(x for x in rows if x["concurrency"] == r["concurrency"] and x["mode"] == BASE)
+        print(
+            f"c={r['concurrency']:5d} {r['mode']:12s} tok/s x{r['tok_s'] / base['tok_s']:.2f}  "
+            f"req/s x{r['req_s'] / base['req_s']:.2f}  setup {r['setup_s'] - base['setup_s']:+.2f} s"
+        )
 
 
 if __name__ == "__main__":
