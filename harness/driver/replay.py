@@ -90,7 +90,9 @@ class Replay:
         self.t0 = time.perf_counter() if t0 is None else t0
         if self.config.max_duration is not None:
             loop = asyncio.get_running_loop()
-            self._timers.append(loop.call_later(self.config.max_duration, self._duration_reached))
+            # from the clock's origin, which a shared start (t0) may have put in the past
+            until = max(0.0, self.config.max_duration - self.now())
+            self._timers.append(loop.call_later(until, self._duration_reached))
         mains = self._main_sessions()
         if self.config.load == "closed":
             for _ in range(self.config.concurrency):
