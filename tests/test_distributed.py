@@ -197,6 +197,19 @@ def test_ctrl_c_interrupts_every_worker(runs):
     assert len(load_records(out / "sigint")) == r["requests"]
 
 
+def test_max_duration_stops_every_worker_on_the_shared_clock(runs):
+    out, res = runs
+    r = res["bounded"]
+    assert r["status"] == "complete" and r["stopped_by"] == "max_duration"
+    recs = load_records(out / "bounded")
+    assert len(recs) == r["requests"] > 0
+    # nothing sent after the end, and the drain (0.1 s) cut the rest; slack for a loaded loop
+    assert max(x["t_sent"] for x in recs) <= 1.0 + 0.2
+    assert max(x["t_done"] for x in recs) <= 1.0 + 0.1 + 0.4
+    assert {x["status"] for x in recs} <= {"ok", "cancelled"}
+    assert load_manifest(out / "bounded")["stopped_by"] == "max_duration"
+
+
 def test_an_unreachable_target_is_one_line(runs):
     _, res = runs
     error = res["unreachable_error"]

@@ -132,6 +132,19 @@ async def interrupted(url: str, out: Path) -> dict:
     return {"sigint": as_dict(await task)}
 
 
+async def bounded(url: str, out: Path) -> dict:
+    """max_duration on every worker, from the shared start: sending stops at 1 s on one clock."""
+    config = ReplayConfig(
+        load="closed", concurrency=4, max_duration=1.0, drain_s=0.1, run_id="bounded"
+    )
+    tr = small_trace(mains=12, turns=6, output=30)
+    return {
+        "bounded": as_dict(
+            await run_replay_distributed(tr, http_config(url), config, out / "bounded", workers=2)
+        )
+    }
+
+
 async def unreachable(out: Path) -> dict:
     """Nothing listens at the endpoint: the run fails with the target's one-line error."""
     with socket.socket() as sock:
@@ -186,6 +199,7 @@ def main(out: Path) -> None:
         with ServerThread(ServerConfig(token_delay=0.01)) as server:
             results.update(asyncio.run(worker_loss(server.url, out)))
             results.update(asyncio.run(interrupted(server.url, out)))
+            results.update(asyncio.run(bounded(server.url, out)))
         results.update(asyncio.run(unreachable(out)))
     finally:
         ray.shutdown()
