@@ -96,3 +96,18 @@ def test_the_model_is_hugging_face_llama(shared_runner):
     e = LLMEngine(tiny(max_num_batched_tokens=32), runner=shared_runner)
     e.add_request("a", p, greedy(6))
     assert drain(e)["a"][0] == want.tolist()
+
+
+def test_sampling_with_temperature_is_seeded():
+    from harness.engine.sequence import SamplingParams
+
+    def sample(seed: int) -> list[int]:
+        e = LLMEngine(tiny(num_gpu_blocks=16, seed=seed))
+        e.add_request("s", prompt(4, 40), SamplingParams(max_tokens=12, ignore_eos=True, temperature=1.5))
+        return drain(e)["s"][0]
+
+    first = sample(0)
+    assert sample(0) == first  # same seed, same draws
+    e = LLMEngine(tiny(num_gpu_blocks=16))
+    e.add_request("g", prompt(4, 40), greedy(12))
+    assert drain(e)["g"][0] != first  # temperature really samples
