@@ -27,6 +27,7 @@ WORDS: tuple[str, ...] = tuple(
     resources.files("harness").joinpath("data/words.txt").read_text(encoding="utf-8").split()
 )
 WORD_INDEX: dict[str, int] = {w: i for i, w in enumerate(WORDS)}
+_WORD_ARRAY = np.array(WORDS, dtype=object)  # fancy indexing turns word ids into text in C
 TOKEN_BASE = 1000  # ids below are left for special tokens (role markers, BOS/EOS) of engines
 SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
 
@@ -164,7 +165,7 @@ class Content:
         key = (seg.key, seg.length)
         text = self._texts.get(key)
         if text is None:
-            text = " ".join(WORDS[i] for i in self.segment_words(seg))
+            text = " ".join(_WORD_ARRAY[self.segment_words(seg)].tolist())
             if self._count is not None and seg.length > 0:
                 text = self._fit(seg, text)
             self._remember(self._texts, key, text)
