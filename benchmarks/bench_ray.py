@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -53,6 +54,11 @@ def ensure_loopback_only() -> None:
     """Re-exec under `unshare -n` unless this process already sees nothing but `lo`."""
     if [name for _, name in socket.if_nameindex()] == ["lo"]:
         return
+    if shutil.which("unshare") is None:
+        raise SystemExit("bench_ray.py keeps Ray on loopback with `unshare -n`: not installed")
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        raise SystemExit(f"bench_ray.py keeps Ray on loopback with `unshare -n`: {probe.stderr}")
     script = 'ip link set lo up && exec "$0" "$@"'
     os.execvp("unshare", ["unshare", "-n", "sh", "-c", script, sys.executable, *sys.argv])
 
