@@ -300,5 +300,8 @@ def _add_to_manifest(run_dir: Path, extra: dict) -> None:
 def summary_line(result: RunResult) -> str:
     if result.interrupted:
         return f"interrupted: partial results in {result.run_dir}"
+    partial = [p.run_dir.name for p in result.points if p.status == "partial"]
+    if partial:
+        return f"done with losses (a load worker died; see manifest.json workers): {result.run_dir}"
     return f"done: {result.run_dir}"
 
