@@ -173,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-lengths", type=int, nargs="+", default=[8192, 16384])
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--sessions", type=int, default=50)
-    ap.add_argument("--sim-blocks", type=int, default=65_536, help="device KV blocks of the simulated server")
+    ap.add_argument("--sim-blocks", type=int, default=524_288,
+                    help="device KV blocks of the simulated server (default: 8M tokens, the working set fits)")
     args = ap.parse_args(argv)
     parts = args.only or ["warm", "hf", "sim"]
     result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
