@@ -106,8 +106,10 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
     if not quiet:
         print(summary_table(summary))
         if server is not None and server.get("hit_rate") is not None:
+            client = summary.get("cache_hit_rate")
+            client = "-" if client is None else f"{client:.4f}"
             print(f"server-side prefix cache hit rate (from /metrics): {server['hit_rate']:.4f}"
-                  f"  (client-side: {summary.get('cache_hit_rate')})")
+                  f"  (client-side: {client})")
         print(f"report: {report}")
     return summary
 

@@ -22,3 +22,9 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert "pytest" in test_command
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci_lines
+
+
+def test_main_job_runs_the_quickstart_scenario():
+    main_command = _quickstart_commands()[0]
+    assert main_command.endswith("harness run scenarios/quickstart.yaml")
+    assert (ROOT / "scenarios" / "quickstart.yaml").is_file()
