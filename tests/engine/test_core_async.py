@@ -60,7 +60,7 @@ async def test_the_event_loop_keeps_ticking_during_a_long_prefill(engine):
     elapsed = time.perf_counter() - t0
     stop.set()
     await task
-    assert elapsed > 0.3  # the prefill really took a while...
+    assert elapsed > 0.1  # the prefill really took a while...
     assert len(gaps) > 10 and max(gaps) < elapsed / 3  # ...and the loop kept running through it
 
 
