@@ -54,9 +54,7 @@ def test_bad_files(tmp_path):
 
 def test_an_error_in_the_file_names_its_line(tmp_path):
     from harness.errors import ProfileError
-    from harness.trace.profile import load_profile
-
-    from harness.trace.profile import DEFAULT_PROFILE
+    from harness.trace.profile import DEFAULT_PROFILE, load_profile
 
     lines = DEFAULT_PROFILE.read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("probability:"))
