@@ -165,7 +165,8 @@ def replay_config(scenario: Scenario, run_id: str):
         max_requests=load.max_requests, max_duration=load.max_duration_s,
         warmup_s=load.warmup_s, warmup_requests=load.warmup_requests, cooldown_s=load.cooldown_s,
         history=load.history, api=t.api, prompt_format=t.prompt_format, routing=t.routing,
-        block_size=block, salt=salt, seed=scenario.workload.seed, run_id=run_id,
+        block_size=block, salt=salt, tokenizer=scenario.workload.tokenizer, seed=scenario.workload.seed,
+        run_id=run_id,
     )
 
 

@@ -33,6 +33,7 @@ class Workload(_Strict):
     scale: float | None = Field(default=None, gt=0)
     seed: int = 1
     salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
+    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text content exact for it
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -195,7 +196,7 @@ def resolve_paths(doc: dict, base: Path) -> dict:
     doc = copy.deepcopy(doc)
     workload = doc.get("workload")
     if isinstance(workload, dict):
-        for key in ("profile", "trace"):
+        for key in ("profile", "trace", "tokenizer"):
             value = workload.get(key)
             if isinstance(value, str) and not Path(value).is_absolute():
                 for candidate in (base / value, base.parent / value, Path.cwd() / value):

@@ -199,6 +199,12 @@ def add_content_flags(p: argparse.ArgumentParser) -> None:
         help="prefix every prompt with a salt segment so repeated runs do not hit each other's cache",
     )
     g.add_argument(
+        "--tokenizer",
+        metavar="FILE",
+        help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat messages "
+        "get exactly the trace's token counts for it",
+    )
+    g.add_argument(
         "--block-size",
         type=int,
         default=16,
@@ -268,6 +274,7 @@ def build_config(args: argparse.Namespace):
         follow_parent=not args.no_follow_parent,
         block_size=args.block_size,
         salt=args.salt,
+        tokenizer=args.tokenizer,
         seed=args.seed,
         run_id=args.run_id or Path(args.output).resolve().name,
     )

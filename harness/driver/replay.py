@@ -27,7 +27,7 @@ from harness.driver.recorder import Recorder, collect, new_record
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
-from harness.trace.content import Content
+from harness.trace.content import Content, load_hf_token_counter
 from harness.trace.model import Session, Trace
 from harness.trace.prefix import IdealPrefixCache
 
@@ -59,7 +59,8 @@ class Replay:
     ) -> None:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
-        self.content = Content(trace, salt=config.salt)
+        counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
+        self.content = Content(trace, salt=config.salt, token_counter=counter)
         self.live: dict[tuple[str, int], str] | None = {} if config.history == "live" else None
         self.prompts = PromptBuilder(
             self.content, api=config.api, prompt_format=config.prompt_format, live=self.live

@@ -172,18 +172,35 @@ class Content:
         return text
 
     def _fit(self, seg: Segment, text: str) -> str:
-        """Make the text exactly `seg.length` tokens for the user's tokenizer (words ~ tokens)."""
-        words = text.split()
+        """Make the text exactly `seg.length` tokens for the user's tokenizer.
+
+        Pre-tokenizers split on spaces, so a text's count is close to the sum of its words'
+        counts: take the segment's words while they fit, fill the rest with one-token words,
+        then check the whole text and correct word by word."""
+        cost, ones = self._word_costs()
+        words, total = [], 0
+        for w in text.split():
+            if total + cost[w] > seg.length:
+                break
+            words.append(w)
+            total += cost[w]
         rng = np.random.default_rng([self.seed, _stable_hash(seg.key), 1])
+        fill = ones or list(WORDS)
         for _ in range(4 * seg.length + 16):
-            n = self._count(" ".join(words))
+            n = self._count(" ".join(words)) if words else 0
             if n == seg.length:
                 break
-            if n > seg.length and len(words) > 1:
+            if n > seg.length and words:
                 words.pop()
             else:
-                words.append(WORDS[int(rng.integers(len(WORDS)))])
+                words.append(fill[int(rng.integers(len(fill)))])
         return " ".join(words)
+
+    def _word_costs(self) -> tuple[dict[str, int], list[str]]:
+        if not hasattr(self, "_costs"):
+            self._costs = {w: self._count(w) for w in WORDS}
+            self._ones = [w for w in WORDS if self._costs[w] == 1]
+        return self._costs, self._ones
 
     def _remember(self, cache: OrderedDict, key, value) -> None:
         cache[key] = value

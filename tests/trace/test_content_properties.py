@@ -106,3 +106,33 @@ def test_chat_prefix_holds_with_empty_inputs_and_outputs():
         prev = ids
     roles = [m["role"] for m in content.messages("s", 3)]
     assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+
+
+def test_a_user_tokenizer_gets_exact_segment_lengths(tmp_path):
+    """With a Hugging Face tokenizer.json (here a tiny BPE that splits most vocabulary words into
+    several tokens), every segment's text is exactly its token count for that tokenizer."""
+    tokenizers = pytest.importorskip("tokenizers")
+    import random
+
+    from harness.trace.content import WORDS, load_hf_token_counter
+    from harness.trace.model import Session, Trace, TraceHeader, Turn
+
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    rng = random.Random(0)
+    corpus = [" ".join(rng.choices(WORDS, k=50)) for _ in range(200)]
+    tok.train_from_iterator(corpus, tokenizers.trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"]))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    count = load_hf_token_counter(str(path))
+    assert count("the system cache token") > 4  # the words do not map 1:1 to its tokens
+
+    s = Session("s", 0.0, 50, "sys", tuple(Turn(40 + 7 * i, 20 + i) for i in range(6)))
+    content = Content(Trace(TraceHeader(seed=1), (s,)), token_counter=count)
+    for k in range(6):
+        for seg in content.segments("s", k):
+            assert count(content.segment_text(seg)) == seg.length, seg
+    # the chat prefix property still holds, as text
+    prev = content.messages("s", 2)
+    nxt = content.messages("s", 3)
+    assert nxt[: len(prev)] == prev
