@@ -234,12 +234,15 @@ class OpenAIHTTPTarget:
             proto = resp.connection.protocol if resp.connection is not None else None
             if not isinstance(proto, _StampingProtocol):
                 proto = None
+            feed, read, t0 = parser.feed, dec.read, wd.t0
             async for raw in resp.content.iter_any():
-                now = _perf()
-                if proto is not None and wd.t0 <= proto.rx_last < now:
-                    now = proto.rx_last  # when these bytes arrived, not when this task ran
+                # when these bytes arrived, not when this task ran; a stamp older than this
+                # request is an earlier request's on the same connection
+                now = proto.rx_last if proto is not None else 0.0
+                if now < t0:
+                    now = _perf()
                 wd.last = now
-                chunk = dec.read(parser.feed(raw), now)
+                chunk = read(feed(raw), now)
                 if chunk is not None:
                     wd.first = True
                     yield chunk

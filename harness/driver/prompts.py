@@ -23,6 +23,8 @@ class PromptBuilder:
         self.api = api
         self.prompt_format = prompt_format
         self.live = live  # (session id, turn) -> reply text; None for recorded history
+        # recorded history: the content's own (cached) texts, without a wrapper call per segment
+        self._text_of = content.segment_text if live is None else self._text
 
     def _text(self, seg: Segment) -> str:
         if self.live is not None and seg.role == "assistant" and seg.key[0] == "out":
@@ -32,11 +34,12 @@ class PromptBuilder:
         return self.content.segment_text(seg)
 
     def messages(self, segments: Sequence[Segment]) -> list[dict]:
-        return chat_messages(segments, self._text)
+        return chat_messages(segments, self._text_of)
 
     def prompt(self, segments: Sequence[Segment]) -> list[int] | str:
         if self.prompt_format == "text":
-            return " ".join(self._text(s) for s in segments if s.length)
+            text_of = self._text_of
+            return " ".join([text_of(s) for s in segments if s.length])
         ids: list[int] = []
         for seg in segments:
             ids.extend(self.content.segment_token_ids(seg).tolist())

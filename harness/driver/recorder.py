@@ -19,6 +19,8 @@ import orjson
 from harness.driver.target import Chunk, Done, Event, Failure, Usage
 from harness.schema import RECORDS_FILE
 
+_DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+
 
 def new_record(**fields) -> dict:
     """A record with every schema field; outcome fields start empty."""
@@ -143,9 +145,7 @@ class Recorder(OutcomeCounts):
         self._fh = self.path.open("ab")
 
     def write(self, rec: dict) -> None:
-        self._fh.write(
-            orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
-        )
+        self._fh.write(orjson.dumps(rec, option=_DUMP_OPTIONS))
         self._fh.flush()
         self.observe(rec)
 

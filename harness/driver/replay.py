@@ -29,7 +29,7 @@ from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.trace.content import Content, load_hf_token_counter
 from harness.trace.model import Session, Trace
-from harness.trace.prefix import IdealPrefixCache
+from harness.trace.prefix import IdealPrefixCache, block_hit
 
 
 @dataclass
@@ -66,6 +66,8 @@ class Replay:
             self.content, api=config.api, prompt_format=config.prompt_format, live=self.live
         )
         self.ideal = IdealPrefixCache(config.block_size)
+        # session id -> (turn, trie node, prompt tokens, segments) where its last prompt ended
+        self._ideal_end: dict[str, tuple[int, int, int, int]] = {}
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
         self.t0 = time.perf_counter()
@@ -184,8 +186,9 @@ class Replay:
         except asyncio.CancelledError:
             pass  # interrupted or drained: the records are written
         finally:
-            if self.live is not None:
-                for member in self.trace.family(s.id):
+            for member in self.trace.family(s.id):
+                self._ideal_end.pop(member.id, None)
+                if self.live is not None:
                     for k in range(len(member.turns)):
                         self.live.pop((member.id, k), None)
 
@@ -233,7 +236,7 @@ class Replay:
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
         segs = self.content.segments(s.id, k)
-        ideal = self.ideal.observe(segs)  # at send time: what earlier requests of this run sent
+        ideal, prompt_tokens = self._observe_ideal(s, k, segs)
         messages, prompt = self.prompts.build(segs)
         root = self._root(s) if self.config.follow_parent else s.id
         endpoint = self.router.pick(root)
@@ -243,7 +246,7 @@ class Replay:
             root,
             endpoint,
             turn.output_tokens,
-            sum(g.length for g in segs),
+            prompt_tokens,
             messages,
             prompt,
         )
@@ -278,6 +281,30 @@ class Replay:
         if texts is not None and rec["status"] == "ok":
             self.live[(s.id, k)] = "".join(texts)
         return rec
+
+    def _observe_ideal(self, s: Session, k: int, segs: list) -> tuple[int, int]:
+        """(ideal cache hit, prompt tokens) at send time: what earlier requests of this run sent.
+
+        Turn k's prompt is turn k-1's plus what k-1 output and k adds, so when k-1 was observed
+        the trie walk resumes where its prompt ended: a 100-turn session costs linear, not
+        quadratic, time (as `IdealPrefixCache.observe` on the whole prompt would).
+        """
+        turns, prev = s.turns, self._ideal_end.get(s.id)
+        if (
+            prev is not None
+            and prev[0] == k - 1
+            and turns[k].hash_ids is None
+            and turns[k - 1].hash_ids is None
+        ):
+            _, node, length, n = prev
+            new = segs[n:]
+        else:
+            node, length, new = 0, 0, segs
+        cache = self.ideal
+        total = length + sum(g.length for g in new)
+        hit = block_hit(length + cache.shared_prefix(new, node), total, cache.block_size)
+        self._ideal_end[s.id] = (k, cache.insert(new, node), total, len(segs))
+        return hit, total
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:

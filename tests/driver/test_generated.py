@@ -2,8 +2,10 @@
 
 import dataclasses
 
+from harness.trace.content import Content
 from harness.trace.generate import generate
 from harness.trace.model import Trace
+from harness.trace.prefix import IdealPrefixCache
 from harness.trace.profile import load_profile
 from tests.driver.helpers import replay
 
@@ -59,3 +61,17 @@ async def test_ideal_cache_matches_a_server_with_unbounded_prefix_memory(make_se
     )
     assert [r["cached_tokens"] for r in records] == [r["cached_tokens_ideal"] for r in records]
     assert sum(r["cached_tokens"] for r in records) > 0
+
+
+async def test_ideal_cache_equals_whole_prompt_walks_in_send_order(make_server, tmp_path):
+    # The replay resumes each session's trie walk where its previous prompt ended; the result
+    # must equal walking every whole prompt from the root, in send order (subagents included).
+    srv = await make_server(keep_body=False)
+    trace = _no_think(generate(load_profile(), seed=7, sessions=3, scale=0.02))
+    assert any(t.spawns for s in trace.sessions for t in s.turns)
+    _, records, _ = await replay(trace, srv.url, tmp_path, concurrency=3, salt="s2")
+    content, cache = Content(trace, salt="s2"), IdealPrefixCache(16)
+    for r in sorted(records, key=lambda r: r["t_sent"]):
+        segs = content.segments(r["session_id"], r["turn"])
+        assert r["cached_tokens_ideal"] == cache.observe(segs), r["request_id"]
+        assert r["prompt_tokens_expected"] == sum(g.length for g in segs)
