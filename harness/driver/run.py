@@ -27,8 +27,6 @@ from harness.errors import RunFolderError
 from harness.schema import RECORDS_FILE
 from harness.trace.model import Session, Trace
 
-GC_YOUNG_THRESHOLD = 50_000  # allocations between young-generation collections during a run
-
 
 def family_width(trace: Trace, s: Session) -> int:
     """Most requests one session family can have in flight at once (subagents run in parallel)."""
@@ -115,12 +113,6 @@ async def run_replay(
     # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.
     gc.collect()
     gc.freeze()
-    # In steady state a run allocates and frees the same objects per request: the young
-    # generation only oscillates. At the default threshold (700) that oscillation alone set off
-    # a collection every few requests (~1 µs per streamed token); a high one lets objects die
-    # first, while real cyclic garbage is still collected within this many allocations.
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
     installed = _install_signals(replay)
     shown = asyncio.create_task(progress.show(replay.stats)) if show_progress else None
     status = "failed"
@@ -153,5 +145,4 @@ async def run_replay(
             counts=recorder.counts(),
         )
         write_manifest(run_dir, manifest)
-        gc.set_threshold(*thresholds)
         gc.unfreeze()
