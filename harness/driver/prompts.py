@@ -25,6 +25,7 @@ class PromptBuilder:
         self.live = live  # (session id, turn) -> reply text; None for recorded history
         # recorded history: the content's own (cached) texts, without a wrapper call per segment
         self._text_of = content.segment_text if live is None else self._text
+        self._last: dict[str, tuple[int, list[dict]]] = {}  # session -> (segments, messages)
 
     def _text(self, seg: Segment) -> str:
         if self.live is not None and seg.role == "assistant" and seg.key[0] == "out":
@@ -46,9 +47,26 @@ class PromptBuilder:
         return ids
 
     def build(
-        self, segments: Sequence[Segment]
+        self, segments: Sequence[Segment], *, session: str | None = None, reuse: int = 0
     ) -> tuple[list[dict] | None, list[int] | str | None]:
-        """(messages, prompt) for the request; the one the API does not use is None."""
-        if self.api == "chat":
-            return self.messages(segments), None
-        return None, self.prompt(segments)
+        """(messages, prompt) for the request; the one the API does not use is None.
+
+        `reuse`: how many leading segments are `session`'s previous prompt (0: none). Chat
+        messages then extend that prompt's messages instead of rebuilding them: its last message
+        is the user's and the first new segment is the assistant's output, so nothing merges
+        across the seam, and the texts it holds cannot have changed (live replies only appear).
+        """
+        if self.api != "chat":
+            return None, self.prompt(segments)
+        last = self._last.get(session) if reuse else None
+        if last is not None and last[0] == reuse:
+            messages = last[1] + self.messages(segments[reuse:])
+        else:
+            messages = self.messages(segments)
+        if session is not None:
+            self._last[session] = (len(segments), messages)
+        return messages, None
+
+    def forget(self, session: str) -> None:
+        """Drop what `build` kept for `session` (its last chat prompt)."""
+        self._last.pop(session, None)

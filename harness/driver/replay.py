@@ -188,6 +188,7 @@ class Replay:
         finally:
             for member in self.trace.family(s.id):
                 self._ideal_end.pop(member.id, None)
+                self.prompts.forget(member.id)
                 if self.live is not None:
                     for k in range(len(member.turns)):
                         self.live.pop((member.id, k), None)
@@ -236,8 +237,8 @@ class Replay:
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
         segs = self.content.segments(s.id, k)
-        ideal, prompt_tokens = self._observe_ideal(s, k, segs)
-        messages, prompt = self.prompts.build(segs)
+        ideal, prompt_tokens, reuse = self._observe_ideal(s, k, segs)
+        messages, prompt = self.prompts.build(segs, session=s.id, reuse=reuse)
         root = self._root(s) if self.config.follow_parent else s.id
         endpoint = self.router.pick(root)
         spec = RequestSpec(
@@ -282,8 +283,9 @@ class Replay:
             self.live[(s.id, k)] = "".join(texts)
         return rec
 
-    def _observe_ideal(self, s: Session, k: int, segs: list) -> tuple[int, int]:
-        """(ideal cache hit, prompt tokens) at send time: what earlier requests of this run sent.
+    def _observe_ideal(self, s: Session, k: int, segs: list) -> tuple[int, int, int]:
+        """(ideal cache hit, prompt tokens, leading segments that are the session's previous
+        prompt or 0) at send time: the hit is what earlier requests of this run sent.
 
         Turn k's prompt is turn k-1's plus what k-1 output and k adds, so when k-1 was observed
         the trie walk resumes where its prompt ended: a 100-turn session costs linear, not
@@ -299,12 +301,12 @@ class Replay:
             _, node, length, n = prev
             new = segs[n:]
         else:
-            node, length, new = 0, 0, segs
+            node, length, n, new = 0, 0, 0, segs
         cache = self.ideal
         total = length + sum(g.length for g in new)
         hit = block_hit(length + cache.shared_prefix(new, node), total, cache.block_size)
         self._ideal_end[s.id] = (k, cache.insert(new, node), total, len(segs))
-        return hit, total
+        return hit, total, n
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:

@@ -75,3 +75,17 @@ async def test_ideal_cache_equals_whole_prompt_walks_in_send_order(make_server, 
         segs = content.segments(r["session_id"], r["turn"])
         assert r["cached_tokens_ideal"] == cache.observe(segs), r["request_id"]
         assert r["prompt_tokens_expected"] == sum(g.length for g in segs)
+
+
+async def test_chat_prompts_of_long_sessions_are_the_trace_content(make_server, tmp_path):
+    # Each turn's messages extend the previous turn's: they must still be, exactly, the whole
+    # prompt the trace defines (subagent results and forks included).
+    srv = await make_server()
+    trace = _no_think(generate(load_profile(), seed=11, sessions=2, scale=0.02))
+    assert max(len(s.turns) for s in trace.sessions) > 3
+    await replay(trace, srv.url, tmp_path, concurrency=2, salt="s3")
+    content = Content(trace, salt="s3")
+    assert len(srv.log) == trace.num_requests
+    for e in srv.log:
+        sid, turn = e["request_id"].rsplit(":", 1)
+        assert e["body"]["messages"] == content.messages(sid, int(turn)), e["request_id"]
