@@ -46,6 +46,24 @@ def _stable_hash(key: tuple) -> int:
     return int.from_bytes(digest, "little")
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _word_stream(key_hash: int, n: int) -> np.ndarray:
+    """n word indices from a 64-bit key: SplitMix64 over a counter, vectorized.
+
+    Seeding a numpy Generator costs tens of microseconds (its SeedSequence), more than a whole
+    short segment; a counter-based mix needs no state, so the driver can materialize a prompt's
+    new segments per request cheaply. Word i depends only on (key, i), so a shorter segment of
+    the same key is a prefix of a longer one."""
+    x = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN + np.uint64(key_hash)
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    x ^= x >> np.uint64(31)
+    return (x % np.uint64(len(WORDS))).astype(np.int32)
+
+
 def encode_words(text: str) -> list[int]:
     """Token ids of a text written in the content vocabulary (unknown words raise KeyError)."""
     return [TOKEN_BASE + WORD_INDEX[w] for w in text.split()]
@@ -153,8 +171,7 @@ class Content:
         full = self.block_size if seg.key[0] == "blk" else seg.length
         cached = self._words.get(seg.key)
         if cached is None or len(cached) < full:
-            rng = np.random.default_rng([self.seed, _stable_hash(seg.key)])
-            cached = rng.integers(0, len(WORDS), size=full, dtype=np.int32)
+            cached = _word_stream(_stable_hash((self.seed, seg.key)), full)
             self._remember(self._words, seg.key, cached)
         return cached[: seg.length]
 
