@@ -16,27 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from harness.engine.commands import _CHOICE_FLAGS, _VALUE_FLAGS
+from harness.engine.commands import engine_flags
 from harness.errors import EngineError
 
 _READY = re.compile(r"serving on (http://\S+)")
-_FLAGS = {dest: flag for flag, dest, *_ in (*_VALUE_FLAGS, *_CHOICE_FLAGS)}
-
-
-def engine_flags(options: dict) -> list[str]:
-    """`harness serve` flags for EngineConfig fields (vLLM's names)."""
-    argv: list[str] = []
-    for key, value in options.items():
-        if value is None:
-            continue
-        if key in ("enable_prefix_caching", "debug_checks"):
-            name = key.replace("_", "-")
-            argv.append(f"--{name}" if value else f"--no-{name}")
-        elif key in _FLAGS:
-            argv += [_FLAGS[key], str(value)]
-        else:
-            raise EngineError(f"engine option {key!r} cannot be passed to a served engine")
-    return argv
 
 
 class LocalServers:

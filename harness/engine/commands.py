@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from harness.engine.config import DEVICES, DTYPES, PRESETS, RUNNERS, EngineConfig
+from harness.errors import EngineError
 
 # (flag, EngineConfig field, type, help)
 _VALUE_FLAGS = (
@@ -65,6 +66,26 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     dests += ["enable_prefix_caching", "debug_checks"]
     chosen = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
     return EngineConfig.from_dict(chosen)
+
+
+_FLAG_OF = {dest: flag for flag, dest, *_ in (*_VALUE_FLAGS, *_CHOICE_FLAGS)}
+
+
+def engine_flags(options: dict) -> list[str]:
+    """`harness serve` flags for EngineConfig fields (vLLM's names): the inverse of
+    `engine_config_from_args`, used to start served replicas with a scenario's options."""
+    argv: list[str] = []
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in ("enable_prefix_caching", "debug_checks"):
+            name = key.replace("_", "-")
+            argv.append(f"--{name}" if value else f"--no-{name}")
+        elif key in _FLAG_OF:
+            argv += [_FLAG_OF[key], str(value)]
+        else:
+            raise EngineError(f"engine option {key!r} cannot be passed to a served engine")
+    return argv
 
 
 def register(subparsers) -> None:
