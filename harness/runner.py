@@ -189,7 +189,7 @@ async def _target(scenario: Scenario, run_dir: Path):
             if not t.scrape_metrics:
                 return None
             # An engine not started yet has served nothing: its counters are zero.
-            return [_stats_dict(e.stats()) if e._engine is not None else dict.fromkeys(_STAT_KEYS, 0)
+            return [_stats_dict(e.stats()) if e.started else dict.fromkeys(_STAT_KEYS, 0)
                     for e in target.engines]
 
         yield target, scrape

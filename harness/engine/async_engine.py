@@ -39,6 +39,10 @@ class AsyncEngine:
         self._stopping = False
 
     @property
+    def started(self) -> bool:
+        return self._engine is not None
+
+    @property
     def engine(self) -> LLMEngine:
         if self._engine is None:
             raise EngineError("the engine is not started (await AsyncEngine.start() first)")
