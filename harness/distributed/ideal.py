@@ -16,7 +16,7 @@ from harness.driver.config import ReplayConfig
 from harness.schema import RECORDS_FILE
 from harness.trace.content import Content
 from harness.trace.model import Trace
-from harness.trace.prefix import IdealPrefixCache, block_hit
+from harness.trace.prefix import SessionWalks
 
 
 def recompute_ideal(trace: Trace, config: ReplayConfig, run_dir: Path) -> int:
@@ -57,29 +57,14 @@ def _rewrite(path: Path, after: list[int], before: list[int]) -> None:
 
 
 class _IdealWalk:
-    """One ideal cache fed in send order. A turn whose previous turn was seen walks only what it
-    appends, from where that prompt ended in the trie (as trace stats does), so a 100-turn
-    session costs linear, not quadratic, time."""
+    """One ideal cache fed in global send order, each session resuming where its last prompt
+    ended (`SessionWalks`, as trace stats and the single-process driver count)."""
 
     def __init__(self, trace: Trace, config: ReplayConfig) -> None:
-        self.trace, self.content = trace, Content(trace, salt=config.salt)
-        self.cache = IdealPrefixCache(config.block_size)
-        self.end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, trie node, length)
+        self.content = Content(trace, salt=config.salt)
+        self.walks = SessionWalks(config.block_size)
 
     def observe(self, sid: str, k: int) -> int:
-        turns = self.trace.session(sid).turns
-        prev = self.end.get(sid)
-        if (
-            prev
-            and prev[0] == k - 1
-            and turns[k].hash_ids is None
-            and turns[k - 1].hash_ids is None
-        ):
-            _, node, length = prev
-            segs = self.content.new_segments(sid, k)
-        else:
-            node, length, segs = 0, 0, self.content.segments(sid, k)
-        total = length + sum(s.length for s in segs)
-        hit = block_hit(length + self.cache.shared_prefix(segs, node), total, self.cache.block_size)
-        self.end[sid] = (k, self.cache.insert(segs, node), total)
-        return hit
+        appended = self.content.appends_to_previous(sid, k) and self.walks.resumes(sid, k)
+        segs = self.content.new_segments(sid, k) if appended else self.content.segments(sid, k)
+        return self.walks.observe(sid, k, segs, appended=appended)[0]

@@ -29,7 +29,7 @@ from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.trace.content import Content, load_hf_token_counter
 from harness.trace.model import Session, Trace
-from harness.trace.prefix import IdealPrefixCache, block_hit
+from harness.trace.prefix import SessionWalks
 
 
 @dataclass
@@ -65,9 +65,7 @@ class Replay:
         self.prompts = PromptBuilder(
             self.content, api=config.api, prompt_format=config.prompt_format, live=self.live
         )
-        self.ideal = IdealPrefixCache(config.block_size)
-        # session id -> (turn, trie node, prompt tokens, segments) where its last prompt ended
-        self._ideal_end: dict[str, tuple[int, int, int, int]] = {}
+        self.ideal = SessionWalks(config.block_size)
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
         self.t0 = time.perf_counter()
@@ -187,7 +185,7 @@ class Replay:
             pass  # interrupted or drained: the records are written
         finally:
             for member in self.trace.family(s.id):
-                self._ideal_end.pop(member.id, None)
+                self.ideal.forget(member.id)
                 self.prompts.forget(member.id)
                 if self.live is not None:
                     for k in range(len(member.turns)):
@@ -285,28 +283,11 @@ class Replay:
 
     def _observe_ideal(self, s: Session, k: int, segs: list) -> tuple[int, int, int]:
         """(ideal cache hit, prompt tokens, leading segments that are the session's previous
-        prompt or 0) at send time: the hit is what earlier requests of this run sent.
-
-        Turn k's prompt is turn k-1's plus what k-1 output and k adds, so when k-1 was observed
-        the trie walk resumes where its prompt ended: a 100-turn session costs linear, not
-        quadratic, time (as `IdealPrefixCache.observe` on the whole prompt would).
-        """
-        turns, prev = s.turns, self._ideal_end.get(s.id)
-        if (
-            prev is not None
-            and prev[0] == k - 1
-            and turns[k].hash_ids is None
-            and turns[k - 1].hash_ids is None
-        ):
-            _, node, length, n = prev
-            new = segs[n:]
-        else:
-            node, length, n, new = 0, 0, 0, segs
-        cache = self.ideal
-        total = length + sum(g.length for g in new)
-        hit = block_hit(length + cache.shared_prefix(new, node), total, cache.block_size)
-        self._ideal_end[s.id] = (k, cache.insert(new, node), total, len(segs))
-        return hit, total, n
+        prompt or 0) at send time: the hit is what earlier requests of this run sent."""
+        appended = self.content.appends_to_previous(s.id, k) and self.ideal.resumes(s.id, k)
+        new = self.content.new_segments(s.id, k) if appended else segs
+        hit, total = self.ideal.observe(s.id, k, new, appended=appended)
+        return hit, total, len(segs) - len(new)
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:

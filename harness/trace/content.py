@@ -109,6 +109,12 @@ class Content:
             return head + self._block_segments(s, turn)
         return head + self._context(s, turn) + self._new_input(s, turn)
 
+    def appends_to_previous(self, session_id: str, turn: int) -> bool:
+        """Whether turn `turn`'s prompt is the previous turn's plus `new_segments` (block-mode
+        turns from imported traces carry whole prompts instead)."""
+        turns = self.trace.session(session_id).turns
+        return turn > 0 and turns[turn].hash_ids is None and turns[turn - 1].hash_ids is None
+
     def new_segments(self, session_id: str, turn: int) -> list[Segment]:
         """What turn `turn` (> 0, not block-mode) appends to the previous turn's prompt."""
         s = self.trace.session(session_id)

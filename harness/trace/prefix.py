@@ -62,3 +62,34 @@ class IdealPrefixCache:
         hit = block_hit(self.shared_prefix(segments), total, self.block_size)
         self.insert(segments)
         return hit
+
+
+class SessionWalks:
+    """An `IdealPrefixCache` fed turn by turn, resuming each session where its last prompt ended.
+
+    Turn k's prompt is turn k-1's plus what k-1 output and k adds, so once k-1 was observed only
+    the appended segments need walking: a 100-turn session costs linear, not quadratic, time.
+    Trace stats, the driver and the distributed coordinator all count ideal hits through this.
+    """
+
+    def __init__(self, block_size: int = 16) -> None:
+        self.cache = IdealPrefixCache(block_size)
+        self._end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, trie node, tokens)
+
+    def resumes(self, session_id: str, turn: int) -> bool:
+        """Whether the session's previous turn was the last one observed for it."""
+        end = self._end.get(session_id)
+        return end is not None and end[0] == turn - 1
+
+    def observe(self, session_id: str, turn: int, segments: Sequence[Segment], *,
+                appended: bool) -> tuple[int, int]:
+        """(ideal hit, prompt tokens). `segments` is the whole prompt, or, when `appended`, what
+        the turn appends to the previous turn's prompt (then `resumes` must hold)."""
+        node, length = self._end[session_id][1:] if appended else (0, 0)
+        total = length + sum(s.length for s in segments)
+        hit = block_hit(length + self.cache.shared_prefix(segments, node), total, self.cache.block_size)
+        self._end[session_id] = (turn, self.cache.insert(segments, node), total)
+        return hit, total
+
+    def forget(self, session_id: str) -> None:
+        self._end.pop(session_id, None)

@@ -16,7 +16,7 @@ import numpy as np
 from harness.trace.content import Content
 from harness.trace.lru import LruPrefixCache
 from harness.trace.model import Trace
-from harness.trace.prefix import IdealPrefixCache, block_hit
+from harness.trace.prefix import SessionWalks
 from harness.trace.timeline import prompt_steps
 
 
@@ -52,16 +52,12 @@ def dist(values) -> dict:
 def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None):
     """Per request in send order: (prompt tokens, ideal hit, LRU hit or None)."""
     content = Content(trace, cache_size=256)
-    ideal = IdealPrefixCache(block_size)
+    ideal = SessionWalks(block_size)
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
-    end: dict[str, tuple[int, int]] = {}  # session -> (trie node, length) after its last prompt
     lru_end: dict[str, list] = {}  # session -> LRU path of its last prompt
     out = []
-    for _, sid, _k, extends, segs in prompt_steps(trace, content):
-        node, length = end[sid] if extends else (0, 0)
-        total = length + sum(s.length for s in segs)
-        hit = block_hit(length + ideal.shared_prefix(segs, node), total, block_size)
-        end[sid] = (ideal.insert(segs, node), total)
+    for _, sid, k, extends, segs in prompt_steps(trace, content):
+        hit, total = ideal.observe(sid, k, segs, appended=extends)
         lru_hit = None
         if lru is not None:
             lru_hit, lru_end[sid] = lru.extend(lru_end[sid] if extends else [], segs)

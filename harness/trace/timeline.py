@@ -51,8 +51,7 @@ def prompt_steps(trace: Trace, content: Content) -> Iterator[tuple[float, str, i
     prompt (already yielded); otherwise they are the whole prompt.
     """
     for t, sid, k in send_order(trace):
-        turns = trace.session(sid).turns
-        if k > 0 and turns[k].hash_ids is None and turns[k - 1].hash_ids is None:
+        if content.appends_to_previous(sid, k):
             yield t, sid, k, True, content.new_segments(sid, k)
         else:
             yield t, sid, k, False, content.segments(sid, k)
