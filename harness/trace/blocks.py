@@ -13,10 +13,101 @@ turn that extends the previous turn's prompt only cuts its new segments into blo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
 
 from harness.trace.content import Segment
 from harness.trace.model import Turn
+
+# Local-scope Weka ids are private to their trace: the loader adds `trace index << LOCAL_BITS`
+# so that two traces' block 1 are different blocks; `id & LOCAL_MASK` gives the id back.
+LOCAL_BITS = 40
+LOCAL_MASK = (1 << LOCAL_BITS) - 1
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two id arrays."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = a[:n] != b[:n]
+    i = int(differ.argmax())
+    return i if differ[i] else n
+
+
+class HashIds(Sequence[int]):
+    """A block-mode prompt's hash ids, stored as what they add to the session's previous prompt.
+
+    Consecutive prompts of a session share almost all their blocks (a 120k-token prompt is ~1,900
+    64-token blocks, of which a turn adds a few dozen), so each prompt keeps `keep` leading ids of
+    `base` (the previous prompt's `HashIds`) plus its own `tail`: a 49k-request corpus holds a
+    few million ids instead of ~90 million. It compares equal to the tuple of its ids.
+    """
+
+    __slots__ = ("base", "keep", "tail", "_len")
+
+    def __init__(self, tail: np.ndarray, base: HashIds | None = None, keep: int = 0) -> None:
+        self.base, self.keep, self.tail = base, keep, tail
+        self._len = keep + len(tail)
+
+    @classmethod
+    def after(cls, ids: np.ndarray, prev: HashIds | None, prev_ids: np.ndarray | None) -> HashIds:
+        """`ids` stored against the previous prompt (`prev`, whose ids are `prev_ids`)."""
+        if prev is None or prev_ids is None:
+            return cls(ids)
+        keep = common_prefix(ids, prev_ids)
+        return cls(ids[keep:].copy(), prev, keep)
+
+    def array(self) -> np.ndarray:
+        parts, node, end = [], self, self._len
+        while node is not None and end > 0:
+            own = node.tail[: max(0, end - node.keep)]
+            parts.append(own)
+            end = min(end, node.keep)
+            node = node.base
+        parts.reverse()
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array().tolist())
+
+    def __getitem__(self, i):
+        got = self.array()[i]
+        return got.tolist() if isinstance(got, np.ndarray) else int(got)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, HashIds | tuple | list):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"HashIds({tuple(self)!r})"
+
+
+def id_array(values: list) -> np.ndarray | None:
+    """Block ids as int64, or None when one is not a 64-bit integer (the caller names which)."""
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        arr = np.array(values)
+    except (OverflowError, ValueError):
+        return None
+    return arr.astype(np.int64, copy=False) if arr.dtype.kind == "i" and arr.ndim == 1 else None
+
+
+def bad_id(values: list) -> int:
+    """Index of the first id that is not an integer (for the error message)."""
+    for i, h in enumerate(values):
+        if isinstance(h, bool) or not isinstance(h, int) or not -(2**63) <= h < 2**63:
+            return i
+    return 0
 
 
 class BlockHasher:
@@ -93,18 +184,20 @@ def block_turns(
     `new_input_tokens` is what the prompt grew by beyond the previous prompt and its output
     (informative: block-mode content comes from the hash ids).
     """
-    turns, prev = [], None
+    turns, prev, prev_ids, prev_arr = [], None, None, None
     for k, (n_in, n_out, think, ids) in enumerate(rows):
         new_input = n_in if prev is None else max(0, n_in - prev[0] - prev[1])
+        arr = ids if isinstance(ids, np.ndarray) else np.asarray(list(ids), dtype=np.int64)
+        hashed = HashIds.after(arr, prev_ids, prev_arr)
         turns.append(
             Turn(
                 new_input_tokens=new_input,
                 output_tokens=n_out,
                 think_s=float(think),
                 spawns=tuple((spawns or {}).get(k, ())),
-                hash_ids=tuple(ids),
+                hash_ids=hashed,  # type: ignore[arg-type]  # a Sequence[int] equal to the tuple
                 input_tokens=n_in,
             )
         )
-        prev = (n_in, n_out)
+        prev, prev_ids, prev_arr = (n_in, n_out), hashed, arr
     return tuple(turns)

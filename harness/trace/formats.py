@@ -39,6 +39,8 @@ def _first_record(path: Path) -> object:
 
 def detect_format(path: str | Path) -> str:
     path = Path(path)
+    if path.is_dir():  # published corpora: a directory of one-trace Weka/AgentX files
+        return "weka"
     first = _first_record(path)
     if isinstance(first, dict):
         if first.get("format") == TRACE_FORMAT:

@@ -127,7 +127,7 @@ BAD = [
     ("m.jsonl", MOONCAKE.replace('"timestamp": 1000,', '"timestamp": 1000'), ":3: invalid JSON"),
     ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "n", "out": 1, "hash_ids": []}]}), "field 'requests[0].in': missing"),
     ("w.json", json.dumps({**WEKA, "requests": WEKA["requests"][1:]}), "field 'requests[0].type': a subagent group needs a request before it"),
-    ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "x"}]}), "field 'requests[0].type': must be 'n' or 'subagent'"),
+    ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "x"}]}), "field 'requests[0].type': unknown request type 'x' (one of 'n', 's', 'subagent')"),
     ("x.jsonl", '{"hello": 1}\n', ":1: unrecognized trace format"),
     ("e.jsonl", "\n", "empty file"),
 ]  # fmt: skip

@@ -1,0 +1,78 @@
+"""Weka / AgentX corpora as published: directories, request types, id scopes, broken files."""
+
+import json
+
+import pytest
+
+from harness.errors import TraceFormatError
+from harness.trace.formats import detect_format, load_trace
+from harness.trace.stats import compute_stats
+
+from .tiny import write
+
+
+def _call(t, n_in, out, ids, kind="n", think=0.0):
+    return {"t": t, "type": kind, "in": n_in, "out": out, "hash_ids": ids, "think_time": think}
+
+
+def _trace(tid, requests, scope="local"):
+    return {"id": tid, "block_size": 64, "hash_id_scope": scope, "requests": requests}
+
+
+def test_a_directory_of_trace_files_is_one_trace(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write(corpus / "b.json", json.dumps(_trace("b", [_call(0, 100, 5, [1, 2])]), indent=2))
+    write(corpus / "a.json", json.dumps(_trace("a", [_call(0, 70, 5, [1, 2]), _call(3, 140, 5, [1, 2, 3])])))
+    write(corpus / "notes.txt", "not a trace")
+    assert detect_format(corpus) == "weka"
+    trace = load_trace(corpus)
+    assert [s.id for s in trace.sessions] == ["a", "b"]  # files by name
+    assert [len(s.turns) for s in trace.sessions] == [2, 1]
+    assert trace.header.meta["hash_id_scope"] == "local"
+
+
+def test_streaming_calls_are_requests_and_unknown_types_are_named(tmp_path):
+    doc = _trace("t", [_call(0, 100, 5, [1, 2], kind="s"), _call(1, 150, 5, [1, 2, 3], think=0.5)])
+    trace = load_trace(write(tmp_path / "s.json", json.dumps(doc)))
+    assert [(t.input_tokens, t.think_s) for t in trace.sessions[0].turns] == [(100, 0.0), (150, 0.5)]
+    doc["requests"].append({"t": 2, "type": "tool"})
+    with pytest.raises(TraceFormatError, match=r"requests\[2\]\.type': unknown request type 'tool' \(one of 'n', 's', 'subagent'\)"):
+        load_trace(write(tmp_path / "x.json", json.dumps(doc)))
+
+
+def _two_traces_same_ids(tmp_path, scope):
+    lines = [json.dumps(_trace(tid, [_call(0, 128, 4, [1, 2])], scope)) for tid in ("x", "y")]
+    return load_trace(write(tmp_path / f"{scope}.jsonl", "\n".join(lines) + "\n"))
+
+
+def test_local_ids_are_private_to_their_trace_and_global_ids_are_shared(tmp_path):
+    local = _two_traces_same_ids(tmp_path, "local")
+    assert compute_stats(local, block_size=64)["ideal_cache_hit"] == 0.0
+    shared = _two_traces_same_ids(tmp_path, "global")
+    assert compute_stats(shared, block_size=64)["ideal_cache_hit"] == 64 / 256  # y hits one block of x
+
+
+def test_local_scope_is_shared_within_a_trace_with_its_subagents(tmp_path):
+    group = {"t": 1, "type": "subagent", "requests": [_call(1, 128, 4, [1, 2])]}
+    doc = _trace("p", [_call(0, 128, 4, [1, 2]), group, _call(2, 192, 4, [1, 2, 3])])
+    stats = compute_stats(load_trace(write(tmp_path / "p.json", json.dumps(doc))), block_size=64)
+    assert stats["ideal_cache_hit"] == (64 + 128) / (128 + 128 + 192)
+
+
+def test_bad_scope_and_bad_local_ids(tmp_path):
+    with pytest.raises(TraceFormatError, match="field 'hash_id_scope': must be 'local' or 'global'"):
+        load_trace(write(tmp_path / "a.json", json.dumps(_trace("a", [_call(0, 1, 1, [1])], "world"))))
+    with pytest.raises(TraceFormatError, match=r"requests\[0\]\.hash_ids': local ids must be in"):
+        load_trace(write(tmp_path / "b.json", json.dumps(_trace("b", [_call(0, 1, 1, [-1])]))))
+
+
+def test_a_truncated_pretty_printed_trace_says_where_it_was_cut(tmp_path):
+    text = json.dumps(_trace("t", [_call(0, 100, 5, [1, 2]), _call(1, 150, 5, [1, 2, 3])]), indent=2)
+    cut = text[: text.index('"think_time"', text.index("150"))]
+    path = write(tmp_path / "cut.json", cut)
+    with pytest.raises(TraceFormatError) as exc:
+        load_trace(path)
+    line = cut.count("\n") + 1
+    assert str(exc.value).startswith(f"{path}:{line}: invalid JSON at column")
+    assert "truncated" in str(exc.value) and "\n" not in str(exc.value)
