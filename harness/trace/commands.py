@@ -33,19 +33,21 @@ def _register_generate(verbs) -> None:
 
 def _register_convert(verbs) -> None:
     p = verbs.add_parser("convert", help="convert between trace formats")
-    p.add_argument("input", type=Path, help="trace file to read")
-    p.add_argument("-o", "--output", type=Path, required=True, help="file to write")
+    p.add_argument("input", type=Path, help="trace file (or a directory of Weka/AgentX files) to read")
+    p.add_argument("-o", "--output", type=Path, required=True, help="file to write (Weka: a directory, or a .jsonl file)")
     p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
-    p.add_argument("--to", dest="dst", default="native", choices=["native", "mooncake"], help="output format (default: native)")
+    p.add_argument("--to", dest="dst", default="native", choices=["native", "mooncake", "weka"], help="output format (default: native)")
     p.add_argument("--block-size", type=int, default=None, help="tokens per hash block: of a Mooncake input, and of a Mooncake output (default: 512)")
     p.add_argument("--group-sessions", action="store_true", help="Mooncake input: join requests whose hash ids extend an earlier request into sessions")
     p.add_argument("--salt", default=None, help="Mooncake output: prefix every prompt with this salt's content")
+    p.add_argument("--hash-id-scope", dest="scope", default="local", choices=["local", "global"], help="Weka output: block ids private to each trace (local, what AIPerf reads) or shared across traces (default: local)")
+    p.add_argument("--model", default="agentic-harness", help="Weka output: the model name each request records (default: agentic-harness)")
     p.set_defaults(func=cmd_convert)
 
 
 def _register_stats(verbs) -> None:
     p = verbs.add_parser("stats", help="fidelity table, distributions and prefix-cache hit of a trace")
-    p.add_argument("trace", type=Path, help="trace file (native, Mooncake or Weka/AgentX)")
+    p.add_argument("trace", type=Path, help="trace file (native, Mooncake or Weka/AgentX) or a directory of Weka/AgentX files")
     p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--block-size", type=int, default=16, help="cache block size for the hit rates (default: 16)")
@@ -87,7 +89,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     _positive(args.block_size, "--block-size")
     in_block = args.block_size if args.src in ("auto", "mooncake") else None
     trace = load_trace(args.input, args.src, block_size=in_block, group_sessions=args.group_sessions)
-    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt)
+    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt, scope=args.scope, model=args.model)
     print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests", file=sys.stderr)
     return 0
 

@@ -2,7 +2,8 @@
 
     native    our JSON Lines (`native.py`): header line + one session per line
     mooncake  Mooncake JSONL (`mooncake.py`): one request per line, block-level hash ids
-    weka      Weka / AgentX JSON or JSONL (`weka.py`): nested requests and subagent groups
+    weka      Weka / AgentX JSON or JSONL, or a directory of them (`weka.py`, `weka_export.py`):
+              nested requests and subagent groups
 
 `load_trace(path)` detects the format from the first record; pass `fmt` to force one.
 """
@@ -18,9 +19,10 @@ from harness.trace.model import TRACE_FORMAT, Trace
 from harness.trace.mooncake import MOONCAKE_BLOCK, read_mooncake, write_mooncake
 from harness.trace.native import read_trace, write_trace
 from harness.trace.weka import read_weka
+from harness.trace.weka_export import DEFAULT_MODEL, write_weka
 
 FORMATS = ("native", "mooncake", "weka")
-__all__ = ["FORMATS", "detect_format", "load_trace", "save_trace", "write_mooncake"]
+__all__ = ["FORMATS", "detect_format", "load_trace", "save_trace", "write_mooncake", "write_weka"]
 
 
 def _first_record(path: Path) -> object:
@@ -77,11 +79,21 @@ def load_trace(
 
 
 def save_trace(
-    trace: Trace, path: str | Path, fmt: str = "native", *, block_size: int | None = None, salt: str | None = None
+    trace: Trace,
+    path: str | Path,
+    fmt: str = "native",
+    *,
+    block_size: int | None = None,
+    salt: str | None = None,
+    scope: str = "local",
+    model: str = DEFAULT_MODEL,
 ) -> None:
+    """`block_size` and `salt` apply to Mooncake output; `scope` and `model` to Weka output."""
     if fmt == "native":
         write_trace(trace, path)
     elif fmt == "mooncake":
         write_mooncake(trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt)
+    elif fmt == "weka":
+        write_weka(trace, path, scope=scope, model=model)
     else:
-        raise TraceFormatError(f"cannot write format {fmt!r} (one of: native, mooncake)", path=path)
+        raise TraceFormatError(f"cannot write format {fmt!r} (one of: {', '.join(FORMATS)})", path=path)

@@ -76,3 +76,76 @@ def test_a_truncated_pretty_printed_trace_says_where_it_was_cut(tmp_path):
     line = cut.count("\n") + 1
     assert str(exc.value).startswith(f"{path}:{line}: invalid JSON at column")
     assert "truncated" in str(exc.value) and "\n" not in str(exc.value)
+
+
+# A hand-made trace whose `t` agree with its think times (the export estimates `t` from them):
+# the subagents start when request 0 is sent, the parent's next request waits for their last.
+ROUND = _trace("task", [
+    _call(0.0, 200, 20, [1, 2, 3, 4]),
+    {"t": 0.0, "type": "subagent", "requests": [_call(0.5, 130, 10, [1, 2, 9], think=0.5),
+                                                _call(0.75, 150, 11, [1, 2, 9], think=0.25)]},
+    {"t": 0.0, "type": "subagent", "requests": [_call(0.0, 100, 12, [1, 8])]},
+    _call(3.25, 300, 30, [1, 2, 3, 4, 5], think=2.5),
+])  # fmt: skip
+
+
+def _comparable(obj):
+    """The fields a round trip keeps: the trace's structure, each call's numbers and ids."""
+    keep = ("t", "type", "in", "out", "hash_ids", "think_time")
+    out = []
+    for r in obj["requests"]:
+        if r["type"] == "subagent":
+            out.append(("subagent", _comparable(r)))
+        else:
+            out.append(tuple(float(r[k]) if k in ("t", "think_time") else r[k] for k in keep))
+    return out
+
+
+def test_weka_native_weka_round_trip_keeps_requests_ids_and_structure(tmp_path):
+    from harness.trace.formats import save_trace
+
+    other = {**ROUND, "id": "task-2", "hash_id_scope": "local"}  # reuses the same local ids
+    src = write(tmp_path / "in.jsonl", json.dumps(ROUND) + "\n" + json.dumps(other) + "\n")
+    save_trace(load_trace(src), tmp_path / "n.jsonl")
+    save_trace(load_trace(tmp_path / "n.jsonl"), tmp_path / "out", "weka")
+    got = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").iterdir())]
+    assert [g["id"] for g in got] == ["task", "task-2"]
+    assert [_comparable(g) for g in got] == [_comparable(ROUND), _comparable(other)]
+    assert all(g["block_size"] == 64 and g["hash_id_scope"] == "local" for g in got)
+
+
+def test_generated_trace_exported_and_read_back_gives_the_same_stats(tmp_path):
+    from harness.trace.formats import save_trace
+
+    from .tiny import small_generated
+
+    trace = small_generated(sessions=10, seed=5)
+    before = compute_stats(trace, block_size=64)
+    keys = ("sessions", "main_sessions", "subagent_sessions", "requests", "turns_per_main_session",
+            "turns_per_subagent", "prompt_tokens", "output_tokens", "think_s", "subagents_per_main_session",
+            "main_sessions_with_subagents", "subagents_per_parent")  # fmt: skip
+    for scope in ("global", "local"):
+        save_trace(trace, tmp_path / f"{scope}.jsonl", "weka", scope=scope)
+        after = compute_stats(load_trace(tmp_path / f"{scope}.jsonl"), block_size=64)
+        assert {k: after[k] for k in keys} == {k: before[k] for k in keys}
+        if scope == "global":  # one namespace: the system prompts shared across traces still hit
+            assert after["ideal_cache_hit"] == pytest.approx(before["ideal_cache_hit"], abs=1e-12)
+        else:  # each trace's blocks are its own: only what a trace shares with itself hits
+            assert after["ideal_cache_hit"] < before["ideal_cache_hit"]
+
+
+def test_a_weka_file_written_here_has_the_fields_aiperf_requires(tmp_path):
+    from harness.trace.formats import save_trace
+
+    from .aiperf_weka import aiperf_problems
+    from .tiny import small_generated
+
+    trace = small_generated(sessions=6, seed=2)
+    save_trace(trace, tmp_path / "w", "weka")
+    docs = [json.loads(p.read_text()) for p in sorted((tmp_path / "w").iterdir())]
+    assert len(docs) == len(trace.main_sessions)
+    assert any(r["type"] == "subagent" for d in docs for r in d["requests"])
+    assert [p for d in docs for p in aiperf_problems(d)] == []
+    broken = {**docs[0], "extra": 1, "hash_id_scope": "global"}
+    del broken["models"]
+    assert len(aiperf_problems(broken)) == 3  # the check can fail
