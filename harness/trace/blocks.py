@@ -110,6 +110,41 @@ def bad_id(values: list) -> int:
     return 0
 
 
+class IdChain:
+    """A session's prompts' id lists, in order, as `HashIds` that share their common prefixes.
+
+    Parsed JSON gives Python lists; converting each 2,000-id list to numpy costs more than parsing
+    it. A prompt usually repeats all but the last of the previous prompt's ids, which one list
+    comparison confirms, so only the ids it adds are converted (and checked)."""
+
+    def __init__(self, offset: int | None = None) -> None:
+        self.offset = offset  # added to every id (local scope), which must then be in [0, 2^40)
+        self._list: list | None = None
+        self._ids: HashIds | None = None
+
+    def add(self, values: list) -> HashIds:
+        """Raises ValueError(index) for an id that is not an integer or is out of range."""
+        prev, prev_ids = self._list, self._ids
+        k = len(prev) - 1 if prev else 0
+        if prev_ids is not None and k > 0 and len(values) > k and values[:k] == prev[:k]:
+            keep = k + 1 if values[k] == prev[k] else k
+            ids = HashIds(self._checked(values[keep:], keep), prev_ids, keep)
+        else:
+            ids = HashIds.after(self._checked(values, 0), prev_ids, prev_ids.array() if prev_ids is not None else None)
+        self._list, self._ids = values, ids
+        return ids
+
+    def _checked(self, values: list, start: int) -> np.ndarray:
+        arr = id_array(values)
+        if arr is None:
+            raise ValueError(start + bad_id(values))
+        if self.offset is not None and len(arr):
+            if arr.min() < 0 or arr.max() >> LOCAL_BITS:
+                raise ValueError(start + int(np.flatnonzero((arr < 0) | (arr >> LOCAL_BITS != 0))[0]))
+            arr += self.offset
+        return arr
+
+
 class BlockHasher:
     def __init__(self, block_size: int) -> None:
         if block_size <= 0:
@@ -179,16 +214,16 @@ def block_turns(
     rows: Sequence[tuple[int, int, float, Sequence[int]]],
     spawns: Mapping[int, Sequence[str]] | None = None,
 ) -> tuple[Turn, ...]:
-    """Block-mode turns of an imported session from `(input, output, think_s, hash_ids)` rows.
+    """Block-mode turns of an imported session from `(input, output, think_s, hash_ids)` rows
+    (`hash_ids` a list, or `HashIds` already chained by the caller).
 
     `new_input_tokens` is what the prompt grew by beyond the previous prompt and its output
     (informative: block-mode content comes from the hash ids).
     """
-    turns, prev, prev_ids, prev_arr = [], None, None, None
+    turns, prev, chain = [], None, IdChain()
     for k, (n_in, n_out, think, ids) in enumerate(rows):
         new_input = n_in if prev is None else max(0, n_in - prev[0] - prev[1])
-        arr = ids if isinstance(ids, np.ndarray) else np.asarray(list(ids), dtype=np.int64)
-        hashed = HashIds.after(arr, prev_ids, prev_arr)
+        hashed = ids if isinstance(ids, HashIds) else chain.add(list(ids))
         turns.append(
             Turn(
                 new_input_tokens=new_input,
@@ -199,5 +234,5 @@ def block_turns(
                 input_tokens=n_in,
             )
         )
-        prev, prev_ids, prev_arr = (n_in, n_out), hashed, arr
+        prev = (n_in, n_out)
     return tuple(turns)

@@ -83,14 +83,34 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """`converting: 12,000/49,334 requests (24%)` on stderr, at most every `every_s` seconds."""
+
+    def __init__(self, total: int, unit: str, every_s: float = 5.0) -> None:
+        self.total, self.unit, self.every_s = total, unit, every_s
+        self.t0 = self.last = time.perf_counter()
+
+    def __call__(self, done: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(f"converting: {done:,}/{self.total:,} {self.unit} ({done / self.total:.0%}, {now - self.t0:.0f} s)",
+                  file=sys.stderr)
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from harness.trace.formats import load_trace, save_trace
 
     _positive(args.block_size, "--block-size")
+    t0 = time.perf_counter()
     in_block = args.block_size if args.src in ("auto", "mooncake") else None
     trace = load_trace(args.input, args.src, block_size=in_block, group_sessions=args.group_sessions)
-    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt, scope=args.scope, model=args.model)
-    print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests", file=sys.stderr)
+    print(f"read {args.input}: {trace.num_requests:,} requests ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    total, unit = (len(trace.main_sessions), "traces") if args.dst == "weka" else (trace.num_requests, "requests")
+    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt, scope=args.scope,
+               model=args.model, progress=_Progress(total, unit))
+    print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0
 
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -87,13 +88,15 @@ def save_trace(
     salt: str | None = None,
     scope: str = "local",
     model: str = DEFAULT_MODEL,
+    progress: Callable[[int], None] | None = None,
 ) -> None:
-    """`block_size` and `salt` apply to Mooncake output; `scope` and `model` to Weka output."""
+    """`block_size` and `salt` apply to Mooncake output; `scope` and `model` to Weka output.
+    `progress(n)` is called with the requests (Mooncake) or traces (Weka) written so far."""
     if fmt == "native":
         write_trace(trace, path)
     elif fmt == "mooncake":
-        write_mooncake(trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt)
+        write_mooncake(trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt, progress=progress)
     elif fmt == "weka":
-        write_weka(trace, path, scope=scope, model=model)
+        write_weka(trace, path, scope=scope, model=model, progress=progress)
     else:
         raise TraceFormatError(f"cannot write format {fmt!r} (one of: {', '.join(FORMATS)})", path=path)

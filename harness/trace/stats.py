@@ -1,23 +1,26 @@
 """Trace statistics: distributions, ideal prefix-cache hit, and the AgentX fidelity table.
 
-Requests are visited in estimated send order (`timeline.prompt_steps`). Prompt lengths and cache
-hits come from segment lengths (`Content.segments`), never token ids. A turn that extends its
-previous turn's prompt only walks its new segments from where that prompt ended in the trie, so
-the ideal hit of 2,000 default sessions takes seconds; the LRU simulation (`cache_tokens`) must
-still touch every segment of every prompt to keep recency exact, and is several times slower.
+Requests are visited in estimated send order (`timeline.send_order`). Prompt lengths and cache
+hits come from segment lengths (`Content.segments`) or, for imported block-mode turns, from their
+hash ids (`blockwalk`), never token ids. A turn that extends its previous turn's prompt only walks
+what it adds, so the ideal hit of 2,000 default sessions or of a 50k-request corpus takes
+seconds; the segment LRU (`cache_tokens`) must still touch every segment of every generated
+prompt to keep recency exact, and is several times slower.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from harness.trace.blockwalk import BlockPaths, IdealBlocks, LruBlocks
 from harness.trace.content import Content
 from harness.trace.lru import LruPrefixCache
 from harness.trace.model import Trace
 from harness.trace.prefix import SessionWalks
-from harness.trace.timeline import prompt_steps
+from harness.trace.timeline import send_order
 
 
 @dataclass(frozen=True)
@@ -49,26 +52,47 @@ def dist(values) -> dict:
     return {"count": int(a.size), "p50": p50, "p90": p90, "p99": p99, "mean": float(a.mean())}
 
 
-def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None):
-    """Per request in send order: (prompt tokens, ideal hit, LRU hit or None)."""
+def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iterator[tuple[int, int, int | None]]:
+    """Per request in send order: (prompt tokens, ideal hit, LRU hit or None).
+
+    Generated turns walk content segments (`SessionWalks`, `LruPrefixCache`); block-mode turns
+    of imported traces walk their hash ids (`blockwalk`), which is what makes a 50k-request
+    corpus take seconds. A session's walk state is dropped after its last request."""
     content = Content(trace, cache_size=256)
     ideal = SessionWalks(block_size)
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
+    paths = BlockPaths(trace.header.block_size)
+    ideal_blocks = IdealBlocks(block_size)
+    lru_blocks = LruBlocks(cache_tokens, block_size) if cache_tokens is not None else None
     lru_end: dict[str, list] = {}  # session -> LRU path of its last prompt
-    out = []
-    for _, sid, k, extends, segs in prompt_steps(trace, content):
+    for _, sid, k in send_order(trace):
+        session = trace.session(sid)
+        turns = session.turns
+        last = k == len(turns) - 1
+        if turns[k].hash_ids is not None:
+            path = paths.walk(sid, turns[k], parent=session.parent, last=last)
+            hit, total = ideal_blocks.observe(path, paths.nodes), path.total
+            lru_hit = lru_blocks.observe(sid, path, paths.nodes) if lru_blocks is not None else None
+            if last and lru_blocks is not None:
+                lru_blocks.forget(sid)
+            yield total, hit, lru_hit
+            continue
+        extends = content.appends_to_previous(sid, k)
+        segs = content.new_segments(sid, k) if extends else content.segments(sid, k)
         hit, total = ideal.observe(sid, k, segs, appended=extends)
         lru_hit = None
         if lru is not None:
             lru_hit, lru_end[sid] = lru.extend(lru_end[sid] if extends else [], segs)
-        out.append((total, hit, lru_hit))
-    return out
+        if last:
+            ideal.forget(sid)
+            lru_end.pop(sid, None)
+        yield total, hit, lru_hit
 
 
 def compute_stats(trace: Trace, *, block_size: int = 16, cache_tokens: int | None = None) -> dict:
     mains = trace.main_sessions
     turns = [t for s in trace.sessions for t in s.turns]
-    per_req = _cache_hits(trace, block_size, cache_tokens)
+    per_req = list(_cache_hits(trace, block_size, cache_tokens))
     prompts = np.array([p for p, _, _ in per_req], dtype=float)
     kids = [len(trace.children.get(s.id, [])) for s in mains]
     with_kids = [n for n in kids if n > 0]

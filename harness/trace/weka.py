@@ -26,7 +26,7 @@ from pathlib import Path
 import orjson
 
 from harness.errors import TraceFormatError
-from harness.trace.blocks import LOCAL_BITS, bad_id, block_turns, id_array
+from harness.trace.blocks import LOCAL_BITS, IdChain, block_turns
 from harness.trace.model import Session, Trace, TraceHeader
 
 WEKA_BLOCK = 64
@@ -57,22 +57,22 @@ def _number(obj: dict, name: str, kinds, ctx: _Ctx, where: str, default=None):
     return value
 
 
-def _request(r: dict, ctx: _Ctx, where: str) -> tuple:
-    """(t, in, out, think_time, hash ids as int64) of one API call."""
+def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
+    """(t, in, out, think_time, HashIds) of one API call."""
     t, n_in, n_out = (_number(r, name, kinds, ctx, where) for name, kinds in _FIELDS.items())
     think = float(_number(r, "think_time", (int, float), ctx, where, default=0.0))
     raw = r.get("hash_ids")
     if not isinstance(raw, list):
         raise ctx.fail(f"{where}hash_ids", "missing" if raw is None else f"wrong type {type(raw).__name__}")
-    ids = id_array(raw)
-    if ids is None:
-        raise ctx.fail(f"{where}hash_ids[{bad_id(raw)}]", "must be an integer")
     if n_in < 1:
         raise ctx.fail(f"{where}in", "must be >= 1")
-    if ctx.offset >= 0:
-        if len(ids) and (ids.min() < 0 or ids.max() >> LOCAL_BITS):
-            raise ctx.fail(f"{where}hash_ids", f"local ids must be in [0, 2^{LOCAL_BITS})")
-        ids += ctx.offset
+    try:
+        ids = chain.add(raw)
+    except ValueError as exc:
+        i = exc.args[0]
+        integer = isinstance(raw[i], int) and not isinstance(raw[i], bool)
+        reason = f"local ids must be in [0, 2^{LOCAL_BITS})" if integer else "must be an integer"
+        raise ctx.fail(f"{where}hash_ids[{i}]", reason) from None
     return t, n_in, n_out, think, ids
 
 
@@ -88,6 +88,7 @@ class _Builder:
         self.sessions.append(None)  # type: ignore[arg-type]
         calls: list[tuple] = []
         spawns: dict[int, list[str]] = {}
+        chain = IdChain(self.ctx.offset if self.ctx.offset >= 0 else None)
         for i, item in enumerate(items):
             at = f"{where}requests[{i}]."
             if not isinstance(item, dict):
@@ -100,7 +101,7 @@ class _Builder:
                 self.session(child_id, item.get("requests"), at, sid, len(calls) - 1)
                 spawns.setdefault(len(calls) - 1, []).append(child_id)
             elif kind in CALL_TYPES:
-                calls.append(_request(item, self.ctx, at))
+                calls.append(_request(item, self.ctx, at, chain))
             else:
                 known = ", ".join(repr(k) for k in (*CALL_TYPES, GROUP_TYPE))
                 raise self.ctx.fail(f"{at}type", f"unknown request type {kind!r} (one of {known})")

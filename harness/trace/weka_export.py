@@ -17,7 +17,7 @@ blocks on their own, so what traces share (the system prompts) is not visible ac
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -106,23 +106,27 @@ class WekaWriter:
         return out
 
 
-def write_weka(trace: Trace, path: str | Path, *, model: str = DEFAULT_MODEL, scope: str = "local") -> int:
+def write_weka(trace: Trace, path: str | Path, *, model: str = DEFAULT_MODEL, scope: str = "local",
+               progress: Callable[[int], None] | None = None) -> int:
     """Write one JSON file per main session into directory `path` (as the corpora are published),
     or one trace per line when `path` ends in `.jsonl`. Returns the number of traces."""
     path = Path(path)
     writer = WekaWriter(trace, model=model, scope=scope)
+    traces = writer.traces()
+    if progress is not None:
+        traces = (progress(n) or obj for n, obj in enumerate(traces, start=1))
     if path.suffix == ".jsonl":
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("wb") as fh:
-            n = sum(fh.write(orjson.dumps(obj) + b"\n") > 0 for obj in writer.traces())
+            n = sum(fh.write(orjson.dumps(obj) + b"\n") > 0 for obj in traces)
         tmp.replace(path)
         return n
     if path.exists() and not path.is_dir():
         raise TraceFormatError("Weka output is a directory (or a .jsonl file), and a file is in the way", path=path)
     path.mkdir(parents=True, exist_ok=True)
     n = 0
-    for n, obj in enumerate(writer.traces(), start=1):
+    for n, obj in enumerate(traces, start=1):
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", obj["id"])
         (path / f"{n - 1:06d}-{name}.json").write_bytes(orjson.dumps(obj))
     return n

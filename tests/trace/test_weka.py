@@ -63,7 +63,7 @@ def test_local_scope_is_shared_within_a_trace_with_its_subagents(tmp_path):
 def test_bad_scope_and_bad_local_ids(tmp_path):
     with pytest.raises(TraceFormatError, match="field 'hash_id_scope': must be 'local' or 'global'"):
         load_trace(write(tmp_path / "a.json", json.dumps(_trace("a", [_call(0, 1, 1, [1])], "world"))))
-    with pytest.raises(TraceFormatError, match=r"requests\[0\]\.hash_ids': local ids must be in"):
+    with pytest.raises(TraceFormatError, match=r"requests\[0\]\.hash_ids\[0\]': local ids must be in"):
         load_trace(write(tmp_path / "b.json", json.dumps(_trace("b", [_call(0, 1, 1, [-1])]))))
 
 
