@@ -54,6 +54,7 @@ def _register_stats(verbs) -> None:
     p.add_argument("--cache-tokens", type=int, default=None, help="also simulate an LRU prefix cache of this many tokens")
     p.add_argument("--group-sessions", action="store_true", help="Mooncake input: group requests into sessions by prefix chains")
     p.add_argument("--mooncake-block-size", type=int, default=None, help="Mooncake input: tokens per hash block (default: 512)")
+    p.add_argument("--profile", type=Path, default=None, help="workload profile whose think-time model is shown beside the trace's (default: workloads/agentx.yaml)")
     p.set_defaults(func=cmd_stats)
 
 
@@ -116,6 +117,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from harness.trace.formats import load_trace
+    from harness.trace.profile import load_profile
     from harness.trace.stats import compute_stats
     from harness.trace.stats_report import render
 
@@ -124,7 +126,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.cache_tokens is not None and args.cache_tokens < 0:
         raise InputError(f"--cache-tokens must be >= 0, got {args.cache_tokens}")
     trace = load_trace(args.trace, args.src, block_size=args.mooncake_block_size, group_sessions=args.group_sessions)
-    stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens)
+    profile = load_profile(args.profile)
+    stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens, profile=profile)
     if args.json:
         print(json.dumps(stats, indent=None, separators=(",", ":")))
     else:

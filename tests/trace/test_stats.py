@@ -80,7 +80,10 @@ def test_dist_and_fidelity_rows():
     rows = {r["key"]: r for r in stats["fidelity"]}
     assert rows["ideal_cache_hit"]["met"] is False
     assert rows["output_tokens"]["value"] == 16.0
-    assert len(rows) == 6
+    assert len(stats["fidelity"]) == 8
+    think = [r for r in stats["fidelity"] if r["key"] == "think_s"]
+    assert [r["target"] for r in think] == ["10 ± 10%", "166 ± 10%"]
+    assert [r["value"] for r in think] == [1.0, 1.0] and not any(r["met"] for r in think)
 
 
 def test_incremental_walks_equal_full_prompt_walks():
