@@ -161,7 +161,8 @@ def replay_config(scenario: Scenario, run_id: str):
     block = t.engine.options.get("block_size", 16) if t.kind == "engine" else 16
     return ReplayConfig(
         load=load.mode, concurrency=load.concurrency, session_rate=load.session_rate,
-        arrival=load.arrival, time_scale=load.time_scale, max_sessions=load.max_sessions,
+        arrival=load.arrival, time_scale=load.time_scale, think_cap_s=load.think_cap_s,
+        max_sessions=load.max_sessions,
         max_requests=load.max_requests, max_duration=load.max_duration_s,
         warmup_s=load.warmup_s, warmup_requests=load.warmup_requests, cooldown_s=load.cooldown_s,
         history=load.history, api=t.api, prompt_format=t.prompt_format, routing=t.routing,

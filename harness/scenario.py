@@ -83,6 +83,7 @@ class Load(_Strict):
     session_rate: float | None = Field(default=None, gt=0)  # open loop: sessions per second
     arrival: Literal["poisson", "constant"] = "poisson"
     time_scale: float = Field(default=1.0, gt=0)  # timestamps mode
+    think_cap_s: float | None = Field(default=None, gt=0)  # longer think times wait only this long
     max_sessions: int | None = Field(default=None, ge=1)
     max_requests: int | None = Field(default=None, ge=1)
     max_duration_s: float | None = Field(default=None, gt=0)

@@ -91,6 +91,10 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     manifest = read_manifest(path / MANIFEST_FILE)
     records, notes = read_records(path / RECORDS_FILE)
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
+    capped = manifest.get("think_capped") or {}
+    if capped.get("pauses"):
+        run.warnings.append(f"think time capped at {capped['cap_s']:g} s: {capped['pauses']} pauses shortened, "
+                            f"{capped['seconds_cut']:,.0f} s of waiting cut (load.think_cap_s)")
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)

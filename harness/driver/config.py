@@ -27,6 +27,7 @@ class ReplayConfig:
     session_rate: float | None = None  # main sessions per second (open loop)
     arrival: str = "poisson"
     time_scale: float = 1.0  # timestamps: intended arrival = (arrival_s - first) * time_scale
+    think_cap_s: float | None = None  # a longer think time waits only this long (manifest: think_capped)
     max_sessions: int | None = None  # main sessions started (subagents come with them)
     max_requests: int | None = None
     max_duration: float | None = None  # stop sending at this time; in-flight requests drain
@@ -62,7 +63,7 @@ class ReplayConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise InputError(f"must be >= 1, got {v}", field=name)
-        for name in ("time_scale", "max_duration", "block_size"):
+        for name in ("time_scale", "max_duration", "block_size", "think_cap_s"):
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise InputError(f"must be positive, got {v}", field=name)

@@ -126,6 +126,14 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         help="--timestamps: multiply arrival times by X (0.5 = twice as fast; default: 1)",
     )
     g.add_argument(
+        "--think-cap",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wait at most S seconds for a think time (human breaks run to an hour); the manifest "
+        "and the report say how many pauses were shortened",
+    )
+    g.add_argument(
         "--seed", type=int, default=0, help="seed of the open-loop arrival draws (default: 0)"
     )
     g.add_argument("--max-sessions", type=int, metavar="N", help="start at most N main sessions")
@@ -260,6 +268,7 @@ def build_config(args: argparse.Namespace):
         session_rate=args.session_rate,
         arrival=args.arrival,
         time_scale=args.time_scale,
+        think_cap_s=args.think_cap,
         max_sessions=args.max_sessions,
         max_requests=args.max_requests,
         max_duration=args.max_duration,

@@ -72,6 +72,7 @@ class Replay:
         self.sent = 0
         self.sessions_started = 0
         self.stopped_by: str | None = None
+        self.think_capped = {"pauses": 0, "seconds_cut": 0.0}  # pauses shortened by think_cap_s
         self.interrupted = False
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -196,7 +197,7 @@ class Replay:
         try:
             prev_end = start
             for k, turn in enumerate(s.turns):
-                t_scheduled = prev_end + turn.think_s
+                t_scheduled = prev_end + self._think(turn.think_s)
                 if not await self._sleep_until(t_scheduled):
                     return
                 rec = await self._request(s, k, t_scheduled)
@@ -209,6 +210,15 @@ class Replay:
                     prev_end = self.now()
         finally:
             self.stats.active_sessions -= 1
+
+    def _think(self, think_s: float) -> float:
+        """The trace's think time, or the cap when it is longer (counted for the manifest)."""
+        cap = self.config.think_cap_s
+        if cap is None or think_s <= cap:
+            return think_s
+        self.think_capped["pauses"] += 1
+        self.think_capped["seconds_cut"] += think_s - cap
+        return cap
 
     async def _sleep_until(self, t: float) -> bool:
         """Wait until run time `t`; False when the run stopped sending meanwhile."""

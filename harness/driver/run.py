@@ -144,5 +144,8 @@ async def run_replay(
             stopped_by=replay.stopped_by,
             counts=recorder.counts(),
         )
+        if config.think_cap_s is not None:
+            manifest["think_capped"] = {"cap_s": config.think_cap_s, "pauses": replay.think_capped["pauses"],
+                                        "seconds_cut": round(replay.think_capped["seconds_cut"], 3)}
         write_manifest(run_dir, manifest)
         gc.unfreeze()
