@@ -7,7 +7,7 @@ trie nodes and only looks up the blocks a request adds (`HashIds` stores exactly
 hit computations then run over the node arrays with numpy. Results equal `IdealPrefixCache` and
 `LruPrefixCache` over the prompts' block segments (a test checks it); only the speed differs.
 
-Trie: node 0 is the empty prompt; `(parent node, block id)` names a child. A block shorter than
+Trie: node 0 is the empty prompt; `(parent node, block id)` names a child (packed into one int). A block shorter than
 `block_size` (a prompt's partial last block) is the same node as the full block; each cache keeps
 the length it holds per node, as the segment caches do.
 """
@@ -22,6 +22,8 @@ import numpy as np
 from harness.trace.blocks import HashIds, common_prefix
 from harness.trace.model import Turn
 from harness.trace.prefix import block_hit
+
+_ID_MASK = (1 << 64) - 1
 
 
 class _Column:
@@ -54,7 +56,7 @@ class BlockPaths:
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self.nodes = 1
-        self._child: dict[tuple[int, int], int] = {}
+        self._child: dict[int, int] = {}  # parent node << 64 | block id (as unsigned) -> node
         self._last: dict[str, tuple[HashIds | None, np.ndarray, np.ndarray]] = {}  # ids obj, ids, nodes
         self.ref: str | None = None
 
@@ -79,14 +81,16 @@ class BlockPaths:
         shared = min(shared, n, len(prev_nodes))
         nodes = np.empty(n + 1, dtype=np.int64)
         nodes[:shared] = prev_nodes[:shared]
-        parent, known = (int(nodes[shared - 1]) if shared else 0), None
+        parent, known, child, walked = (int(nodes[shared - 1]) if shared else 0), None, self._child, []
         for i, h in enumerate(ids[shared:n].tolist(), start=shared):
-            node = self._child.get((parent, h))
-            if node is None:
+            key = parent << 64 | h & _ID_MASK  # one int, not a tuple: the trie has millions of nodes
+            parent = child.get(key)
+            if parent is None:
                 known = i if known is None else known
-                node = self._child[(parent, h)] = self.nodes
+                parent = child[key] = self.nodes
                 self.nodes += 1
-            nodes[i] = parent = node
+            walked.append(parent)
+        nodes[shared:n] = walked
         lengths = np.full(n + 1, b, dtype=np.int64)
         lengths[n] = max(0, total - n * b)  # tokens the ids do not cover: a private node
         if n:
@@ -116,16 +120,20 @@ def _resident_prefix(ok: np.ndarray, held: np.ndarray, lengths: np.ndarray, stop
 class IdealBlocks:
     """`IdealPrefixCache` on block paths: a prompt hits its longest prefix any earlier one had."""
 
-    def __init__(self, block_size: int) -> None:
-        self.block_size = block_size
+    def __init__(self, block_size: int, paths_block: int) -> None:
+        self.block_size, self.paths_block = block_size, paths_block  # cache block, hash-id block
         self._longest = _Column(np.int64)  # longest length seen per node
 
     def observe(self, p: Path, nodes: int) -> int:
         """`nodes`: how many the trie has (`BlockPaths.nodes`)."""
         longest = self._longest.fit(nodes)
-        seen = longest[p.nodes]
-        shared = _resident_prefix(seen == p.lengths, seen, p.lengths, p.known)
-        longest[p.nodes] = np.maximum(seen, p.lengths)
+        # Blocks taken from the reference prompt, before either prompt's last, are whole blocks
+        # that prompt already put in: they hit, and there is nothing to update.
+        whole = max(0, min(p.shared, p.ref_blocks - 1, p.blocks - 1))
+        rest, lengths = p.nodes[whole:], p.lengths[whole:]
+        seen = longest[rest]
+        shared = whole * self.paths_block + _resident_prefix(seen == lengths, seen, lengths, p.known - whole)
+        longest[rest] = np.maximum(seen, lengths)
         return block_hit(shared, p.total, self.block_size)
 
 
@@ -144,20 +152,19 @@ class LruBlocks:
         if capacity_tokens < 0:
             raise ValueError("capacity must be >= 0")
         self.capacity, self.block_size, self.used = capacity_tokens, block_size, 0
-        self._held, self._resident, self._touched = _Column(np.int64), _Column(bool), _Column(np.int64)
+        self._held, self._touched = _Column(np.int64), _Column(np.int64)  # held 0: not resident
         self._events: deque[list] = deque()  # [request number, nodes], oldest first
         self._session_event: dict[str, list] = {}
         self._clock = 0
 
     def observe(self, sid: str, p: Path, nodes: int) -> int:
         """`nodes`: how many the trie has (`BlockPaths.nodes`)."""
-        held, resident, touched = self._held.fit(nodes), self._resident.fit(nodes), self._touched.fit(nodes)
-        had = held[p.nodes] * resident[p.nodes]  # tokens resident per node (0: not resident)
+        held, touched = self._held.fit(nodes), self._touched.fit(nodes)
+        had = held[p.nodes]  # tokens resident per node (0: not resident)
         shared = _resident_prefix(had == p.lengths, had, p.lengths, len(p.nodes))
         now = np.maximum(had, p.lengths)  # a resident partial block may have filled up
         self.used += int(now.sum()) - int(had.sum())
         held[p.nodes] = now
-        resident[p.nodes] = True
         self._clock += 1
         touched[p.nodes] = self._clock
         self._record(sid, p.nodes)
@@ -173,15 +180,15 @@ class LruBlocks:
         self._session_event[sid] = event
 
     def _evict(self) -> None:
-        held, resident, touched = self._held.a, self._resident.a, self._touched.a
+        held, touched = self._held.a, self._touched.a
         while self.used > self.capacity and self._events:
             clock, nodes = self._events[0]
-            mine = nodes[(touched[nodes] == clock) & resident[nodes]][::-1]  # deepest first
+            mine = nodes[(touched[nodes] == clock) & (held[nodes] > 0)][::-1]  # deepest first
             freed = np.cumsum(held[mine])
             k = int(np.searchsorted(freed, self.used - self.capacity)) + 1  # nodes to evict
             gone = mine[:k]
-            resident[gone] = False
             self.used -= int(held[gone].sum())
+            held[gone] = 0
             if k >= len(mine):
                 self._events.popleft()
             else:

@@ -68,7 +68,7 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iter
     ideal = SessionWalks(block_size)
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
     paths = BlockPaths(trace.header.block_size)
-    ideal_blocks = IdealBlocks(block_size)
+    ideal_blocks = IdealBlocks(block_size, trace.header.block_size)
     lru_blocks = LruBlocks(cache_tokens, block_size) if cache_tokens is not None else None
     lru_end: dict[str, list] = {}  # session -> LRU path of its last prompt
     for _, sid, k in send_order(trace):
