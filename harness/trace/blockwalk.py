@@ -53,10 +53,15 @@ class Path:
 
 
 class BlockPaths:
-    def __init__(self, block_size: int) -> None:
+    """Trie paths of block-mode prompts. With `private` families (local-scope Weka ids: a trace's
+    blocks are its own), a family's trie entries are dropped once it has sent its last request
+    (`finish`): no later prompt can reach them, so memory follows the live families."""
+
+    def __init__(self, block_size: int, *, private: bool = False) -> None:
         self.block_size = block_size
         self.nodes = 1
         self._child: dict[int, int] = {}  # parent node << 64 | block id (as unsigned) -> node
+        self._keys: dict[str, list[int]] | None = {} if private else None  # family -> its entries
         self._last: dict[str, tuple[HashIds | None, np.ndarray, np.ndarray]] = {}  # ids obj, ids, nodes
         self.ref: str | None = None
 
@@ -73,8 +78,10 @@ class BlockPaths:
         ids = hash_ids.array() if isinstance(hash_ids, HashIds) else np.asarray(list(hash_ids), dtype=np.int64)
         return ids, ref_nodes, common_prefix(ids, ref_ids)
 
-    def walk(self, sid: str, turn: Turn, *, parent: str | None = None, last: bool = False) -> Path:
-        """The trie path of a block-mode turn's prompt; `last`: the session sends no more."""
+    def walk(self, sid: str, turn: Turn, *, parent: str | None = None, last: bool = False,
+             family: str | None = None) -> Path:
+        """The trie path of a block-mode turn's prompt; `last`: the session sends no more;
+        `family`: its main session (for `finish`)."""
         total, b = int(turn.input_tokens or 0), self.block_size
         ids, prev_nodes, shared = self._ids(sid, turn.hash_ids, parent)
         n = min(len(ids), -(-total // b))
@@ -82,6 +89,7 @@ class BlockPaths:
         nodes = np.empty(n + 1, dtype=np.int64)
         nodes[:shared] = prev_nodes[:shared]
         parent, known, child, walked = (int(nodes[shared - 1]) if shared else 0), None, self._child, []
+        keys = self._keys.setdefault(family or sid, []) if self._keys is not None else None
         for i, h in enumerate(ids[shared:n].tolist(), start=shared):
             key = parent << 64 | h & _ID_MASK  # one int, not a tuple: the trie has millions of nodes
             parent = child.get(key)
@@ -89,6 +97,8 @@ class BlockPaths:
                 known = i if known is None else known
                 parent = child[key] = self.nodes
                 self.nodes += 1
+                if keys is not None:
+                    keys.append(key)
             walked.append(parent)
         nodes[shared:n] = walked
         lengths = np.full(n + 1, b, dtype=np.int64)
@@ -104,6 +114,13 @@ class BlockPaths:
         else:
             self._last[sid] = (turn.hash_ids if isinstance(turn.hash_ids, HashIds) else None, ids, nodes[:n])
         return Path(nodes, lengths, n if known is None else known, total, self.ref, shared, len(prev_nodes), n)
+
+
+    def finish(self, family: str) -> None:
+        """A private family sent its last request: forget its trie entries."""
+        if self._keys is not None:
+            for key in self._keys.pop(family, ()):
+                del self._child[key]
 
 
 def _resident_prefix(ok: np.ndarray, held: np.ndarray, lengths: np.ndarray, stop: int) -> int:

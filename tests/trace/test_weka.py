@@ -149,3 +149,18 @@ def test_a_weka_file_written_here_has_the_fields_aiperf_requires(tmp_path):
     broken = {**docs[0], "extra": 1, "hash_id_scope": "global"}
     del broken["models"]
     assert len(aiperf_problems(broken)) == 3  # the check can fail
+
+
+def test_forgetting_finished_local_traces_changes_no_hit(tmp_path):
+    import dataclasses
+
+    from harness.trace.formats import save_trace
+
+    from .tiny import small_generated
+
+    save_trace(small_generated(sessions=8, seed=4), tmp_path / "w.jsonl", "weka")  # local scope
+    local = load_trace(tmp_path / "w.jsonl")
+    kept = dataclasses.replace(local, header=dataclasses.replace(local.header, meta={}))  # nothing dropped
+    for cache in (None, 3000):
+        a, b = compute_stats(local, cache_tokens=cache), compute_stats(kept, cache_tokens=cache)
+        assert (a["ideal_cache_hit"], a.get("lru_cache_hit")) == (b["ideal_cache_hit"], b.get("lru_cache_hit"))
