@@ -151,6 +151,7 @@ class BlockHasher:
             raise ValueError("block_size must be positive")
         self.block_size = block_size
         self._ids: dict[tuple, int] = {}  # (previous block id, pieces) -> block id
+        self._next_id = 0
         # Walk states: after consuming a segment sequence. State 0 is the empty prompt.
         self._parent: list[int] = [0]
         self._added: list[tuple[int, ...]] = [()]  # full-block ids the step to this state added
@@ -162,8 +163,14 @@ class BlockHasher:
         key = (prev, pieces)
         got = self._ids.get(key)
         if got is None:
-            got = self._ids[key] = len(self._ids)
+            got = self._ids[key] = self._next_id
+            self._next_id += 1
         return got
+
+    def forget(self, keys) -> None:
+        """Drop `block_id(-2, key)` entries no later prompt can name (their ids stay taken)."""
+        for key in keys:
+            self._ids.pop((-2, key), None)
 
     def _advance(self, state: int, seg: Segment) -> int:
         step_key = (state, seg.key, seg.length)

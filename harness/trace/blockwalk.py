@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.trace.blocks import HashIds, common_prefix
-from harness.trace.model import Turn
+from harness.trace.model import Trace, Turn
 from harness.trace.prefix import block_hit
 
 _ID_MASK = (1 << 64) - 1
@@ -50,6 +50,23 @@ class Path:
     shared: int  # leading blocks taken from that prompt's path
     ref_blocks: int  # blocks of that prompt
     blocks: int  # blocks of this prompt (its ids; `nodes` may end with one more for the rest)
+
+
+class Families:
+    """Which main session each session belongs to, and when a family has sent its last request."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.root = {m.id: s.id for s in trace.main_sessions for m in trace.family(s.id)}
+        self._left = {s.id: sum(len(m.turns) for m in trace.family(s.id)) for s in trace.main_sessions}
+        for s in trace.sessions:  # a subagent whose parent lists it nowhere is a family of its own
+            if s.id not in self.root:
+                self.root[s.id], self._left[s.id] = s.id, len(s.turns)
+
+    def sent(self, sid: str) -> bool:
+        """Count one request of `sid`'s family; True when that was the family's last."""
+        family = self.root[sid]
+        self._left[family] -= 1
+        return self._left[family] == 0
 
 
 class BlockPaths:

@@ -17,7 +17,7 @@ import orjson
 
 from harness.errors import TraceFormatError
 from harness.trace.blocks import BlockHasher, block_turns
-from harness.trace.blockwalk import BlockPaths
+from harness.trace.blockwalk import BlockPaths, Families
 from harness.trace.content import SALT_TOKENS, Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 from harness.trace.native import iter_json_lines, write_lines
@@ -137,12 +137,21 @@ class _BlockRecut:
     start of every prompt (a test checks it). A prompt reuses the ids of the blocks it shares
     with the prompt it was walked from and only computes the rest."""
 
-    def __init__(self, hasher: BlockHasher, source_block: int, salt_tokens: int) -> None:
-        self.hasher, self.paths, self.salt = hasher, BlockPaths(source_block), salt_tokens
+    def __init__(self, hasher: BlockHasher, source_block: int, salt_tokens: int, private: bool) -> None:
+        self.hasher, self.salt = hasher, salt_tokens
+        self.paths = BlockPaths(source_block, private=private)
         self._full: dict[str, list[int]] = {}  # session -> full-block ids of its last prompt
+        self._keys: dict[str, list[tuple]] | None = {} if private else None  # family -> its ids
 
-    def ids(self, sid: str, turn: Turn, parent: str | None, last: bool) -> tuple[int, list[int]]:
-        p = self.paths.walk(sid, turn, parent=parent, last=last)
+    def finish(self, family: str) -> None:
+        """A private family (local-scope ids) sent its last request: forget its blocks."""
+        self.paths.finish(family)
+        if self._keys is not None:
+            self.hasher.forget(self._keys.pop(family, ()))
+
+    def ids(self, sid: str, turn: Turn, parent: str | None, last: bool, family: str) -> tuple[int, list[int]]:
+        p = self.paths.walk(sid, turn, parent=parent, last=last, family=family)
+        keys = self._keys.setdefault(family, []) if self._keys is not None else None
         big, salt = self.hasher.block_size, self.salt
         ref_full = self._full.get(p.ref, []) if p.ref is not None else []
         # Blocks before either prompt's last are whole in both: their content is the same.
@@ -159,6 +168,8 @@ class _BlockRecut:
             q = end - salt
             key = (-1, end) if q <= 0 else (int(p.nodes[i]), q - int(cum[i] - p.lengths[i]))
             full.append(self.hasher.block_id(-2, key))
+            if keys is not None and q > 0:
+                keys.append(key)
         out = list(full)
         if total % big:
             full.pop()  # the open last block is no prefix a later prompt can reuse
@@ -174,13 +185,17 @@ def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str 
     """One Mooncake request per trace request, in estimated send order."""
     content = Content(trace, salt=salt, cache_size=64)
     hasher = BlockHasher(block_size)
-    recut = _BlockRecut(hasher, trace.header.block_size, SALT_TOKENS if salt else 0)
+    private = trace.header.meta.get("hash_id_scope") == "local"
+    recut = _BlockRecut(hasher, trace.header.block_size, SALT_TOKENS if salt else 0, private)
+    families = Families(trace)
     ends: dict[str, tuple[int, int]] = {}  # session -> (walk state, length) after its last prompt
     for n, (t, sid, k) in enumerate(send_order(trace), start=1):
         session = trace.session(sid)
         turn, last = session.turns[k], k == len(session.turns) - 1
         if turn.hash_ids is not None:
-            length, ids = recut.ids(sid, turn, session.parent, last)
+            length, ids = recut.ids(sid, turn, session.parent, last, families.root[sid])
+            if families.sent(sid):
+                recut.finish(families.root[sid])
         else:
             extends = content.appends_to_previous(sid, k)
             segs = content.new_segments(sid, k) if extends else content.segments(sid, k)

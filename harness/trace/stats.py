@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.trace.blockwalk import BlockPaths, IdealBlocks, LruBlocks
+from harness.trace.blockwalk import BlockPaths, Families, IdealBlocks, LruBlocks
 from harness.trace.content import Content
 from harness.trace.generate import think_samples
 from harness.trace.lru import LruPrefixCache
@@ -67,13 +67,8 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iter
     content = Content(trace, cache_size=256)
     ideal = SessionWalks(block_size)
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
-    private = trace.header.meta.get("hash_id_scope") == "local"
-    paths = BlockPaths(trace.header.block_size, private=private)
-    left = {s.id: sum(len(m.turns) for m in trace.family(s.id)) for s in trace.main_sessions}
-    root = {m.id: s.id for s in trace.main_sessions for m in trace.family(s.id)}
-    for s in trace.sessions:  # a subagent whose parent lists it nowhere is a family of its own
-        if s.id not in root:
-            root[s.id], left[s.id] = s.id, len(s.turns)
+    paths = BlockPaths(trace.header.block_size, private=trace.header.meta.get("hash_id_scope") == "local")
+    families = Families(trace)
     ideal_blocks = IdealBlocks(block_size, trace.header.block_size)
     lru_blocks = LruBlocks(cache_tokens, block_size) if cache_tokens is not None else None
     lru_end: dict[str, list] = {}  # session -> LRU path of its last prompt
@@ -82,14 +77,13 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iter
         turns = session.turns
         last = k == len(turns) - 1
         if turns[k].hash_ids is not None:
-            family = root.get(sid, sid)
+            family = families.root[sid]
             path = paths.walk(sid, turns[k], parent=session.parent, last=last, family=family)
             hit, total = ideal_blocks.observe(path, paths.nodes), path.total
             lru_hit = lru_blocks.observe(sid, path, paths.nodes) if lru_blocks is not None else None
             if last and lru_blocks is not None:
                 lru_blocks.forget(sid)
-            left[family] = left.get(family, 1) - 1
-            if left[family] == 0:
+            if families.sent(sid):
                 paths.finish(family)
             yield total, hit, lru_hit
             continue

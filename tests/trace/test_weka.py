@@ -164,3 +164,6 @@ def test_forgetting_finished_local_traces_changes_no_hit(tmp_path):
     for cache in (None, 3000):
         a, b = compute_stats(local, cache_tokens=cache), compute_stats(kept, cache_tokens=cache)
         assert (a["ideal_cache_hit"], a.get("lru_cache_hit")) == (b["ideal_cache_hit"], b.get("lru_cache_hit"))
+    for name, trace in (("local", local), ("kept", kept)):
+        save_trace(trace, tmp_path / f"{name}.mooncake.jsonl", "mooncake", block_size=100)
+    assert (tmp_path / "local.mooncake.jsonl").read_bytes() == (tmp_path / "kept.mooncake.jsonl").read_bytes()
