@@ -147,36 +147,50 @@ def _trace_sessions(obj, path: Path, line: int | None, index: int, seen: set[str
     return block, scope, builder.sessions
 
 
-def _json_error(path: Path, data: bytes, exc: orjson.JSONDecodeError) -> TraceFormatError:
+def _json_error(path: Path, data: bytes, exc: orjson.JSONDecodeError, skipped: int) -> TraceFormatError:
+    """`skipped`: blank lines before `data` began."""
     cut = " (the file ends there: truncated?)" if exc.pos >= len(data.rstrip()) else ""
-    return TraceFormatError(f"invalid JSON at column {exc.colno}: {exc.msg}{cut}", path=path, line=exc.lineno)
+    return TraceFormatError(f"invalid JSON at column {exc.colno}: {exc.msg}{cut}", path=path,
+                            line=exc.lineno + skipped)
 
 
-def parse_units(path: Path, data: bytes) -> Iterator[tuple[object, int | None]]:
-    """(trace object, line number or None) for a JSON document, a JSON list or JSON Lines.
+def read_units(path: Path) -> Iterator[tuple[object, int | None]]:
+    """(trace object, line number or None) of a JSON document, a JSON list or JSON Lines.
 
-    A document spread over lines (pretty-printed) that does not parse is reported where the
-    parser stopped, not as a bad first line of JSON Lines."""
+    JSON Lines (the first line is a whole trace) are read line by line, so a corpus in one file
+    is never in memory at once. A document spread over lines (pretty-printed) that does not
+    parse is reported where the parser stopped, not as a bad first line of JSON Lines."""
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=path) from exc
+    with fh:
+        head, lineno = b"", 0
+        while not head.strip():
+            head, lineno = fh.readline(), lineno + 1
+            if not head:
+                return
+        try:
+            first = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            first = None
+        if isinstance(first, dict):
+            yield first, lineno
+            yield from _lines(path, fh, lineno + 1)
+            return
+        data = head + fh.read()
     try:
         whole = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        first = data.lstrip().split(b"\n", 1)[0]
-        try:
-            is_lines = isinstance(orjson.loads(first), dict)
-        except orjson.JSONDecodeError:
-            is_lines = False
-        if not is_lines:
-            raise _json_error(path, data, exc) from exc
-        yield from _lines(path, data)
-        return
+        raise _json_error(path, data, exc, lineno - 1) from exc
     if isinstance(whole, list):
         yield from ((o, None) for o in whole)
     else:
         yield whole, None
 
 
-def _lines(path: Path, data: bytes) -> Iterator[tuple[object, int]]:
-    for lineno, raw in enumerate(data.splitlines(), start=1):
+def _lines(path: Path, fh, start: int) -> Iterator[tuple[object, int]]:
+    for lineno, raw in enumerate(fh, start=start):
         if raw.strip():
             try:
                 yield orjson.loads(raw), lineno
@@ -201,11 +215,7 @@ def read_weka(path: str | Path) -> Trace:
     scopes: set[str] = set()
     seen: set[str] = set()
     for file in trace_files(path):
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=file) from exc
-        for obj, line in parse_units(file, data):
+        for obj, line in read_units(file):
             block, scope, got = _trace_sessions(obj, file, line, len(seen), seen)
             blocks.add(block)
             scopes.add(scope)
