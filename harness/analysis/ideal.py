@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from harness.analysis import granularity
 from harness.trace.content import Content
 from harness.trace.model import Trace
 from harness.trace.prefix import IdealPrefixCache
@@ -28,7 +29,6 @@ from harness.trace.prefix import IdealPrefixCache
 if TYPE_CHECKING:
     from harness.analysis.records import Run
 
-DEFAULT_BLOCK_SIZE = 16
 
 
 @dataclass
@@ -128,14 +128,17 @@ class _Walk:
 
 
 def fill_ideal(run: Run, block_size: int | None = None) -> None:
-    """Set `cached_tokens_ideal` of every record, at `block_size` (default: the run's block).
+    """Set `cached_tokens_ideal` of every record, at `block_size` (default: the server's cache
+    granularity, `analysis.granularity`).
 
     With the run's trace the ideal is recomputed (also over values an older driver wrote) and
     the shared lengths are kept as columns `ideal_shared_tokens` / `ideal_ready_tokens` for the
     miss attribution; without one the recorded values are kept."""
-    block, source = resolve_block_size(run, block_size)
-    run.cache_block = {"block_size": block, "source": source}
     records = run.records
+    ok_cached = records["cached_tokens"].to_numpy(dtype=float)[(records["status"] == "ok").to_numpy()]
+    trace_block = run.trace.header.block_size if run.trace is not None else None
+    run.granularity = granularity.decide(ok_cached, run.manifest, trace_block, block_size)
+    block = run.granularity.block_size
     if run.trace is None:
         run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
         return
@@ -152,21 +155,6 @@ def fill_ideal(run: Run, block_size: int | None = None) -> None:
     records["ideal_ready_tokens"] = walked.shared_ready
     records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, block)
     run.ideal_source = "trace"
-
-
-def resolve_block_size(run: Run, block_size: int | None) -> tuple[int, str]:
-    if block_size is not None:
-        if block_size <= 0:
-            from harness.errors import InputError
-
-            raise InputError(f"must be a positive number of tokens, got {block_size}", field="--block-size")
-        return int(block_size), "argument"
-    value = run.manifest.get("block_size")
-    if isinstance(value, int) and value > 0:
-        return value, "manifest"
-    if run.trace is not None and run.trace.header.block_size:
-        return int(run.trace.header.block_size), "trace"
-    return DEFAULT_BLOCK_SIZE, "default"
 
 
 def _salt(manifest: dict) -> str | None:
