@@ -209,7 +209,8 @@ def add_content_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         default=16,
         metavar="N",
-        help="server KV block size used for cached_tokens_ideal (default: 16)",
+        help="server KV block size, kept in the manifest: the analyzer's ideal uses it when it cannot "
+        "detect the server's cache granularity (default: 16)",
     )
     g.add_argument(
         "--run-id", help="run id written to records and manifest (default: RUN_DIR's name)"
