@@ -17,7 +17,6 @@ from harness.errors import HarnessError
 
 COMMAND_MODULES = (
     "harness.trace.commands",
-    "harness.driver.commands",
     "harness.engine.commands",
     "harness.analysis.commands",
     "harness.run_commands",
