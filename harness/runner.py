@@ -86,7 +86,7 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
     from harness.analysis.summary import analyze_run
     from harness.analysis.table import summary_table
 
-    summary = analyze_run(run_dir, gpus=scenario.gpus)
+    summary = analyze_run(run_dir)  # everything from the folder: `harness analyze` gives the same
     report = write_report([run_dir])
     if not quiet:
         print(summary_table(summary))

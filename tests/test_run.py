@@ -54,6 +54,15 @@ def test_quickstart_over_http_with_chat(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["endpoints"][0].startswith("http://127.0.0.1:")
     assert summary["server_cache"]["hit_rate"] > 0.5  # /metrics counters scraped before and after
+    assert summary["n_gpus_source"] == "manifest"
+    # the analyzer derives everything from the folder: analyzing again changes nothing
+    written = (out / "summary.json").read_bytes()
+    for _ in range(2):
+        assert main(["analyze", str(out), "--json"]) == 0
+        assert (out / "summary.json").read_bytes() == written
+    assert main(["report", str(out)]) == 0
+    hit = f"{summary['server_cache']['hit_rate']:.3f} ({summary['server_cache']['hits']:.0f} of"
+    assert f"server /metrics prefix-cache hit rate</td><td>{hit}" in (out / "report.html").read_text()
     url = (out / "servers" / "server-0.log").read_text().split("serving on ")[1].split()[0]
     with pytest.raises(urllib.error.URLError):  # the server it started is stopped
         urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=2)
