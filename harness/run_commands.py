@@ -53,16 +53,14 @@ class ScenarioDefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         from harness.driver.flags import FIELDS, NEGATED
-        from harness.scenario import default_of
+        from harness.scenario import default_text
 
         text = action.help or ""
         if action.dest in FIELDS and not action.required:
-            value = default_of(FIELDS[action.dest])
-            shown = "unset" if value is None else str(value).lower() if isinstance(value, bool) else value
-            text += f" (default: {shown})".replace("%", "%%")
+            text += f" (default: {default_text(FIELDS[action.dest])})"
         elif action.dest in NEGATED:
-            text += f" (default: {NEGATED[action.dest]} is {str(default_of(NEGATED[action.dest])).lower()})"
-        return text
+            text += f" (default: {NEGATED[action.dest]} {default_text(NEGATED[action.dest])})"
+        return text.replace("%", "%%")
 
 
 def _register_replay(sub) -> None:

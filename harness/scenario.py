@@ -172,6 +172,20 @@ def default_of(dotted: str) -> Any:
     return value
 
 
+def default_text(dotted: str) -> str:
+    """A field's default as the docs and `--help` show it: unset, none, true/false, 600, chat."""
+    value = default_of(dotted)
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple | list | dict) and not value:
+        return "none"
+    return str(value)
+
+
 # ---- loading -------------------------------------------------------------------------------
 
 

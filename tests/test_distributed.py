@@ -66,11 +66,9 @@ def test_same_records_and_sessions_as_one_process(runs, load):
     key = ("prompt_tokens_expected", "output_tokens_expected", "parent_session_id", "agent")
     expected = {r["request_id"]: [r[k] for k in key] for r in local}
     assert all([r[k] for k in key] == expected[r["request_id"]] for r in ray)
-    # one ideal prefix cache across workers, as in one process: every prompt after the very
-    # first reuses at least the shared system prompt (per-worker caches would miss it twice)
-    assert sum(r["cached_tokens_ideal"] for r in ray) == sum(
-        r["cached_tokens_ideal"] for r in local
-    )
+    # records are what the workers sent, appended once: nothing rewrites them after the run
+    # (the run-wide ideal cache is the analyzer's, computed from the trace and the records)
+    assert not list((out / f"{load}-ray").glob("*.tmp"))
 
 
 def test_run_folder_and_manifest(runs):
