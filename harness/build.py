@@ -98,8 +98,8 @@ async def open_target(scenario: Scenario, run_dir: Path, trace: Trace,
 
 
 def _inprocess_target(scenario: Scenario) -> tuple[object, Scrape]:
+    from harness.driver.engine_target import EngineTarget
     from harness.engine.config import EngineConfig
-    from harness.engine.target import EngineTarget
 
     t = scenario.target
     target = EngineTarget(EngineConfig.from_dict(dict(t.engine.options)), replicas=t.engine.replicas,
@@ -169,7 +169,7 @@ async def scrape_metrics(base_url: str) -> dict | None:
     """vLLM-named prefix-cache counters from an endpoint's /metrics (None if it has none)."""
     import aiohttp
 
-    from harness.engine.metrics import metric_total
+    from harness.prometheus import metric_total
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
