@@ -81,6 +81,7 @@ def test_a_partial_manifest_names_the_missing_keys(tmp_path):
     assert run.name == "r" and run.simulated  # what the manifest does say is kept
 
 
+@pytest.mark.slow
 def test_cli_analyzes_records_from_elsewhere_with_one_warning(tmp_path):
     path = write_run(tmp_path / "elsewhere")
     (path / "manifest.json").unlink()
