@@ -95,11 +95,11 @@ def replay_scenario(args: argparse.Namespace):
     from harness.errors import InputError, ScenarioError
 
     doc = flags.scenario_doc(args)
-    keys = [k for k, _ in map(sc.parse_set, args.sets)]
-    for item in args.sets:
-        sc.set_path(doc, *sc.parse_set(item))
+    sets = [sc.parse_set(item) for item in args.sets]
+    for key, value in sets:
+        sc.set_path(doc, key, value)
     try:
-        return sc.validate(doc, source="harness replay", overrides=tuple(keys))
+        return sc.validate(doc, source="harness replay", overrides=tuple(k for k, _ in sets))
     except ScenarioError as exc:
         flag = flags.flag_of(exc.field or "")
         if flag is None:

@@ -140,3 +140,17 @@ def test_set_reaches_fields_without_a_flag(trace_file):
                         "--set", "gpus=8", "--set", "target.headers={X-A: b}")
     scenario = replay_scenario(args)
     assert scenario.gpus == 8 and scenario.target.headers == {"X-A": "b"}
+
+
+def test_both_verbs_replay_on_uvloop_when_installed():
+    import asyncio
+
+    from harness.driver.run import run_blocking
+
+    uvloop = pytest.importorskip("uvloop")
+
+    async def running_loop():
+        return asyncio.get_running_loop()
+
+    # `harness run` and `harness replay` both replay through runner.replay_point -> run_blocking
+    assert isinstance(run_blocking(running_loop()), uvloop.Loop)
