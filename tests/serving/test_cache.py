@@ -86,7 +86,6 @@ def replay(server):
         yield Replay(client, Content(trace()))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_a_session_replayed_twice_hits_the_shared_prefix_on_every_later_turn(replay, api):
     sessions = replay.content.trace.sessions
