@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, sessions
+from harness.analysis import cache, histograms, metrics, sessions, window
+from harness.analysis.client_check import client_check, read_client
 from harness.analysis.records import Run, load_run
 from harness.analysis.slo import Slo, goodput, parse_slos
 from harness.errors import InputError, RunFolderError
@@ -40,9 +41,12 @@ class Analysis:
         return h
 
 
-def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) -> Analysis:
+def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
+            window_mode: str | None = None) -> Analysis:
     if "task" not in run.records:  # the main session each record's task belongs to
         run.records["task"] = sessions.task_roots(run.records).to_numpy()
+    measured_window = window.measure_window(run, window_mode)  # may re-mark phases: before run.ok
+    client = client_check(run.records, read_client(run.path), measured_window["start_s"], measured_window["end_s"])
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
@@ -80,15 +84,19 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {**hit, "session_moves": cache.session_moves(ok, misses), **cache.breakdowns(ok, misses)},
         "sessions": session_info,
-        "warnings": list(run.warnings),
+        "window": measured_window,
+        "timeline": window.timeline(run.records),
+        "client": client,
+        "warnings": [*run.warnings, *window.warnings(measured_window), *client["warnings"]],
     }
     return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
-def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None) -> dict:
+def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
+                window_mode: str | None = None) -> dict:
     run = load_run(run_dir)
     parsed = parse_slos(slos) if slos else None
-    result = analyze(run, gpus=gpus, slos=parsed)
+    result = analyze(run, gpus=gpus, slos=parsed, window_mode=window_mode)
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary

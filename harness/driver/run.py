@@ -22,6 +22,7 @@ from harness.driver.manifest import (
 )
 from harness.driver.recorder import Recorder
 from harness.driver.replay import Replay, ReplayResult
+from harness.driver.selfcheck import LoopProbe, write_client_check
 from harness.driver.target import Target
 from harness.errors import RunFolderError
 from harness.schema import RECORDS_FILE
@@ -116,8 +117,10 @@ async def run_replay(
     installed = _install_signals(replay)
     shown = asyncio.create_task(progress.show(replay.stats)) if show_progress else None
     status = "failed"
+    probe = LoopProbe()
     try:
         await target.start()
+        probe.start()
         result = await replay.run()
         status = result.status
         return result
@@ -132,8 +135,10 @@ async def run_replay(
         loop = asyncio.get_running_loop()
         for sig in installed:
             loop.remove_signal_handler(sig)
+        probe.stop()
         await target.close()
         recorder.close()
+        write_client_check(run_dir, probe, replay.t0)
         t0_wall = time.time() - (time.perf_counter() - replay.t0)
         finish_manifest(
             manifest,
