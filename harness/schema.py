@@ -33,6 +33,7 @@ RECORD_FIELDS: tuple[str, ...] = (
     "status",  # "ok" | "error" | "timeout" | "cancelled"
     "error",  # null, or {"class": str, "message": str}
     "phase",  # "warmup" | "measure" | "cooldown"
+    "attempt",  # 1, 2, ...: the n-th send of this turn (retries); absent in older runs = 1
 )
 
 AGENTS = ("main", "sub")

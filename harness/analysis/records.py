@@ -48,6 +48,7 @@ COUNT_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "cached_tokens",
+    "attempt",
 )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, sessions, window
+from harness.analysis import cache, histograms, metrics, retries, sessions, window
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.records import Run, load_run
 from harness.analysis.slo import Slo, goodput, parse_slos
@@ -43,6 +43,7 @@ class Analysis:
 
 def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
             window_mode: str | None = None) -> Analysis:
+    run.records, superseded = retries.split_attempts(run.records)  # a turn counts by its last attempt
     if "task" not in run.records:  # the main session each record's task belongs to
         run.records["task"] = sessions.task_roots(run.records).to_numpy()
     measured_window = window.measure_window(run, window_mode)  # may re-mark phases: before run.ok
@@ -84,6 +85,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {**hit, "session_moves": cache.session_moves(ok, misses), **cache.breakdowns(ok, misses)},
         "sessions": session_info,
+        "retries": retries.retry_summary(run.records, superseded),
         "window": measured_window,
         "timeline": window.timeline(run.records),
         "client": client,
