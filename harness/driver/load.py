@@ -51,7 +51,8 @@ class TaskSource:
 
     def _draw(self) -> Iterator[Task]:
         c = self.config
-        endless = c.cycle_trace and c.max_duration is not None and bool(self.mains)
+        closed = c.load == "closed"
+        endless = closed and c.cycle_trace and c.max_duration is not None and bool(self.mains)
         passes = itertools.count() if endless else range(1)
         n = 0
         for cycle in passes:
@@ -60,7 +61,7 @@ class TaskSource:
                     self.stopped_by = "max_sessions"  # started ones run to the end
                     return
                 start = 0
-                if c.mid_trajectory and n < c.concurrency:
+                if closed and c.mid_trajectory and n < c.concurrency:
                     start = int(self.rng.integers(0, len(s.turns)))
                 yield Task(s, cycle, start)
                 n += 1

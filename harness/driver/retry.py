@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from harness.errors import InputError
 
-# Connection refused / reset before a response, no connection in time, 429, 503, 529 (Anthropic's
+# Connection refused / reset before a response, no connection in time, dropped mid-stream, 429, 503, 529 (Anthropic's
 # "overloaded"), and an error object in the stream that says the server is overloaded.
-RETRY_ON = ("ConnectError", "ConnectTimeout", "HTTP429", "HTTP503", "HTTP529", "Overloaded")
+RETRY_ON = ("ConnectError", "ConnectTimeout", "ConnectionClosed", "HTTP429", "HTTP503", "HTTP529", "Overloaded")
 
 
 @dataclass(frozen=True)
