@@ -184,14 +184,21 @@ class Replay:
                 source.forget(member)
 
     async def _history(self, s: Session, cycle: int, first: int, start: float) -> float | None:
-        """Mid-trajectory start: turns before `first` sent back to back as phase `warmup`, so the
-        server's cache holds the context a session of that age has (its subagents are skipped)."""
+        """Mid-trajectory start: turns before `first` sent back to back as phase `warmup`, with
+        the subagents they spawned (all their turns), so the server's cache holds the context a
+        session of that age has. Returns when the history ended; None if the run stopped."""
         prev_end = start
         for k in range(first):
             rec = await self._turn(s, cycle, k, prev_end, warmup=True)
             if rec is None:
                 return None  # the run stopped sending
             prev_end = rec["t_done"]
+            kids = [self.trace.session(c) for c in s.turns[k].spawns]
+            if kids:
+                ends = await asyncio.gather(*(self._history(c, cycle, len(c.turns), prev_end) for c in kids))
+                if None in ends:
+                    return None
+                prev_end = self.now()
         return prev_end
 
     async def _session(self, s: Session, cycle: int, start: float, first: int = 0) -> None:

@@ -111,3 +111,16 @@ async def test_retries_are_off_by_default(make_server, tmp_path):
     srv = await make_server()
     _, records, _ = await replay(trace(sess("fault-http429-x", [(8, 4, 0)])), srv.url, tmp_path)
     assert [(r["status"], r["attempt"]) for r in records] == [("error", 1)]
+
+
+async def test_mid_trajectory_history_includes_the_subagents_it_spawned(server, tmp_path):
+    tr = trace(
+        sess("c", [(16, 4, 0), (8, 4, 0.01, ["c.sub"]), (8, 4, 0.01)]),
+        sess("c.sub", [(8, 4, 0.01)] * 3, parent="c", fork_turn=1, mode="fork"),
+    )
+    _, records, _ = await replay(tr, server.url, tmp_path, concurrency=1, mid_trajectory=True, seed=3)  # turn 2
+    phases = {r["request_id"]: r["phase"] for r in records}
+    assert phases == {"c:0": "warmup", "c:1": "warmup", "c.sub:0": "warmup", "c.sub:1": "warmup",
+                      "c.sub:2": "warmup", "c:2": "measure"}
+    recs = by_id(records)
+    assert recs["c:2"]["t_sent"] >= recs["c.sub:2"]["t_done"]  # the join holds in the history too
