@@ -184,22 +184,11 @@ class Replay:
                 source.forget(member)
 
     async def _history(self, s: Session, cycle: int, first: int, start: float) -> float | None:
-        """Mid-trajectory start: turns before `first` sent back to back as phase `warmup`, with
-        the subagents they spawned (all their turns), so the server's cache holds the context a
-        session of that age has. Returns when the history ended; None if the run stopped."""
-        prev_end = start
-        for k in range(first):
-            rec = await self._turn(s, cycle, k, prev_end, warmup=True)
-            if rec is None:
-                return None  # the run stopped sending
-            prev_end = rec["t_done"]
-            kids = [self.trace.session(c) for c in s.turns[k].spawns]
-            if kids:
-                ends = await asyncio.gather(*(self._history(c, cycle, len(c.turns), prev_end) for c in kids))
-                if None in ends:
-                    return None
-                prev_end = self.now()
-        return prev_end
+        """Mid-trajectory start at turn `first`: the context a session of that age has in the
+        server's cache, sent as one warm-up request (phase `warmup`): turn `first - 1`'s prompt
+        with one output token. Returns when it ended; None if the run stopped."""
+        rec = await self._turn(s, cycle, first - 1, start, warmup=True)
+        return None if rec is None else rec["t_done"]
 
     async def _session(self, s: Session, cycle: int, start: float, first: int = 0) -> None:
         self.stats.active_sessions += 1
@@ -260,6 +249,7 @@ class Replay:
             return None
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
+        output_tokens = 1 if warmup else turn.output_tokens  # warm-up: the prompt is the point
         source = self._content(cycle)
         sid = cycled_id(s.id, cycle)
         segs = source.content.segments(s.id, k)
@@ -272,7 +262,7 @@ class Replay:
             sid,
             root,
             endpoint,
-            turn.output_tokens,
+            output_tokens,
             prompt_tokens,
             messages,
             prompt,
@@ -287,7 +277,7 @@ class Replay:
             endpoint=self.target.endpoints[endpoint],
             t_scheduled=round(t_scheduled, 6),
             prompt_tokens_expected=spec.prompt_tokens,
-            output_tokens_expected=turn.output_tokens,
+            output_tokens_expected=output_tokens,
             cached_tokens_ideal=ideal,
             attempt=attempt,
         )
