@@ -4,11 +4,13 @@ Two ways to choose it (docs/metrics.md, "The measured window"):
 
 - `phases`: the driver's phases (`--warmup`, `--warmup-requests`, `--cooldown`, mid-trajectory
   warm-up history): the window is the span of the requests marked `measure`.
-- `steady`: warm-up ends by condition, not by the clock. The window starts at the first time t
-  where, over [t, t + hold_s], the tasks in flight stay at the target (within `tolerance`), and
-  the server-side hit rate and TTFT p50 of each quarter of that span agree (hit rates within
-  `hit_tolerance`, absolute; TTFT p50s within a factor 1 + `ttft_tolerance`). It ends at the
-  last time the tasks in flight were still at the target (before the cool-down, if any).
+- `steady`: warm-up ends by condition, not by the clock. The window is [t, end], with t the
+  earliest time where the tasks in flight are at the target (within `tolerance`) from t to
+  `end` (where they first drop below it), and the server-side hit rate of every `hold_s` chunk
+  of [t, end] lies within `hit_tolerance` of the hit rate over all of [t, end] (optionally the
+  TTFT p50 too, within a factor 1 + `ttft_tolerance`): the transient before t is cut off, the
+  remainder is flat within the tolerance (warm-up truncation judged on what follows). The
+  window spans at least 3 chunks.
   Requests sent outside it are re-marked `warmup` / `cooldown`. When no such t exists the
   driver's phases are kept and the summary says so.
 
@@ -27,14 +29,15 @@ import numpy as np
 import pandas as pd
 
 MAX_BINS = 240
+MIN_CHUNKS = 3  # a steady window spans at least this many hold_s chunks
 
 
 @dataclass(frozen=True)
 class SteadyRule:
     tolerance: float = 0.05  # tasks in flight >= (1 - tolerance) x target
-    hit_tolerance: float = 0.02  # spread of the quarters' hit rates (absolute)
-    ttft_tolerance: float = 0.5  # max / min of the quarters' TTFT p50 <= 1 + this
-    hold_s: float | None = None  # default: max(5 s, 10 % of the run's span)
+    hit_tolerance: float = 0.02  # each chunk's hit rate within this of the window's (absolute)
+    ttft_tolerance: float | None = None  # each chunk's TTFT p50 within a factor 1 + this; None: off
+    hold_s: float | None = None  # chunk length; default max(5 s, 10 % of the run's span)
 
 
 @dataclass
@@ -124,7 +127,7 @@ def phase_window(records: pd.DataFrame) -> Window:
 
 
 def steady_window(records: pd.DataFrame, target: int, rule: SteadyRule) -> Window:
-    """The first span where load, hit rate and TTFT hold (see the module docstring). Load is
+    """The earliest start after which load and hit rate hold (see the module docstring). Load is
     judged per tenth of `hold_s` (time-weighted), so the instant between one task's end and the
     next one's first send does not count as a drop."""
     phases = phase_window(records)
@@ -136,34 +139,47 @@ def steady_window(records: pd.DataFrame, target: int, rule: SteadyRule) -> Windo
         return _unstable(phases, f"the run is shorter than hold_s = {hold:.3g} s")
     loaded = binned_level(*level(*task_spans(records)), edges) >= need
     sig = Signals(records)
-    why = f"tasks in flight never held >= {need:.3g} for {hold:.3g} s"
+    first_why = ""  # why the earliest loaded start failed: the most telling reason
     for i in range(edges.size - 10):
         if not loaded[i : i + 10].all():
             continue
-        why = _unsteady_because(sig, edges[i], edges[i + 10], rule)
+        drops = np.flatnonzero(~loaded[i:])
+        end = float(edges[i + drops[0]]) if drops.size else hi
+        why = _unsteady_because(sig, float(edges[i]), end, hold, rule)
+        first_why = first_why or why
         if not why:
-            drops = np.flatnonzero(~loaded[i:])
-            end = float(edges[i + drops[0]]) if drops.size else hi
-            reason = (f"steady: from {edges[i]:.3g} s, {hold:.3g} s with tasks in flight >= {need:.3g}"
-                      f" and stable hit rate and TTFT p50; until {end:.3g} s (tasks still at target)")
+            reason = (f"steady: from {edges[i]:.3g} s, tasks in flight >= {need:.3g} and every"
+                      f" {hold:.3g} s chunk's hit rate within {rule.hit_tolerance} of the window's;"
+                      f" until {end:.3g} s (tasks still at target)")
             return Window(float(edges[i]), end, "steady", True, reason)
-    return _unstable(phases, f"never steady for {hold:.3g} s ({why})")
+    return _unstable(phases, f"never steady ({first_why or f'tasks in flight never held >= {need:.3g}'})")
 
 
 def _unstable(phases: Window, why: str) -> Window:
     return Window(phases.start, phases.end, "steady", False, f"{why}; kept the driver's phases")
 
 
-def _unsteady_because(sig: Signals, a: float, b: float, rule: SteadyRule) -> str:
-    quarters = np.linspace(a, b, 5)
-    spans = list(zip(quarters[:-1], quarters[1:], strict=True))
+def _chunks(a: float, b: float, hold: float) -> list[tuple[float, float]]:
+    """[a, b] in chunks of `hold` (a shorter last piece joins the one before)."""
+    n = max(1, int((b - a) // hold))
+    cuts = [a + i * hold for i in range(n)] + [b]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _unsteady_because(sig: Signals, a: float, b: float, hold: float, rule: SteadyRule) -> str:
+    if b - a < MIN_CHUNKS * hold:
+        return f"load held for less than {MIN_CHUNKS} x {hold:.3g} s"
+    spans = _chunks(a, b, hold)
     if sig.reported:
+        whole = sig.hit_rate(a, b)
         hits = [sig.hit_rate(x, y) for x, y in spans]
-        if None in hits or max(hits) - min(hits) > rule.hit_tolerance:
-            return f"hit rate moved more than {rule.hit_tolerance}"
-    ttfts = [sig.ttft_p50(x, y) for x, y in spans]
-    if None in ttfts or min(ttfts) <= 0 or max(ttfts) / min(ttfts) > 1 + rule.ttft_tolerance:
-        return f"TTFT p50 moved more than x{1 + rule.ttft_tolerance:g}"
+        if whole is None or None in hits or max(abs(h - whole) for h in hits) > rule.hit_tolerance:
+            return f"the hit rate of a {hold:.3g} s chunk was off by more than {rule.hit_tolerance}"
+    if rule.ttft_tolerance is not None:
+        whole = sig.ttft_p50(a, b)
+        ttfts = [sig.ttft_p50(x, y) for x, y in spans]
+        if not whole or None in ttfts or max(max(t / whole, whole / t) for t in ttfts) > 1 + rule.ttft_tolerance:
+            return f"the TTFT p50 of a {hold:.3g} s chunk was off by more than x{1 + rule.ttft_tolerance:g}"
     return ""
 
 
