@@ -166,8 +166,18 @@ def replay_config(scenario: Scenario, run_id: str):
         warmup_s=load.warmup_s, warmup_requests=load.warmup_requests, cooldown_s=load.cooldown_s,
         history=load.history, api=t.api, prompt_format=t.prompt_format, routing=t.routing,
         block_size=block, salt=salt, tokenizer=scenario.workload.tokenizer, seed=scenario.workload.seed,
-        run_id=run_id,
+        run_id=run_id, cycle_trace=load.cycle_trace, mid_trajectory=load.mid_trajectory, window=load.window,
+        retry=retry_policy(load.retry),
     )
+
+
+def retry_policy(retry):
+    from harness.driver.retry import RetryPolicy
+
+    given = retry.model_dump(exclude_none=True)
+    if "retry_on" in given:
+        given["retry_on"] = tuple(given["retry_on"])
+    return RetryPolicy(**given)
 
 
 def _simulated(scenario: Scenario) -> bool:
