@@ -81,6 +81,9 @@ def _cache(s: dict) -> list[str]:
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"missed prompt tokens     cold {miss['cold']:.0f}, lost {miss['lost']:.0f}, unknown {miss['unknown']:.0f}",
     ]
+    server = s.get("server_cache")
+    if server:
+        out.append(f"server /metrics hit rate {server_hit(server)}")
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
@@ -123,3 +126,11 @@ def _window(s: dict) -> list[str]:
                    f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
                    f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}")
     return out
+
+
+def server_hit(server: dict | None) -> str:
+    """The summary's `server_cache` in words."""
+    if not server:
+        return "not scraped"
+    return (f"{fmt(server['hit_rate'], '.3f')} ({server['hits']:.0f} of {server['queries']:.0f} prompt"
+            f" tokens, {server['endpoints_scraped']} endpoint(s))")

@@ -245,7 +245,7 @@ def measure_window(run, mode: str | None = None, rule: SteadyRule | None = None)
     replay = run.manifest.get("replay") or {}
     mode = mode or replay.get("window") or "phases"
     target = replay.get("concurrency") if replay.get("load", "closed") == "closed" else None
-    rule = rule or SteadyRule(**(replay.get("steady_rule") or {}))
+    rule = rule or SteadyRule()
     win = choose_window(run.records, mode, target, rule)
     moved = apply_window(run.records, win)
     return window_summary(win, load_held(run.records, win, target), rule, moved)
