@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", choices=("phases", "steady"), default=None,
                    help="the measured window: the driver's phases, or from when load, hit rate and TTFT"
                         " hold steady (default: the run's load.window, else phases; docs/metrics.md)")
+    p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
+                   help="block size of the ideal prefix cache (default: the run's; see docs/metrics.md)")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.set_defaults(func=_analyze)
 
@@ -40,7 +42,8 @@ def _analyze(args: argparse.Namespace) -> int:
     from harness.analysis.summary import analyze_run
     from harness.analysis.table import summary_table
 
-    summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, window_mode=args.window)
+    summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size,
+                          window_mode=args.window)
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
     return 0
 

@@ -41,7 +41,7 @@ class ReplayConfig:
     prompt_format: str = "tokens"  # completions API: token-id or text prompts
     routing: str = "session_sticky"
     follow_parent: bool = True  # subagents use their root session's sticky key
-    block_size: int = 16  # for cached_tokens_ideal
+    block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
     tokenizer: str | None = None  # a Hugging Face tokenizer.json: text segments exact for it
     seed: int = 1  # open-loop arrival draws, mid-trajectory start turns

@@ -163,7 +163,8 @@ def add_content_flags(p: argparse.ArgumentParser) -> None:
                    help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat "
                    "messages get exactly the trace's token counts for it")
     g.add_argument("--block-size", type=int, metavar="N", default=UNSET,
-                   help="server KV block size used for cached_tokens_ideal (unset: the engine's block_size, else 16)")
+                   help="server KV block size, kept in the manifest: the analyzer's ideal uses it when it "
+                   "cannot detect the server's cache granularity (unset: the engine's block_size, else 16)")
     g.add_argument("--run-id", default=UNSET,
                    help="run id written to records and manifest (unset: RUN_DIR's name)")
     g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",

@@ -22,15 +22,14 @@ from dataclasses import dataclass, field
 
 from harness.driver.config import ReplayConfig
 from harness.driver.load import Task, TaskSource, arrivals
-from harness.driver.prompts import PromptBuilder
 from harness.driver.recorder import Recorder, collect, new_record
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
-from harness.trace.content import Content, load_hf_token_counter
+from harness.trace.content import load_hf_token_counter
 from harness.trace.cycles import cycle_salt, cycled_id
 from harness.trace.model import Session, Trace
-from harness.trace.prefix import SessionWalks
+from harness.trace.requests import RequestSource
 
 
 @dataclass
@@ -61,9 +60,8 @@ class Replay:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
         self._counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
-        self._cycles: dict[int, _CycleContent] = {}
+        self._cycles: dict[int, RequestSource] = {}
         self.task_source = TaskSource(trace.main_sessions, config)
-        self.ideal = SessionWalks(config.block_size)
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
         self.t0 = time.perf_counter()
@@ -178,10 +176,7 @@ class Replay:
         except asyncio.CancelledError:
             pass  # interrupted or drained: the records are written
         finally:
-            source = self._content(task.cycle)
-            for member in self.trace.family(task.session.id):
-                self.ideal.forget(cycled_id(member.id, task.cycle))
-                source.forget(member)
+            self._source(task.cycle).forget(m.id for m in self.trace.family(task.session.id))
 
     async def _history(self, s: Session, cycle: int, first: int, start: float) -> float | None:
         """Mid-trajectory start at turn `first`: the context a session of that age has in the
@@ -250,11 +245,9 @@ class Replay:
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
         output_tokens = 1 if warmup else turn.output_tokens  # warm-up: the prompt is the point
-        source = self._content(cycle)
+        source = self._source(cycle)
         sid = cycled_id(s.id, cycle)
-        segs = source.content.segments(s.id, k)
-        ideal, prompt_tokens, reuse = self._observe_ideal(source.content, s, sid, k, segs)
-        messages, prompt = source.prompts.build(segs, session=s.id, reuse=reuse)
+        prompt = source.prompt(s.id, k)
         root = cycled_id(self._root(s), cycle) if self.config.follow_parent else sid
         endpoint = self.router.pick(root)
         spec = RequestSpec(
@@ -263,9 +256,9 @@ class Replay:
             root,
             endpoint,
             output_tokens,
-            prompt_tokens,
-            messages,
-            prompt,
+            prompt.tokens,
+            prompt.messages,
+            prompt.body,
         )
         rec = new_record(
             run_id=self.config.run_id,
@@ -278,7 +271,6 @@ class Replay:
             t_scheduled=round(t_scheduled, 6),
             prompt_tokens_expected=spec.prompt_tokens,
             output_tokens_expected=output_tokens,
-            cached_tokens_ideal=ideal,
             attempt=attempt,
         )
         texts: list[str] | None = None
@@ -298,44 +290,25 @@ class Replay:
             self.recorder.write(rec)
             self.stats.observe(rec)
         if texts is not None and rec["status"] == "ok":
-            source.live[(s.id, k)] = "".join(texts)
+            source.reply(s.id, k, "".join(texts))
         return rec
 
-    def _observe_ideal(
-        self, content: Content, s: Session, sid: str, k: int, segs: list
-    ) -> tuple[int, int, int]:
-        """(ideal cache hit, prompt tokens, leading segments that are the session's previous
-        prompt or 0) at send time: the hit is what earlier requests of this run sent."""
-        appended = content.appends_to_previous(s.id, k) and self.ideal.resumes(sid, k)
-        new = content.new_segments(s.id, k) if appended else segs
-        hit, total = self.ideal.observe(sid, k, new, appended=appended)
-        return hit, total, len(segs) - len(new)
-
-    def _content(self, cycle: int) -> _CycleContent:
+    def _source(self, cycle: int) -> RequestSource:
         """The prompts of one pass over the trace (cycle > 0: its own salt, harness.trace.cycles)."""
         source = self._cycles.get(cycle)
         if source is None:
             c = self.config
-            content = Content(self.trace, salt=cycle_salt(c.salt, cycle), token_counter=self._counter)
-            source = self._cycles[cycle] = _CycleContent(content, c.api, c.prompt_format, c.history)
+            source = self._cycles[cycle] = RequestSource(
+                self.trace,
+                api=c.api,
+                prompt_format=c.prompt_format,
+                salt=cycle_salt(c.salt, cycle),
+                token_counter=self._counter,
+                live=c.history == "live",
+            )
         return source
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:
             s = self.trace.session(s.parent)
         return s.id
-
-
-class _CycleContent:
-    """Content, prompt builder and live replies of one cycle."""
-
-    def __init__(self, content: Content, api: str, prompt_format: str, history: str) -> None:
-        self.content = content
-        self.live: dict[tuple[str, int], str] | None = {} if history == "live" else None
-        self.prompts = PromptBuilder(content, api=api, prompt_format=prompt_format, live=self.live)
-
-    def forget(self, member: Session) -> None:
-        self.prompts.forget(member.id)
-        if self.live is not None:
-            for k in range(len(member.turns)):
-                self.live.pop((member.id, k), None)
