@@ -288,6 +288,8 @@ def _transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failu
         return Failure(_perf(), "error", "ConnectionClosed", f"{type(exc).__name__}: {exc}")
     if isinstance(exc, aiohttp.ClientConnectorError):
         return Failure(_perf(), "error", "ConnectError", str(exc))
+    if isinstance(exc, aiohttp.ClientOSError):  # reset while sending, e.g. on a pooled connection
+        return Failure(_perf(), "error", "ConnectError", f"{type(exc).__name__}: {exc}")
     return Failure(_perf(), "error", type(exc).__name__, str(exc) or type(exc).__name__)
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from harness.analysis.records import load_run
 from harness.analysis.summary import analyze_run
 from harness.driver.retry import RetryPolicy
+from harness.driver.target import Timeouts
 from harness.trace.cycles import split_cycled_id
 from tests.driver.helpers import by_id, replay, sess, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
@@ -103,7 +104,8 @@ async def test_retries_carry_every_turn_through_a_server_restart(tmp_path):
 
     outage = asyncio.create_task(restart())
     try:
-        result, records, _ = await replay(tr, url, tmp_path, concurrency=3, retry=policy)
+        result, records, _ = await replay(tr, url, tmp_path, concurrency=3, retry=policy,
+                                          target_kw={"timeouts": Timeouts(connect=5, ttft=10, idle=5, total=30)})
     finally:
         await outage
         await srv.stop()
@@ -111,7 +113,8 @@ async def test_retries_carry_every_turn_through_a_server_restart(tmp_path):
     failed = [r for r in records if r["status"] != "ok"]
     for r in sorted(records, key=lambda r: r["attempt"]):
         final[(r["session_id"], r["turn"])] = r
-    assert len(final) == 36 and all(r["status"] == "ok" for r in final.values())
+    assert len(final) == 36 and all(r["status"] == "ok" for r in final.values()), [
+        (r["request_id"], r["error"]) for r in final.values() if r["status"] != "ok"]
     assert failed and {r["error"]["class"] for r in failed} <= {"ConnectError", "ConnectionClosed"}
     for r in failed:  # each failed attempt has its own record, and a later attempt followed it
         later = by_id(records)[f"{r['session_id']}:{r['turn']}#{r['attempt'] + 1}"]
