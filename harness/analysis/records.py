@@ -63,6 +63,8 @@ class Run:
     summary: dict | None = None
     trace: Trace | None = None
     warnings: list[str] = field(default_factory=list)
+    cache_block: dict = field(default_factory=dict)  # the block size of the ideal, and its source
+    ideal_source: str | None = None  # "trace" (recomputed), "records" (as recorded) or None
 
     @property
     def name(self) -> str:
@@ -84,7 +86,8 @@ class Run:
         return m[m["status"] == "ok"]
 
 
-def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
+def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | None = None) -> Run:
+    """`block_size`: of the ideal prefix cache (default: the run's; see analysis.ideal)."""
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
@@ -94,6 +97,9 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
+    from harness.analysis.ideal import fill_ideal
+
+    fill_ideal(run, block_size)
     return run
 
 
@@ -108,9 +114,9 @@ def _read_trace(path: Path, notes: list[str]) -> Trace | None:
         return None
 
 
-def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True) -> list[Run]:
+def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True, block_size: int | None = None) -> list[Run]:
     """Several runs, e.g. repeats to pool or runs to compare; globs are expanded."""
-    return [load_run(p, with_trace=with_trace) for p in expand_run_dirs(paths)]
+    return [load_run(p, with_trace=with_trace, block_size=block_size) for p in expand_run_dirs(paths)]
 
 
 def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:

@@ -78,20 +78,27 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "goodput": goodput(per_request, slos, duration, run.records.loc[ok.index, "task"]),
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
-        "cache": {**hit, "session_moves": cache.session_moves(ok, misses), **cache.breakdowns(ok, misses)},
+        "cache": {**hit, "ideal": _ideal_info(run), "session_moves": cache.session_moves(ok, misses),
+                  **cache.breakdowns(ok, misses)},
         "sessions": session_info,
         "warnings": list(run.warnings),
     }
     return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
-def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None) -> dict:
-    run = load_run(run_dir)
+def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
+                block_size: int | None = None) -> dict:
+    run = load_run(run_dir, block_size=block_size)
     parsed = parse_slos(slos) if slos else None
     result = analyze(run, gpus=gpus, slos=parsed)
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary
+
+
+def _ideal_info(run: Run) -> dict:
+    """How `cached_tokens_ideal` was obtained: its block size (and why) and its source."""
+    return {**run.cache_block, "computed_from": run.ideal_source}
 
 
 def write_summary(summary: dict, run_dir: Path) -> Path:

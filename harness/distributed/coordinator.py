@@ -24,7 +24,6 @@ from harness.distributed.cluster import (
     worker_cpus,
 )
 from harness.distributed.health import WorkerHealth, lost_record
-from harness.distributed.ideal import recompute_ideal
 from harness.distributed.shard import ShardPlan, plan_shards, shard_config, shard_trace
 from harness.distributed.worker import ReplayWorker, local_t0
 from harness.driver.config import ReplayConfig
@@ -38,7 +37,7 @@ from harness.driver.manifest import (
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.recorder import Recorder
 from harness.driver.replay import ReplayResult
-from harness.driver.run import _install_signals
+from harness.driver.run import _install_signals, keep_trace
 from harness.errors import InputError, RunFolderError, TargetError
 from harness.schema import RECORDS_FILE
 from harness.trace.model import Trace
@@ -81,6 +80,7 @@ async def run_replay_distributed(
         raise RunFolderError(
             "already holds records; choose a new run folder", path=run_dir / RECORDS_FILE
         )
+    keep_trace(trace, run_dir)
     plan = plan_shards(trace, config, workers)
     with ray_cluster(address) as ray:
         check_reachable_from_nodes(ray, target_config.endpoints)
@@ -287,8 +287,6 @@ class _Coordinator:
         return manifest
 
     def _finish(self, manifest: dict, status: str) -> None:
-        if status in ("complete", "partial"):
-            recompute_ideal(self.trace, self.config, self.run_dir)
         stops = [r["stopped_by"] for r in self.results.values() if r["stopped_by"]]
         finish_manifest(
             manifest,

@@ -24,7 +24,7 @@ from harness.driver.recorder import Recorder
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.target import Target
 from harness.errors import RunFolderError
-from harness.schema import RECORDS_FILE
+from harness.schema import RECORDS_FILE, TRACE_FILE
 from harness.trace.model import Session, Trace
 
 
@@ -40,6 +40,15 @@ def connection_limit(trace: Trace, config: ReplayConfig) -> int:
         return 4096
     widest = max((family_width(trace, s) for s in trace.main_sessions), default=1)
     return max(16, config.concurrency * widest)
+
+
+def keep_trace(trace: Trace, run_dir: Path) -> None:
+    """The run folder keeps the trace it replayed: the analyzer computes the ideal cache from it."""
+    if not (run_dir / TRACE_FILE).exists():
+        from harness.trace.native import write_trace
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_trace(trace, run_dir / TRACE_FILE)
 
 
 def _install_signals(replay: Replay) -> list[int]:
@@ -97,6 +106,7 @@ async def run_replay(
             "already holds records; choose a new run folder", path=run_dir / RECORDS_FILE
         )
     recorder = Recorder(run_dir)
+    keep_trace(trace, run_dir)
     manifest = new_manifest(
         config.run_id,
         seed=trace.header.seed,
