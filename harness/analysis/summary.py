@@ -87,8 +87,8 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
 
 
 def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
-                block_size: int | None = None) -> dict:
-    run = load_run(run_dir, block_size=block_size)
+                block_size: int | None = None, tokenizer: str | None = None) -> dict:
+    run = load_run(run_dir, block_size=block_size, tokenizer=tokenizer)
     parsed = parse_slos(slos) if slos else None
     result = analyze(run, gpus=gpus, slos=parsed)
     write_summary(result.summary, run.path)
@@ -98,7 +98,7 @@ def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] 
 
 def _ideal_info(run: Run) -> dict:
     """How `cached_tokens_ideal` was obtained: its block size (and why) and its source."""
-    return {**run.cache_block, "computed_from": run.ideal_source}
+    return {**run.cache_block, "computed_from": run.ideal_source, "token_space": run.token_space}
 
 
 def write_summary(summary: dict, run_dir: Path) -> Path:

@@ -81,6 +81,7 @@ def _cache(s: dict) -> list[str]:
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"missed prompt tokens     cold {miss['cold']:.0f}, lost {miss['lost']:.0f}, unknown {miss['unknown']:.0f}",
     ]
+    out += _token_space((c.get("ideal") or {}).get("token_space"))
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
@@ -96,6 +97,19 @@ def _cache(s: dict) -> list[str]:
             f" hit {fmt(st['cache_hit_rate'], '.3f')}"
         )
     return out
+
+
+def _token_space(t: dict | None) -> list[str]:
+    if not t or not (t["space"] == "server" or t["approximate"]):
+        return []
+    if t["approximate"]:
+        return [f"token space              APPROXIMATE, compare rates not token counts: {t['reason']}"]
+    line = (f"token space              server's tokens: {t['prompts_checked']} prompt_tokens checked against"
+            f" the local count, {t['prompt_token_mismatches']} differ")
+    first = t.get("first_mismatch")
+    if first:
+        line += f" (first: request {first['request_id']}, server {first['prompt_tokens']}, local {first['local']})"
+    return [line]
 
 
 def _sessions(s: dict) -> list[str]:

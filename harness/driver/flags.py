@@ -200,9 +200,10 @@ def add_content_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--tokenizer",
-        metavar="FILE",
-        help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat messages "
-        "get exactly the trace's token counts for it",
+        metavar="PATH",
+        help="a Hugging Face tokenizer folder or its tokenizer.json (needs 'tokenizers'): text prompts "
+        "and chat messages get exactly the trace's token counts for it; with the folder's chat "
+        "template the analyzer counts chat prompts in the server's tokens (docs/metrics.md)",
     )
     g.add_argument(
         "--block-size",

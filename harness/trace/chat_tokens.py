@@ -104,7 +104,11 @@ class ChatTokenizer:
             tokenizer = Tokenizer.from_file(str(file))
         except Exception as exc:  # the Rust library raises plain Exception for a bad file
             raise InputError(f"not a Hugging Face tokenizer file: {exc}", path=file) from exc
-        return cls(tokenizer, _template(folder, config), _special_tokens(config), folder)
+        template = _template(folder, config)
+        try:
+            return cls(tokenizer, template, _special_tokens(config), folder)
+        except jinja2.exceptions.TemplateSyntaxError as exc:
+            raise InputError(f"the chat template does not parse: {exc}", path=folder, line=exc.lineno) from exc
 
     @property
     def has_template(self) -> bool:
