@@ -35,6 +35,8 @@ class TemplateServer(SSETestServer):
         self.add_bos = add_bos
 
     def _tokens(self, body: dict) -> list:
+        if isinstance(body.get("prompt"), str):  # a completions text prompt: BOS added
+            return self.tokenizer.encode(body["prompt"]).ids
         if "messages" not in body:
             return super()._tokens(body)
         text = "".join(f"<s>{m['role']}\n{m['content']}</s>\n" for m in body["messages"]) + "<s>assistant\n"
@@ -110,3 +112,12 @@ async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
     space = summary["cache"]["ideal"]["token_space"]
     assert (space["space"], space["approximate"]) == ("trace", False)
     assert summary["cache_hit_rate"] == summary["ideal_cache_hit_rate"] == 12 / 36
+
+
+async def test_text_prompts_counted_with_the_bos(template_server, tmp_path):
+    server = await template_server()
+    await replay(TRACE, server.url, tmp_path / "run", api="completions", prompt_format="text", block_size=4)
+    got = _by_turn(tmp_path / "run", tokenizer=str(tokenizer_dir(tmp_path / "tok", template=None)))
+    # <bos> + 14 words, then <bos> + 22 words; turn 0's 15 tokens are a prefix of turn 1's
+    assert got == {"prompt_tokens": [15, 23], "prompt_tokens_expected": [15, 23], "cached_tokens": [0, 12],
+                   "cached_tokens_ideal": [0, 12]}
