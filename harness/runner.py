@@ -189,8 +189,8 @@ async def _target(scenario: Scenario, run_dir: Path):
             if not t.scrape_metrics:
                 return None
             # An engine not started yet has served nothing: its counters are zero.
-            return [_stats_dict(e.stats()) if e.started else dict.fromkeys(_STAT_KEYS, 0)
-                    for e in target.engines]
+            return [{**(_stats_dict(e.stats()) if e.started else dict.fromkeys(_STAT_KEYS, 0)),
+                     "cache_block_size": e.config.block_size} for e in target.engines]
 
         yield target, scrape
         return
@@ -251,7 +251,7 @@ async def _scrape_metrics(base_url: str) -> dict | None:
     """vLLM-named prefix-cache counters from an endpoint's /metrics (None if it has none)."""
     import aiohttp
 
-    from harness.prometheus import metric_total
+    from harness.prometheus import cache_block_size, metric_total
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
@@ -265,7 +265,7 @@ async def _scrape_metrics(base_url: str) -> dict | None:
     names = {"prefix_cache_queries": "vllm:prefix_cache_queries_total",
              "prefix_cache_hits": "vllm:prefix_cache_hits_total",
              "num_preemptions": "vllm:num_preemptions_total"}
-    return {k: metric_total(text, n) for k, n in names.items()}
+    return {**{k: metric_total(text, n) for k, n in names.items()}, "cache_block_size": cache_block_size(text)}
 
 
 _STAT_KEYS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions")

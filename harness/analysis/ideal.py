@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from harness.analysis import granularity
 from harness.analysis.server_tokens import ServerTokenWalk, scale_to_server, token_space
 from harness.trace.content import Content
 from harness.trace.model import Trace
@@ -29,7 +30,6 @@ from harness.trace.prefix import IdealPrefixCache
 if TYPE_CHECKING:
     from harness.analysis.records import Run
 
-DEFAULT_BLOCK_SIZE = 16
 
 
 @dataclass
@@ -130,15 +130,18 @@ class _Walk:
 
 
 def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = None) -> None:
-    """Set `cached_tokens_ideal` of every record, at `block_size` (default: the run's block).
+    """Set `cached_tokens_ideal` of every record, at `block_size` (default: the server's cache
+    granularity, `analysis.granularity`).
 
     With the run's trace the ideal is recomputed (also over values an older driver wrote) and
     the shared lengths are kept as columns `ideal_shared_tokens` / `ideal_ready_tokens` for the
     miss attribution; without one the recorded values are kept. Chat and text prompts are
     counted in the server's tokens when `tokenizer` (or the run's) allows (analysis.server_tokens)."""
-    block, source = resolve_block_size(run, block_size)
-    run.cache_block = {"block_size": block, "source": source}
     records = run.records
+    ok_cached = records["cached_tokens"].to_numpy(dtype=float)[(records["status"] == "ok").to_numpy()]
+    trace_block = run.trace.header.block_size if run.trace is not None else None
+    run.granularity = granularity.decide(ok_cached, run.manifest, trace_block, block_size)
+    block = run.granularity.block_size
     if run.trace is None:
         run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
         return
@@ -167,21 +170,6 @@ def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = 
 def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     return {(sid, k): i for i, (sid, k) in enumerate(zip(records["session_id"].tolist(), turns, strict=True))}
-
-
-def resolve_block_size(run: Run, block_size: int | None) -> tuple[int, str]:
-    if block_size is not None:
-        if block_size <= 0:
-            from harness.errors import InputError
-
-            raise InputError(f"must be a positive number of tokens, got {block_size}", field="--block-size")
-        return int(block_size), "argument"
-    value = run.manifest.get("block_size")
-    if isinstance(value, int) and value > 0:
-        return value, "manifest"
-    if run.trace is not None and run.trace.header.block_size:
-        return int(run.trace.header.block_size), "trace"
-    return DEFAULT_BLOCK_SIZE, "default"
 
 
 def _salt(manifest: dict) -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import orjson
@@ -35,6 +35,9 @@ from harness.schema import (
     TRACE_FILE,
 )
 from harness.trace.model import Trace
+
+if TYPE_CHECKING:
+    from harness.analysis.granularity import Granularity
 
 # Without these a record cannot be classified; an ok record also needs its send and end times.
 REQUIRED_FIELDS = ("request_id", "session_id", "status", "phase")
@@ -63,7 +66,7 @@ class Run:
     summary: dict | None = None
     trace: Trace | None = None
     warnings: list[str] = field(default_factory=list)
-    cache_block: dict = field(default_factory=dict)  # the block size of the ideal, and its source
+    granularity: Granularity | None = None  # the block size of the ideal, and why (analysis.ideal)
     ideal_source: str | None = None  # "trace" (recomputed), "records" (as recorded) or None
     token_space: dict | None = None  # whose tokens the ideal counts (analysis.server_tokens)
 

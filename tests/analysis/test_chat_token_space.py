@@ -72,7 +72,7 @@ async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_se
     assert got == {"prompt_tokens": [22, 36], "prompt_tokens_expected": [22, 36], "cached_tokens": [0, 20],
                    "cached_tokens_ideal": [0, 20]}
     summary = analyze_run(tmp_path / "run")
-    space = summary["cache"]["ideal"]["token_space"]
+    space = summary["cache"]["token_space"]
     assert (space["space"], space["approximate"], space["prompts_checked"], space["prompt_token_mismatches"]) == (
         "server", False, 2, 0)
     assert summary["cache_hit_rate"] == summary["ideal_cache_hit_rate"] == 20 / 58
@@ -85,7 +85,7 @@ async def test_a_server_that_adds_a_bos_is_reported_as_a_mismatch(template_serve
     folder = tokenizer_dir(tmp_path / "tok")
     assert _by_turn(tmp_path / "run", tokenizer=str(folder))["prompt_tokens"] == [23, 37]
     summary = analyze_run(tmp_path / "run", tokenizer=str(folder))
-    space = summary["cache"]["ideal"]["token_space"]
+    space = summary["cache"]["token_space"]
     assert space["prompt_token_mismatches"] == 2
     first = space["first_mismatch"]
     assert (first["prompt_tokens"], first["local"]) in ((23, 22), (37, 36))
@@ -101,7 +101,7 @@ async def test_without_a_template_the_chat_ideal_is_approximate(template_server,
     assert got["prompt_tokens_expected"] == [14, 22]
     assert got["cached_tokens_ideal"] == pytest.approx([0, 12 * 36 / 22])
     summary = analyze_run(tmp_path / "run")
-    assert summary["cache"]["ideal"]["token_space"]["approximate"] is True
+    assert summary["cache"]["token_space"]["approximate"] is True
     assert "APPROXIMATE, compare rates not token counts: no tokenizer" in summary_table(summary)
 
 
@@ -109,7 +109,7 @@ async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
     server = await template_server()
     await replay(TRACE, server.url, tmp_path / "run", api="completions", block_size=4)
     summary = analyze_run(tmp_path / "run", tokenizer=str(tokenizer_dir(tmp_path / "tok")))
-    space = summary["cache"]["ideal"]["token_space"]
+    space = summary["cache"]["token_space"]
     assert (space["space"], space["approximate"]) == ("trace", False)
     assert summary["cache_hit_rate"] == summary["ideal_cache_hit_rate"] == 12 / 36
 
