@@ -74,7 +74,13 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
         return TokenSpace("trace", False, "the run does not say which API it used (manifest replay.api)")
     if api == "completions" and fmt == "tokens":
         return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
-    server = _server_tokenizer(tokenizer or replay.get("tokenizer"))
+    path = tokenizer or replay.get("tokenizer")
+    if path is not None and not Path(path).exists():
+        if tokenizer is not None:
+            raise InputError("no such tokenizer file or folder", path=path, field="--tokenizer")
+        return TokenSpace("trace", True, f"the run's tokenizer {path} is not there: the ideal counts trace "
+                          "tokens, scaled to each request's prompt_tokens (give harness analyze --tokenizer DIR)")
+    server = ChatTokenizer.load(path) if path is not None else None
     where = str(server.path) if server is not None else None
     why_not = _why_not_server(replay, server, api)
     if why_not is not None:
@@ -87,14 +93,6 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
     space = TokenSpace("server", False, _rendered_how(api, server), where, keys=keys)
     _check_lengths(space, records)
     return space
-
-
-def _server_tokenizer(path: str | None) -> ChatTokenizer | None:
-    if path is None:
-        return None
-    if not Path(path).exists():
-        raise InputError("no such tokenizer file or folder", path=path, field="tokenizer")
-    return ChatTokenizer.load(path)
 
 
 def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str | None:
@@ -110,10 +108,11 @@ def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str
 
 
 def _text_counter(run_tokenizer: str | None, server: ChatTokenizer):
-    """The counter the driver fitted segment texts with (the run's own tokenizer setting)."""
+    """The counter the driver fitted segment texts with (the run's own tokenizer setting; the
+    server's when that is gone: the prompt_tokens check then shows whether they differ)."""
     if run_tokenizer is None:
         return None
-    if Path(run_tokenizer).resolve() in (server.path.resolve(), (server.path / "tokenizer.json").resolve()):
+    if not Path(run_tokenizer).exists() or Path(run_tokenizer).resolve() in (server.path.resolve(), (server.path / "tokenizer.json").resolve()):
         return server.count
     return ChatTokenizer.load(run_tokenizer).count
 

@@ -19,6 +19,7 @@ import pytest
 from harness.analysis.records import load_run
 from harness.analysis.summary import analyze_run
 from harness.analysis.table import summary_table
+from harness.errors import InputError
 from tests.driver.helpers import replay, sess, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
 from tests.trace.chat_fixtures import build_tokenizer, tokenizer_dir
@@ -77,6 +78,19 @@ async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_se
         "server", False, 2, 0)
     assert summary["cache_hit_rate"] == summary["ideal_cache_hit_rate"] == 20 / 58
     assert "2 prompt_tokens checked against the local count, 0 differ" in summary_table(summary)
+
+
+async def test_a_run_whose_tokenizer_folder_is_gone(template_server, tmp_path):
+    server = await template_server()
+    folder = tokenizer_dir(tmp_path / "tok")
+    await replay(TRACE, server.url, tmp_path / "run", api="chat", block_size=4, tokenizer=str(folder))
+    folder.rename(tmp_path / "moved")
+    space = analyze_run(tmp_path / "run")["cache"]["token_space"]
+    assert space["approximate"] and "is not there" in space["reason"]
+    space = analyze_run(tmp_path / "run", tokenizer=str(tmp_path / "moved"))["cache"]["token_space"]
+    assert (space["space"], space["prompt_token_mismatches"]) == ("server", 0)
+    with pytest.raises(InputError, match="no such tokenizer"):
+        analyze_run(tmp_path / "run", tokenizer=str(folder))
 
 
 async def test_a_server_that_adds_a_bos_is_reported_as_a_mismatch(template_server, tmp_path):
