@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import InputError
-from harness.trace.chat_tokens import ChatTemplateError, ChatTokenizer
+from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
 from harness.trace.requests import RequestSource
 from harness.trace.token_prefixes import TokenPrefixes, token_key
 
@@ -74,15 +74,8 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
         return TokenSpace("trace", False, "the run does not say which API it used (manifest replay.api)")
     if api == "completions" and fmt == "tokens":
         return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
-    path = tokenizer or replay.get("tokenizer")
-    if path is not None and not Path(path).exists():
-        if tokenizer is not None:
-            raise InputError("no such tokenizer file or folder", path=path, field="--tokenizer")
-        return TokenSpace("trace", True, f"the run's tokenizer {path} is not there: the ideal counts trace "
-                          "tokens, scaled to each request's prompt_tokens (give harness analyze --tokenizer DIR)")
-    server = ChatTokenizer.load(path) if path is not None else None
+    server, why_not = _server_tokenizer(tokenizer, replay)
     where = str(server.path) if server is not None else None
-    why_not = _why_not_server(replay, server, api)
     if why_not is not None:
         return TokenSpace("trace", True, why_not, where)
     counter = _text_counter(replay.get("tokenizer"), server)
@@ -93,6 +86,18 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
     space = TokenSpace("server", False, _rendered_how(api, server), where, keys=keys)
     _check_lengths(space, records)
     return space
+
+
+def _server_tokenizer(tokenizer: str | None, replay: dict) -> tuple[ChatTokenizer | None, str | None]:
+    """The server's tokenizer (the argument, else the run's setting) and why it cannot be used."""
+    path = tokenizer or replay.get("tokenizer")
+    if path is not None and not Path(path).exists():
+        if tokenizer is not None:
+            raise InputError("no such tokenizer file or folder", path=path, field="--tokenizer")
+        return None, (f"the run's tokenizer {path} is not there: the ideal counts trace tokens, scaled "
+                      "to each request's prompt_tokens (give harness analyze --tokenizer DIR)")
+    server = ChatTokenizer.load(path) if path is not None else None
+    return server, _why_not_server(replay, server, replay["api"])
 
 
 def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str | None:
@@ -112,7 +117,8 @@ def _text_counter(run_tokenizer: str | None, server: ChatTokenizer):
     server's when that is gone: the prompt_tokens check then shows whether they differ)."""
     if run_tokenizer is None:
         return None
-    if not Path(run_tokenizer).exists() or Path(run_tokenizer).resolve() in (server.path.resolve(), (server.path / "tokenizer.json").resolve()):
+    run_path = Path(run_tokenizer)
+    if not run_path.exists() or run_path.resolve() in (server.path.resolve(), server.path.resolve() / TOKENIZER_FILE):
         return server.count
     return ChatTokenizer.load(run_tokenizer).count
 
