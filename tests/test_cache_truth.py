@@ -11,6 +11,7 @@ from harness.cli import main
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 
 
+@pytest.mark.slow
 def test_reference_engine_over_http_granularity_and_breakdown(tmp_path):
     out = tmp_path / "run"
     sets = ["workload.sessions=2", "load.concurrency=2", "load.max_requests=60", "target.engine.mode=http",

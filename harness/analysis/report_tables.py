@@ -6,7 +6,7 @@ import html
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.analysis.table import fmt, granularity_line, missed_line
+from harness.analysis.table import fmt, granularity_line, missed_line, server_hit
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
@@ -26,6 +26,7 @@ ROWS = (
     ("output tokens/s", lambda s: fmt(s["throughput"]["output_tokens_per_s"])),
     ("goodput req/s (SLOs)", lambda s: _goodput(s)),
     ("cache hit rate: server / ideal", lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}"),
+    ("server /metrics prefix-cache hit rate", lambda s: server_hit(s.get("server_cache"))),
     ("cache granularity (tokens, source)", lambda s: f"{s['cache']['granularity']['block_size']} ({s['cache']['granularity']['source']})"),
     ("missed tokens cold / alignment / in flight / evicted / unreported",
      lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),

@@ -86,6 +86,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
                   "token_space": run.token_space,
                   "session_moves": cache.session_moves(ok, misses),
                   **cache.breakdowns(ok, misses)},
+        "server_cache": server_cache(run.manifest),
         "sessions": session_info,
         "warnings": list(run.warnings),
     }
@@ -108,6 +109,22 @@ def _ideal_info(run: Run) -> dict:
     return {"block_size": run.granularity.block_size, "computed_from": run.ideal_source,
             "miss_attribution": "exact" if exact else "approximate: no matching trace, so alignment"
             " counts as cold and in flight as evicted"}
+
+
+def server_cache(manifest: dict) -> dict | None:
+    """The servers' own prefix-cache hit rate over the run: Δhits / Δqueries of the /metrics
+    counters the run scraped before and after (manifest `server_metrics`); None if not scraped."""
+    scraped = manifest.get("server_metrics") or {}
+    before, after = scraped.get("before"), scraped.get("after")
+    if not before or not after:
+        return None
+    pairs = [(b, a) for b, a in zip(before, after, strict=False) if b and a]
+    if not pairs:
+        return None
+    queries = sum(a["prefix_cache_queries"] - b["prefix_cache_queries"] for b, a in pairs)
+    hits = sum(a["prefix_cache_hits"] - b["prefix_cache_hits"] for b, a in pairs)
+    return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries > 0 else None,
+            "endpoints_scraped": len(pairs)}
 
 
 def write_summary(summary: dict, run_dir: Path) -> Path:

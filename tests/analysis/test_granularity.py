@@ -97,7 +97,8 @@ def test_summary_says_which_block_was_used_and_why(tmp_path):
 
     folder = tiny_run(tmp_path / "r")
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["server_metrics"] = {"before": [{"cache_block_size": 8}], "after": [{"cache_block_size": 8}]}
+    scraped = {"prefix_cache_queries": 0, "prefix_cache_hits": 0, "cache_block_size": 8}
+    manifest["server_metrics"] = {"before": [scraped], "after": [scraped]}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     summary = analyze_run(folder)
     g = summary["cache"]["granularity"]
