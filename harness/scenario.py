@@ -36,7 +36,7 @@ class Workload(_Strict):
     scale: float | None = Field(default=None, gt=0)
     seed: int = 1  # the generated trace's, and the open-loop arrival draws'
     salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
-    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text content exact for it
+    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json (docs/metrics.md)
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:

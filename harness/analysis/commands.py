@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         " hold steady (default: the run's load.window, else phases; docs/metrics.md)")
     p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
                    help="block size of the ideal prefix cache (default: the run's; see docs/metrics.md)")
+    p.add_argument("--tokenizer", default=None, metavar="DIR",
+                   help="the server's Hugging Face tokenizer folder (tokenizer.json + chat template): chat and "
+                        "text prompts counted in its tokens (default: the run's tokenizer setting)")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.set_defaults(func=_analyze)
 
@@ -43,7 +46,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from harness.analysis.table import summary_table
 
     summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size,
-                          window_mode=args.window)
+                          tokenizer=args.tokenizer, window_mode=args.window)
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
     return 0
 

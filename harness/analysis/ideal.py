@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import granularity
+from harness.analysis.server_tokens import ServerTokenWalk, scale_to_server, token_space
 from harness.trace.content import Content
 from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.model import Trace
@@ -61,8 +62,9 @@ def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
     return None
 
 
-def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = None) -> SharedPrefixes:
-    """Walk every record's prompt in send order (records not sent go last, in file order)."""
+def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = None, walk=None) -> SharedPrefixes:
+    """Walk every record's prompt in send order (records not sent go last, in file order).
+    `walk`: another walk with `send` and `ready` (default: the trace's segments)."""
     n = len(records)
     t_sent = np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)
     t_ready = np.maximum(_ready_times(records), np.nextafter(t_sent, np.inf))  # after its own send
@@ -70,7 +72,7 @@ def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = N
     kinds = np.concatenate([np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)])  # ready first
     rows = np.concatenate([np.arange(n), np.arange(n)])
     order = np.lexsort((rows, kinds, times))
-    walk = _Walk(trace, salt)
+    walk = walk or _Walk(trace, salt)
     sessions = records["session_id"].tolist()
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     out = np.zeros((3, n))
@@ -135,13 +137,14 @@ class _Walk:
 # ---- the run's records -------------------------------------------------------------------------
 
 
-def fill_ideal(run: Run, block_size: int | None = None) -> None:
+def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = None) -> None:
     """Set `cached_tokens_ideal` of every record, at `block_size` (default: the server's cache
     granularity, `analysis.granularity`).
 
     With the run's trace the ideal is recomputed (also over values an older driver wrote) and
     the shared lengths are kept as columns `ideal_shared_tokens` / `ideal_ready_tokens` for the
-    miss attribution; without one the recorded values are kept."""
+    miss attribution; without one the recorded values are kept. Chat and text prompts are
+    counted in the server's tokens when `tokenizer` (or the run's) allows (analysis.server_tokens)."""
     records = run.records
     ok_cached = records["cached_tokens"].to_numpy(dtype=float)[(records["status"] == "ok").to_numpy()]
     trace_block = run.trace.header.block_size if run.trace is not None else None
@@ -159,10 +162,22 @@ def fill_ideal(run: Run, block_size: int | None = None) -> None:
                                   "cached_tokens_ideal kept as recorded"))
         run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
         return
+    space = token_space(run, records, tokenizer)
+    if space.keys is not None:
+        walked = shared_prefixes(run.trace, records, walk=ServerTokenWalk(space.keys, _rows(records)))
+        records["prompt_tokens_expected"] = walked.prompt
     records["ideal_shared_tokens"] = walked.shared
     records["ideal_ready_tokens"] = walked.shared_ready
     records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, block)
+    if space.approximate:
+        scale_to_server(records)
+    run.token_space = space.info()
     run.ideal_source = "trace"
+
+
+def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
+    turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
+    return {(sid, k): i for i, (sid, k) in enumerate(zip(records["session_id"].tolist(), turns, strict=True))}
 
 
 def _salt(manifest: dict) -> str | None:

@@ -88,6 +88,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {**hit, "granularity": run.granularity.as_dict(), "ideal": _ideal_info(run),
+                  "token_space": run.token_space,
                   "session_moves": cache.session_moves(ok, misses),
                   **cache.breakdowns(ok, misses)},
         "server_cache": server_cache(run.manifest),
@@ -102,8 +103,9 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
 
 
 def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
-                block_size: int | None = None, window_mode: str | None = None) -> dict:
-    run = load_run(run_dir, block_size=block_size)
+                block_size: int | None = None, tokenizer: str | None = None,
+                window_mode: str | None = None) -> dict:
+    run = load_run(run_dir, block_size=block_size, tokenizer=tokenizer)
     parsed = parse_slos(slos) if slos else None
     result = analyze(run, gpus=gpus, slos=parsed, window_mode=window_mode)
     write_summary(result.summary, run.path)

@@ -86,6 +86,7 @@ def _cache(s: dict) -> list[str]:
     server = s.get("server_cache")
     if server:
         out.append(f"server /metrics hit rate {server_hit(server)}")
+    out += _token_space(c.get("token_space"))
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
@@ -101,6 +102,19 @@ def _cache(s: dict) -> list[str]:
             f" hit {fmt(st['cache_hit_rate'], '.3f')}"
         )
     return out
+
+
+def _token_space(t: dict | None) -> list[str]:
+    if not t or not (t["space"] == "server" or t["approximate"]):
+        return []
+    if t["approximate"]:
+        return [f"token space              APPROXIMATE, compare rates not token counts: {t['reason']}"]
+    line = (f"token space              server's tokens: {t['prompts_checked']} prompt_tokens checked against"
+            f" the local count, {t['prompt_token_mismatches']} differ")
+    first = t.get("first_mismatch")
+    if first:
+        line += f" (first: request {first['request_id']}, server {first['prompt_tokens']}, local {first['local']})"
+    return [line]
 
 
 def granularity_line(g: dict) -> str:

@@ -43,7 +43,7 @@ class ReplayConfig:
     follow_parent: bool = True  # subagents use their root session's sticky key
     block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
-    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text segments exact for it
+    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
     seed: int = 1  # open-loop arrival draws, mid-trajectory start turns
     cycle_trace: bool = True  # closed loop with max_duration: draw the trace again when it runs out
     mid_trajectory: bool = False  # closed loop: the first `concurrency` tasks start at a random turn
@@ -76,8 +76,8 @@ class ReplayConfig:
         for name in ("drain_s", "warmup_s", "cooldown_s", "warmup_requests"):
             if getattr(self, name) < 0:
                 raise InputError(f"must be >= 0, got {getattr(self, name)}", field=name)
-        if self.tokenizer is not None and not Path(self.tokenizer).is_file():
-            raise InputError(f"no such file: {self.tokenizer}", field="tokenizer")
+        if self.tokenizer is not None and not Path(self.tokenizer).exists():
+            raise InputError(f"no such file or folder: {self.tokenizer}", field="tokenizer")
         if self.cooldown_s and self.max_duration is None:
             raise InputError(
                 "a cool-down needs max_duration (the end it counts back from)", field="cooldown_s"
