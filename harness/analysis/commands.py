@@ -34,9 +34,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.analysis.parquet import save_records
     from harness.analysis.summary import analyze_run
     from harness.analysis.table import summary_table
 
+    skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
+    if skipped:
+        print(f"harness: {skipped}", file=sys.stderr)
     summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo)
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
     return 0

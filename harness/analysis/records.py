@@ -89,12 +89,23 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
     manifest = read_manifest(path / MANIFEST_FILE)
-    records, notes = read_records(path / RECORDS_FILE)
+    records, notes = _read_run_records(path)
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
     return run
+
+
+def _read_run_records(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """records.parquet while it is up to date (written by `harness analyze`), else records.jsonl."""
+    from harness.analysis.parquet import is_fresh, read_parquet
+
+    if not is_fresh(path):
+        return read_records(path / RECORDS_FILE)
+    frame, notes = read_parquet(path)
+    _check_required(frame, Path(frame.attrs["path"]))
+    return frame, notes
 
 
 def _read_trace(path: Path, notes: list[str]) -> Trace | None:
