@@ -10,7 +10,14 @@ from pathlib import Path
 
 import orjson
 
-from harness.analysis.importers.common import NO_TRACE, Imported, chunk_times, need, record, wall_iso
+from harness.analysis.importers.common import (
+    NO_TRACE,
+    Imported,
+    chunk_times,
+    need,
+    record,
+    wall_iso,
+)
 from harness.errors import InputError
 
 EXPORT = "profile_export.jsonl"
