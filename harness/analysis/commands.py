@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("tool", choices=("aiperf", "vllm-bench", "guidellm"))
     p.add_argument("source", metavar="PATH", help="the export: a file, or the tool's output folder")
     p.add_argument("-o", "--output", required=True, metavar="RUN", help="the run folder to write (must not hold records)")
+    p.add_argument("--benchmark", type=int, default=None, metavar="N", help="guidellm: which benchmark of a sweep (0-based)")
     p.set_defaults(func=_import)
 
 
@@ -80,7 +81,8 @@ def _import(args: argparse.Namespace) -> int:
     from harness.analysis.summary import analyze_run
     from harness.analysis.table import summary_table
 
-    run = import_run(args.tool, args.source, args.output)
+    options = {"benchmark": args.benchmark} if args.benchmark is not None else {}
+    run = import_run(args.tool, args.source, args.output, **options)
     print(summary_table(analyze_run(run)))
     print(f"imported {args.source} ({args.tool}) into {run}; what differs from our definitions:")
     for note in json.loads((run / "manifest.json").read_text())["imported"]["notes"]:

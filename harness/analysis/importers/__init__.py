@@ -15,6 +15,7 @@ from harness.analysis.importers.tools import TOOLS, read_export
 __all__ = ["TOOLS", "Imported", "import_run", "read_export", "write_imported"]
 
 
-def import_run(tool: str, source, out, run_id: str | None = None):
-    """Read `source` (a file, or the tool's output folder) and write run folder `out`."""
-    return write_imported(read_export(tool, source), out, run_id=run_id)
+def import_run(tool: str, source, out, run_id: str | None = None, **options):
+    """Read `source` (a file, or the tool's output folder) and write run folder `out`.
+    `options`: guidellm takes `benchmark` (which one of a sweep)."""
+    return write_imported(read_export(tool, source, **options), out, run_id=run_id)

@@ -11,10 +11,10 @@ from harness.errors import InputError
 TOOLS = {"aiperf": "aiperf", "vllm-bench": "vllm_bench", "guidellm": "guidellm"}  # name -> module
 
 
-def read_export(tool: str, source) -> Imported:
+def read_export(tool: str, source, **options) -> Imported:
     if tool not in TOOLS:
         raise InputError(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")
     path = Path(source)
     if not path.exists():
         raise InputError("no such file or folder", path=path)
-    return import_module(f"harness.analysis.importers.{TOOLS[tool]}").read(path)
+    return import_module(f"harness.analysis.importers.{TOOLS[tool]}").read(path, **options)
