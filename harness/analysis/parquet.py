@@ -131,6 +131,9 @@ def read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
 def _lists(column: pa.ListArray) -> list:
     """Python lists per row, built from the flat values and offsets (much faster than to_pylist)."""
     flat = column.values.to_numpy(zero_copy_only=False).tolist()
-    offsets = column.offsets.to_numpy()
-    valid = column.is_valid().to_numpy(zero_copy_only=False)
-    return [flat[offsets[i]:offsets[i + 1]] if valid[i] else None for i in range(len(column))]
+    offsets = column.offsets.to_numpy().tolist()  # Python ints: numpy scalar indexing is slow
+    rows = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    if column.null_count:
+        for i in np.flatnonzero(~column.is_valid().to_numpy(zero_copy_only=False)).tolist():
+            rows[i] = None
+    return rows
