@@ -31,7 +31,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
         for key in ("agent", "endpoint"):
             table = breakdown(a.run.ok, a.misses, key)
             for group, row in table.iterrows():
-                name = group_label(group)
+                name = "n/a" if group is None or group != group else group_label(group)  # NaN: not recorded
                 name = name if len(name) <= 24 else "…" + name[-23:]
                 labels.append(f"{key} {name}" + (f"\n{a.run.name}" if len(analyses) > 1 else ""))
                 server.append(row["hit_rate"])

@@ -47,6 +47,13 @@ def _value(s: dict, key: str) -> tuple[str, str]:
     return f"{fmt(hit, '.3f')} / {fmt(ideal, '.3f')}", "server / ideal (infinite cache)"
 
 
+def _server_side(summary: dict, on_disk: dict) -> str:
+    """The hit rate the server's own /metrics counters gave over the run, where they were scraped."""
+    server = summary.get("server_cache") or on_disk.get("server_cache") or {}
+    rate = server.get("hit_rate")
+    return "" if rate is None else f" · server /metrics {rate:.3f}"
+
+
 def headline_strip(analyses: list[Analysis]) -> str:
     rows = []
     for a in analyses:
@@ -56,6 +63,8 @@ def headline_strip(analyses: list[Analysis]) -> str:
             value, sub = _value(s, key)
             if key == "cache_hit" and (a.run.manifest.get("imported") and s["ideal_cache_hit_rate"] in (0, None)):
                 value, sub = f"{fmt(s['cache_hit_rate'], '.3f')} / n/a", "server / ideal: no trace, no ideal"
+            if key == "cache_hit":
+                sub += _server_side(s, a.run.summary or {})
             slo, cls = _slo_line(s, slo_metric) if slo_metric else ("", "")
             cards.append(
                 f'<div class="card" data-metric="{key}"><div class="label">{html.escape(label)}</div>'

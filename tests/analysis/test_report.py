@@ -112,3 +112,13 @@ def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
     text = write_report([run], tmp_path / "report.html").read_text()
     assert "requests ok / failed" in text
     assert "slowest of" in text
+
+
+def test_cache_card_shows_the_servers_own_counters_when_scraped(tmp_path):
+    import json
+
+    run = write_synthetic_run(tmp_path / "r", "r", n_tasks=10, seed=4)
+    (run / "summary.json").write_text(json.dumps({"server_cache": {"hit_rate": 0.5, "queries": 2, "hits": 1}}))
+    text = write_report([run], tmp_path / "report.html").read_text()
+    card = text[text.index('data-metric="cache_hit"'):]
+    assert "server /metrics 0.500" in card[:400]
