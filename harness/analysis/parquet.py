@@ -57,13 +57,13 @@ def _metadata(path: Path) -> dict:
 
 def save_records(run_dir: Path) -> str | None:
     """`harness analyze`'s step: bring records.parquet up to date; a reason when it could not."""
-    from harness.analysis.records import load_run
+    from harness.analysis.records import read_records
 
     if is_fresh(run_dir):
         return None
-    run = load_run(run_dir, with_trace=False)
+    frame, notes = read_records(run_dir / RECORDS_FILE)  # its warnings (not the manifest's) travel along
     try:
-        write_parquet(run.records, run_dir, run.warnings)
+        write_parquet(frame, run_dir, notes)
     except (ParquetSkipped, OSError) as exc:
         return f"records.parquet not written ({exc}); readers parse records.jsonl"
     return None

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from harness.errors import RunFolderError, TraceFormatError
+from harness.errors import HarnessWarning, RunFolderError, TraceFormatError
 from harness.schema import (
     MANIFEST_FILE,
     MANIFEST_REQUIRED,
@@ -51,7 +51,7 @@ COUNT_FIELDS = (
 )
 
 
-class RunFolderWarning(UserWarning):
+class RunFolderWarning(HarnessWarning):
     """Something in a run folder was skipped but the run is still usable."""
 
 
@@ -88,8 +88,8 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
-    manifest = read_manifest(path / MANIFEST_FILE)
     records, notes = _read_run_records(path)
+    manifest = read_manifest(path / MANIFEST_FILE, notes)
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
@@ -138,19 +138,25 @@ def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def read_manifest(path: Path) -> dict:
+def read_manifest(path: Path, notes: list[str]) -> dict:
+    """The manifest; records from elsewhere (no manifest, or one without the required keys) are
+    analyzed with a warning naming what is missing: the run id is then the folder's name, the GPU
+    count --gpus (else 1), and server-side figures are absent."""
     if not path.is_file():
-        raise RunFolderError(f"missing {MANIFEST_FILE}; is this a run folder?", path=path)
+        notes.append(_warn(f"{path}: no {MANIFEST_FILE}; run id from the folder name, GPUs from "
+                           f"--gpus (else 1), no server /metrics", stacklevel=4))
+        return {}
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RunFolderError(f"cannot read manifest ({exc})", path=path) from exc
     if not isinstance(manifest, dict):
         raise RunFolderError("the manifest must be a JSON object", path=path)
-    for key in MANIFEST_REQUIRED:
-        if key not in manifest:
-            raise RunFolderError("missing required key", path=path, field=key)
-    version = manifest["schema_version"]
+    missing = [key for key in MANIFEST_REQUIRED if key not in manifest]
+    if missing:
+        notes.append(_warn(f"{path}: partial manifest, missing {', '.join(missing)}; analyzed "
+                           f"without them", stacklevel=4))
+    version = manifest.get("schema_version", RECORD_SCHEMA_VERSION)
     if version != RECORD_SCHEMA_VERSION:
         raise RunFolderError(
             f"unknown record schema version {version!r} (this harness reads {RECORD_SCHEMA_VERSION})",

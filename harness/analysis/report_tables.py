@@ -6,7 +6,7 @@ import html
 
 from harness.analysis.cache import breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.analysis.table import fmt
+from harness.analysis.table import fmt, server_hit
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
@@ -26,6 +26,7 @@ ROWS = (
     ("output tokens/s", lambda s: fmt(s["throughput"]["output_tokens_per_s"])),
     ("goodput req/s (SLOs)", lambda s: _goodput(s)),
     ("cache hit rate: server / ideal", lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}"),
+    ("server /metrics prefix-cache hit rate", lambda s: server_hit(s.get("server_cache"))),
     ("missed tokens cold / lost / unknown", lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
     ("tasks complete / all", lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}"),
     ("task completion p50 / p90 (s)", lambda s: _pair(s["sessions"]["task_completion_s"])),

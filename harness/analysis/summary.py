@@ -79,6 +79,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {**hit, "session_moves": cache.session_moves(ok, misses), **cache.breakdowns(ok, misses)},
+        "server_cache": server_cache(run.manifest),
         "sessions": session_info,
         "warnings": list(run.warnings),
     }
@@ -92,6 +93,22 @@ def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] 
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary
+
+
+def server_cache(manifest: dict) -> dict | None:
+    """The servers' own prefix-cache hit rate over the run: Δhits / Δqueries of the /metrics
+    counters the run scraped before and after (manifest `server_metrics`); None if not scraped."""
+    scraped = manifest.get("server_metrics") or {}
+    before, after = scraped.get("before"), scraped.get("after")
+    if not before or not after:
+        return None
+    pairs = [(b, a) for b, a in zip(before, after, strict=False) if b and a]
+    if not pairs:
+        return None
+    queries = sum(a["prefix_cache_queries"] - b["prefix_cache_queries"] for b, a in pairs)
+    hits = sum(a["prefix_cache_hits"] - b["prefix_cache_hits"] for b, a in pairs)
+    return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries > 0 else None,
+            "endpoints_scraped": len(pairs)}
 
 
 def write_summary(summary: dict, run_dir: Path) -> Path:

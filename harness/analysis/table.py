@@ -81,6 +81,9 @@ def _cache(s: dict) -> list[str]:
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"missed prompt tokens     cold {miss['cold']:.0f}, lost {miss['lost']:.0f}, unknown {miss['unknown']:.0f}",
     ]
+    server = s.get("server_cache")
+    if server:
+        out.append(f"server /metrics hit rate {server_hit(server)}")
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
@@ -108,3 +111,11 @@ def _sessions(s: dict) -> list[str]:
         f"critical path in server  p50 {fmt(cp['p50'])}  p90 {fmt(cp['p90'])} s;"
         f" join wait p50 {fmt(jw['p50'])}  p90 {fmt(jw['p90'])} s",
     ]
+
+
+def server_hit(server: dict | None) -> str:
+    """The summary's `server_cache` in words."""
+    if not server:
+        return "not scraped"
+    return (f"{fmt(server['hit_rate'], '.3f')} ({server['hits']:.0f} of {server['queries']:.0f} prompt"
+            f" tokens, {server['endpoints_scraped']} endpoint(s))")

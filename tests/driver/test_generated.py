@@ -83,7 +83,7 @@ async def test_chat_prompts_of_long_sessions_are_the_trace_content(make_server, 
     srv = await make_server()
     trace = _no_think(generate(load_profile(), seed=11, sessions=2, scale=0.02))
     assert max(len(s.turns) for s in trace.sessions) > 3
-    await replay(trace, srv.url, tmp_path, concurrency=2, salt="s3")
+    await replay(trace, srv.url, tmp_path, concurrency=2, salt="s3", api="chat")
     content = Content(trace, salt="s3")
     assert len(srv.log) == trace.num_requests
     for e in srv.log:

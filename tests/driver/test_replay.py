@@ -120,7 +120,7 @@ async def test_cached_tokens_ideal_and_reported(server, tmp_path, block, expecte
 
 async def test_recorded_history_sends_the_trace_content(server, tmp_path):
     tr = hand_built()
-    await replay(tr, server.url, tmp_path)
+    await replay(tr, server.url, tmp_path, api="chat")
     content = Content(tr)
     for e in server.log:
         sid, turn = e["request_id"].rsplit(":", 1)
@@ -129,7 +129,7 @@ async def test_recorded_history_sends_the_trace_content(server, tmp_path):
 
 async def test_live_history_uses_the_replies(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0), (8, 3, 0), (8, 2, 0)]))
-    await replay(tr, server.url, tmp_path, history="live")
+    await replay(tr, server.url, tmp_path, history="live", api="chat")
     last = server.log[-1]["body"]["messages"]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert last[2]["content"] == " x0 x1 x2 x3" and last[4]["content"] == " x0 x1 x2"
@@ -192,7 +192,7 @@ async def test_live_history_reaches_forked_subagents(server, tmp_path):
         sess("p", [(8, 3, 0, ["p.f"]), (8, 2, 0)]),
         sess("p.f", [(8, 2, 0), (8, 2, 0)], parent="p", fork_turn=0, mode="fork"),
     )
-    await replay(tr, server.url, tmp_path, history="live")
+    await replay(tr, server.url, tmp_path, history="live", api="chat")
     bodies = {e["request_id"]: e["body"]["messages"] for e in server.log}
     assert [m["content"] for m in bodies["p.f:0"] if m["role"] == "assistant"] == [" x0 x1 x2"]
     assert [m["content"] for m in bodies["p.f:1"] if m["role"] == "assistant"] == [
