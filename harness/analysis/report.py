@@ -49,6 +49,7 @@ thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem} td.bad{backgroun
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
 figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee} figcaption{font-size:.8rem;color:#666}
 details{margin:.6rem 0} summary{cursor:pointer;font-weight:600}
+@media (max-width:1100px){.grid{grid-template-columns:1fr}.card .value{font-size:1.35rem}}
 """
 
 SCRIPT = """
