@@ -40,6 +40,13 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
     return fig
 
 
+def _mark(change) -> str:
+    """' (worse +38.3%)' beside a significant change; nothing beside '~' or the first run."""
+    if change is None or change.verdict == "~":
+        return ""
+    return f" ({change.verdict}" + ("" if change.change is None else f" {change.change * 100:+.1f}%") + ")"
+
+
 def trend_table(result, links: list[str]) -> str:
     keys = list(result.labels)
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", "started", *(result.labels[k] for k in keys)])
@@ -49,8 +56,7 @@ def trend_table(result, links: list[str]) -> str:
                  f"<td>{html.escape(str(p.started_at or ''))}</td>"]
         for k in keys:
             change = p.changes.get(k)
-            mark = "" if change is None or change.verdict == "~" else f" ({change.verdict} {change.change * 100:+.1f}%)" if change.change is not None else f" ({change.verdict})"
             cls = ' class="bad"' if change is not None and change.verdict == "worse" else ""
-            cells.append(f"<td{cls}>{html.escape(fmt(p.values.get(k)) + mark)}</td>")
+            cells.append(f"<td{cls}>{html.escape(fmt(p.values.get(k)) + _mark(change))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
