@@ -109,8 +109,9 @@ def _inprocess_target(scenario: Scenario) -> tuple[object, Scrape]:
         if not t.scrape_metrics:
             return None
         # An engine not started yet has served nothing: its counters are zero.
-        return [{k: getattr(e.stats(), k) for k in ENGINE_STATS} if e.started
-                else dict.fromkeys(ENGINE_STATS, 0) for e in target.engines]
+        return [{**({k: getattr(e.stats(), k) for k in ENGINE_STATS} if e.started
+                     else dict.fromkeys(ENGINE_STATS, 0)), "cache_block_size": e.config.block_size}
+                for e in target.engines]
 
     return target, scrape
 
@@ -169,7 +170,7 @@ async def scrape_metrics(base_url: str) -> dict | None:
     """vLLM-named prefix-cache counters from an endpoint's /metrics (None if it has none)."""
     import aiohttp
 
-    from harness.prometheus import metric_total
+    from harness.prometheus import cache_block_size, metric_total
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
@@ -180,4 +181,5 @@ async def scrape_metrics(base_url: str) -> dict | None:
             text = await resp.text()
     except (aiohttp.ClientError, TimeoutError):
         return None
-    return {k: metric_total(text, n) for k, n in METRIC_NAMES.items()}
+    counters = {k: metric_total(text, n) for k, n in METRIC_NAMES.items()}
+    return {**counters, "cache_block_size": cache_block_size(text)}  # analysis.granularity reads it

@@ -36,7 +36,7 @@ class Workload(_Strict):
     scale: float | None = Field(default=None, gt=0)
     seed: int = 1  # the generated trace's, and the open-loop arrival draws'
     salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
-    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text content exact for it
+    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json (docs/metrics.md)
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -82,8 +82,8 @@ class Target(_Strict):
     scrape_metrics: bool = True  # read the server's Prometheus /metrics before and after
     timeouts: Timeouts = Timeouts()
     max_connections: int | None = Field(default=None, ge=1)  # default: sized to the load
-    block_size: int | None = Field(default=None, gt=0)  # KV block size for cached_tokens_ideal;
-    # default: the engine's block_size option, else 16
+    block_size: int | None = Field(default=None, gt=0)  # the server's KV block (manifest), the
+    # ideal's fallback granularity; default: the engine's block_size option, else 16
 
     @model_validator(mode="after")
     def _endpoints_given(self) -> Target:

@@ -69,8 +69,12 @@ def test_same_records_and_sessions_as_one_process(runs, load):
     expected = {r["request_id"]: [r[k] for k in key] for r in local}
     assert all([r[k] for k in key] == expected[r["request_id"]] for r in ray)
     # records are what the workers sent, appended once: nothing rewrites them after the run
-    # (the run-wide ideal cache is the analyzer's, computed from the trace and the records)
     assert not list((out / f"{load}-ray").glob("*.tmp"))
+    # one ideal prefix cache across workers, as in one process: every prompt after the very
+    # first reuses at least the shared system prompt (per-worker caches would miss it twice);
+    # the analyzer computes it from the run folder's trace and the records in send order
+    ideal = {name: load_run(out / f"{load}-{name}").records["cached_tokens_ideal"].sum() for name in ("local", "ray")}
+    assert ideal["ray"] == ideal["local"] > 0
 
 
 @pytest.mark.slow

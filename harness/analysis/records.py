@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import orjson
@@ -35,6 +35,9 @@ from harness.schema import (
     TRACE_FILE,
 )
 from harness.trace.model import Trace
+
+if TYPE_CHECKING:
+    from harness.analysis.granularity import Granularity
 
 # Without these a record cannot be classified; an ok record also needs its send and end times.
 REQUIRED_FIELDS = ("request_id", "session_id", "status", "phase")
@@ -63,6 +66,9 @@ class Run:
     summary: dict | None = None
     trace: Trace | None = None
     warnings: list[str] = field(default_factory=list)
+    granularity: Granularity | None = None  # the block size of the ideal, and why (analysis.ideal)
+    ideal_source: str | None = None  # "trace" (recomputed), "records" (as recorded) or None
+    token_space: dict | None = None  # whose tokens the ideal counts (analysis.server_tokens)
 
     @property
     def name(self) -> str:
@@ -84,7 +90,10 @@ class Run:
         return m[m["status"] == "ok"]
 
 
-def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
+def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | None = None,
+             tokenizer: str | None = None) -> Run:
+    """`block_size`: of the ideal prefix cache (default: the run's; see analysis.ideal);
+    `tokenizer`: the server's tokenizer folder, to count chat prompts in its tokens."""
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
@@ -94,6 +103,9 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
+    from harness.analysis.ideal import fill_ideal
+
+    fill_ideal(run, block_size, tokenizer)
     return run
 
 
@@ -119,9 +131,11 @@ def _read_trace(path: Path, notes: list[str]) -> Trace | None:
         return None
 
 
-def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True) -> list[Run]:
+def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True, block_size: int | None = None,
+              tokenizer: str | None = None) -> list[Run]:
     """Several runs, e.g. repeats to pool or runs to compare; globs are expanded."""
-    return [load_run(p, with_trace=with_trace) for p in expand_run_dirs(paths)]
+    return [load_run(p, with_trace=with_trace, block_size=block_size, tokenizer=tokenizer)
+            for p in expand_run_dirs(paths)]
 
 
 def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:

@@ -118,15 +118,21 @@ def _sections(analyses: list[Analysis]) -> list[str]:
 
 
 def _miss_note(analyses: list[Analysis]) -> str:
+    """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
+    from harness.analysis.table import granularity_line, missed_line
+
     rows = []
     for a in analyses:
-        tokens = a.summary["cache"]["miss_tokens"]
-        total = sum(v or 0 for v in tokens.values())
-        parts = ", ".join(f"{k} {v:.0f} ({(v or 0) / total:.0%})" if total else f"{k} 0" for k, v in tokens.items())
-        rows.append(f"<li><b>{html.escape(a.run.name)}</b>: missed prompt tokens {html.escape(parts)}</li>")
+        c = a.summary["cache"]
+        exact = (c.get("ideal") or {}).get("miss_attribution") == "exact"
+        granularity = f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
+        rows.append(f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c['miss_tokens']))}"
+                    f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}</li>")
     return ('<div class="note"><p>Missed prompt tokens by category (docs/metrics.md, Cache): <b>cold</b> no '
-            "earlier prompt had them; <b>lost</b> the ideal cache hit them and the server did not; <b>unknown</b> "
-            f"the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>")
+            "earlier prompt had them; <b>alignment</b> shared but inside the server's partial last block; "
+            "<b>in flight</b> an earlier request had them but was still being prefilled; "
+            "<b>evicted/misrouted</b> an earlier, finished request had them and the server missed them; "
+            f"<b>unreported</b> the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>")
 
 
 def _grid(*cells: str) -> str:

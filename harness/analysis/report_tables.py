@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import html
 
-from harness.analysis.cache import breakdown, group_label, time_bins
+from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.analysis.table import fmt, server_hit
+from harness.analysis.table import fmt, granularity_line, missed_line, server_hit
+
+MISS_LABELS = {"miss_cold": "cold", "miss_alignment": "alignment", "miss_in_flight": "in flight",
+               "miss_evicted": "evicted/misrouted", "miss_unreported": "unreported"}
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
@@ -27,7 +30,9 @@ ROWS = (
     ("goodput req/s (SLOs)", lambda s: _goodput(s)),
     ("cache hit rate: server / ideal", lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}"),
     ("server /metrics prefix-cache hit rate", lambda s: server_hit(s.get("server_cache"))),
-    ("missed tokens cold / lost / unknown", lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
+    ("cache granularity (tokens, source)", lambda s: f"{s['cache']['granularity']['block_size']} ({s['cache']['granularity']['source']})"),
+    ("missed tokens cold / alignment / in flight / evicted / unreported",
+     lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
     ("tasks complete / all", lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}"),
     ("task completion p50 / p90 (s)", lambda s: _pair(s["sessions"]["task_completion_s"])),
     ("critical path in server p50 / p90 (s)", lambda s: _pair(s["sessions"]["critical_path_service_s"])),
@@ -93,6 +98,12 @@ def compare_section(analyses: list[Analysis]) -> str:
 def cache_tables(analyses: list[Analysis]) -> str:
     """By agent, endpoint, turn and time: one table per run (the run named once, in the caption)."""
     out = []
+    for a in analyses:  # what the ideal is counted in, and where every missed token went
+        c = a.summary["cache"]
+        exact = c["ideal"]["miss_attribution"] == "exact"
+        out.append(f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
+                   f"<br>Missed prompt tokens: {html.escape(missed_line(c['miss_tokens']))}"
+                   f"{'' if exact else ' (approximate: no matching trace)'}.</p>")
     for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index"), ("time", "time (s)")):
         out.append(f"<h4>By {html.escape(title)}</h4>")
         for a in analyses:
@@ -100,12 +111,11 @@ def cache_tables(analyses: list[Analysis]) -> str:
             groups = time_bins(measured) if key == "time" else measured[key]
             failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
             t = breakdown(a.run.ok, a.misses, groups.loc[a.run.ok.index], failed=failed)
-            misses = [c for c in t.columns if c.startswith("miss_")]
             rows = [[group_label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
-                     fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"), *(f"{r[c]:.0f}" for c in misses)]
+                     fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"), *(f"{r[c]:.0f}" for c in MISS_COLUMNS)]
                     for group, r in t.head(30).iterrows()]
             header = [title, "ok requests", "failed", "reported cached", "hit rate", "ideal",
-                      *(f"missed: {c.removeprefix('miss_')}" for c in misses)]
+                      *(f"missed: {MISS_LABELS.get(c, c.removeprefix('miss_'))}" for c in MISS_COLUMNS)]
             note = f"{a.run.name}: hit rates over ok requests whose server reported cached tokens."
             out.append(table(header, rows, note))
     return "\n".join(out)

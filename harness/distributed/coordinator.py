@@ -30,6 +30,7 @@ from harness.driver.config import ReplayConfig
 from harness.driver.manifest import replay_fields
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.replay import ReplayResult
+from harness.driver.run import keep_trace
 from harness.driver.runfolder import RunFolder
 from harness.errors import InputError, TargetError
 from harness.schema import RunStatus
@@ -81,6 +82,7 @@ async def replay_distributed_into(
 ) -> DistributedReplayResult:
     """The sharded replay into an open run folder; the caller closes the folder."""
     _check(target_config, workers)
+    keep_trace(trace, folder.path)
     plan = plan_shards(trace, config, workers)
     with ray_cluster(address) as ray:
         check_reachable_from_nodes(ray, target_config.endpoints)

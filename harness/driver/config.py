@@ -39,9 +39,9 @@ class ReplayConfig:
     prompt_format: str = "tokens"  # completions API: token-id or text prompts
     routing: str = "session_sticky"
     follow_parent: bool = True  # subagents use their root session's sticky key
-    block_size: int = 16  # for cached_tokens_ideal
+    block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
-    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text segments exact for it
+    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
     seed: int = 1  # open-loop arrival draws
     run_id: str = "run"
 
@@ -69,8 +69,8 @@ class ReplayConfig:
         for name in ("drain_s", "warmup_s", "cooldown_s", "warmup_requests"):
             if getattr(self, name) < 0:
                 raise InputError(f"must be >= 0, got {getattr(self, name)}", field=name)
-        if self.tokenizer is not None and not Path(self.tokenizer).is_file():
-            raise InputError(f"no such file: {self.tokenizer}", field="tokenizer")
+        if self.tokenizer is not None and not Path(self.tokenizer).exists():
+            raise InputError(f"no such file or folder: {self.tokenizer}", field="tokenizer")
         if self.cooldown_s and self.max_duration is None:
             raise InputError(
                 "a cool-down needs max_duration (the end it counts back from)", field="cooldown_s"

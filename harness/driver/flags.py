@@ -147,11 +147,13 @@ def add_content_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--salt", metavar="S", default=UNSET,
                    help="prefix every prompt with a salt segment so repeated runs do not hit each "
                    "other's cache ('auto': a fresh one per run)")
-    g.add_argument("--tokenizer", metavar="FILE", default=UNSET,
-                   help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat "
-                   "messages get exactly the trace's token counts for it")
+    g.add_argument("--tokenizer", metavar="PATH", default=UNSET,
+                   help="a Hugging Face tokenizer folder or its tokenizer.json (needs 'tokenizers'): text "
+                   "prompts and chat messages get exactly the trace's token counts for it; with the "
+                   "folder's chat template the analyzer counts chat prompts in the server's tokens")
     g.add_argument("--block-size", type=int, metavar="N", default=UNSET,
-                   help="server KV block size used for cached_tokens_ideal (unset: the engine's block_size, else 16)")
+                   help="server KV block size, kept in the manifest: the analyzer's ideal uses it when it "
+                   "cannot detect the server's cache granularity (unset: the engine's block_size, else 16)")
     g.add_argument("--run-id", default=UNSET,
                    help="run id written to records and manifest (unset: RUN_DIR's name)")
     g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",

@@ -17,6 +17,7 @@ from harness.driver.manifest import replay_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
 from harness.driver.target import Target
+from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
 
 
@@ -32,6 +33,14 @@ def connection_limit(trace: Trace, config: ReplayConfig) -> int:
         return 4096
     widest = max((family_width(trace, s) for s in trace.main_sessions), default=1)
     return max(16, config.concurrency * widest)
+
+
+def keep_trace(trace: Trace, run_dir: Path) -> None:
+    """The run folder keeps the trace it replayed: the analyzer computes the ideal cache from it."""
+    if not (run_dir / TRACE_FILE).exists():
+        from harness.trace.native import write_trace
+
+        write_trace(trace, run_dir / TRACE_FILE)
 
 
 def event_loop_factory():
@@ -82,6 +91,7 @@ async def replay_into(
     show_progress: bool = False,
 ) -> ReplayResult:
     """Start `target`, replay into `folder`, close the target; the caller closes the folder."""
+    keep_trace(trace, folder.path)
     replay = Replay(trace, target, config, folder.recorder)
     # The trace and everything loaded so far live for the whole run: keep them out of the
     # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.

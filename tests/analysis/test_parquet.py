@@ -10,7 +10,7 @@ import pytest
 from harness.analysis.parquet import PARQUET_FILE, is_fresh, read_parquet, save_records
 from harness.analysis.records import RunFolderWarning, load_run, read_records
 from harness.cli import main
-from tests.analysis.golden import GOLDEN_RECORDS, GOLDEN_TRACE, rec, write_run
+from tests.analysis.golden import GOLDEN_RECORDS, rec, write_run
 
 # Every shape a field takes: nulls in each column, empty and null lists, an error with an extra key.
 ODD = [
@@ -22,7 +22,7 @@ ODD = [
 
 
 def _run(tmp_path):
-    return write_run(tmp_path / "r", records=[*GOLDEN_RECORDS, *ODD], trace=GOLDEN_TRACE)
+    return write_run(tmp_path / "r", records=[*GOLDEN_RECORDS, *ODD])
 
 
 def test_parquet_round_trips_every_field_including_lists_and_nulls(tmp_path):
