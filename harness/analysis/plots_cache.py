@@ -70,5 +70,8 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of prompt tokens")
     ax.invert_yaxis()
-    _legend(ax)
+    if analyses:  # below the bars, not over them
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(parts), fontsize="small", frameon=False)
+    else:
+        _legend(ax)
     return fig
