@@ -71,7 +71,7 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     ax.set_xlabel("fraction of prompt tokens")
     ax.invert_yaxis()
     if analyses:  # below the bars, not over them
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(parts), fontsize="small", frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize="small", frameon=False)
     else:
         _legend(ax)
     return fig
