@@ -13,6 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=float, default=None, help="GPUs serving the run (default: manifest n_gpus, else 1)")
     p.add_argument("--slo", action="append", default=None, metavar="METRIC=VALUE",
                    help="e.g. ttft_p90=2s, tpot=50ms, interactivity_p90=20 (repeatable; default: the scenario's)")
+    p.add_argument("--window", choices=("phases", "steady"), default=None,
+                   help="the measured window: the driver's phases, or from when load, hit rate and TTFT"
+                        " hold steady (default: the run's load.window, else phases; docs/metrics.md)")
     p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
                    help="block size of the ideal prefix cache (default: the run's; see docs/metrics.md)")
     p.add_argument("--tokenizer", default=None, metavar="DIR",
@@ -59,7 +62,7 @@ def _analyze(args: argparse.Namespace) -> int:
     if skipped:
         print(f"harness: {skipped}", file=sys.stderr)
     summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size,
-                          tokenizer=args.tokenizer)
+                          tokenizer=args.tokenizer, window_mode=args.window)
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
     return 0
 

@@ -24,6 +24,7 @@ import pandas as pd
 from harness.analysis import granularity
 from harness.analysis.server_tokens import ServerTokenWalk, scale_to_server, token_space
 from harness.trace.content import Content
+from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.model import Trace
 from harness.trace.prefix import IdealPrefixCache
 
@@ -52,7 +53,7 @@ def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
     """Why the trace cannot have produced these records (first offending request), or None."""
     turns = records["turn"].to_numpy(dtype=float)
     for i, sid in enumerate(records["session_id"].tolist()):
-        s = trace.by_id.get(sid)
+        s = trace.by_id.get(split_cycled_id(sid)[0])  # a later cycle's session is its trace session
         if s is None:
             return f"session {sid!r} (request {records['request_id'].iloc[i]}) is not in the trace"
         k = turns[i]
@@ -71,7 +72,7 @@ def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = N
     kinds = np.concatenate([np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)])  # ready first
     rows = np.concatenate([np.arange(n), np.arange(n)])
     order = np.lexsort((rows, kinds, times))
-    walk = walk or _Walk(Content(trace, salt=salt, cache_size=256))
+    walk = walk or _Walk(trace, salt)
     sessions = records["session_id"].tolist()
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     out = np.zeros((3, n))
@@ -96,10 +97,13 @@ def _ready_times(records: pd.DataFrame) -> np.ndarray:
 
 class _Walk:
     """Two ideal caches over the same segment keys: prompts as sent, and prompts as ready. Each
-    session resumes where its last prompt ended in each, so a turn walks only what it appends."""
+    session resumes where its last prompt ended in each, so a turn walks only what it appends.
+    A later cycle's session (`<id>@c<n>`, harness.trace.cycles) is its trace session's prompts
+    under that cycle's salt."""
 
-    def __init__(self, content: Content) -> None:
-        self.content = content
+    def __init__(self, trace: Trace, salt: str | None) -> None:
+        self.trace, self.salt = trace, salt
+        self.contents: dict[int, Content] = {}
         self.sent, self.done = IdealPrefixCache(1), IdealPrefixCache(1)
         self.sent_end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, node, tokens)
         self.done_end: dict[str, tuple[int, int, int]] = {}
@@ -121,9 +125,13 @@ class _Walk:
     def _continue(self, ends: dict, sid: str, k: int) -> tuple[list, int, int]:
         """The segments to walk from (node, tokens already walked) for turn k of a session."""
         end = ends.get(sid)
-        if end is not None and end[0] == k - 1 and self.content.appends_to_previous(sid, k):
-            return self.content.new_segments(sid, k), end[1], end[2]
-        return self.content.segments(sid, k), 0, 0
+        tid, cycle = split_cycled_id(sid)
+        content = self.contents.get(cycle)
+        if content is None:
+            content = self.contents[cycle] = Content(self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256)
+        if end is not None and end[0] == k - 1 and content.appends_to_previous(tid, k):
+            return content.new_segments(tid, k), end[1], end[2]
+        return content.segments(tid, k), 0, 0
 
 
 # ---- the run's records -------------------------------------------------------------------------

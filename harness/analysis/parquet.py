@@ -25,13 +25,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.analysis.records import COUNT_FIELDS, FLOAT_FIELDS
 from harness.schema import RECORD_FIELDS, RECORDS_FILE
 
 PARQUET_FILE = "records.parquet"
 META_KEY = b"harness"
-FLOATS = ("t_scheduled", "t_sent", "t_first_token", "t_last_token", "t_done")
-COUNTS = ("turn", "prompt_tokens_expected", "output_tokens_expected", "cached_tokens_ideal",
-          "prompt_tokens", "completion_tokens", "cached_tokens")
+FLOATS = FLOAT_FIELDS  # the loader's own typing of each field, so a new field is typed once
+COUNTS = COUNT_FIELDS
 LISTS = {"chunk_times": pa.list_(pa.float64()), "chunk_tokens": pa.list_(pa.int64())}
 
 

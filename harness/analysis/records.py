@@ -51,6 +51,7 @@ COUNT_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "cached_tokens",
+    "attempt",
 )
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from harness.errors import InputError
 from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
+from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.requests import RequestSource
 from harness.trace.token_prefixes import TokenPrefixes, token_key
 
@@ -131,14 +132,17 @@ def _rendered_how(api: str, server: ChatTokenizer) -> str:
 
 def _server_keys(trace, records: pd.DataFrame, replay: dict, server: ChatTokenizer, counter) -> list[bytes]:
     """Each record's prompt in server tokens, rebuilt in send order (a session's turns in order)."""
-    source = RequestSource(trace, api=replay["api"], prompt_format=replay.get("prompt_format", "tokens"),
-                           salt=replay.get("salt"), token_counter=counter)
+    sources: dict[int, RequestSource] = {}  # one per cycle of the trace (harness.trace.cycles)
     order = np.lexsort((np.arange(len(records)), np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)))
     sessions = records["session_id"].tolist()
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     keys: list[bytes] = [b""] * len(records)
     for i in order.tolist():
-        prompt = source.prompt(sessions[i], turns[i])
+        sid, cycle = split_cycled_id(sessions[i])
+        if cycle not in sources:
+            sources[cycle] = RequestSource(trace, api=replay["api"], prompt_format=replay.get("prompt_format", "tokens"),
+                                           salt=cycle_salt(replay.get("salt"), cycle), token_counter=counter)
+        prompt = sources[cycle].prompt(sid, turns[i])
         ids = server.chat_ids(prompt.messages) if prompt.messages is not None else server.text_ids(prompt.body)
         keys[i] = token_key(ids)
     return keys

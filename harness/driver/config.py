@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.driver.retry import RetryPolicy
 from harness.driver.routing import POLICIES
 from harness.errors import InputError
 
@@ -14,6 +15,7 @@ ARRIVALS = ("poisson", "constant")
 HISTORIES = ("recorded", "live")
 APIS = ("chat", "completions")
 PROMPT_FORMATS = ("tokens", "text")
+WINDOWS = ("phases", "steady")
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,11 @@ class ReplayConfig:
     block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
     tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
-    seed: int = 1  # open-loop arrival draws
+    seed: int = 1  # open-loop arrival draws, mid-trajectory start turns
+    cycle_trace: bool = True  # closed loop with max_duration: draw the trace again when it runs out
+    mid_trajectory: bool = False  # closed loop: the first `concurrency` tasks start at a random turn
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # off (1 attempt) unless configured
+    window: str = "phases"  # the analyzer's measured window: "phases" or "steady" (analysis.window)
     run_id: str = "run"
 
     def __post_init__(self) -> None:
@@ -52,6 +58,7 @@ class ReplayConfig:
         self._check_choice("api", APIS)
         self._check_choice("prompt_format", PROMPT_FORMATS)
         self._check_choice("routing", POLICIES)
+        self._check_choice("window", WINDOWS)
         if self.concurrency < 1:
             raise InputError(f"must be >= 1, got {self.concurrency}", field="concurrency")
         if self.load == "open" and not (

@@ -42,6 +42,9 @@ FIELDS = {
     "warmup_requests": "load.warmup_requests",
     "cooldown": "load.cooldown_s",
     "history": "load.history",
+    "mid_trajectory": "load.mid_trajectory",
+    "window": "load.window",
+    "retries": "load.retry.attempts",
     "seed": "workload.seed",
     "salt": "workload.salt",
     "tokenizer": "workload.tokenizer",
@@ -56,6 +59,7 @@ NEGATED = {
     "no_ignore_eos": "target.send_ignore_eos",
     "no_follow_parent": "target.follow_parent",
     "no_scrape_metrics": "target.scrape_metrics",
+    "no_cycle_trace": "load.cycle_trace",
 }
 
 
@@ -130,6 +134,14 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                       help="mark the first N requests sent phase=warmup")
     g.add_argument("--cooldown", type=float, metavar="S", default=UNSET,
                    help="mark requests sent in the last S seconds of --max-duration phase=cooldown")
+    g.add_argument("--no-cycle-trace", action="store_true", default=UNSET,
+                   help="closed loop: run the trace once, even when --max-duration outlasts it")
+    g.add_argument("--mid-trajectory", action="store_true", default=UNSET,
+                   help="closed loop: start the first N tasks at random turns, their history sent as warm-up")
+    g.add_argument("--window", choices=("phases", "steady"), default=UNSET,
+                   help="the analyzer's measured window: the phases, or from when load and hit rate hold")
+    g.add_argument("--retries", type=int, metavar="N", default=UNSET,
+                   help="send a turn up to N times when it fails for a reason an agent retries (1: never)")
 
 
 def add_content_flags(p: argparse.ArgumentParser) -> None:
