@@ -1,13 +1,15 @@
-"""What load the run held: tasks and requests in flight over time against the target, with the
-measured window (the span every rate divides by) shaded, and the output token rate above."""
+"""What load the run held, over time: the output token rate; tasks and requests in flight against
+the target; the rolling server-side hit rate against the ideal. The analyzer's measured window
+(summary.json `window`, harness.analysis.window) is shaded in every panel, and the in-flight
+counts and hit rates are the analyzer's own (`window.task_spans`, summary.json `timeline`), so
+the figure shows exactly what the window was chosen from."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from matplotlib.figure import Figure
 
-from harness.analysis.metrics import run_window
+from harness.analysis import window
 from harness.analysis.plots import WIDE, colors, plt
 from harness.analysis.summary import Analysis
 
@@ -24,50 +26,62 @@ def load_target(manifest: dict) -> tuple[str, float] | None:
     return None
 
 
-def in_flight(starts: np.ndarray, ends: np.ndarray, t0: float) -> tuple[np.ndarray, np.ndarray]:
-    """Step function of how many [start, end) intervals are open, from their start/end times."""
-    keep = np.isfinite(starts)
-    starts, ends = starts[keep], np.where(np.isfinite(ends[keep]), ends[keep], starts[keep])
-    times = np.concatenate([starts, ends]) - t0
-    steps = np.concatenate([np.ones(starts.size), -np.ones(ends.size)])
-    order = np.lexsort((steps, times))  # at a tie an end closes before a start opens
-    return times[order], np.cumsum(steps[order])
-
-
-def task_spans(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Each task's first send to its last end (all phases: a task in flight is load either way)."""
-    sent = records.groupby("task")["t_sent"].min()
-    done = records.assign(end=records["t_done"].fillna(records["t_sent"])).groupby("task")["end"].max()
-    return sent.to_numpy(dtype=float), done.to_numpy(dtype=float)
+def measured_span(a: Analysis) -> tuple[float, float] | None:
+    """The analyzer's measured window on the run clock (summary.json `window`), if it has one."""
+    w = a.summary.get("window") or {}
+    start, end = w.get("start_s"), w.get("end_s")
+    return (start, end) if start is not None and end is not None and end > start else None
 
 
 def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
-    fig, (rate, held) = plt.subplots(2, 1, figsize=(WIDE, 5.2), dpi=100, sharex=True, layout="constrained",
-                                     height_ratios=(1, 1.6))
-    rate.set_title("Load held: tasks (solid) and requests (thin) in flight vs target (dotted); "
-                   "shaded = measured window", loc="left", fontsize="medium")
+    fig, (rate, held, hit) = plt.subplots(3, 1, figsize=(WIDE, 7.2), dpi=100, sharex=True,
+                                          layout="constrained", height_ratios=(1, 1.6, 1.2))
+    rate.set_title("Load held: tasks (solid) and requests (thin) in flight vs target (dotted); rolling"
+                   " server hit rate (solid) vs ideal (dashed); shaded = the analyzer's measured window",
+                   loc="left", fontsize="medium")
     for a, color in zip(analyses, colors(analyses), strict=False):
         recs = a.run.records
         if recs["t_sent"].notna().sum() == 0:
             continue
         t0 = float(recs["t_sent"].min())
-        start, end = run_window(a.run.ok)
-        if end > start:
-            held.axvspan(start - t0, end - t0, color=color, alpha=0.08)
-            rate.axvspan(start - t0, end - t0, color=color, alpha=0.08)
+        span = measured_span(a)
+        if span:
+            for ax in (rate, held, hit):
+                ax.axvspan(span[0] - t0, span[1] - t0, color=color, alpha=0.08)
         _rate(rate, a, t0, color, bins)
-        held.step(*in_flight(*task_spans(recs), t0), where="post", color=color, lw=1.6, label=f"{a.run.name} tasks")
-        held.step(*in_flight(recs["t_sent"].to_numpy(dtype=float), recs["t_done"].to_numpy(dtype=float), t0),
-                  where="post", color=color, lw=0.7, alpha=0.8, label=f"{a.run.name} requests")
-        target = load_target(a.run.manifest)
-        if target:
-            held.axhline(target[1], color=color, ls=":", lw=1.4, label=f"{a.run.name} target {target[1]:g} {target[0]}")
+        _in_flight(held, a, t0, color)
+        _hit(hit, a, t0, color)
     rate.set_ylabel("output tok/s")
     held.set_ylabel("in flight")
-    held.set_xlabel("seconds since the run's first send")
-    if held.get_legend_handles_labels()[0]:
-        held.legend(loc="upper right", fontsize="small", ncol=2)
+    hit.set_ylabel("hit rate (rolling)")
+    hit.set_ylim(-0.02, 1.02)
+    hit.set_xlabel("seconds since the run's first send")
+    for ax in (held, hit):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper right", fontsize="small", ncol=2)
     return fig
+
+
+def _in_flight(ax, a: Analysis, t0: float, color) -> None:
+    recs = a.run.records
+    times, tasks = window.level(*window.task_spans(recs))
+    ax.step(times - t0, tasks, where="post", color=color, lw=1.6, label=f"{a.run.name} tasks")
+    times, reqs = window.level(*window.request_spans(recs))
+    ax.step(times - t0, reqs, where="post", color=color, lw=0.7, alpha=0.8, label=f"{a.run.name} requests")
+    target = load_target(a.run.manifest)
+    if target:
+        ax.axhline(target[1], color=color, ls=":", lw=1.4, label=f"{a.run.name} target {target[1]:g} {target[0]}")
+
+
+def _hit(ax, a: Analysis, t0: float, color) -> None:
+    """summary.json `timeline`: the hit rate of the requests sent in the trailing bins."""
+    tl = a.summary.get("timeline") or {}
+    t = np.asarray(tl.get("t") or [], dtype=float) - t0
+    for key, style, label in (("hit_rate", "-", "server hit"), ("ideal_hit_rate", "--", "ideal hit")):
+        values = np.array([np.nan if v is None else v for v in tl.get(key) or []], dtype=float)
+        if values.size and np.isfinite(values).any():
+            ax.plot(t, values, ls=style, color=color, lw=1.4 if style == "-" else 1.0,
+                    label=f"{a.run.name} {label}")
 
 
 def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:

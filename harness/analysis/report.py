@@ -5,7 +5,8 @@ by the questions a reader asks.
    hit vs ideal, with SLO verdicts (report_headline.py).
 2. Where time went: TTFT and TPOT CDFs on log axes with p50/p90/p99 marked; interactivity.
 3. What the cache did: hit vs ideal by turn, agent and endpoint; the miss categories.
-4. What load was held: tasks and requests in flight vs target, measured window shaded.
+4. What load was held: tasks and requests in flight vs target and the rolling hit rate vs ideal,
+   over time, the analyzer's measured window shaded and the reason it was chosen stated.
 5. Sessions: swim lanes with the critical path; the slowest tasks.
 6. Full tables, collapsed.
 
@@ -111,6 +112,7 @@ def _sections(analyses: list[Analysis]) -> list[str]:
            _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
            "<h2>What load was held</h2>",
            _figure_html("Load held over time", load_held(analyses)),
+           _window_note(analyses),
            "<h2>Sessions</h2>"]
     out += [_figure_html(f"Session timeline: {a.run.name}", session_timeline(a)) for a in analyses]
     out.append(_details("The slowest tasks and their critical paths", task_tables(analyses), opened=True))
@@ -119,20 +121,44 @@ def _sections(analyses: list[Analysis]) -> list[str]:
 
 def _miss_note(analyses: list[Analysis]) -> str:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.analysis.table import granularity_line, missed_line
+    from harness.analysis.table import granularity_line, missed_line, token_space_line
 
     rows = []
     for a in analyses:
         c = a.summary["cache"]
         exact = (c.get("ideal") or {}).get("miss_attribution") == "exact"
         granularity = f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
+        space = token_space_line(c.get("token_space"))
+        space = f'<br><span data-token-space>token space: {html.escape(space)}</span>' if space else ""
         rows.append(f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c['miss_tokens']))}"
-                    f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}</li>")
+                    f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}{space}</li>")
     return ('<div class="note"><p>Missed prompt tokens by category (docs/metrics.md, Cache): <b>cold</b> no '
             "earlier prompt had them; <b>alignment</b> shared but inside the server's partial last block; "
             "<b>in flight</b> an earlier request had them but was still being prefilled; "
             "<b>evicted/misrouted</b> an earlier, finished request had them and the server missed them; "
             f"<b>unreported</b> the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>")
+
+
+def _window_note(analyses: list[Analysis]) -> str:
+    """Each run's measured window (summary.json `window`): the span shaded above, why, and the load it held."""
+    from harness.analysis.table import fmt
+
+    rows = []
+    for a in analyses:
+        w = a.summary.get("window") or {}
+        if not w:
+            continue
+        held = (f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"
+                f" ({fmt(w['tasks_held'], '.1%')} held)" if w.get("target_tasks") else
+                f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight")
+        t0 = a.run.records["t_sent"].min()
+        rows.append(f'<li data-window="{fmt(w["start_s"], ".6g")}-{fmt(w["end_s"], ".6g")}"><b>{html.escape(a.run.name)}</b>:'
+                    f" {fmt(w['start_s'] - t0, '.4g')}-{fmt(w['end_s'] - t0, '.4g')} s after the first send"
+                    f" ({html.escape(w['mode'])}{'' if w['stable'] else ', not stable'}):"
+                    f" {html.escape(w['reason'])}{html.escape(held)},"
+                    f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight</li>")
+    return ('<div class="note"><p>The measured window (shaded; every rate and percentile is over it;'
+            f" docs/metrics.md, The measured window):</p><ul>{''.join(rows)}</ul></div>")
 
 
 def _grid(*cells: str) -> str:

@@ -105,16 +105,22 @@ def _cache(s: dict) -> list[str]:
 
 
 def _token_space(t: dict | None) -> list[str]:
+    line = token_space_line(t)
+    return [f"token space              {line}"] if line else []
+
+
+def token_space_line(t: dict | None) -> str:
+    """summary.json `cache.token_space` in words; empty for trace tokens the server receives as such."""
     if not t or not (t["space"] == "server" or t["approximate"]):
-        return []
+        return ""
     if t["approximate"]:
-        return [f"token space              APPROXIMATE, compare rates not token counts: {t['reason']}"]
-    line = (f"token space              server's tokens: {t['prompts_checked']} prompt_tokens checked against"
+        return f"APPROXIMATE, compare rates not token counts: {t['reason']}"
+    line = (f"server's tokens: {t['prompts_checked']} prompt_tokens checked against"
             f" the local count, {t['prompt_token_mismatches']} differ")
     first = t.get("first_mismatch")
     if first:
         line += f" (first: request {first['request_id']}, server {first['prompt_tokens']}, local {first['local']})"
-    return [line]
+    return line
 
 
 def granularity_line(g: dict) -> str:

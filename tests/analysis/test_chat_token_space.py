@@ -17,7 +17,8 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.records import load_run
-from harness.analysis.summary import analyze_run
+from harness.analysis.report import render_report
+from harness.analysis.summary import analyze, analyze_run
 from harness.analysis.table import summary_table
 from harness.errors import InputError
 from tests.driver.helpers import replay, sess, trace
@@ -65,6 +66,11 @@ def _by_turn(run_dir, **kw):
                                              "cached_tokens_ideal")}
 
 
+def _report_cache_section(run_dir, **kw) -> str:
+    text = render_report([analyze(load_run(run_dir, **kw))])
+    return text[text.index("<h2>What the cache did</h2>"):text.index("<h2>What load was held</h2>")]
+
+
 async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_server, tmp_path):
     server = await template_server()
     folder = tokenizer_dir(tmp_path / "tok")
@@ -104,6 +110,7 @@ async def test_a_server_that_adds_a_bos_is_reported_as_a_mismatch(template_serve
     first = space["first_mismatch"]
     assert (first["prompt_tokens"], first["local"]) in ((23, 22), (37, 36))
     assert "2 differ (first: request" in summary_table(summary)
+    assert "2 differ (first: request" in _report_cache_section(tmp_path / "run", tokenizer=str(folder))
 
 
 async def test_without_a_template_the_chat_ideal_is_approximate(template_server, tmp_path):
@@ -117,6 +124,7 @@ async def test_without_a_template_the_chat_ideal_is_approximate(template_server,
     summary = analyze_run(tmp_path / "run")
     assert summary["cache"]["token_space"]["approximate"] is True
     assert "APPROXIMATE, compare rates not token counts: no tokenizer" in summary_table(summary)
+    assert "APPROXIMATE, compare rates not token counts: no tokenizer" in _report_cache_section(tmp_path / "run")
 
 
 async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
