@@ -69,6 +69,7 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
         "simulated": run.simulated,
+        "imported": _imported(run.manifest),
         **_counts(run),
         "errors_by_class": metrics.error_counts(run.measured),
         "ttft_s": metrics.percentiles(per_request["ttft"]),
@@ -111,6 +112,14 @@ def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] 
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary
+
+
+def _imported(manifest: dict) -> dict | None:
+    """A run made by `harness import`: the tool, its export, and what it defines differently."""
+    imported = manifest.get("imported")
+    if not imported:
+        return None
+    return {"tool": imported.get("tool"), "source": imported.get("source"), "notes": list(imported.get("notes", []))}
 
 
 def _ideal_info(run: Run) -> dict:

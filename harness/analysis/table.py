@@ -28,11 +28,18 @@ def coverage(s: dict) -> str:
 
 def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + ("  [timings from a SIMULATED engine]" if s.get("simulated") else "")
-    lines = [head, f"measured requests: {coverage(s)}", ""]
+    lines = [head, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
     lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
     return "\n".join(lines)
+
+
+def _imported(imported: dict | None) -> list[str]:
+    if not imported:
+        return []
+    return [f"imported from {imported['tool']} ({imported['source']}); defined differently or missing:",
+            *(f"  - {note}" for note in imported["notes"])]
 
 
 def _latency_table(s: dict) -> list[str]:

@@ -73,6 +73,10 @@ def test_cli_import_then_analyze_and_report(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "TTFT" in printed and "vLLM's ITL is every gap" in printed
     assert analyze_run(out)["requests_ok"] == 24
+    assert main(["analyze", str(out)]) == 0  # the terminal table lists the import notes too
+    table = capsys.readouterr().out
+    assert "imported from vllm-bench" in table and "vLLM's ITL is every gap" in table
+    assert analyze_run(out)["imported"]["notes"] == json.loads((out / "manifest.json").read_text())["imported"]["notes"]
     assert main(["report", str(out)]) == 0
     text = (out / "report.html").read_text()
     assert "was imported from" in text and "vllm-bench" in text
