@@ -17,6 +17,7 @@ import pytest
 from harness.analysis import metrics
 from harness.analysis.histograms import histogram_of, read_histograms
 from harness.analysis.records import load_run
+from harness.analysis.summary import analyze
 from harness.distributed.shard import plan_shards
 from harness.driver.config import ReplayConfig
 from harness.trace.native import read_trace
@@ -87,6 +88,13 @@ def test_run_folder_and_manifest(runs):
     assert sum(w["requests"] for w in m["workers"]) == m["counts"]["requests"] == 46
     assert sum(w["sessions"] for w in m["workers"]) == 10
     assert len({w["pid"] for w in m["workers"]}) == 2  # two processes did the work
+    # each worker sampled its own event loop; the analyzer judges the worst (docs/metrics.md)
+    client = json.loads((out / "closed-ray" / "client.json").read_text())
+    assert [w["worker"] for w in client["workers"]] == [0, 1]
+    assert {w["pid"] for w in client["workers"]} == {w["pid"] for w in m["workers"]}
+    assert all(w["loop_lag"]["t"] and len(w["cpu"]["t"]) >= 2 for w in client["workers"])
+    judged = analyze(load_run(out / "closed-ray")).summary["client"]
+    assert [w["worker"] for w in judged["workers"]] == [0, 1] and judged["loop_lag_s"]["count"] > 0
     for key in ("trace_sha256", "t0_wall", "duration_s", "target", "endpoints", "scenario"):
         assert m[key] is not None, key
     # the API key never reaches a run folder, nor Ray's session files (logs, spilled objects)

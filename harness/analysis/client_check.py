@@ -4,7 +4,8 @@ Over the measured window: send lag is `t_sent - t_scheduled` of every sent reque
 CPU come from the driver's `client.json` (harness.driver.selfcheck). The client is *near
 saturation* when its event loop's thread was busy more than `LOOP_CPU_SHARE` of the wall time
 (AIPerf warns at 85 % for its workers), or the loop ran more than `LOOP_LAG_P99_S` late at p99;
-*sends were late* when the p99 send lag passes `SEND_LAG_P99_S`. Either way latencies include
+*sends were late* when the p99 send lag passes `SEND_LAG_P99_S`. A Ray run's `client.json` holds
+each worker's samples (`workers`): each is judged on its own and the worst worker's figures count. Either way latencies include
 client queueing: add workers (`--workers`, Ray) or lower the load per process.
 """
 
@@ -48,10 +49,28 @@ def client_check(records: pd.DataFrame, client: dict | None, start: float, end: 
         "thresholds": {"send_lag_p99_s": SEND_LAG_P99_S, "loop_lag_p99_s": LOOP_LAG_P99_S,
                        "loop_cpu_share": LOOP_CPU_SHARE},
     }
-    if client:
+    if client and "workers" in client:
+        out.update(_worst_worker(client["workers"], start, end))
+    elif client:
         out.update(_loop(client, start, end))
     out["warnings"] = _judge(out)
     return out
+
+
+def _worst_worker(workers: list[dict], start: float, end: float) -> dict:
+    """A Ray run: each worker judged on its own samples; each figure is the worst worker's (loop
+    lag: the worker with the highest p99), and `workers` lists them all."""
+    each = [{"worker": w.get("worker"), "host": w.get("host"), **_loop(w, start, end)} for w in workers]
+    if not each:
+        return {"workers": []}
+    laggiest = max(each, key=lambda w: _or_low(w["loop_lag_s"]["p99"]))
+    worst = {key: max((w[key] for w in each if w[key] is not None), default=None)
+             for key in ("loop_cpu_share", "loop_cpu_share_max", "process_cpu_share")}
+    return {"loop_lag_s": laggiest["loop_lag_s"], **worst, "workers": each}
+
+
+def _or_low(value: float | None) -> float:
+    return float("-inf") if value is None else value
 
 
 def _loop(client: dict, start: float, end: float) -> dict:

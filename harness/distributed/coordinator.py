@@ -32,6 +32,7 @@ from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.replay import ReplayResult
 from harness.driver.run import keep_trace
 from harness.driver.runfolder import RunFolder
+from harness.driver.selfcheck import write_worker_checks
 from harness.errors import InputError, TargetError
 from harness.schema import RunStatus
 from harness.trace.model import Trace
@@ -115,6 +116,7 @@ class _Coordinator:
             for sh in plan.shards
         ]
         self.results: dict[int, dict] = {}
+        self.clients: dict[int, dict] = {}  # each finished worker's self-check samples
         self.actors: list = []
         self.t0 = time.perf_counter()
         self.start_wall: float | None = None
@@ -223,6 +225,8 @@ class _Coordinator:
         h.requests += len(reply["records"])
 
     def _finish_worker(self, h: WorkerHealth, reply: dict) -> None:
+        if reply.get("client"):
+            self.clients[h.id] = reply["client"]
         if reply["error"] is not None:
             h.status, h.error = "failed", reply["error"]
             self._close_in_flight(h)
@@ -280,6 +284,8 @@ class _Coordinator:
         return len(h.mains_seen)  # a lost or failed worker: the ones we heard of
 
     def _finish(self) -> None:
+        if self.clients:  # a lost worker's samples are lost with it
+            write_worker_checks(self.folder.path, [self.clients[i] for i in sorted(self.clients)])
         stops = [r["stopped_by"] for r in self.results.values() if r["stopped_by"]]
         self.folder.update(
             t0_wall=self.start_wall,

@@ -22,6 +22,7 @@ from harness.driver.config import ReplayConfig
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.recorder import OutcomeCounts
 from harness.driver.replay import Replay, ReplayResult
+from harness.driver.selfcheck import LoopProbe
 from harness.trace.model import Trace
 
 
@@ -79,6 +80,8 @@ class ReplayWorker:
         self.result: ReplayResult | None = None
         self.error: str | None = None
         self.announced: set[str] = set()
+        self.probe = LoopProbe()  # this process's own self-check (harness.driver.selfcheck)
+        self.t0: float | None = None
 
     def where(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid()}
@@ -101,14 +104,17 @@ class ReplayWorker:
         self.task = asyncio.create_task(self._run(target, local_t0(start_wall)))
 
     async def _run(self, target: OpenAIHTTPTarget, t0: float) -> None:
+        self.t0 = t0
         try:
             await target.start()
+            self.probe.start()
             self.result = await self.replay.run(t0=t0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # reported to the coordinator as this worker's failure
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
+            self.probe.stop()
             with contextlib.suppress(Exception):
                 await target.close()
             self.recorder.news.set()
@@ -128,7 +134,12 @@ class ReplayWorker:
             "done": done,
             "result": self._result() if done else None,
             "error": self.error,
+            "client": self._client() if done else None,
         }
+
+    def _client(self) -> dict | None:
+        """The self-check samples on the shared run clock (t0 is this machine's view of the start)."""
+        return None if self.t0 is None else {"worker": self.worker_id, **self.where(), **self.probe.as_dict(self.t0)}
 
     def _done(self) -> bool:
         return self.task is not None and self.task.done()

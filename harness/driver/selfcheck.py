@@ -6,6 +6,8 @@ a second the probe also notes the CPU seconds of the loop's thread (`time.thread
 in-process engine's step thread is not counted) and of the whole process. Send lag
 (`t_sent - t_scheduled`) is in every record already. The raw samples go to `client.json` in the
 run folder; the analyzer judges them over the measured window (harness.analysis.client_check).
+A Ray run's workers each sample their own loop; the coordinator writes them all into one
+`client.json` (`workers`), and the analyzer judges the worst.
 """
 
 from __future__ import annotations
@@ -80,9 +82,19 @@ class LoopProbe:
 
 
 def write_client_check(run_dir: str | Path, probe: LoopProbe, t0: float, *, name: str = CLIENT_FILE) -> Path:
+    return write_client_samples(run_dir, probe.as_dict(t0), name=name)
+
+
+def write_worker_checks(run_dir: str | Path, workers: list[dict]) -> Path:
+    """A Ray run's `client.json`: each worker's own samples (`LoopProbe.as_dict` plus `worker`,
+    `host`), all on the shared run clock; the analyzer judges the worst of them."""
+    return write_client_samples(run_dir, {"client_version": CLIENT_VERSION, "workers": workers})
+
+
+def write_client_samples(run_dir: str | Path, samples: dict, *, name: str = CLIENT_FILE) -> Path:
     """Atomically, like the manifest: a reader never sees half a file."""
     path = Path(run_dir) / name
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(probe.as_dict(t0)))
+    tmp.write_bytes(orjson.dumps(samples))
     tmp.replace(path)
     return path
