@@ -57,12 +57,13 @@ class BlockPool:
     def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
                  cpu_tier: CpuTier | None = None, mover: KVMover | None = None,
                  kinds: tuple[str, ...] = (FULL,), sliding_window: int = 0,
-                 retention: str = "interval+selective") -> None:
+                 retention: str = "interval+selective", reclaim: bool = True) -> None:
         self.block_size = block_size
         self.enable_caching = enable_caching
         self.kinds = kinds  # of each KV group
         self.sliding_window = sliding_window if SLIDING in kinds else 0
         self.retention = retention
+        self.reclaim_window = reclaim  # False: sliding pages live as long as full ones (a baseline)
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.cached: dict[tuple[int, bytes, bytes], int] = {}  # (group, parent, tokens) -> page
@@ -168,7 +169,7 @@ class BlockPool:
 
     def reclaim(self, req: Request) -> None:
         """Give back the sliding-window pages no later token reads (vLLM: remove_skipped_blocks)."""
-        if not self.hybrid:
+        if not (self.hybrid and self.reclaim_window):
             return
         end = window_start(req.num_computed_tokens, self.sliding_window, self.block_size)
         for i in range(req.num_reclaimed_blocks, end):
@@ -198,7 +199,8 @@ class BlockPool:
             return
         self.in_use[self.kinds[block.group]] -= 1
         self.free_queue[page] = None
-        if block.hash is not None and self.kinds[block.group] == SLIDING and block.hash not in self.retained:
+        sliding = self.kinds[block.group] == SLIDING and self.reclaim_window
+        if block.hash is not None and sliding and block.hash not in self.retained:
             self._unregister(block)  # a window block no snapshot keeps: its KV is dropped
         if block.hash is None:
             self.free_queue.move_to_end(page, last=False)

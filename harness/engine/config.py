@@ -120,6 +120,7 @@ class EngineConfig:
     served_model_name: str = "agentic-harness-reference"
     sim_time_scale: float = 1.0  # simulated runner: wall seconds slept per modelled second (0: none)
     prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
+    sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -215,4 +216,5 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "served_model_name": (str,),
     "sim_time_scale": (int, float),
     "prefix_cache_retention": (str,),
+    "sliding_window_reclaim": (bool,),
 }

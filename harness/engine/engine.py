@@ -79,7 +79,8 @@ class LLMEngine:
         self.pool = BlockPool(config.total_blocks, config.block_size,
                               enable_caching=config.enable_prefix_caching, cpu_tier=tier, mover=self.runner,
                               kinds=tuple(g.kind for g in model.kv_groups),
-                              sliding_window=model.sliding_window, retention=config.prefix_cache_retention)
+                              sliding_window=model.sliding_window, retention=config.prefix_cache_retention,
+                              reclaim=config.sliding_window_reclaim)
         self.scheduler = Scheduler(config, self.pool)
         self.requests: dict[str, Request] = {}
         self.prompt_tokens_total = 0
@@ -117,7 +118,7 @@ class LLMEngine:
         blocks = math.ceil(num_tokens / bs)
         kinds = [g.kind for g in c.model.kv_groups]
         window = c.model.sliding_window + c.max_num_batched_tokens
-        sliding = min(blocks, math.ceil(window / bs) + 2)
+        sliding = min(blocks, math.ceil(window / bs) + 2) if c.sliding_window_reclaim else blocks
         return sum(blocks if kind == FULL else sliding for kind in kinds)
 
     def _check_ids(self, prompt: list[int]) -> None:
