@@ -120,7 +120,7 @@ def prompt_ids(content, sid: str, k: int) -> np.ndarray:
 
 
 async def replay_sim(sessions: int, num_blocks: int) -> dict:
-    from harness.engine.async_engine import AsyncEngine
+    from harness.serving.async_engine import AsyncEngine
     from harness.trace.content import Content
     from harness.trace.generate import generate
     from harness.trace.prefix import IdealPrefixCache

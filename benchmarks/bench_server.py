@@ -20,11 +20,12 @@ from pathlib import Path
 
 import aiohttp
 
-from harness.engine.async_engine import AsyncEngine, SamplingParams
 from harness.engine.config import EngineConfig
-from harness.engine.server import serve_engine
-from harness.engine.tokenizer import Tokenizer
-from harness.trace.content import TOKEN_BASE, WORDS, encode_words
+from harness.serving.async_engine import AsyncEngine, SamplingParams
+from harness.serving.server import serve_engine
+from harness.serving.tokenizer import Tokenizer
+from harness.trace.content import encode_words
+from harness.vocab import TOKEN_BASE, WORDS
 
 PROMPT, OUTPUT = 512, 64
 

@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 COMMAND_MODULES = (
     "harness.trace.commands",
     "harness.driver.commands",
-    "harness.engine.commands",
+    "harness.serving.commands",
     "harness.analysis.commands",
     "harness.run_commands",
 )

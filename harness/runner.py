@@ -179,8 +179,8 @@ def _simulated(scenario: Scenario) -> bool:
 async def _target(scenario: Scenario, run_dir: Path):
     t = scenario.target
     if t.kind == "engine" and t.engine.mode == "inprocess":
+        from harness.driver.engine_target import EngineTarget
         from harness.engine.config import EngineConfig
-        from harness.engine.target import EngineTarget
 
         target = EngineTarget(EngineConfig.from_dict(dict(t.engine.options)), replicas=t.engine.replicas,
                               ignore_eos=t.send_ignore_eos)
@@ -251,7 +251,7 @@ async def _scrape_metrics(base_url: str) -> dict | None:
     """vLLM-named prefix-cache counters from an endpoint's /metrics (None if it has none)."""
     import aiohttp
 
-    from harness.engine.metrics import metric_total
+    from harness.prometheus import metric_total
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:

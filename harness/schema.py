@@ -1,7 +1,7 @@
 """The record and run-folder schema shared by the driver (writer) and the analyzer (reader).
 
-This module holds names only: it is the code form of the "Records" section of
-ARCHITECTURE.md, so neither side imports the other.
+This module holds names only: it is the code form of the "Records and the run folder" section
+of docs/architecture.md, so neither side imports the other.
 """
 
 from __future__ import annotations

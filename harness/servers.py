@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.engine.commands import engine_flags
 from harness.errors import EngineError
+from harness.serving.commands import engine_flags
 
 _READY = re.compile(r"serving on (http://\S+)")
 

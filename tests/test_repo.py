@@ -1,7 +1,11 @@
-"""The repository's own promises: the README's two commands, and .ci/run running the second."""
+"""The repository's own promises: the README's two commands, .ci/run running the second, and
+citations only of documents inside the repo."""
 
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,3 +32,30 @@ def test_main_job_runs_the_quickstart_scenario():
     main_command = _quickstart_commands()[0]
     assert main_command.endswith("harness run scenarios/quickstart.yaml")
     assert (ROOT / "scenarios" / "quickstart.yaml").is_file()
+
+
+# Code and docs cite only documents inside the repo: the contract is docs/architecture.md.
+OUTSIDE_CITATIONS = re.compile(r"ARCHITECTURE\.md|\.\./shared\b|/work/shared\b")
+
+
+def _repo_files() -> list[Path]:
+    """Tracked files and untracked ones git does not ignore."""
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                             cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return [ROOT / name for name in out.decode().split("\0") if name]
+
+
+def test_nothing_cites_a_document_outside_the_repo():
+    this = Path(__file__).resolve()
+    cited = []
+    for path in _repo_files():
+        if path.resolve() == this or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        cited += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
+                  for m in OUTSIDE_CITATIONS.finditer(text)]
+    assert cited == []
+    assert (ROOT / "docs" / "architecture.md").is_file()

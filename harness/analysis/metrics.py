@@ -1,4 +1,4 @@
-"""Latency and throughput metrics, exactly as ARCHITECTURE.md's metric table defines them.
+"""Latency and throughput metrics, exactly as docs/architecture.md's metric table defines them.
 
 Inputs are the `ok` records of a run (`phase == "measure"`, `status == "ok"`); docs/metrics.md
 states every definition and how peer tools differ. Percentiles are numpy's default (linear

@@ -9,6 +9,7 @@ Public API (see docs/driver.md):
     replay.Replay(trace, target, config, recorder).run()       the engine alone, any record sink
     target.Target, RequestSpec, Chunk, Usage, Done, Failure, Timeouts   the Target protocol
     openai_http.OpenAIHTTPTarget(HTTPTargetConfig(...))        any OpenAI-compatible server
+    engine_target.EngineTarget(EngineConfig(...))             the reference engine, in-process
     recorder.Recorder, collect, new_record  records.jsonl; events -> one record per request
     manifest.new_manifest, finish_manifest, write_manifest     manifest.json
     flags.add_*_flags, build_config, build_target              the CLI flags, reusable

@@ -17,18 +17,13 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 
 from harness.trace.model import Session, Trace
+from harness.vocab import TOKEN_BASE, WORD_INDEX, WORDS
 
-WORDS: tuple[str, ...] = tuple(
-    resources.files("harness").joinpath("data/words.txt").read_text(encoding="utf-8").split()
-)
-WORD_INDEX: dict[str, int] = {w: i for i, w in enumerate(WORDS)}
 _WORD_ARRAY = np.array(WORDS, dtype=object)  # fancy indexing turns word ids into text in C
-TOKEN_BASE = 1000  # ids below are left for special tokens (role markers, BOS/EOS) of engines
 SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
 
 TokenCounter = Callable[[str], int]

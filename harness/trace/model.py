@@ -1,7 +1,7 @@
 """The trace model: sessions of ordered turns, with subagents that fork or spawn and join.
 
 A turn's prompt is the session's context after the previous turn plus the turn's new input
-(see ARCHITECTURE.md, "Trace model"). Turns imported from block-addressed traces (Mooncake,
+(see docs/architecture.md, "Trace model"). Turns imported from block-addressed traces (Mooncake,
 Weka) instead carry the prompt's block `hash_ids` and its whole length `input_tokens`.
 Nothing here materializes token ids: a 142k-token prompt is a handful of integers.
 """

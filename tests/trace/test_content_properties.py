@@ -92,8 +92,8 @@ def test_salts_share_nothing_and_the_same_salt_is_deterministic(trace):
 def test_chat_prefix_holds_with_empty_inputs_and_outputs():
     """A turn with no new input or no output still yields its own messages, so turn k's chat
     prompt (as the reference engine's template renders it) is a prefix of turn k+1's."""
-    from harness.engine.chat_template import apply_chat_template
-    from harness.engine.tokenizer import Tokenizer
+    from harness.serving.chat_template import apply_chat_template
+    from harness.serving.tokenizer import Tokenizer
     from harness.trace.model import Session, Trace, TraceHeader, Turn
 
     s = Session("s", 0.0, 20, "sys", (Turn(10, 0), Turn(0, 5), Turn(7, 3), Turn(4, 2)))

@@ -10,9 +10,9 @@ import openai
 import pytest
 
 from harness.engine.config import EngineConfig
-from harness.engine.server import BackgroundServer
-from harness.engine.tokenizer import Tokenizer
-from harness.trace.content import TOKEN_BASE, WORDS
+from harness.serving.server import BackgroundServer
+from harness.serving.tokenizer import Tokenizer
+from harness.vocab import TOKEN_BASE, WORDS
 
 MODEL = "agentic-harness-reference"
 TOK = Tokenizer()

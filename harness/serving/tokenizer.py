@@ -4,7 +4,7 @@ The id space (32,000 ids, see `config.VOCAB_SIZE`):
 
     0..2                 <|pad|> <|bos|> <|eos|>
     3..999               chat role markers (<|system|>, <|user|>, ...); the rest <|tok_N|>
-    1000..1000+W-1       the content vocabulary: word i of `content.WORDS` is TOKEN_BASE + i
+    1000..1000+W-1       the content vocabulary: word i of `harness.vocab.WORDS` is TOKEN_BASE + i
     next 256 ids         one per byte: any text outside the vocabulary still encodes
     the rest ..31999     reserved, decoded as <|tok_N|>
 
@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 
 from harness.engine.config import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE
-from harness.trace.content import TOKEN_BASE, WORD_INDEX, WORDS
+from harness.vocab import TOKEN_BASE, WORD_INDEX, WORDS
 
 SYSTEM_ID, USER_ID, ASSISTANT_ID, END_ID, TOOL_ID, TOOLS_ID, TOOL_CALL_ID = 3, 4, 5, 6, 7, 8, 9
 NAMED_SPECIALS: dict[int, str] = {

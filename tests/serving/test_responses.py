@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engine.server_responses import StopStrings
+from harness.serving.responses import StopStrings
 
 
 def feed_all(stops: tuple[str, ...], deltas: list[str]) -> tuple[list[str], str, bool]:

@@ -12,8 +12,8 @@ import urllib.parse
 import pytest
 
 from harness.engine.config import EngineConfig
-from harness.engine.metrics import metric_total
-from harness.engine.server import BackgroundServer
+from harness.prometheus import metric_total
+from harness.serving.server import BackgroundServer
 
 MODEL = "agentic-harness-reference"
 MAX_LEN = 1024

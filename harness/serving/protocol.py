@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from harness.engine.async_engine import SamplingParams
-from harness.engine.chat_template import ChatTemplateError, apply_chat_template
-from harness.engine.tokenizer import Tokenizer
+from harness.serving.async_engine import SamplingParams
+from harness.serving.chat_template import ChatTemplateError, apply_chat_template
+from harness.serving.tokenizer import Tokenizer
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for /v1/completions
 

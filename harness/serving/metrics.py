@@ -9,11 +9,10 @@ and TTFT / end-to-end latency histograms measured at the server.
 from __future__ import annotations
 
 import bisect
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.engine.async_engine import EngineStats
+from harness.serving.async_engine import EngineStats
 
 # vLLM's buckets for the same histograms
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -110,24 +109,3 @@ def render(stats: EngineStats, server: ServerMetrics, model_name: str) -> str:
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
-
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Samples of a Prometheus text exposition (ours or any vLLM server's): (name, labels, value)."""
-    samples = []
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m is None or line.startswith("#"):
-            continue
-        labels = dict(_LABEL.findall(m.group(2) or ""))
-        samples.append((m.group(1), labels, float(m.group(3))))
-    return samples
-
-
-def metric_total(text: str, name: str, **labels: str) -> float:
-    """Sum of a metric's samples whose labels include `labels` (0.0 when absent)."""
-    return sum(v for n, lab, v in parse_prometheus(text)
-               if n == name and all(lab.get(k) == want for k, want in labels.items()))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from harness.engine.tokenizer import (
+from harness.serving.tokenizer import (
     ASSISTANT_ID,
     END_ID,
     SYSTEM_ID,

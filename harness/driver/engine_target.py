@@ -11,11 +11,11 @@ import time
 from collections.abc import AsyncIterator, Sequence
 
 from harness.driver.target import Chunk, Done, Event, Failure, RequestSpec, Usage
-from harness.engine.async_engine import AsyncEngine, EngineRequestError, SamplingParams
-from harness.engine.chat_template import ChatTemplateError, apply_chat_template
 from harness.engine.config import EngineConfig
-from harness.engine.tokenizer import DecodeStream, Tokenizer
 from harness.errors import EngineError
+from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
+from harness.serving.chat_template import ChatTemplateError, apply_chat_template
+from harness.serving.tokenizer import DecodeStream, Tokenizer
 
 
 class EngineTarget:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from harness.engine.async_engine import RequestOutput
-from harness.engine.server_protocol import ApiRequest
-from harness.engine.tokenizer import DecodeStream, Tokenizer
+from harness.serving.async_engine import RequestOutput
+from harness.serving.protocol import ApiRequest
+from harness.serving.tokenizer import DecodeStream, Tokenizer
 
 
 class StopStrings:

@@ -118,7 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         raise EngineError(f"--port must be in 0..65535, got {args.port}")
     config = engine_config_from_args(args)
-    from harness.engine.server import serve
+    from harness.serving.server import serve
 
     serve(config, args.host, args.port, announce=_announce)
     return 0

@@ -7,10 +7,9 @@ import time
 
 import pytest
 
-from harness.engine.async_engine import AsyncEngine, EngineRequestError, SamplingParams
 from harness.errors import EngineError
-
-from .conftest import greedy, prompt, tiny
+from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
+from tests.engine.conftest import greedy, prompt, tiny
 
 
 @pytest.fixture

@@ -27,10 +27,11 @@ import orjson
 from aiohttp import web
 
 from harness import __version__
-from harness.engine import metrics
-from harness.engine.async_engine import AsyncEngine, EngineRequestError, RequestOutput
 from harness.engine.config import EngineConfig
-from harness.engine.server_protocol import (
+from harness.errors import EngineError
+from harness.serving import metrics
+from harness.serving.async_engine import AsyncEngine, EngineRequestError, RequestOutput
+from harness.serving.protocol import (
     ApiError,
     ApiRequest,
     ServedModel,
@@ -38,9 +39,8 @@ from harness.engine.server_protocol import (
     parse_completion,
     parse_json,
 )
-from harness.engine.server_responses import ResponseBuilder
-from harness.engine.tokenizer import Tokenizer
-from harness.errors import EngineError
+from harness.serving.responses import ResponseBuilder
+from harness.serving.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from harness.engine.chat_template import ChatTemplateError, apply_chat_template
 from harness.engine.config import EOS_ID, VOCAB_SIZE
-from harness.engine.tokenizer import (
+from harness.serving.chat_template import ChatTemplateError, apply_chat_template
+from harness.serving.tokenizer import (
     ASSISTANT_ID,
     BYTE_HIGH,
     BYTE_LOW,
@@ -19,8 +19,9 @@ from harness.engine.tokenizer import (
     DecodeStream,
     Tokenizer,
 )
-from harness.trace.content import TOKEN_BASE, WORDS, Content
+from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
+from harness.vocab import TOKEN_BASE, WORDS
 
 TOK = Tokenizer()
 

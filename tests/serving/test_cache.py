@@ -9,11 +9,11 @@ import urllib.request
 import openai
 import pytest
 
-from harness.engine.chat_template import apply_chat_template
 from harness.engine.config import EngineConfig
-from harness.engine.metrics import metric_total
-from harness.engine.server import BackgroundServer
-from harness.engine.tokenizer import Tokenizer
+from harness.prometheus import metric_total
+from harness.serving.chat_template import apply_chat_template
+from harness.serving.server import BackgroundServer
+from harness.serving.tokenizer import Tokenizer
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 

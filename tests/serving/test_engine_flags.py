@@ -5,9 +5,9 @@ import argparse
 
 import pytest
 
-from harness.engine.commands import add_engine_arguments, engine_config_from_args, engine_flags
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
+from harness.serving.commands import add_engine_arguments, engine_config_from_args, engine_flags
 
 OPTIONS = {
     "block_size": 8, "num_gpu_blocks": 512, "max_num_batched_tokens": 1024, "max_num_seqs": 7,

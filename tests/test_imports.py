@@ -1,0 +1,122 @@
+"""Imports across harness packages go one way (the table in docs/architecture.md, "Layout").
+
+Every module under harness/ is parsed (not imported), so lazy imports inside functions count too.
+A package may import itself, the low-level modules, and the packages its row names; the top-level
+modules (cli, runner, scenario, servers, sweep, ...) compose everything and may import anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "harness"
+
+# Leaf modules every package may use; they import only each other. "" is harness/__init__.py.
+LOW_LEVEL = {"", "errors", "schema", "yamlconf", "vocab", "prometheus"}
+
+ALLOWED = {
+    "engine": set(),
+    "serving": {"engine"},
+    "trace": set(),
+    "analysis": {"trace"},
+    "driver": {"trace"},
+    "distributed": {"driver", "trace", "analysis"},
+}
+
+# The one adapter that lets the driver run the reference engine in-process.
+ADAPTERS = {"harness.driver.engine_target": {"engine", "serving"}}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _unit(dotted: str) -> str | None:
+    """The package or top-level module of harness a dotted name belongs to (None: not harness)."""
+    parts = dotted.split(".")
+    if parts[0] != "harness":
+        return None
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, dotted name) of every harness module `path` imports, at any depth."""
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if base == "harness":  # `from harness import x`: x is the unit, or harness/__init__
+                found += [(node.lineno, "harness" if a.name.startswith("__") else f"harness.{a.name}")
+                          for a in node.names]
+            else:
+                found.append((node.lineno, base))
+    return [(line, name) for line, name in found if _unit(name) is not None]
+
+
+def _allowed(module: str, source: str, target: str) -> bool:
+    if target == source or target in LOW_LEVEL:
+        return True
+    if source in LOW_LEVEL:
+        return False
+    if source not in ALLOWED:  # a top-level module
+        return True
+    return target in ALLOWED[source] | ADAPTERS.get(module, set())
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path, root)
+        source = _unit(module)
+        nested = path.parent != root
+        if nested and source not in ALLOWED:
+            out.append(f"{path}: package harness.{source} has no row in the import table")
+            continue
+        for line, name in _imports(path, module):
+            if not _allowed(module, source, _unit(name)):
+                row = sorted(ALLOWED.get(source, set()) | ADAPTERS.get(module, set()))
+                out.append(f"{path}:{line}: {module} imports {name} "
+                           f"(harness.{source or '__init__'} may import {row or 'none'} and low-level)")
+    return out
+
+
+def test_imports_follow_the_table():
+    assert violations() == []
+
+
+def test_every_package_has_a_row():
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages == set(ALLOWED)
+
+
+def test_a_planted_upward_import_is_reported(tmp_path):
+    pkg = tmp_path / "harness"
+    for name, text in {
+        "__init__.py": "",
+        "errors.py": "",
+        "engine/__init__.py": "",
+        "engine/core.py": "from harness.errors import X\n\ndef f():\n    from harness.driver import target\n",
+        "serving/__init__.py": "",
+        "serving/server.py": "from ..engine import core\nfrom harness import trace\n",
+        "driver/__init__.py": "",
+        "driver/engine_target.py": "from harness.serving import server\n",
+        "driver/replay.py": "from harness.serving import server\n",
+        "runner.py": "from harness.driver import replay\nfrom harness.serving import server\n",
+    }.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    found = violations(pkg)
+    assert [v.split(": ", 1)[1].split(" (")[0] for v in found] == [
+        "harness.driver.replay imports harness.serving",
+        "harness.engine.core imports harness.driver",
+        "harness.serving.server imports harness.trace",
+    ]
+    assert all(":" in v.split(" ")[0] for v in found)  # file:line
