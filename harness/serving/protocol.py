@@ -77,7 +77,10 @@ def parse_chat(body: dict, model: ServedModel, tokenizer: Tokenizer) -> ApiReque
     if "messages" not in body:
         raise bad("Missing required parameter: 'messages'", "messages")
     try:
-        prompt_ids = apply_chat_template(body["messages"], tokenizer, tools=body.get("tools"))
+        if hasattr(tokenizer, "chat_prompt"):  # a model's own chat format (gemma_text.py)
+            prompt_ids = tokenizer.chat_prompt(body["messages"], body.get("tools"))
+        else:
+            prompt_ids = apply_chat_template(body["messages"], tokenizer, tools=body.get("tools"))
     except ChatTemplateError as exc:
         raise bad(str(exc), exc.param) from exc
     return _request(body, model, prompt_ids, chat=True)

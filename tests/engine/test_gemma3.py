@@ -73,10 +73,11 @@ def test_greedy_tokens_equal_transformers(engine, reference):
     out = run(engine, first, n=NEW)
     for rid, ids in first.items():
         assert out[rid][0] == reference(ids), rid
-    # The next turn of "long": its prompt + reply + a new message hits the end-of-prompt snapshot.
+    # The next turn of "long": its prompt + reply + a new message hits the window kept at the end
+    # of the reply (the last token is not computed: 1100 + NEW - 1 tokens, 69 full blocks).
     turn2 = first["long"] + out["long"][0] + text_ids(4, 150)
     hit = run(engine, {"turn2": turn2})["turn2"]
-    assert hit[1] == 1100 // 16 * 16
+    assert hit[1] == (1100 + NEW - 1) // 16 * 16
     assert hit[0] == reference(turn2)
     # Two forks from the middle of "long": the first recomputes the window and keeps it, the second hits.
     forks = {f"fork{i}": first["long"][:900] + text_ids(10 + i, 60) for i in range(2)}
