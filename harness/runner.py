@@ -268,7 +268,8 @@ async def _scrape_metrics(base_url: str) -> dict | None:
     return {k: metric_total(text, n) for k, n in names.items()}
 
 
-_STAT_KEYS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions")
+_STAT_KEYS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions",
+              "kv_blocks_full_peak", "kv_blocks_sliding_peak", "kv_snapshots_total", "kv_snapshot_blocks")
 
 
 def _stats_dict(stats) -> dict:

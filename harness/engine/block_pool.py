@@ -137,8 +137,8 @@ class BlockPool:
         if len(req.block_hashes) < len(hit.hashes):  # the hit's hashes come free: no rehashing
             req.block_hashes[:] = hit.hashes
         req.num_cached_blocks = hit.num_blocks
-        req.num_reclaimed_blocks = window_start(hit.num_blocks * self.block_size,
-                                                self.sliding_window, self.block_size)
+        req.num_reclaimed_blocks = window_start(hit.num_blocks * self.block_size, self.sliding_window,
+                                                self.block_size) if self.reclaim_window else 0
         req.last_hit = None
         self._plan_snapshots(req, hit)
 

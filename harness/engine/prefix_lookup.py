@@ -81,8 +81,10 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
     bs = pool.block_size
     n = (req.num_tokens - 1) // bs
     hashes = hash_blocks(req, bs, n)
-    full = [g for g, kind in enumerate(pool.kinds) if kind == FULL]
-    sliding = [g for g, kind in enumerate(pool.kinds) if kind == SLIDING]
+    # Without reclaim, sliding groups keep every block and are looked up like full ones.
+    kinds = pool.kinds if pool.reclaim_window else (FULL,) * len(pool.kinds)
+    full = [g for g, kind in enumerate(kinds) if kind == FULL]
+    sliding = [g for g, kind in enumerate(kinds) if kind == SLIDING]
     k = 0
     while k < n and all(_entry(pool, req, g, k, hashes) is not None for g in full):
         k += 1
@@ -91,7 +93,7 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
         k = _sliding_hit(pool, req, sliding, k, hashes)
     hit.num_blocks, hit.hashes = k, hashes[:k]
     first = window_start(k * bs, pool.sliding_window, bs)
-    for g, kind in enumerate(pool.kinds):
+    for g, kind in enumerate(kinds):
         lo = first if kind == SLIDING else 0
         hit.tables[g] = [NULL_BLOCK] * lo + [_entry(pool, req, g, i, hashes) for i in range(lo, k)]
     _count(pool, hit)

@@ -43,6 +43,13 @@ class ChatTemplateError(ValueError):
         self.param = param
 
 
+def chat_prompt_ids(messages: object, tokenizer, tools: object = None) -> list[int]:
+    """The prompt in the tokenizer's chat format: a model's own (gemma_text.py) or this one."""
+    if hasattr(tokenizer, "chat_prompt"):
+        return tokenizer.chat_prompt(messages, tools)
+    return apply_chat_template(messages, tokenizer, tools=tools)
+
+
 def apply_chat_template(
     messages: object, tokenizer: Tokenizer, *, tools: object = None, add_generation_prompt: bool = True
 ) -> list[int]:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.engine.config import DEVICES, DTYPES, PRESETS, RETENTION_POLICIES, RUNNERS, EngineConfig
+from harness.engine.config import (
+    DEVICES,
+    DTYPES,
+    PRESETS,
+    RETENTION_POLICIES,
+    RUNNERS,
+    EngineConfig,
+)
 from harness.errors import EngineError
 
 # (flag, EngineConfig field, type, help)

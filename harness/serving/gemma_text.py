@@ -73,6 +73,10 @@ class GemmaTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False).ids
 
+    def prompt_ids(self, text: str) -> list[int]:
+        """A completion prompt: <bos> then the text (Gemma needs it; vLLM adds it too)."""
+        return [self.bos_token_id, *self.encode(text)]
+
     def decode(self, ids) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=False)
 

@@ -40,7 +40,7 @@ from harness.serving.protocol import (
     parse_json,
 )
 from harness.serving.responses import ResponseBuilder
-from harness.serving.tokenizer import Tokenizer
+from harness.serving.tokenizer import Tokenizer, tokenizer_for
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +81,13 @@ def _dumps(obj: object) -> str:
     return orjson.dumps(obj).decode()
 
 
-def make_tokenizer(config):
-    """The reference tokenizer, or the model's own (built from its GGUF vocabulary)."""
-    if config.model.arch == "gemma3":
-        from harness.serving.gemma_text import GemmaTokenizer
-
-        return GemmaTokenizer()
-    return Tokenizer()
-
-
 def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
     app = web.Application(middlewares=[_openai_errors], client_max_size=256 * 2**20)
     app[ENGINE_KEY] = engine
     app[STATE_KEY] = ServerState(
         model=ServedModel(engine.config.served_model_name, engine.max_model_len, engine.vocab_size,
                           engine.config.total_blocks * engine.config.block_size),
-        tokenizer=make_tokenizer(engine.config),
+        tokenizer=tokenizer_for(engine.config),
         metrics=metrics.ServerMetrics(),
         started=time.time(),
         ready=ready,

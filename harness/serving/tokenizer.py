@@ -149,3 +149,12 @@ class DecodeStream:
 
     def flush(self) -> str:
         return self._bytes.decode(b"", final=True)
+
+
+def tokenizer_for(config):
+    """The reference tokenizer, or the model's own (Gemma 3: built from its GGUF vocabulary)."""
+    if config.model.arch == "gemma3":
+        from harness.serving.gemma_text import GemmaTokenizer
+
+        return GemmaTokenizer()
+    return Tokenizer()
