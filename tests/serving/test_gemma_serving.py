@@ -57,12 +57,17 @@ def test_serves_text_and_reports_kv_blocks_by_type(tok):
                           served_model_name="gemma3-270m")
     with BackgroundServer(config) as server, openai.OpenAI(
             base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=600) as client:
-        messages = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
-        r = client.chat.completions.create(model="gemma3-270m", messages=messages, max_tokens=8,
-                                           temperature=0)
-        text = r.choices[0].message.content
-        assert "Paris" in text
-        assert r.usage.prompt_tokens == len(tok.chat_prompt(messages))
-        metrics = client.with_options(max_retries=0)._client.get(f"{server.url}/metrics").text
-    assert 'harness:kv_blocks_in_use_peak{model_name="gemma3-270m",kv_type="sliding"}' in metrics
+        r = client.completions.create(model="gemma3-270m", prompt="The capital of France is", max_tokens=8,
+                                      temperature=0, extra_body={"return_token_ids": True})
+        # transformers' Gemma3ForCausalLM loaded from the same GGUF file (its own loader) greedily
+        # continues <bos> + this text with these ids.
+        assert r.choices[0].token_ids == [506, 5279, 529, 506, 2891, 529, 7001, 236761]
+        assert r.choices[0].text == " the capital of the country of France."
+        messages = [{"role": "user", "content": "Name a color."}]
+        chat = client.chat.completions.create(model="gemma3-270m", messages=messages, max_tokens=4,
+                                              temperature=0)
+        assert chat.usage.prompt_tokens == len(tok.chat_prompt(messages))
+        assert chat.choices[0].message.content
+        metrics = client._client.get(f"{server.url}/metrics").text
+    assert 'harness:kv_blocks_in_use_peak{model_name="gemma3-270m",kv_type="sliding"} 5.0' in metrics
     assert "harness:kv_snapshots_total" in metrics
