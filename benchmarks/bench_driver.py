@@ -119,7 +119,8 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
         TraceHeader(seed=1), tuple(Session(f"s{i}", 0.0, 16, "sys", turn) for i in range(n))
     )
     config = ReplayConfig(
-        load="closed", concurrency=concurrency, max_duration=duration, drain_s=0, run_id="bench"
+        load="closed", concurrency=concurrency, max_duration=duration, drain_s=0, api="chat",
+        run_id="bench",
     )
     cpu_at_start: list[float] = []
 
@@ -130,7 +131,9 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
             # manifest, gc.freeze, TLS context, is not a per-token cost)
             cpu_at_start.append(time.process_time())
 
-    target = Target(HTTPTargetConfig(endpoints=(url,), model="m", max_connections=concurrency))
+    target = Target(
+        HTTPTargetConfig(endpoints=(url,), model="m", api="chat", max_connections=concurrency)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         await run_replay(trace, target, config, tmp)
         cpu = time.process_time() - cpu_at_start[0]

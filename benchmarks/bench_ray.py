@@ -89,9 +89,10 @@ async def one(mode: str, url: str, c: int, args) -> dict:
         concurrency=c,
         max_duration=args.duration,
         drain_s=0,
+        api="chat",
         run_id=f"bench-{mode}-{c}",
     )
-    tc = HTTPTargetConfig(endpoints=(url,), model="m", max_connections=c)
+    tc = HTTPTargetConfig(endpoints=(url,), model="m", api="chat", max_connections=c)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         if mode.startswith("local"):

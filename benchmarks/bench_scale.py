@@ -11,8 +11,8 @@ and every step reports its peak over that. Steps:
 - plan: the distributed replay planner, what the coordinator does before the first request:
   the arrival draw (open loop), `plan_shards` over 8 workers, and each shard's trace pickled as
   it travels to its worker;
-- ideal: `distributed.ideal.recompute_ideal`, the coordinator's pass after a run (parse
-  records.jsonl, one ideal-cache walk in send order, rewrite);
+- ideal: `analysis.ideal.shared_prefixes`, the analyzer's ideal-cache walk over the records in
+  send order (the records and the trace already read; part of `analyze`);
 - analyze: `analysis.summary.analyze_run` (summary.json + HDR histograms) on a synthetic run
   folder with one record per request of the trace (consistent session timelines, three chunks
   per reply), with its trace.
@@ -40,7 +40,9 @@ from harness.trace.generate import generate
 from harness.trace.profile import load_profile
 from harness.driver.config import ReplayConfig
 from harness.distributed.shard import plan_shards, shard_trace
-from harness.distributed.ideal import recompute_ideal
+from harness.analysis.ideal import shared_prefixes
+from harness.analysis.records import read_records
+from pathlib import Path
 from harness.analysis.summary import analyze_run
 from harness.trace.native import read_trace
 N, RUN = {n}, {run!r}
@@ -63,8 +65,8 @@ STEPS = {  # name -> (untimed preparation, timed code)
     ),
     "analyze": ("", "analyze_run(RUN)"),
     "ideal": (
-        "trace = read_trace(RUN + '/trace.jsonl')",
-        "recompute_ideal(trace, ReplayConfig(), RUN)",
+        "trace = read_trace(RUN + '/trace.jsonl')\nrecords = read_records(Path(RUN) / 'records.jsonl')[0]",
+        "shared_prefixes(trace, records)",
     ),
 }
 

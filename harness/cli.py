@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import HarnessError, HarnessWarning
 
 COMMAND_MODULES = (
     "harness.trace.commands",
-    "harness.driver.commands",
     "harness.serving.commands",
     "harness.analysis.commands",
     "harness.run_commands",
@@ -43,7 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _format_warning(message, category, filename, lineno, line=None, _default=warnings.formatwarning):
+    if issubclass(category, HarnessWarning):
+        return f"harness: warning: {message}\n"
+    return _default(message, category, filename, lineno, line)
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.formatwarning = _format_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

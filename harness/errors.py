@@ -10,6 +10,7 @@
     └── EngineError              the reference engine refused a config or failed to start
 
 A failed *request* is never an exception that escapes the driver: it is a record with a status.
+Something skipped or assumed while the work goes on is a `HarnessWarning`: one line on stderr.
 """
 
 from __future__ import annotations
@@ -67,3 +68,7 @@ class TargetError(HarnessError):
 
 class EngineError(HarnessError):
     pass
+
+
+class HarnessWarning(UserWarning):
+    """Printed by the CLI as one line, `harness: warning: ...`."""

@@ -23,6 +23,15 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
+def cache_block_size(text: str) -> int | None:
+    """The KV block size a vLLM-style server exports as the `block_size` label of
+    `vllm:cache_config_info` (None when it exports none)."""
+    for name, labels, _ in parse_prometheus(text):
+        if name == "vllm:cache_config_info" and labels.get("block_size", "").isdigit():
+            return int(labels["block_size"])
+    return None
+
+
 def metric_total(text: str, name: str, **labels: str) -> float:
     """Sum of a metric's samples whose labels include `labels` (0.0 when absent)."""
     return sum(v for n, lab, v in parse_prometheus(text)

@@ -1,9 +1,17 @@
-"""`harness run SCENARIO` and `harness plan pd`: the main job, from YAML to report."""
+"""`harness run SCENARIO`, `harness replay TRACE` and `harness plan pd`.
+
+Both `run` and `replay` run a scenario: `replay`'s flags are overrides onto one (external
+endpoints, a trace file), so the two verbs share one set of defaults, the scenario's.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+
+EXIT_INTERRUPTED = 130
 
 
 def register(sub) -> None:
@@ -25,6 +33,8 @@ def register(sub) -> None:
     run.add_argument("--validate-only", action="store_true", help="load and check the scenario, then exit")
     run.set_defaults(func=_run)
 
+    _register_replay(sub)
+
     plan = sub.add_parser("plan", help="capacity planning from saturation runs")
     tools = plan.add_subparsers(dest="plan_verb", metavar="PLAN")
     tools.required = True
@@ -36,6 +46,91 @@ def register(sub) -> None:
     pd.add_argument("decode_run", metavar="RUN_B")
     pd.add_argument("--json", action="store_true", help="print one JSON object")
     pd.set_defaults(func=_plan_pd)
+
+
+class ScenarioDefaultsFormatter(argparse.HelpFormatter):
+    """Shows each flag's default as the scenario model's (read only when help is printed)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        from harness.driver.flags import FIELDS, NEGATED
+        from harness.scenario import default_text
+
+        text = action.help or ""
+        if action.dest in FIELDS and not action.required:
+            text += f" (default: {default_text(FIELDS[action.dest])})"
+        elif action.dest in NEGATED:
+            text += f" (default: {NEGATED[action.dest]} {default_text(NEGATED[action.dest])})"
+        return text.replace("%", "%%")
+
+
+def _register_replay(sub) -> None:
+    from harness.driver import flags
+
+    p = sub.add_parser(
+        "replay",
+        help="replay a trace against OpenAI-compatible endpoints",
+        formatter_class=ScenarioDefaultsFormatter,
+        description="Replay a trace's sessions against one or more OpenAI-compatible endpoints and "
+        "write one record per request to RUN_DIR/records.jsonl, plus RUN_DIR/manifest.json. "
+        "Every flag overrides one scenario field; defaults are the scenario's. "
+        "Exit 0 when the run completes (failed requests are records, counted in the summary), "
+        "1 when every request failed, 2 on bad input or an endpoint that cannot be reached, "
+        "130 when interrupted (Ctrl-C / SIGTERM). See docs/driver.md.",
+    )
+    p.add_argument("trace", help="trace file (native JSONL, Mooncake or Weka/AgentX; detected)")
+    p.add_argument("-o", "--output", required=True, metavar="RUN_DIR",
+                   help="run folder to create (must not hold records yet)")
+    flags.add_target_flags(p)
+    flags.add_load_flags(p)
+    flags.add_content_flags(p)
+    p.add_argument("--quiet", action="store_true",
+                   help="no live progress display (it is also off when stderr is not a terminal)")
+    p.set_defaults(func=_replay)
+
+
+def replay_scenario(args: argparse.Namespace):
+    """The scenario `harness replay` runs: its flags, then its --set items, onto the defaults."""
+    from harness import scenario as sc
+    from harness.driver import flags
+    from harness.errors import InputError, ScenarioError
+
+    doc = flags.scenario_doc(args)
+    sets = [sc.parse_set(item) for item in args.sets]
+    for key, value in sets:
+        sc.set_path(doc, key, value)
+    try:
+        return sc.validate(doc, source="harness replay", overrides=tuple(k for k, _ in sets))
+    except ScenarioError as exc:
+        flag = flags.flag_of(exc.field or "")
+        if flag is None:
+            raise
+        raise InputError(exc.reason, field=f"{flag} ({exc.field})") from None
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from harness.build import build_trace
+    from harness.driver import progress
+    from harness.runner import replay_point
+
+    scenario = replay_scenario(args)
+    trace = build_trace(scenario)
+    t = scenario.target
+    if scenario.load.history == "live" and t.api == "completions" and t.prompt_format == "tokens":
+        print("harness: note: --history live keeps recorded outputs in token-id prompts", file=sys.stderr)
+    result = replay_point(scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet))
+    _print_replay_summary(result, args.output)
+    if result.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return 1 if result.requests and not result.by_status.get("ok") else 0
+
+
+def _print_replay_summary(result, run_dir: str) -> None:
+    by = ", ".join(f"{k} {v}" for k, v in sorted(result.by_status.items())) or "none"
+    print(f"harness: {result.status}: {result.requests} requests ({by}) from "
+          f"{result.sessions_started} sessions in {result.duration_s:.1f}s -> {run_dir}", file=sys.stderr)
+    if result.errors_by_class:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.errors_by_class.items(), key=lambda kv: -kv[1]))
+        print(f"harness: failures by reason: {reasons}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -53,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     result = run_scenario(scenario, out=args.output, quiet=args.quiet)
     print(summary_line(result))
-    return 130 if result.interrupted else 0
+    return EXIT_INTERRUPTED if result.interrupted else 0
 
 
 def _plan_pd(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Scenario files: YAML -> a validated, frozen config (unknown keys and wrong types are errors).
 
 A scenario names the workload, the target, the load, SLOs, GPU count, an optional sweep and the
-execution backend. It is validated once, when loaded; errors name the file, the line and the
+execution backend. It is the one model of a run: `harness replay` flags are overrides onto it,
+and its defaults are the defaults of both verbs (docs/driver.md, "Defaults"). It is validated once, when loaded; errors name the file, the line and the
 dotted field. `--set key=value` overrides are applied to the raw document before validation, so
 they are checked like the file itself.
 """
@@ -28,10 +29,12 @@ class Workload(_Strict):
     profile: str | None = None  # a profile file (workloads/*.yaml); relative to the scenario
     trace: str | None = None  # or a trace file in any supported format
     trace_format: Literal["auto", "native", "mooncake", "weka"] = "auto"
+    group_sessions: bool = False  # Mooncake: join requests whose hash ids extend an earlier one
+    mooncake_block_size: int | None = Field(default=None, gt=0)  # Mooncake: tokens per hash id
     overrides: dict[str, Any] = Field(default_factory=dict)  # profile fields (dotted keys)
     sessions: int | None = Field(default=None, gt=0)
     scale: float | None = Field(default=None, gt=0)
-    seed: int = 1
+    seed: int = 1  # the generated trace's, and the open-loop arrival draws'
     salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
     tokenizer: str | None = None  # a Hugging Face tokenizer.json: text content exact for it
 
@@ -53,6 +56,13 @@ class EngineTarget(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)  # EngineConfig fields (vLLM names)
 
 
+class Timeouts(_Strict):
+    connect_s: float = Field(default=30.0, gt=0)  # to open a connection
+    ttft_s: float = Field(default=600.0, gt=0)  # from send to the first output token
+    idle_s: float = Field(default=120.0, gt=0)  # between reads once output started
+    total_s: float = Field(default=600.0, gt=0)  # for a whole request
+
+
 class Target(_Strict):
     kind: Literal["engine", "endpoints"] = "engine"
     engine: EngineTarget = EngineTarget()
@@ -64,9 +74,16 @@ class Target(_Strict):
     api_key_file: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     routing: Literal["round_robin", "least_outstanding", "session_sticky"] = "session_sticky"
+    follow_parent: bool = True  # subagents route and tag as their root session
     send_min_tokens: bool = True
     send_ignore_eos: bool = True
+    continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
+    session_id_field: str | None = None  # also send the session id in the body under this name
     scrape_metrics: bool = True  # read the server's Prometheus /metrics before and after
+    timeouts: Timeouts = Timeouts()
+    max_connections: int | None = Field(default=None, ge=1)  # default: sized to the load
+    block_size: int | None = Field(default=None, gt=0)  # the server's KV block (manifest), the
+    # ideal's fallback granularity; default: the engine's block_size option, else 16
 
     @model_validator(mode="after")
     def _endpoints_given(self) -> Target:
@@ -86,11 +103,11 @@ class Load(_Strict):
     max_sessions: int | None = Field(default=None, ge=1)
     max_requests: int | None = Field(default=None, ge=1)
     max_duration_s: float | None = Field(default=None, gt=0)
+    drain_s: float = Field(default=60.0, ge=0)  # after max_duration_s, cancel what is in flight
     warmup_s: float = Field(default=0.0, ge=0)
     warmup_requests: int = Field(default=0, ge=0)
     cooldown_s: float = Field(default=0.0, ge=0)
     history: Literal["recorded", "live"] = "recorded"
-    timeout_s: float = Field(default=600.0, gt=0)  # total per request
 
     @model_validator(mode="after")
     def _rate_for_open(self) -> Load:
@@ -121,6 +138,7 @@ class Scenario(_Strict):
     sweep: tuple[SweepAxis, ...] = Field(default=(), max_length=2)
     execution: Execution = Execution()
     results_dir: str = "results"
+    run_id: str | None = None  # default: the run folder's name
 
     def to_dict(self) -> dict:
         return self.model_dump(mode="json")
@@ -140,6 +158,32 @@ class Scenario(_Strict):
                 labels.append(f"{axis.param.rsplit('.', 1)[-1]}={value}")
             out.append(("-".join(labels), validate(doc, source="<sweep point>")))
         return out
+
+
+def default_of(dotted: str) -> Any:
+    """The default of a scenario field, e.g. default_of("load.concurrency") == 4."""
+    model: Any = Scenario
+    value: Any = None
+    for key in dotted.split("."):
+        fields = type(model).model_fields if isinstance(model, BaseModel) else model.model_fields
+        info = fields[key]
+        value = info.get_default(call_default_factory=True)
+        model = value if isinstance(value, BaseModel) else info.annotation
+    return value
+
+
+def default_text(dotted: str) -> str:
+    """A field's default as the docs and `--help` show it: unset, none, true/false, 600, chat."""
+    value = default_of(dotted)
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple | list | dict) and not value:
+        return "none"
+    return str(value)
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -207,5 +251,13 @@ def resolve_paths(doc: dict, base: Path) -> dict:
 
 
 def dump_scenario(scenario: Scenario, path: str | Path) -> None:
-    """The resolved scenario, loadable again with `load_scenario` as is."""
-    Path(path).write_text(yaml.safe_dump(scenario.to_dict(), sort_keys=False), encoding="utf-8")
+    """The resolved scenario, loadable again with `load_scenario`; header values (they may be
+    credentials) are replaced by "<redacted>", endpoints lose user info and query."""
+    from harness.driver.manifest import redact_url
+
+    doc = scenario.to_dict()
+    target = doc["target"]
+    target["headers"] = dict.fromkeys(target["headers"], "<redacted>")
+    for endpoint in target["endpoints"]:
+        endpoint["url"] = redact_url(endpoint["url"])
+    Path(path).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")

@@ -6,6 +6,8 @@ of docs/architecture.md, so neither side imports the other.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 RECORD_SCHEMA_VERSION = 1
 
 # One JSON object per request, appended to records.jsonl as each request ends.
@@ -54,8 +56,23 @@ MANIFEST_REQUIRED = (
     "harness_version",
     "started_at",  # ISO-8601 wall clock
     "ended_at",  # null while running / after a crash
-    "status",  # "running" | "complete" | "interrupted" | "failed"
+    "status",  # a RunStatus
 )
+
+
+class RunStatus(StrEnum):
+    """How a run ended (manifest `status`); `running` until it does."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"  # every planned request was sent (or a bound stopped it)
+    PARTIAL = "partial"  # complete, but a Ray load worker was lost: its in-flight requests failed
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM; what was sent is recorded
+    FAILED = "failed"  # the run stopped on an error before it could finish
+
+
+
 # Optional, read when present: git_commit, machine, seed, n_gpus, target, trace_sha256,
 # block_size, endpoints, clock ("perf_counter"), t0_wall (wall clock at run clock 0),
-# simulated (bool: the engine's simulated runner produced the timings).
+# simulated (bool: the engine's simulated runner produced the timings), server_metrics
+# ({"before": [...], "after": [...]}: per endpoint, the prefix-cache counters scraped from
+# /metrics, or null where it had none).

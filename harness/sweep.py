@@ -31,7 +31,7 @@ def class_split(run_dir: Path) -> dict:
 
     from harness.analysis.records import load_run
 
-    recs = load_run(run_dir, with_trace=False).records
+    recs = load_run(run_dir).records  # the trace gives cached_tokens_ideal
     ok = recs[(recs["status"] == "ok") & (recs["phase"] == "measure")]
     uncached = ok["prompt_tokens_expected"] - ok["cached_tokens_ideal"]
     out = {}

@@ -35,6 +35,7 @@ def _check_run_folder(run_dir: Path, requests: int) -> dict:
     return summary
 
 
+@pytest.mark.slow
 def test_quickstart_in_process(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", str(QUICKSTART), "-o", str(out), *sum((["--set", s] for s in SMALL), [])]) == 0
@@ -46,6 +47,7 @@ def test_quickstart_in_process(tmp_path, capsys):
     assert "TTFT" in printed and "report:" in printed
 
 
+@pytest.mark.slow
 def test_quickstart_over_http_with_chat(tmp_path):
     out = tmp_path / "run"
     sets = [*SMALL, "target.engine.mode=http", "target.api=chat"]
@@ -54,11 +56,21 @@ def test_quickstart_over_http_with_chat(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["endpoints"][0].startswith("http://127.0.0.1:")
     assert summary["server_cache"]["hit_rate"] > 0.5  # /metrics counters scraped before and after
+    assert summary["n_gpus_source"] == "manifest"
+    # the analyzer derives everything from the folder: analyzing again changes nothing
+    written = (out / "summary.json").read_bytes()
+    for _ in range(2):
+        assert main(["analyze", str(out), "--json"]) == 0
+        assert (out / "summary.json").read_bytes() == written
+    assert main(["report", str(out)]) == 0
+    hit = f"{summary['server_cache']['hit_rate']:.3f} ({summary['server_cache']['hits']:.0f} of"
+    assert f"server /metrics prefix-cache hit rate</td><td>{hit}" in (out / "report.html").read_text()
     url = (out / "servers" / "server-0.log").read_text().split("serving on ")[1].split()[0]
     with pytest.raises(urllib.error.URLError):  # the server it started is stopped
         urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=2)
 
 
+@pytest.mark.slow
 def test_sweep_of_two_points_gives_two_runs_and_a_frontier(tmp_path):
     out = tmp_path / "sweep"
     sets = ["workload.sessions=2", "load.max_requests=15",
@@ -72,6 +84,7 @@ def test_sweep_of_two_points_gives_two_runs_and_a_frontier(tmp_path):
     assert (out / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
     out = tmp_path / "run"
     sets = ["workload.sessions=4", "load.concurrency=4", "target.engine.mode=http", "load.max_duration_s=300"]
@@ -109,6 +122,7 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
         ("name: x\nworkload: {trace: missing.jsonl}\n", "missing.jsonl"),
     ],
 )
+@pytest.mark.slow
 def test_bad_scenarios_fail_with_one_line(tmp_path, text, expected):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -119,6 +133,7 @@ def test_bad_scenarios_fail_with_one_line(tmp_path, text, expected):
     assert len(lines) == 1 and expected in lines[0], proc.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_is_one_line(tmp_path):
     path = tmp_path / "ep.yaml"
     path.write_text(

@@ -1,10 +1,21 @@
-"""Prefix-cache analysis: the server's hit rate beside the trace's ideal, and where misses came from.
+"""Prefix-cache analysis: the server's hit rate beside the ideal, and every missed token named.
 
 Hit rate is `Σ cached_tokens / Σ prompt_tokens` over requests whose server reported
-`cached_tokens`; the ideal is `Σ cached_tokens_ideal / Σ prompt_tokens_expected` (an infinite
-cache on one server, from the trace) over the same requests. Each request's missed prompt tokens
-are split into *cold* (no earlier prompt had them, so no cache could hit), *lost* (the ideal hit
-them and the server did not: eviction or routing) and *unknown* (the server reported nothing).
+`cached_tokens`; the ideal is `Σ cached_tokens_ideal / Σ prompt_tokens` (an infinite cache on one
+server, at the server's cache granularity: analysis.ideal, analysis.granularity) over the same
+requests. A request's missed prompt tokens (prompt − cached) are split into (docs/metrics.md):
+
+- cold: no earlier request had them (prompt − shared prefix);
+- alignment: shared, but inside the server's partial last block (or the one token every prompt
+  computes): shared prefix − ideal;
+- in flight: an earlier request had them but was still prefilling (no first token yet) when this
+  one was sent, as with parallel subagent forks: ideal − ideal over finished requests, as far as
+  the server missed them;
+- evicted/misrouted: an earlier, finished request had them and the server missed them.
+
+A server that reported nothing has its ideal hits counted as `unreported` (cold and alignment do
+not depend on the server). Without the run's trace only the recorded ideal is known: alignment
+and in-flight cannot be told apart from cold and evicted, and the attribution says so.
 """
 
 from __future__ import annotations
@@ -12,39 +23,61 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.analysis.ideal import block_hits
 from harness.analysis.metrics import prompt_tokens
 
 BREAKDOWNS = ("turn", "agent", "endpoint", "session_id")
+CATEGORIES = ("cold", "alignment", "in_flight", "evicted")
+MISS_COLUMNS = tuple(f"miss_{c}" for c in (*CATEGORIES, "unreported"))
 
 
-def attribute_misses(ok: pd.DataFrame) -> pd.DataFrame:
-    """Per request: prompt, cached, ideal, and missed tokens split into cold / lost / unknown."""
+def attribute_misses(ok: pd.DataFrame, block_size: int | None = None) -> pd.DataFrame:
+    """Per request: prompt, cached, ideal, and its missed tokens by category (`miss_*`).
+
+    `block_size`: the granularity the ideal was computed at (needed for the in-flight split);
+    without the walk's columns (no trace) the split is the approximate one."""
     prompt = prompt_tokens(ok)
     cached = ok["cached_tokens"].to_numpy(dtype=float)
-    ideal = np.minimum(ok["cached_tokens_ideal"].to_numpy(dtype=float), prompt)
     reported = ~np.isnan(cached)
-    ideal0 = np.nan_to_num(ideal)
-    lost = np.where(reported, np.maximum(ideal0 - np.nan_to_num(cached), 0), 0)
-    hit = np.where(reported, np.maximum(np.nan_to_num(cached), ideal0), ideal0)
-    cold = np.maximum(prompt - hit, 0)  # never seen before (or a partial last block)
-    unknown = np.where(reported, 0, ideal0)  # ideal hits the server may or may not have served
+    ideal = np.minimum(np.nan_to_num(ok["cached_tokens_ideal"].to_numpy(dtype=float)), prompt)
+    if "ideal_shared_tokens" in ok and block_size is not None:
+        shared = np.minimum(ok["ideal_shared_tokens"].to_numpy(dtype=float), prompt)
+        ready = np.minimum(block_hits(ok["ideal_ready_tokens"].to_numpy(dtype=float), prompt, block_size), ideal)
+    else:  # approximate: alignment folds into cold, in flight into evicted
+        shared, ready = ideal, ideal
+    hit = np.where(reported, np.nan_to_num(cached), 0.0)
+    split = _split(prompt, shared, ideal, ready, hit, reported)
     frame = pd.DataFrame(
-        {
-            "request_id": ok["request_id"].to_numpy(),
-            "prompt": prompt,
-            "cached": cached,
-            "ideal": ideal,
-            "reported": reported,
-            "miss_cold": cold,
-            "miss_lost": lost,
-            "miss_unknown": unknown,
-        },
+        {"request_id": ok["request_id"].to_numpy(), "prompt": prompt, "cached": cached,
+         "ideal": ok["cached_tokens_ideal"].to_numpy(dtype=float), "reported": reported, **split},
         index=ok.index,
     )
-    frame["miss_class"] = np.select(
-        [~reported, lost > 0, cold > 0], ["unknown", "lost", "cold"], default="hit"
-    )
+    frame["miss_class"] = _classes(frame)
     return frame
+
+
+def _split(prompt, shared, ideal, ready, hit, reported) -> dict[str, np.ndarray]:
+    cold, alignment = prompt - shared, shared - ideal
+    beyond = np.where(reported, np.maximum(hit - ideal, 0), 0)  # a hit the ideal did not expect:
+    from_alignment = np.minimum(beyond, alignment)  # finer blocks first, then a cache warm before
+    alignment, cold = alignment - from_alignment, np.maximum(cold - (beyond - from_alignment), 0)
+    missed_ideal = np.where(reported, np.maximum(ideal - hit, 0), 0)
+    evicted = np.where(reported, np.maximum(ready - hit, 0), 0)
+    return {
+        "miss_cold": cold,
+        "miss_alignment": alignment,
+        "miss_in_flight": missed_ideal - evicted,
+        "miss_evicted": evicted,
+        "miss_unreported": np.where(reported, 0, ideal),
+        "beyond_ideal": beyond,
+    }
+
+
+def _classes(frame: pd.DataFrame) -> np.ndarray:
+    """Each request's largest miss category; `hit` when it missed nothing."""
+    misses = frame[[f"miss_{c}" for c in CATEGORIES]].to_numpy()
+    largest = np.array(CATEGORIES, dtype=object)[misses.argmax(axis=1)]
+    return np.select([~frame["reported"].to_numpy(), misses.max(axis=1) <= 0], ["unreported", "hit"], default=largest)
 
 
 def hit_rates(misses: pd.DataFrame) -> dict:
@@ -58,8 +91,9 @@ def hit_rates(misses: pd.DataFrame) -> dict:
         "requests": int(len(misses)),
         "requests_reported": int(len(rep)),
         "prompt_tokens": all_prompt,
-        "miss_tokens": {k: float(misses[f"miss_{k}"].sum()) for k in ("cold", "lost", "unknown")},
-        "requests_by_miss_class": {str(k): int(v) for k, v in misses["miss_class"].value_counts().items()},
+        "miss_tokens": {c.removeprefix("miss_"): float(misses[c].sum()) for c in MISS_COLUMNS},
+        "beyond_ideal_tokens": float(misses["beyond_ideal"].sum()),
+        "requests_by_miss_class": {str(k): int(v) for k, v in misses["miss_class"].value_counts().sort_index().items()},
     }
 
 
@@ -80,9 +114,7 @@ def breakdown(ok: pd.DataFrame, misses: pd.DataFrame, key: str | pd.Series, fail
         rep_prompt=("rep_prompt", "sum"),
         rep_cached=("rep_cached", "sum"),
         rep_ideal=("rep_ideal", "sum"),
-        miss_cold=("miss_cold", "sum"),
-        miss_lost=("miss_lost", "sum"),
-        miss_unknown=("miss_unknown", "sum"),
+        **{c: (c, "sum") for c in MISS_COLUMNS},
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         table["hit_rate"] = np.where(table["rep_prompt"] > 0, table["rep_cached"] / table["rep_prompt"], np.nan)
@@ -105,7 +137,8 @@ def time_bins(records: pd.DataFrame, bins: int = 20) -> pd.Series:
 
 def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
     """With several endpoints: requests whose session's previous request went elsewhere, and
-    how much ideal-hit prefix the server lost on those versus on requests that stayed."""
+    how much finished prefix the server missed (evicted/misrouted) on those versus on requests that
+    stayed."""
     if ok["endpoint"].nunique(dropna=True) < 2:
         return None
     sessions, _ = pd.factorize(ok["session_id"].to_numpy())
@@ -123,7 +156,7 @@ def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
         prompt = float(rep["prompt"].sum())
         out[label] = {
             "requests": int(len(m)),
-            "lost_tokens": float(m["miss_lost"].sum()),
+            "evicted_tokens": float(m["miss_evicted"].sum()),
             "cache_hit_rate": float(rep["cached"].sum()) / prompt if prompt > 0 else None,
             "ideal_cache_hit_rate": float(rep["ideal"].sum()) / prompt if prompt > 0 else None,
         }

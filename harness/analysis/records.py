@@ -16,13 +16,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import orjson
 import pandas as pd
 
-from harness.errors import RunFolderError, TraceFormatError
+from harness.errors import HarnessWarning, RunFolderError, TraceFormatError
 from harness.schema import (
     MANIFEST_FILE,
     MANIFEST_REQUIRED,
@@ -35,6 +35,9 @@ from harness.schema import (
     TRACE_FILE,
 )
 from harness.trace.model import Trace
+
+if TYPE_CHECKING:
+    from harness.analysis.granularity import Granularity
 
 # Without these a record cannot be classified; an ok record also needs its send and end times.
 REQUIRED_FIELDS = ("request_id", "session_id", "status", "phase")
@@ -51,7 +54,7 @@ COUNT_FIELDS = (
 )
 
 
-class RunFolderWarning(UserWarning):
+class RunFolderWarning(HarnessWarning):
     """Something in a run folder was skipped but the run is still usable."""
 
 
@@ -63,6 +66,8 @@ class Run:
     summary: dict | None = None
     trace: Trace | None = None
     warnings: list[str] = field(default_factory=list)
+    granularity: Granularity | None = None  # the block size of the ideal, and why (analysis.ideal)
+    ideal_source: str | None = None  # "trace" (recomputed), "records" (as recorded) or None
 
     @property
     def name(self) -> str:
@@ -84,16 +89,20 @@ class Run:
         return m[m["status"] == "ok"]
 
 
-def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
+def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | None = None) -> Run:
+    """`block_size`: of the ideal prefix cache (default: the run's; see analysis.ideal)."""
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
-    manifest = read_manifest(path / MANIFEST_FILE)
     records, notes = read_records(path / RECORDS_FILE)
+    manifest = read_manifest(path / MANIFEST_FILE, notes)
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
+    from harness.analysis.ideal import fill_ideal
+
+    fill_ideal(run, block_size)
     return run
 
 
@@ -108,9 +117,9 @@ def _read_trace(path: Path, notes: list[str]) -> Trace | None:
         return None
 
 
-def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True) -> list[Run]:
+def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True, block_size: int | None = None) -> list[Run]:
     """Several runs, e.g. repeats to pool or runs to compare; globs are expanded."""
-    return [load_run(p, with_trace=with_trace) for p in expand_run_dirs(paths)]
+    return [load_run(p, with_trace=with_trace, block_size=block_size) for p in expand_run_dirs(paths)]
 
 
 def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:
@@ -127,19 +136,25 @@ def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def read_manifest(path: Path) -> dict:
+def read_manifest(path: Path, notes: list[str]) -> dict:
+    """The manifest; records from elsewhere (no manifest, or one without the required keys) are
+    analyzed with a warning naming what is missing: the run id is then the folder's name, the GPU
+    count --gpus (else 1), and server-side figures are absent."""
     if not path.is_file():
-        raise RunFolderError(f"missing {MANIFEST_FILE}; is this a run folder?", path=path)
+        notes.append(_warn(f"{path}: no {MANIFEST_FILE}; run id from the folder name, GPUs from "
+                           f"--gpus (else 1), no server /metrics", stacklevel=4))
+        return {}
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RunFolderError(f"cannot read manifest ({exc})", path=path) from exc
     if not isinstance(manifest, dict):
         raise RunFolderError("the manifest must be a JSON object", path=path)
-    for key in MANIFEST_REQUIRED:
-        if key not in manifest:
-            raise RunFolderError("missing required key", path=path, field=key)
-    version = manifest["schema_version"]
+    missing = [key for key in MANIFEST_REQUIRED if key not in manifest]
+    if missing:
+        notes.append(_warn(f"{path}: partial manifest, missing {', '.join(missing)}; analyzed "
+                           f"without them", stacklevel=4))
+    version = manifest.get("schema_version", RECORD_SCHEMA_VERSION)
     if version != RECORD_SCHEMA_VERSION:
         raise RunFolderError(
             f"unknown record schema version {version!r} (this harness reads {RECORD_SCHEMA_VERSION})",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import html
 
-from harness.analysis.cache import breakdown, group_label, time_bins
+from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.analysis.table import fmt
+from harness.analysis.table import fmt, granularity_line, missed_line, server_hit
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
@@ -26,7 +26,10 @@ ROWS = (
     ("output tokens/s", lambda s: fmt(s["throughput"]["output_tokens_per_s"])),
     ("goodput req/s (SLOs)", lambda s: _goodput(s)),
     ("cache hit rate: server / ideal", lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}"),
-    ("missed tokens cold / lost / unknown", lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
+    ("server /metrics prefix-cache hit rate", lambda s: server_hit(s.get("server_cache"))),
+    ("cache granularity (tokens, source)", lambda s: f"{s['cache']['granularity']['block_size']} ({s['cache']['granularity']['source']})"),
+    ("missed tokens cold / alignment / in flight / evicted / unreported",
+     lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
     ("tasks complete / all", lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}"),
     ("task completion p50 / p90 (s)", lambda s: _pair(s["sessions"]["task_completion_s"])),
     ("critical path in server p50 / p90 (s)", lambda s: _pair(s["sessions"]["critical_path_service_s"])),
@@ -81,6 +84,12 @@ def compare_section(analyses: list[Analysis]) -> str:
 
 def cache_tables(analyses: list[Analysis]) -> str:
     out = []
+    for a in analyses:  # what the ideal is counted in, and where every missed token went
+        c = a.summary["cache"]
+        exact = c["ideal"]["miss_attribution"] == "exact"
+        out.append(f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
+                   f"<br>Missed prompt tokens: {html.escape(missed_line(c['miss_tokens']))}"
+                   f"{'' if exact else ' (approximate: no matching trace)'}.</p>")
     for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index"), ("time", "time (s)")):
         rows = []
         for a in analyses:
@@ -91,9 +100,9 @@ def cache_tables(analyses: list[Analysis]) -> str:
             for group, r in t.head(30).iterrows():
                 rows.append([a.run.name, group_label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
                              fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"),
-                             f"{r['miss_cold']:.0f}", f"{r['miss_lost']:.0f}", f"{r['miss_unknown']:.0f}"])
+                             *(f"{r[c]:.0f}" for c in MISS_COLUMNS)])
         header = ["run", title, "ok requests", "failed", "reported cached", "hit rate", "ideal",
-                  "cold", "lost", "unknown"]
+                  "cold", "alignment", "in flight", "evicted/misrouted", "unreported"]
         out.append(f"<h3>By {html.escape(title)}</h3>" + table(header, rows, "Hit rates over ok requests whose server reported cached tokens."))
     return "\n".join(out)
 

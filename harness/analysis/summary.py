@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from harness.analysis import cache, histograms, metrics, sessions
+from harness.analysis.ideal import fill_ideal
 from harness.analysis.records import Run, load_run
 from harness.analysis.slo import Slo, goodput, parse_slos
 from harness.errors import InputError, RunFolderError
@@ -46,7 +47,10 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
-    misses = cache.attribute_misses(ok)
+    if run.granularity is None:  # a Run not from load_run
+        fill_ideal(run)
+        ok = run.ok
+    misses = cache.attribute_misses(ok, run.granularity.block_size)
     session_info, tasks, graph = sessions.session_summary(run.records, per_request["ttft"], run.trace)
     n_gpus, gpu_source = _n_gpus(run, gpus)
     slos = slos if slos is not None else scenario_slos(run.path)
@@ -78,20 +82,48 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "goodput": goodput(per_request, slos, duration, run.records.loc[ok.index, "task"]),
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
-        "cache": {**hit, "session_moves": cache.session_moves(ok, misses), **cache.breakdowns(ok, misses)},
+        "cache": {**hit, "granularity": run.granularity.as_dict(), "ideal": _ideal_info(run),
+                  "session_moves": cache.session_moves(ok, misses),
+                  **cache.breakdowns(ok, misses)},
+        "server_cache": server_cache(run.manifest),
         "sessions": session_info,
         "warnings": list(run.warnings),
     }
     return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
-def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None) -> dict:
-    run = load_run(run_dir)
+def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
+                block_size: int | None = None) -> dict:
+    run = load_run(run_dir, block_size=block_size)
     parsed = parse_slos(slos) if slos else None
     result = analyze(run, gpus=gpus, slos=parsed)
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary
+
+
+def _ideal_info(run: Run) -> dict:
+    """How `cached_tokens_ideal` was obtained: its block size and where the values came from."""
+    exact = "ideal_shared_tokens" in run.records
+    return {"block_size": run.granularity.block_size, "computed_from": run.ideal_source,
+            "miss_attribution": "exact" if exact else "approximate: no matching trace, so alignment"
+            " counts as cold and in flight as evicted"}
+
+
+def server_cache(manifest: dict) -> dict | None:
+    """The servers' own prefix-cache hit rate over the run: Δhits / Δqueries of the /metrics
+    counters the run scraped before and after (manifest `server_metrics`); None if not scraped."""
+    scraped = manifest.get("server_metrics") or {}
+    before, after = scraped.get("before"), scraped.get("after")
+    if not before or not after:
+        return None
+    pairs = [(b, a) for b, a in zip(before, after, strict=False) if b and a]
+    if not pairs:
+        return None
+    queries = sum(a["prefix_cache_queries"] - b["prefix_cache_queries"] for b, a in pairs)
+    hits = sum(a["prefix_cache_hits"] - b["prefix_cache_hits"] for b, a in pairs)
+    return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries > 0 else None,
+            "endpoints_scraped": len(pairs)}
 
 
 def write_summary(summary: dict, run_dir: Path) -> Path:

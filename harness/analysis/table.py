@@ -79,8 +79,13 @@ def _cache(s: dict) -> list[str]:
         f"cache hit rate           server {fmt(s['cache_hit_rate'], '.3f')} vs ideal"
         f" {fmt(s['ideal_cache_hit_rate'], '.3f')} (over {c['requests_reported']} of {c['requests']}"
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
-        f"missed prompt tokens     cold {miss['cold']:.0f}, lost {miss['lost']:.0f}, unknown {miss['unknown']:.0f}",
+        f"cache granularity        {granularity_line(c['granularity'])}",
+        f"missed prompt tokens     {missed_line(miss)}"
+        + ("" if c["ideal"]["miss_attribution"] == "exact" else " (approximate: no matching trace)"),
     ]
+    server = s.get("server_cache")
+    if server:
+        out.append(f"server /metrics hit rate {server_hit(server)}")
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
@@ -91,11 +96,25 @@ def _cache(s: dict) -> list[str]:
     if moves:
         m, st = moves["moved"], moves["stayed"]
         out.append(
-            f"endpoint moves           {m['requests']} requests moved endpoint: {m['lost_tokens']:.0f} tokens lost,"
-            f" hit {fmt(m['cache_hit_rate'], '.3f')}; stayed: {st['lost_tokens']:.0f} lost,"
+            f"endpoint moves           {m['requests']} requests moved endpoint: {m['evicted_tokens']:.0f} tokens"
+            f" evicted/misrouted, hit {fmt(m['cache_hit_rate'], '.3f')}; stayed: {st['evicted_tokens']:.0f},"
             f" hit {fmt(st['cache_hit_rate'], '.3f')}"
         )
     return out
+
+
+def granularity_line(g: dict) -> str:
+    seen = [f"records {g['from_records'] if g['from_records'] is not None else '-'}"
+            f" ({g['nonzero_samples']} non-zero)", f"/metrics {g['from_metrics'] or '-'}"]
+    return f"{g['block_size']} tokens from {g['source']}: {g['reason']} [{', '.join(seen)}]"
+
+
+def missed_line(miss: dict) -> str:
+    total = sum(miss.values())
+    parts = [f"{name.replace('_', ' ')} {miss[name]:.0f}" + (f" ({miss[name] / total:.1%})" if total else "")
+             for name in ("cold", "alignment", "in_flight", "evicted")]
+    parts[-1] = parts[-1].replace("evicted", "evicted/misrouted", 1)
+    return ", ".join(parts) + (f"; unreported {miss['unreported']:.0f}" if miss.get("unreported") else "")
 
 
 def _sessions(s: dict) -> list[str]:
@@ -108,3 +127,11 @@ def _sessions(s: dict) -> list[str]:
         f"critical path in server  p50 {fmt(cp['p50'])}  p90 {fmt(cp['p90'])} s;"
         f" join wait p50 {fmt(jw['p50'])}  p90 {fmt(jw['p90'])} s",
     ]
+
+
+def server_hit(server: dict | None) -> str:
+    """The summary's `server_cache` in words."""
+    if not server:
+        return "not scraped"
+    return (f"{fmt(server['hit_rate'], '.3f')} ({server['hits']:.0f} of {server['queries']:.0f} prompt"
+            f" tokens, {server['endpoints_scraped']} endpoint(s))")

@@ -24,23 +24,16 @@ from harness.distributed.cluster import (
     worker_cpus,
 )
 from harness.distributed.health import WorkerHealth, lost_record
-from harness.distributed.ideal import recompute_ideal
 from harness.distributed.shard import ShardPlan, plan_shards, shard_config, shard_trace
 from harness.distributed.worker import ReplayWorker, local_t0
 from harness.driver.config import ReplayConfig
-from harness.driver.manifest import (
-    file_sha256,
-    finish_manifest,
-    new_manifest,
-    redact_url,
-    write_manifest,
-)
+from harness.driver.manifest import replay_fields
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.recorder import Recorder
 from harness.driver.replay import ReplayResult
-from harness.driver.run import _install_signals
-from harness.errors import InputError, RunFolderError, TargetError
-from harness.schema import RECORDS_FILE
+from harness.driver.run import keep_trace
+from harness.driver.runfolder import RunFolder
+from harness.errors import InputError, TargetError
+from harness.schema import RunStatus
 from harness.trace.model import Trace
 
 POLL_WAIT_S = 0.2  # a poll returns as soon as records are ready, or after this long
@@ -52,7 +45,7 @@ START_LEAD_S = 0.5  # the shared start is this far after the last worker got its
 @dataclass
 class DistributedReplayResult(ReplayResult):
     workers: list[dict] = field(default_factory=list)  # the manifest's per-worker health
-    workers_lost: int = 0  # lost or failed workers; status is "partial" when > 0
+    workers_lost: int = 0  # lost or failed workers; status is RunStatus.PARTIAL when > 0
 
 
 async def run_replay_distributed(
@@ -67,6 +60,41 @@ async def run_replay_distributed(
     manifest_extra: dict | None = None,
 ) -> DistributedReplayResult:
     """`run_replay`, with the sessions sharded over `workers` Ray actors (see module doc)."""
+    _check(target_config, workers)
+    fields = replay_fields(trace, config, target=OpenAIHTTPTarget(target_config).describe(),
+                           endpoints=target_config.endpoints, trace_path=trace_path)
+    with RunFolder(run_dir, config.run_id, **fields, **(manifest_extra or {})) as folder:
+        result = await replay_distributed_into(
+            folder, trace, target_config, config, workers=workers, address=address
+        )
+        folder.close(result.status)
+        return result
+
+
+async def replay_distributed_into(
+    folder: RunFolder,
+    trace: Trace,
+    target_config: HTTPTargetConfig,
+    config: ReplayConfig,
+    *,
+    workers: int,
+    address: str = "auto",
+) -> DistributedReplayResult:
+    """The sharded replay into an open run folder; the caller closes the folder."""
+    _check(target_config, workers)
+    keep_trace(trace, folder.path)
+    plan = plan_shards(trace, config, workers)
+    with ray_cluster(address) as ray:
+        check_reachable_from_nodes(ray, target_config.endpoints)
+        run = _Coordinator(ray, trace, target_config, config, plan, folder)
+        folder.update(
+            execution={"backend": "ray", "workers": len(plan.shards), "requested": workers},
+            workers=[h.as_dict() for h in run.health],
+        )
+        return await run.run()
+
+
+def _check(target_config: HTTPTargetConfig, workers: int) -> None:
     if not isinstance(target_config, HTTPTargetConfig):
         raise InputError(
             "the ray backend needs an HTTP target: an in-process engine cannot be shared by "
@@ -76,26 +104,12 @@ async def run_replay_distributed(
     if workers < 1:
         raise InputError(f"must be >= 1, got {workers}", field="execution.workers")
     import_ray()
-    run_dir = Path(run_dir)
-    if (run_dir / RECORDS_FILE).exists():
-        raise RunFolderError(
-            "already holds records; choose a new run folder", path=run_dir / RECORDS_FILE
-        )
-    plan = plan_shards(trace, config, workers)
-    with ray_cluster(address) as ray:
-        check_reachable_from_nodes(ray, target_config.endpoints)
-        run = _Coordinator(ray, trace, target_config, config, plan, run_dir)
-        extra = {
-            "execution": {"backend": "ray", "workers": len(plan.shards), "requested": workers},
-            **(manifest_extra or {}),
-        }
-        return await run.run(trace_path, extra)
 
 
 class _Coordinator:
-    def __init__(self, ray, trace, target_config, config, plan: ShardPlan, run_dir: Path):
+    def __init__(self, ray, trace, target_config, config, plan: ShardPlan, folder: RunFolder):
         self.ray, self.trace, self.config, self.plan = ray, trace, config, plan
-        self.target_config, self.run_dir = target_config, run_dir
+        self.target_config, self.folder = target_config, folder
         self.health = [
             WorkerHealth(sh.worker, len(sh.mains), sh.requests, sh.concurrency)
             for sh in plan.shards
@@ -105,38 +119,27 @@ class _Coordinator:
         self.t0 = time.perf_counter()
         self.start_wall: float | None = None
         self.interrupted = False
-        self.recorder: Recorder | None = None
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
-    async def run(self, trace_path, extra: dict) -> DistributedReplayResult:
-        self.recorder = Recorder(self.run_dir)
-        manifest = self._manifest(trace_path, extra)
-        installed = _install_signals(self)
-        status = "failed"
+    async def run(self) -> DistributedReplayResult:
         try:
-            await self._spawn()
-            await self._start()
-            await asyncio.gather(
-                *(self._collect(h, a) for h, a in zip(self.health, self.actors, strict=True))
-            )
+            with self.folder.signals(self):
+                await self._spawn()
+                await self._start()
+                await asyncio.gather(
+                    *(self._collect(h, a) for h, a in zip(self.health, self.actors, strict=True))
+                )
             self._raise_if_nothing_ran()
-            result = self._result()
-            status = result.status
-            return result
+            return self._result()
         except asyncio.CancelledError:
-            status = "interrupted"
             self.interrupt()
             raise
         finally:
-            loop = asyncio.get_running_loop()
-            for sig in installed:
-                loop.remove_signal_handler(sig)
             for actor in self.actors:
                 self.ray.kill(actor)
-            self.recorder.close()
-            self._finish(manifest, status)
+            self._finish()
 
     def interrupt(self) -> None:
         """Ctrl-C / SIGTERM: every worker stops sending; in-flight requests end `cancelled`."""
@@ -216,7 +219,7 @@ class _Coordinator:
             h.in_flight.pop(rec["request_id"], None)
             if rec["agent"] == "main" and rec["turn"] == 0:
                 h.mains_seen.add(rec["session_id"])
-            self.recorder.write(rec)
+            self.folder.write(rec)
         h.requests += len(reply["records"])
 
     def _finish_worker(self, h: WorkerHealth, reply: dict) -> None:
@@ -236,7 +239,7 @@ class _Coordinator:
     def _close_in_flight(self, h: WorkerHealth) -> None:
         t = self.now()
         for rec in h.in_flight.values():
-            self.recorder.write(lost_record(rec, h, t))
+            self.folder.write(lost_record(rec, h, t))
         h.lost_requests += len(h.in_flight)
         h.requests += len(h.in_flight)
         h.in_flight.clear()
@@ -249,10 +252,16 @@ class _Coordinator:
             raise TargetError(f"{error.removeprefix('TargetError: ')} (every Ray worker failed)")
 
     def _result(self) -> DistributedReplayResult:
-        c = self.recorder.counts()
+        c = self.folder.counts()
         lost = sum(h.status in ("lost", "failed") for h in self.health)
         stops = [r["stopped_by"] for r in self.results.values() if r["stopped_by"]]
-        status = "interrupted" if self.interrupted else "partial" if lost else "complete"
+        status = (
+            RunStatus.INTERRUPTED
+            if self.interrupted
+            else RunStatus.PARTIAL
+            if lost
+            else RunStatus.COMPLETE
+        )
         return DistributedReplayResult(
             status=status,
             duration_s=self.now(),
@@ -270,35 +279,14 @@ class _Coordinator:
             return self.results[h.id]["sessions_started"]
         return len(h.mains_seen)  # a lost or failed worker: the ones we heard of
 
-    def _manifest(self, trace_path, extra: dict) -> dict:
-        tc = self.target_config
-        manifest = new_manifest(
-            self.config.run_id,
-            seed=self.trace.header.seed,
-            target=OpenAIHTTPTarget(tc).describe(),
-            endpoints=[redact_url(e) for e in tc.endpoints],
-            block_size=self.config.block_size,
-            trace_sha256=file_sha256(trace_path) if trace_path else None,
-            replay=self.config.as_dict(),
-            workers=[h.as_dict() for h in self.health],
-            **extra,
-        )
-        write_manifest(self.run_dir, manifest)
-        return manifest
-
-    def _finish(self, manifest: dict, status: str) -> None:
-        if status in ("complete", "partial"):
-            recompute_ideal(self.trace, self.config, self.run_dir)
+    def _finish(self) -> None:
         stops = [r["stopped_by"] for r in self.results.values() if r["stopped_by"]]
-        finish_manifest(
-            manifest,
-            status,
+        self.folder.update(
             t0_wall=self.start_wall,
             t0_perf_counter=self.t0,
             duration_s=self.now(),
             stopped_by=(stops or [self.plan.stopped_by])[0],
-            counts=self.recorder.counts(),
+            counts=self.folder.counts(),
             workers=[h.as_dict() for h in self.health],
             workers_lost=sum(h.status in ("lost", "failed") for h in self.health),
         )
-        write_manifest(self.run_dir, manifest)

@@ -23,7 +23,7 @@ class ReplayConfig:
     load: str = (
         "closed"  # closed: `concurrency` sessions in flight; open: arrivals at `session_rate`
     )
-    concurrency: int = 1
+    concurrency: int = 4
     session_rate: float | None = None  # main sessions per second (open loop)
     arrival: str = "poisson"
     time_scale: float = 1.0  # timestamps: intended arrival = (arrival_s - first) * time_scale
@@ -35,14 +35,14 @@ class ReplayConfig:
     warmup_requests: int = 0  # ... and so are the first N requests sent
     cooldown_s: float = 0.0  # requests sent in the last S seconds of max_duration are "cooldown"
     history: str = "recorded"
-    api: str = "chat"
+    api: str = "completions"
     prompt_format: str = "tokens"  # completions API: token-id or text prompts
-    routing: str = "round_robin"
+    routing: str = "session_sticky"
     follow_parent: bool = True  # subagents use their root session's sticky key
-    block_size: int = 16  # for cached_tokens_ideal
+    block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
     tokenizer: str | None = None  # a Hugging Face tokenizer.json: text segments exact for it
-    seed: int = 0  # open-loop arrival draws
+    seed: int = 1  # open-loop arrival draws
     run_id: str = "run"
 
     def __post_init__(self) -> None:

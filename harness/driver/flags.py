@@ -1,319 +1,209 @@
-"""The flags of `harness replay` (target, load, content) and what they build: a ReplayConfig
-and an OpenAI HTTP target. `harness run` can reuse them.
+"""The flags of `harness replay` (target, load, content): overrides onto a scenario.
+
+Every flag names a scenario field (`FIELDS`); a flag not given leaves the scenario's default,
+so `harness replay` and `harness run` share one set of defaults (docs/driver.md, "Defaults").
+`scenario_doc` turns the parsed flags into a scenario document; the scenario model validates it.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
+from typing import Any
 
 from harness.errors import InputError
+
+UNSET = argparse.SUPPRESS  # a flag not given is absent from the namespace: the scenario decides
+
+# flag dest -> the scenario field it sets
+FIELDS = {
+    "model": "target.model",
+    "api": "target.api",
+    "prompt_format": "target.prompt_format",
+    "api_key_env": "target.api_key_env",
+    "api_key_file": "target.api_key_file",
+    "routing": "target.routing",
+    "continuous_usage": "target.continuous_usage",
+    "session_id_field": "target.session_id_field",
+    "max_connections": "target.max_connections",
+    "block_size": "target.block_size",
+    "timeout_connect": "target.timeouts.connect_s",
+    "timeout_ttft": "target.timeouts.ttft_s",
+    "timeout_idle": "target.timeouts.idle_s",
+    "timeout_total": "target.timeouts.total_s",
+    "concurrency": "load.concurrency",
+    "session_rate": "load.session_rate",
+    "arrival": "load.arrival",
+    "time_scale": "load.time_scale",
+    "max_sessions": "load.max_sessions",
+    "max_requests": "load.max_requests",
+    "max_duration": "load.max_duration_s",
+    "drain": "load.drain_s",
+    "warmup": "load.warmup_s",
+    "warmup_requests": "load.warmup_requests",
+    "cooldown": "load.cooldown_s",
+    "history": "load.history",
+    "seed": "workload.seed",
+    "salt": "workload.salt",
+    "tokenizer": "workload.tokenizer",
+    "trace_format": "workload.trace_format",
+    "group_sessions": "workload.group_sessions",
+    "mooncake_block_size": "workload.mooncake_block_size",
+    "run_id": "run_id",
+}
+# --no-X flags: they set the field to false
+NEGATED = {
+    "no_min_tokens": "target.send_min_tokens",
+    "no_ignore_eos": "target.send_ignore_eos",
+    "no_follow_parent": "target.follow_parent",
+    "no_scrape_metrics": "target.scrape_metrics",
+}
 
 
 def add_target_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("target")
-    g.add_argument(
-        "--endpoint",
-        action="append",
-        required=True,
-        metavar="URL",
-        help="base URL (http://host:port or .../v1); repeat for several endpoints",
-    )
+    g.add_argument("--endpoint", action="append", required=True, metavar="URL",
+                   help="base URL (http://host:port or .../v1); repeat for several endpoints")
     g.add_argument("--model", required=True, help="model name sent in each request")
-    g.add_argument(
-        "--api",
-        choices=("chat", "completions"),
-        default="chat",
-        help="/v1/chat/completions (messages) or /v1/completions (default: chat)",
-    )
-    g.add_argument(
-        "--prompt-format",
-        choices=("tokens", "text"),
-        default="tokens",
-        help="completions API: token-id prompts or text prompts (default: tokens)",
-    )
+    g.add_argument("--api", choices=("chat", "completions"), default=UNSET,
+                   help="/v1/chat/completions (messages) or /v1/completions")
+    g.add_argument("--prompt-format", choices=("tokens", "text"), default=UNSET,
+                   help="completions API: token-id prompts or text prompts")
     key = g.add_mutually_exclusive_group()
-    key.add_argument(
-        "--api-key-env",
-        metavar="VAR",
-        help="read the API key (sent as a bearer token) from this environment variable",
-    )
-    key.add_argument(
-        "--api-key-file", metavar="F", help="read the API key from this file (first line)"
-    )
-    g.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="K:V",
-        help="extra HTTP header; repeatable (values are never written to the run folder)",
-    )
-    g.add_argument(
-        "--no-min-tokens",
-        action="store_true",
-        help="do not send min_tokens (for servers that reject unknown fields)",
-    )
-    g.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
-    g.add_argument(
-        "--continuous-usage",
-        action="store_true",
-        help="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)",
-    )
-    g.add_argument(
-        "--session-id-field",
-        metavar="NAME",
-        help="also send the session id in the request body under NAME (X-Session-ID is always sent)",
-    )
-    g.add_argument(
-        "--routing",
-        choices=("round_robin", "least_outstanding", "session_sticky"),
-        default="round_robin",
-        help="how requests are spread over several endpoints (default: round_robin)",
-    )
-    g.add_argument(
-        "--no-follow-parent",
-        action="store_true",
-        help="route and tag subagents by their own id, not their root session's",
-    )
-    g.add_argument(
-        "--max-connections",
-        type=int,
-        metavar="N",
-        help="HTTP connection pool size (default: sized to the load)",
-    )
-    for name, default, what in (
-        ("connect", 30.0, "to open a connection"),
-        ("ttft", 600.0, "from send to the first output token"),
-        ("idle", 120.0, "between reads once output started"),
-        ("total", 3600.0, "for a whole request"),
+    key.add_argument("--api-key-env", metavar="VAR", default=UNSET,
+                     help="read the API key (sent as a bearer token) from this environment variable")
+    key.add_argument("--api-key-file", metavar="F", default=UNSET,
+                     help="read the API key from this file (first line)")
+    g.add_argument("--header", action="append", default=UNSET, metavar="K:V",
+                   help="extra HTTP header; repeatable (values are never written to the run folder)")
+    g.add_argument("--no-min-tokens", action="store_true", default=UNSET,
+                   help="do not send min_tokens (for servers that reject unknown fields)")
+    g.add_argument("--no-ignore-eos", action="store_true", default=UNSET, help="do not send ignore_eos")
+    g.add_argument("--continuous-usage", action="store_true", default=UNSET,
+                   help="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)")
+    g.add_argument("--session-id-field", metavar="NAME", default=UNSET,
+                   help="also send the session id in the request body under NAME "
+                   "(X-Session-ID is always sent)")
+    g.add_argument("--routing", choices=("round_robin", "least_outstanding", "session_sticky"),
+                   default=UNSET, help="how requests are spread over several endpoints")
+    g.add_argument("--no-follow-parent", action="store_true", default=UNSET,
+                   help="route and tag subagents by their own id, not their root session's")
+    g.add_argument("--max-connections", type=int, metavar="N", default=UNSET,
+                   help="HTTP connection pool size (unset: sized to the load)")
+    g.add_argument("--no-scrape-metrics", action="store_true", default=UNSET,
+                   help="do not read the endpoints' Prometheus /metrics before and after the run")
+    for name, what in (
+        ("connect", "to open a connection"),
+        ("ttft", "from send to the first output token"),
+        ("idle", "between reads once output started"),
+        ("total", "for a whole request"),
     ):
-        g.add_argument(
-            f"--timeout-{name}",
-            type=float,
-            default=default,
-            metavar="S",
-            help=f"seconds allowed {what} (default: {default:g})",
-        )
+        g.add_argument(f"--timeout-{name}", type=float, metavar="S", default=UNSET,
+                       help=f"seconds allowed {what}")
 
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("load")
     mode = g.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--concurrency",
-        type=int,
-        metavar="N",
-        help="closed loop: N main sessions in flight, a new one starting when one ends (default: 1)",
-    )
-    mode.add_argument(
-        "--session-rate", type=float, metavar="R", help="open loop: R main sessions per second"
-    )
-    mode.add_argument(
-        "--timestamps", action="store_true", help="start main sessions at the trace's arrival times"
-    )
-    g.add_argument(
-        "--arrival",
-        choices=("poisson", "constant"),
-        default="poisson",
-        help="open-loop arrival process (default: poisson)",
-    )
-    g.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        metavar="X",
-        help="--timestamps: multiply arrival times by X (0.5 = twice as fast; default: 1)",
-    )
-    g.add_argument(
-        "--seed", type=int, default=0, help="seed of the open-loop arrival draws (default: 0)"
-    )
-    g.add_argument("--max-sessions", type=int, metavar="N", help="start at most N main sessions")
-    g.add_argument("--max-requests", type=int, metavar="N", help="send at most N requests")
-    g.add_argument(
-        "--max-duration",
-        type=float,
-        metavar="S",
-        help="stop sending after S seconds; requests in flight may finish within --drain",
-    )
-    g.add_argument(
-        "--drain",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="after --max-duration, cancel requests still in flight after S seconds (default: 60)",
-    )
+    mode.add_argument("--concurrency", type=int, metavar="N", default=UNSET,
+                      help="closed loop: N main sessions in flight, a new one starting when one ends")
+    mode.add_argument("--session-rate", type=float, metavar="R", default=UNSET,
+                      help="open loop: R main sessions per second")
+    mode.add_argument("--timestamps", action="store_true", default=UNSET,
+                      help="start main sessions at the trace's arrival times")
+    g.add_argument("--arrival", choices=("poisson", "constant"), default=UNSET,
+                   help="open-loop arrival process")
+    g.add_argument("--time-scale", type=float, metavar="X", default=UNSET,
+                   help="--timestamps: multiply arrival times by X (0.5 = twice as fast)")
+    g.add_argument("--seed", type=int, default=UNSET, help="seed of the open-loop arrival draws")
+    g.add_argument("--max-sessions", type=int, metavar="N", default=UNSET,
+                   help="start at most N main sessions")
+    g.add_argument("--max-requests", type=int, metavar="N", default=UNSET,
+                   help="send at most N requests")
+    g.add_argument("--max-duration", type=float, metavar="S", default=UNSET,
+                   help="stop sending after S seconds; requests in flight may finish within --drain")
+    g.add_argument("--drain", type=float, metavar="S", default=UNSET,
+                   help="after --max-duration, cancel requests still in flight after S seconds")
     warm = g.add_mutually_exclusive_group()
-    warm.add_argument(
-        "--warmup",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="mark requests sent in the first S seconds phase=warmup",
-    )
-    warm.add_argument(
-        "--warmup-requests",
-        type=int,
-        default=0,
-        metavar="N",
-        help="mark the first N requests sent phase=warmup",
-    )
-    g.add_argument(
-        "--cooldown",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="mark requests sent in the last S seconds of --max-duration phase=cooldown",
-    )
+    warm.add_argument("--warmup", type=float, metavar="S", default=UNSET,
+                      help="mark requests sent in the first S seconds phase=warmup")
+    warm.add_argument("--warmup-requests", type=int, metavar="N", default=UNSET,
+                      help="mark the first N requests sent phase=warmup")
+    g.add_argument("--cooldown", type=float, metavar="S", default=UNSET,
+                   help="mark requests sent in the last S seconds of --max-duration phase=cooldown")
 
 
 def add_content_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("content")
-    g.add_argument(
-        "--from",
-        dest="trace_format",
-        default="auto",
-        choices=("auto", "native", "mooncake", "weka"),
-        help="trace format (default: detect)",
-    )
-    g.add_argument(
-        "--group-sessions",
-        action="store_true",
-        help="Mooncake trace: join requests whose hash ids extend an earlier request into sessions",
-    )
-    g.add_argument(
-        "--mooncake-block-size",
-        type=int,
-        metavar="N",
-        help="Mooncake trace: tokens per hash block (default: 512)",
-    )
-    g.add_argument(
-        "--history",
-        choices=("recorded", "live"),
-        default="recorded",
-        help="history from the trace's recorded outputs (exact prefix reuse) or each reply's actual text (default: recorded)",
-    )
-    g.add_argument(
-        "--salt",
-        metavar="S",
-        help="prefix every prompt with a salt segment so repeated runs do not hit each other's cache",
-    )
-    g.add_argument(
-        "--tokenizer",
-        metavar="FILE",
-        help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat messages "
-        "get exactly the trace's token counts for it",
-    )
-    g.add_argument(
-        "--block-size",
-        type=int,
-        default=16,
-        metavar="N",
-        help="server KV block size used for cached_tokens_ideal (default: 16)",
-    )
-    g.add_argument(
-        "--run-id", help="run id written to records and manifest (default: RUN_DIR's name)"
-    )
+    g.add_argument("--from", dest="trace_format", choices=("auto", "native", "mooncake", "weka"),
+                   default=UNSET, help="trace format (auto: detect)")
+    g.add_argument("--group-sessions", action="store_true", default=UNSET,
+                   help="Mooncake trace: join requests whose hash ids extend an earlier request "
+                   "into sessions")
+    g.add_argument("--mooncake-block-size", type=int, metavar="N", default=UNSET,
+                   help="Mooncake trace: tokens per hash block (unset: 512)")
+    g.add_argument("--history", choices=("recorded", "live"), default=UNSET,
+                   help="history from the trace's recorded outputs (exact prefix reuse) or each "
+                   "reply's actual text")
+    g.add_argument("--salt", metavar="S", default=UNSET,
+                   help="prefix every prompt with a salt segment so repeated runs do not hit each "
+                   "other's cache ('auto': a fresh one per run)")
+    g.add_argument("--tokenizer", metavar="FILE", default=UNSET,
+                   help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat "
+                   "messages get exactly the trace's token counts for it")
+    g.add_argument("--block-size", type=int, metavar="N", default=UNSET,
+                   help="server KV block size, kept in the manifest: the analyzer's ideal uses it when it "
+                   "cannot detect the server's cache granularity (unset: the engine's block_size, else 16)")
+    g.add_argument("--run-id", default=UNSET,
+                   help="run id written to records and manifest (unset: RUN_DIR's name)")
+    g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="set any other scenario field, e.g. target.headers.X-Team=bench "
+                   "(repeatable; applied after the flags)")
 
 
-def api_key(args: argparse.Namespace) -> str | None:
-    if args.api_key_env:
-        key = os.environ.get(args.api_key_env)
-        if not key:
-            raise InputError(
-                f"environment variable {args.api_key_env} is not set or empty",
-                field="--api-key-env",
-            )
-        return key
-    if args.api_key_file:
-        try:
-            lines = Path(args.api_key_file).read_text().splitlines()
-        except OSError as exc:
-            raise InputError(
-                f"cannot read API key file: {exc.strerror}", path=args.api_key_file
-            ) from None
-        if not lines or not lines[0].strip():
-            raise InputError("API key file is empty", path=args.api_key_file)
-        return lines[0].strip()
+def scenario_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario the flags describe: external endpoints, the trace, and each flag given."""
+    given = vars(args)
+    doc: dict[str, Any] = {
+        "name": "replay",
+        "workload": {"trace": str(args.trace)},
+        "target": {"kind": "endpoints", "endpoints": [{"url": u} for u in args.endpoint]},
+        "load": {},
+    }
+    for dest, dotted in FIELDS.items():
+        if dest in given:
+            set_field(doc, dotted, given[dest])
+    for dest, dotted in NEGATED.items():
+        if given.get(dest):
+            set_field(doc, dotted, False)
+    if "session_rate" in given:
+        doc["load"]["mode"] = "open"
+    elif given.get("timestamps"):
+        doc["load"]["mode"] = "timestamps"
+    if "header" in given:
+        doc["target"]["headers"] = headers(given["header"])
+    return doc
+
+
+def set_field(doc: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        doc = doc.setdefault(key, {})
+    doc[last] = value
+
+
+def flag_of(dotted: str) -> str | None:
+    """The flag that sets scenario field `dotted`, for error messages."""
+    for dest, field in (*FIELDS.items(), *NEGATED.items()):
+        if field == dotted:
+            return "--" + ("from" if dest == "trace_format" else dest.replace("_", "-"))
     return None
 
 
-def headers(raw: list[str]) -> tuple[tuple[str, str], ...]:
-    out = []
+def headers(raw: list[str]) -> dict[str, str]:
+    out = {}
     for h in raw:
         name, sep, value = h.partition(":")
         if not sep or not name.strip():
             raise InputError(f"expected K:V, got {h.split(':')[0]!r}...", field="--header")
-        out.append((name.strip(), value.strip()))
-    return tuple(out)
-
-
-def build_config(args: argparse.Namespace):
-    from harness.driver.config import ReplayConfig
-
-    load = (
-        "open" if args.session_rate is not None else "timestamps" if args.timestamps else "closed"
-    )
-    return ReplayConfig(
-        load=load,
-        concurrency=args.concurrency or 1,
-        session_rate=args.session_rate,
-        arrival=args.arrival,
-        time_scale=args.time_scale,
-        max_sessions=args.max_sessions,
-        max_requests=args.max_requests,
-        max_duration=args.max_duration,
-        drain_s=args.drain,
-        warmup_s=args.warmup,
-        warmup_requests=args.warmup_requests,
-        cooldown_s=args.cooldown,
-        history=args.history,
-        api=args.api,
-        prompt_format=args.prompt_format,
-        routing=args.routing,
-        follow_parent=not args.no_follow_parent,
-        block_size=args.block_size,
-        salt=args.salt,
-        tokenizer=args.tokenizer,
-        seed=args.seed,
-        run_id=args.run_id or Path(args.output).resolve().name,
-    )
-
-
-def build_target(args: argparse.Namespace, trace, config):
-    from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-    from harness.driver.run import connection_limit
-    from harness.driver.target import Timeouts
-
-    try:
-        timeouts = Timeouts(
-            args.timeout_connect, args.timeout_ttft, args.timeout_idle, args.timeout_total
-        )
-    except ValueError as exc:
-        raise InputError(str(exc), field="--timeout-*") from None
-    return OpenAIHTTPTarget(
-        HTTPTargetConfig(
-            endpoints=tuple(args.endpoint),
-            model=args.model,
-            api=args.api,
-            api_key=api_key(args),
-            headers=headers(args.header),
-            min_tokens=not args.no_min_tokens,
-            ignore_eos=not args.no_ignore_eos,
-            continuous_usage=args.continuous_usage,
-            session_id_field=args.session_id_field,
-            timeouts=timeouts,
-            max_connections=args.max_connections or connection_limit(trace, config),
-        )
-    )
-
-
-def load_trace_arg(args: argparse.Namespace):
-    from harness.trace.formats import load_trace
-
-    return load_trace(
-        args.trace,
-        args.trace_format,
-        block_size=args.mooncake_block_size,
-        group_sessions=args.group_sessions,
-    )
+        out[name.strip()] = value.strip()
+    return out

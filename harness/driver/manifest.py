@@ -1,4 +1,5 @@
-"""manifest.json: what ran, where, when, and how it ended. Written at start and at the end.
+"""manifest.json: what ran, where, when, and how it ended. `RunFolder` writes it (at start,
+when facts arrive, at the end); this module builds its content.
 
 Required keys are `harness.schema.MANIFEST_REQUIRED`. No secrets: endpoints lose any user info
 and query string, headers are listed by name only, and API keys never reach this file.
@@ -14,10 +15,8 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
-
 from harness import __version__
-from harness.schema import MANIFEST_FILE, RECORD_SCHEMA_VERSION
+from harness.schema import RECORD_SCHEMA_VERSION, RunStatus
 
 
 def now_iso() -> str:
@@ -71,7 +70,7 @@ def new_manifest(run_id: str, **extra) -> dict:
         "harness_version": __version__,
         "started_at": now_iso(),
         "ended_at": None,
-        "status": "running",
+        "status": RunStatus.RUNNING.value,
         "git_commit": git_commit(),
         "machine": machine(),
         "clock": "perf_counter",
@@ -80,15 +79,13 @@ def new_manifest(run_id: str, **extra) -> dict:
     return m
 
 
-def finish_manifest(manifest: dict, status: str, **extra) -> dict:
-    manifest.update(extra, status=status, ended_at=now_iso())
-    return manifest
-
-
-def write_manifest(run_dir: str | Path, manifest: dict) -> Path:
-    """Atomically (write + rename), so a reader never sees half a manifest."""
-    path = Path(run_dir) / MANIFEST_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    tmp.replace(path)
-    return path
+def replay_fields(trace, config, *, target: dict, endpoints, trace_path=None) -> dict:
+    """The manifest keys of a replay (local or Ray): what was sent, to whom, from which trace."""
+    return {
+        "seed": trace.header.seed,
+        "target": target,
+        "endpoints": [redact_url(e) for e in endpoints],
+        "block_size": config.block_size,
+        "trace_sha256": file_sha256(trace_path) if trace_path else None,
+        "replay": config.as_dict(),
+    }

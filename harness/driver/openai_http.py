@@ -31,7 +31,7 @@ _perf = time.perf_counter
 class HTTPTargetConfig:
     endpoints: tuple[str, ...]  # base URLs: http://host:port or http://host:port/v1
     model: str
-    api: str = "chat"  # "chat" | "completions"
+    api: str = "completions"  # "chat" | "completions"
     api_key: str | None = field(default=None, repr=False)
     headers: tuple[tuple[str, str], ...] = ()
     min_tokens: bool = True  # send min_tokens = max_tokens (vLLM, SGLang)

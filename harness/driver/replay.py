@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 
 from harness.driver.config import ReplayConfig
 from harness.driver.load import arrivals
-from harness.driver.prompts import PromptBuilder
 from harness.driver.recorder import Recorder, collect, new_record
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
-from harness.trace.content import Content, load_hf_token_counter
+from harness.trace.content import load_hf_token_counter
 from harness.trace.model import Session, Trace
-from harness.trace.prefix import SessionWalks
+from harness.trace.requests import RequestSource
 
 
 @dataclass
@@ -60,12 +59,14 @@ class Replay:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
         counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
-        self.content = Content(trace, salt=config.salt, token_counter=counter)
-        self.live: dict[tuple[str, int], str] | None = {} if config.history == "live" else None
-        self.prompts = PromptBuilder(
-            self.content, api=config.api, prompt_format=config.prompt_format, live=self.live
+        self.requests = RequestSource(
+            trace,
+            api=config.api,
+            prompt_format=config.prompt_format,
+            salt=config.salt,
+            token_counter=counter,
+            live=config.history == "live",
         )
-        self.ideal = SessionWalks(config.block_size)
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
         self.t0 = time.perf_counter()
@@ -184,12 +185,7 @@ class Replay:
         except asyncio.CancelledError:
             pass  # interrupted or drained: the records are written
         finally:
-            for member in self.trace.family(s.id):
-                self.ideal.forget(member.id)
-                self.prompts.forget(member.id)
-                if self.live is not None:
-                    for k in range(len(member.turns)):
-                        self.live.pop((member.id, k), None)
+            self.requests.forget(member.id for member in self.trace.family(s.id))
 
     async def _session(self, s: Session, start: float) -> None:
         self.stats.active_sessions += 1
@@ -234,9 +230,7 @@ class Replay:
             return None
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
-        segs = self.content.segments(s.id, k)
-        ideal, prompt_tokens, reuse = self._observe_ideal(s, k, segs)
-        messages, prompt = self.prompts.build(segs, session=s.id, reuse=reuse)
+        prompt = self.requests.prompt(s.id, k)
         root = self._root(s) if self.config.follow_parent else s.id
         endpoint = self.router.pick(root)
         spec = RequestSpec(
@@ -245,9 +239,9 @@ class Replay:
             root,
             endpoint,
             turn.output_tokens,
-            prompt_tokens,
-            messages,
-            prompt,
+            prompt.tokens,
+            prompt.messages,
+            prompt.body,
         )
         rec = new_record(
             run_id=self.config.run_id,
@@ -260,10 +254,9 @@ class Replay:
             t_scheduled=round(t_scheduled, 6),
             prompt_tokens_expected=spec.prompt_tokens,
             output_tokens_expected=turn.output_tokens,
-            cached_tokens_ideal=ideal,
         )
         texts: list[str] | None = None
-        if self.live is not None:
+        if self.requests.live is not None:
             spec.want_text, texts = True, []
         self.stats.in_flight += 1
         t_sent = self.now()
@@ -278,16 +271,8 @@ class Replay:
             self.recorder.write(rec)
             self.stats.observe(rec)
         if texts is not None and rec["status"] == "ok":
-            self.live[(s.id, k)] = "".join(texts)
+            self.requests.reply(s.id, k, "".join(texts))
         return rec
-
-    def _observe_ideal(self, s: Session, k: int, segs: list) -> tuple[int, int, int]:
-        """(ideal cache hit, prompt tokens, leading segments that are the session's previous
-        prompt or 0) at send time: the hit is what earlier requests of this run sent."""
-        appended = self.content.appends_to_previous(s.id, k) and self.ideal.resumes(s.id, k)
-        new = self.content.new_segments(s.id, k) if appended else segs
-        hit, total = self.ideal.observe(s.id, k, new, appended=appended)
-        return hit, total, len(segs) - len(new)
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:

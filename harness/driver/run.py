@@ -1,5 +1,6 @@
-"""One replay run into a run folder: records, manifest, signals, progress. Called by
-`harness replay` and `harness run`.
+"""One replay into a run folder (`RunFolder`: records, manifest, signals), with progress.
+`harness replay` and `harness run` call `replay_into`; `run_replay` opens and closes the folder
+itself (for library use and tests).
 """
 
 from __future__ import annotations
@@ -7,24 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import signal
 import time
 from pathlib import Path
 
 from harness.driver import progress
 from harness.driver.config import ReplayConfig
-from harness.driver.manifest import (
-    file_sha256,
-    finish_manifest,
-    new_manifest,
-    redact_url,
-    write_manifest,
-)
-from harness.driver.recorder import Recorder
+from harness.driver.manifest import replay_fields
 from harness.driver.replay import Replay, ReplayResult
+from harness.driver.runfolder import RunFolder
 from harness.driver.target import Target
-from harness.errors import RunFolderError
-from harness.schema import RECORDS_FILE
+from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
 
 
@@ -42,23 +35,12 @@ def connection_limit(trace: Trace, config: ReplayConfig) -> int:
     return max(16, config.concurrency * widest)
 
 
-def _install_signals(replay: Replay) -> list[int]:
-    """First Ctrl-C / SIGTERM: stop cleanly. A second one: give up on the clean-up at once."""
-    loop = asyncio.get_running_loop()
-    installed = []
+def keep_trace(trace: Trace, run_dir: Path) -> None:
+    """The run folder keeps the trace it replayed: the analyzer computes the ideal cache from it."""
+    if not (run_dir / TRACE_FILE).exists():
+        from harness.trace.native import write_trace
 
-    def on_signal() -> None:
-        if getattr(replay, "interrupted", False):
-            raise KeyboardInterrupt
-        replay.interrupt()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / platform
-            pass
-    return installed
+        write_trace(trace, run_dir / TRACE_FILE)
 
 
 def event_loop_factory():
@@ -70,10 +52,11 @@ def event_loop_factory():
     return uvloop.new_event_loop
 
 
-def replay_blocking(*args, **kwargs) -> ReplayResult:
-    """`run_replay` from synchronous code, on uvloop when available."""
+def run_blocking(coro):
+    """Run `coro` to completion on uvloop when installed: `harness run` and `harness replay`
+    measure on the same event loop."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        return runner.run(run_replay(*args, **kwargs))
+        return runner.run(coro)
 
 
 async def run_replay(
@@ -86,63 +69,51 @@ async def run_replay(
     show_progress: bool = False,
     manifest_extra: dict | None = None,
 ) -> ReplayResult:
-    """Replay `trace` against `target` into `run_dir` (records.jsonl + manifest.json).
+    """Replay `trace` against `target` into a new run folder (records.jsonl + manifest.json).
 
-    Starts and closes the target. On SIGINT/SIGTERM: in-flight requests are recorded
-    `cancelled`, the manifest says "interrupted", and the result's status is "interrupted".
+    On SIGINT/SIGTERM: in-flight requests are recorded `cancelled`, the manifest says
+    "interrupted", and the result's status is "interrupted".
     """
-    run_dir = Path(run_dir)
-    if (run_dir / RECORDS_FILE).exists():
-        raise RunFolderError(
-            "already holds records; choose a new run folder", path=run_dir / RECORDS_FILE
-        )
-    recorder = Recorder(run_dir)
-    manifest = new_manifest(
-        config.run_id,
-        seed=trace.header.seed,
-        target=target.describe(),
-        endpoints=[redact_url(e) for e in target.endpoints],
-        block_size=config.block_size,
-        trace_sha256=file_sha256(trace_path) if trace_path else None,
-        replay=config.as_dict(),
-        **(manifest_extra or {}),
-    )
-    write_manifest(run_dir, manifest)
-    replay = Replay(trace, target, config, recorder)
+    fields = replay_fields(trace, config, target=target.describe(), endpoints=target.endpoints,
+                           trace_path=trace_path)
+    with RunFolder(run_dir, config.run_id, **fields, **(manifest_extra or {})) as folder:
+        result = await replay_into(folder, trace, target, config, show_progress=show_progress)
+        folder.close(result.status)
+        return result
+
+
+async def replay_into(
+    folder: RunFolder,
+    trace: Trace,
+    target: Target,
+    config: ReplayConfig,
+    *,
+    show_progress: bool = False,
+) -> ReplayResult:
+    """Start `target`, replay into `folder`, close the target; the caller closes the folder."""
+    keep_trace(trace, folder.path)
+    replay = Replay(trace, target, config, folder.recorder)
     # The trace and everything loaded so far live for the whole run: keep them out of the
     # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.
     gc.collect()
     gc.freeze()
-    installed = _install_signals(replay)
     shown = asyncio.create_task(progress.show(replay.stats)) if show_progress else None
-    status = "failed"
     try:
-        await target.start()
-        result = await replay.run()
-        status = result.status
-        return result
-    except asyncio.CancelledError:
-        status = "interrupted"
-        raise
+        with folder.signals(replay):
+            await target.start()
+            return await replay.run()
     finally:
         if shown is not None:
             shown.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await shown
-        loop = asyncio.get_running_loop()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         await target.close()
-        recorder.close()
         t0_wall = time.time() - (time.perf_counter() - replay.t0)
-        finish_manifest(
-            manifest,
-            status,
+        folder.update(
             t0_wall=t0_wall,
             t0_perf_counter=replay.t0,
             duration_s=replay.now(),
             stopped_by=replay.stopped_by,
-            counts=recorder.counts(),
+            counts=folder.counts(),
         )
-        write_manifest(run_dir, manifest)
         gc.unfreeze()

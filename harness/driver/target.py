@@ -96,7 +96,7 @@ class Timeouts:
     connect: float = 30.0
     ttft: float = 600.0
     idle: float = 120.0  # between two reads once output has started
-    total: float = 3600.0
+    total: float = 600.0
 
     def __post_init__(self) -> None:
         for name in ("connect", "ttft", "idle", "total"):

@@ -89,13 +89,16 @@ _KV_GAUGES = (
 )
 
 
-def render(stats: EngineStats, server: ServerMetrics, model_name: str) -> str:
+def render(stats: EngineStats, server: ServerMetrics, model_name: str, *, block_size: int | None = None) -> str:
     labels = f'model_name="{_escape(model_name)}"'
     lines: list[str] = []
 
     def family(name: str, kind: str, help_: str, samples: list[str]) -> None:
         lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", *samples])
 
+    if block_size is not None:  # as vLLM exports its cache configuration: the granularity of hits
+        family("vllm:cache_config_info", "gauge", "Information of the KV cache configuration.",
+               [f'vllm:cache_config_info{{block_size="{block_size}"}} 1.0'])
     for name, attr, help_ in _GAUGES:
         family(name, "gauge", help_, [f"{name}{{{labels}}} {float(getattr(stats, attr))}"])
     for name, attr, help_ in _COUNTERS:

@@ -220,7 +220,7 @@ async def _health(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
     _check_ready(state)
-    text = metrics.render(engine.stats(), state.metrics, state.model.name)
+    text = metrics.render(engine.stats(), state.metrics, state.model.name, block_size=engine.config.block_size)
     return web.Response(text=text, content_type="text/plain", charset="utf-8",
                         headers={"X-Content-Type-Options": "nosniff"})
 

@@ -69,7 +69,7 @@ class SessionWalks:
 
     Turn k's prompt is turn k-1's plus what k-1 output and k adds, so once k-1 was observed only
     the appended segments need walking: a 100-turn session costs linear, not quadratic, time.
-    Trace stats, the driver and the distributed coordinator all count ideal hits through this.
+    Trace stats count ideal hits through this (the analyzer walks its own pair: analysis/ideal.py).
     """
 
     def __init__(self, block_size: int = 16) -> None:

@@ -11,6 +11,8 @@ from nbclient import NotebookClient
 
 from tests.analysis.fixtures.make import make
 
+pytestmark = pytest.mark.slow  # seconds to a minute each on 2 cores: `tox -e fast` skips it
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "dashboards" / "compare.ipynb"
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -57,18 +59,42 @@ def test_unknown_schema_version(tmp_path):
         load_run(path)
 
 
-@pytest.mark.parametrize("missing", ["manifest.json", "records.jsonl"])
-def test_missing_files(tmp_path, missing):
+def test_missing_records_is_an_error(tmp_path):
     path = write_run(tmp_path / "r")
-    (path / missing).unlink()
-    with pytest.raises(RunFolderError, match=f"{missing}: missing"):
+    (path / "records.jsonl").unlink()
+    with pytest.raises(RunFolderError, match="records.jsonl: missing"):
         load_run(path)
 
 
-def test_missing_manifest_key(tmp_path):
-    manifest = {k: v for k, v in MANIFEST.items() if k != "run_id"}
-    with pytest.raises(RunFolderError, match=r"field 'run_id'"):
-        load_run(write_run(tmp_path / "r", manifest=manifest))
+def test_records_without_a_manifest_load_with_a_warning(tmp_path):
+    path = write_run(tmp_path / "r")
+    (path / "manifest.json").unlink()
+    with pytest.warns(RunFolderWarning, match=r"manifest.json: no manifest.json; run id from the folder name"):
+        run = load_run(path)
+    assert run.name == "r" and not run.simulated and len(run.records) == len(GOLDEN_RECORDS)
+
+
+def test_a_partial_manifest_names_the_missing_keys(tmp_path):
+    manifest = {k: v for k, v in MANIFEST.items() if k not in ("run_id", "status")}
+    with pytest.warns(RunFolderWarning, match=r"partial manifest, missing run_id, status;"):
+        run = load_run(write_run(tmp_path / "r", manifest=manifest))
+    assert run.name == "r" and run.simulated  # what the manifest does say is kept
+
+
+@pytest.mark.slow
+def test_cli_analyzes_records_from_elsewhere_with_one_warning(tmp_path):
+    path = write_run(tmp_path / "elsewhere")
+    (path / "manifest.json").unlink()
+    proc = subprocess.run([sys.executable, "-m", "harness", "analyze", str(path), "--gpus", "2", "--json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"harness: warning: {path / 'manifest.json'}: no manifest.json; run id from the folder name, "
+        "GPUs from --gpus (else 1), no server /metrics"
+    ]
+    summary = json.loads(proc.stdout)
+    assert summary["run_id"] == "elsewhere" and summary["n_gpus"] == 2
+    assert summary["requests_total"] > 0 and summary["server_cache"] is None
 
 
 def test_glob_that_matches_nothing(tmp_path):

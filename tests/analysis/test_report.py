@@ -30,6 +30,7 @@ def report(tmp_path_factory):
     return write_report(runs, root / "out" / "report.html")
 
 
+@pytest.mark.slow
 def test_report_is_self_contained_and_states_simulated_timings(report):
     text = report.read_text()
     assert "Simulated engine" in text and "golden" in text
@@ -40,6 +41,7 @@ def test_report_is_self_contained_and_states_simulated_timings(report):
     assert "slowest of" in text
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_report_opens_in_chromium_with_every_figure_and_no_console_errors(report):
     shot = ARTIFACTS / "report.png"
@@ -51,6 +53,7 @@ def test_report_opens_in_chromium_with_every_figure_and_no_console_errors(report
     assert shot.is_file() and shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_browser_check_catches_a_broken_page(tmp_path):
     broken = tmp_path / "broken.html"
@@ -63,6 +66,7 @@ def test_the_browser_check_catches_a_broken_page(tmp_path):
     assert any("boom" in line for line in page.console)
 
 
+@pytest.mark.slow
 def test_cli_report_defaults_to_the_run_folder(tmp_path, capsys):
     run = write_run(tmp_path / "golden")
     assert main(["report", str(run)]) == 0
@@ -75,6 +79,7 @@ def test_pareto_frontier_keeps_points_nothing_beats_on_both_axes():
     assert pareto_frontier(points) == [0, 2, 3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["all failed", "no records"])
 def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
     from harness.analysis.summary import analyze_run

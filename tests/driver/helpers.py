@@ -61,5 +61,13 @@ def load_manifest(run_dir: Path) -> dict:
     return orjson.loads((Path(run_dir) / MANIFEST_FILE).read_bytes())
 
 
+def ideal_by_id(run_dir: Path, block_size: int | None = None) -> dict[str, int]:
+    """`cached_tokens_ideal` per request, as the analyzer computes it from the run folder."""
+    from harness.analysis.records import load_run
+
+    recs = load_run(run_dir, block_size=block_size).records
+    return dict(zip(recs["request_id"], recs["cached_tokens_ideal"].astype(int).tolist(), strict=True))
+
+
 def by_id(records: list[dict]) -> dict[str, dict]:
     return {r["request_id"]: r for r in records}

@@ -13,7 +13,7 @@ def three_by_three():
 
 
 async def test_max_requests(server, tmp_path):
-    result, records, manifest = await replay(three_by_three(), server.url, tmp_path, max_requests=4)
+    result, records, manifest = await replay(three_by_three(), server.url, tmp_path, max_requests=4, concurrency=1)
     assert len(records) == 4 and result.stopped_by == manifest["stopped_by"] == "max_requests"
     assert [r["request_id"] for r in records] == ["s0:0", "s0:1", "s0:2", "s1:0"]
 

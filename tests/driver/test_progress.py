@@ -5,6 +5,8 @@ import os
 import pty
 import sys
 
+import pytest
+
 from harness.driver import progress
 from harness.driver.stats import ReplayStats
 from harness.trace.native import write_trace
@@ -31,6 +33,7 @@ def test_quiet_or_not_a_terminal_means_no_display():
     assert progress.wanted(quiet=False) is sys.stderr.isatty()
 
 
+@pytest.mark.slow
 async def test_display_on_a_terminal(server, tmp_path):
     path = tmp_path / "trace.jsonl"
     write_trace(trace(*[sess(f"s{i}", [(8, 40, 0.2)] * 4) for i in range(2)]), path)

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.trace.content import Content
-from tests.driver.helpers import by_id, replay, sess, trace
+from tests.driver.helpers import by_id, ideal_by_id, replay, sess, trace
 
 SLACK = 0.3  # scheduling slack: generous, for a loaded 2-core machine
 
@@ -99,19 +99,16 @@ def hand_built():
     )
 
 
-@pytest.mark.parametrize(
-    ("block", "expected"),
-    [
-        # a:0 prompt 32+10=42 (nothing earlier); a:1 57 shares 42; a:2 82 shares 57;
-        # a.f:0 = a's context at turn 0 (42) + out(5) + 6 shares 42; b:0 35 shares the system 32.
-        (16, {"a:0": 0, "a:1": 32, "a:2": 48, "a.f:0": 32, "b:0": 32}),
-        (8, {"a:0": 0, "a:1": 40, "a:2": 56, "a.f:0": 40, "b:0": 32}),
-    ],
-)
-async def test_cached_tokens_ideal_and_reported(server, tmp_path, block, expected):
-    _, records, _ = await replay(hand_built(), server.url, tmp_path, block_size=block)
+async def test_cached_tokens_ideal_and_reported(server, tmp_path):
+    _, records, _ = await replay(hand_built(), server.url, tmp_path, block_size=16)
     r = by_id(records)
-    assert {k: v["cached_tokens_ideal"] for k, v in r.items()} == expected
+    # a:0 prompt 32+10=42 (nothing earlier); a:1 57 shares 42; a:2 82 shares 57;
+    # a.f:0 = a's context at turn 0 (42) + out(5) + 6 shares 42; b:0 35 shares the system 32.
+    expected = {"a:0": 0, "a:1": 32, "a:2": 48, "a.f:0": 32, "b:0": 32}
+    assert ideal_by_id(tmp_path) == expected  # the analyzer's, at the run's block size
+    # recomputed at another block size from the same folder
+    assert ideal_by_id(tmp_path, 8) == {"a:0": 0, "a:1": 40, "a:2": 56, "a.f:0": 40, "b:0": 32}
+    assert all(v["cached_tokens_ideal"] is None for v in r.values())  # the driver sends and records
     assert r["a:2"]["prompt_tokens_expected"] == 82
     logged = {e["request_id"]: e["cached_tokens"] for e in server.log}
     assert {k: v["cached_tokens"] for k, v in r.items()} == logged  # read from usage
@@ -120,7 +117,7 @@ async def test_cached_tokens_ideal_and_reported(server, tmp_path, block, expecte
 
 async def test_recorded_history_sends_the_trace_content(server, tmp_path):
     tr = hand_built()
-    await replay(tr, server.url, tmp_path)
+    await replay(tr, server.url, tmp_path, api="chat")
     content = Content(tr)
     for e in server.log:
         sid, turn = e["request_id"].rsplit(":", 1)
@@ -129,7 +126,7 @@ async def test_recorded_history_sends_the_trace_content(server, tmp_path):
 
 async def test_live_history_uses_the_replies(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0), (8, 3, 0), (8, 2, 0)]))
-    await replay(tr, server.url, tmp_path, history="live")
+    await replay(tr, server.url, tmp_path, history="live", api="chat")
     last = server.log[-1]["body"]["messages"]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert last[2]["content"] == " x0 x1 x2 x3" and last[4]["content"] == " x0 x1 x2"
@@ -192,7 +189,7 @@ async def test_live_history_reaches_forked_subagents(server, tmp_path):
         sess("p", [(8, 3, 0, ["p.f"]), (8, 2, 0)]),
         sess("p.f", [(8, 2, 0), (8, 2, 0)], parent="p", fork_turn=0, mode="fork"),
     )
-    await replay(tr, server.url, tmp_path, history="live")
+    await replay(tr, server.url, tmp_path, history="live", api="chat")
     bodies = {e["request_id"]: e["body"]["messages"] for e in server.log}
     assert [m["content"] for m in bodies["p.f:0"] if m["role"] == "assistant"] == [" x0 x1 x2"]
     assert [m["content"] for m in bodies["p.f:1"] if m["role"] == "assistant"] == [

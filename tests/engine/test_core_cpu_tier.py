@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.engine.cpu_tier import CpuTier
@@ -15,6 +16,7 @@ def kv_of(engine: LLMEngine, block_id: int) -> tuple[torch.Tensor, torch.Tensor]
     return r.k_cache[:, block_id].clone(), r.v_cache[:, block_id].clone()
 
 
+@pytest.mark.slow
 def test_kv_bytes_survive_device_to_cpu_to_device(shared_runner):
     e = LLMEngine(tiny(num_gpu_blocks=12, cpu_offload_blocks=32), runner=shared_runner)
     a = prompt(0, 100)  # 6 full blocks

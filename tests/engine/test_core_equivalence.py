@@ -8,6 +8,8 @@ from harness.engine.engine import LLMEngine
 
 from .conftest import drain, greedy, prompt, tiny
 
+pytestmark = pytest.mark.slow  # seconds to a minute each on 2 cores: `tox -e fast` skips it
+
 SHARED = prompt(0, 75)
 
 

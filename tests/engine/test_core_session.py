@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.engine.engine import LLMEngine
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 from harness.trace.prefix import IdealPrefixCache
 
 from .conftest import drain, greedy, tiny
+
+pytestmark = pytest.mark.slow  # seconds to a minute each on 2 cores: `tox -e fast` skips it
 
 
 def small_trace() -> Trace:

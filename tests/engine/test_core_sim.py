@@ -64,6 +64,7 @@ def test_the_shipped_default_cost_model_loads():
     assert cm.meta.get("preset") == "tiny" and cm.per_token_s > 0
 
 
+@pytest.mark.slow
 def test_calibrate_writes_a_loadable_fit(tmp_path):
     out = tmp_path / "cal.json"
     d = calibrate(EngineConfig(device="cpu"), str(out), max_context=1100, reps=1)

@@ -42,6 +42,7 @@ async def test_concurrent_requests_share_the_prefix_cache(engine):
     assert s.prefix_cache_hits == 4 * 80 and s.requests_finished == 5 and s.num_running == 0
 
 
+@pytest.mark.slow
 async def test_the_event_loop_keeps_ticking_during_a_long_prefill(engine):
     gaps, stop = [], asyncio.Event()
 

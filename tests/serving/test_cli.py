@@ -78,6 +78,7 @@ def open_stream(url: str):
     return resp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
     cmd = [sys.executable, "-m", "harness", "serve", "--engine", "reference", "--port", "0",

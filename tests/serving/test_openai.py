@@ -141,6 +141,7 @@ def test_concurrent_requests_with_one_client_request_id_all_complete(client):
     assert results == [(30 + k, 5 + k) for k in range(8)]
 
 
+@pytest.mark.slow
 def test_chat_without_max_tokens_fills_the_context_the_cache_can_hold(client):
     # 512 blocks x 16 = 8192 tokens of cache but max_model_len 4096: the rest of the context
     r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "the " * 4060}],

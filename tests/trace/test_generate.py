@@ -74,6 +74,7 @@ def test_arrival_processes(process, check):
     assert check(np.array([s.arrival_s for s in trace.main_sessions]))
 
 
+@pytest.mark.slow
 def test_default_profile_is_calibrated_at_reduced_size():
     """The 2,000-session check at 300 sessions: medians within ~10 %."""
     stats = compute_stats(generate(load_profile(), seed=1, sessions=300))

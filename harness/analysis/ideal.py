@@ -1,0 +1,181 @@
+"""The ideal prefix cache of a run, from its trace and its records in send order.
+
+`cached_tokens_ideal` is what an infinite prefix cache on one server would have hit: the longest
+prefix a request's prompt shares with any prompt sent before it in this run, floored to whole
+blocks and capped so that one prompt token is computed (`trace.prefix.block_hit`). The driver
+only sends and records; the analyzer rebuilds each prompt's segments from the run's trace and
+walks them in send order (`t_sent`, ties by file order), so the value means the same for a local
+and a distributed run, and can be recomputed at any block size (`harness analyze --block-size`).
+
+The walk keeps the shared lengths unfloored, so any block size is one vectorized floor away, and
+walks a second trie in which a prompt enters only once its request had its first token (or
+ended): the prefix shared with requests that had *finished* prefill when this one was sent. The
+difference between the two is the prefix that was still being computed elsewhere (in flight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import granularity
+from harness.trace.content import Content
+from harness.trace.model import Trace
+from harness.trace.prefix import IdealPrefixCache
+
+if TYPE_CHECKING:
+    from harness.analysis.records import Run
+
+
+
+@dataclass
+class SharedPrefixes:
+    """Per record (aligned to the records frame): prompt length in trace tokens, tokens shared
+    with any earlier-sent prompt, and with earlier prompts whose prefill had finished."""
+
+    prompt: np.ndarray
+    shared: np.ndarray
+    shared_ready: np.ndarray
+
+
+def block_hits(shared: np.ndarray, prompt: np.ndarray, block_size: int) -> np.ndarray:
+    """`trace.prefix.block_hit`, vectorized (NaN stays NaN)."""
+    usable = np.minimum(shared, prompt - 1)
+    return np.maximum(0, np.floor_divide(usable, block_size) * block_size)
+
+
+def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
+    """Why the trace cannot have produced these records (first offending request), or None."""
+    turns = records["turn"].to_numpy(dtype=float)
+    for i, sid in enumerate(records["session_id"].tolist()):
+        s = trace.by_id.get(sid)
+        if s is None:
+            return f"session {sid!r} (request {records['request_id'].iloc[i]}) is not in the trace"
+        k = turns[i]
+        if not (k >= 0 and k.is_integer() and k < len(s.turns)):
+            return f"request {records['request_id'].iloc[i]}: turn {k} is not a turn of session {sid!r}"
+    return None
+
+
+def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = None) -> SharedPrefixes:
+    """Walk every record's prompt in send order (records not sent go last, in file order)."""
+    n = len(records)
+    t_sent = np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)
+    t_ready = np.maximum(_ready_times(records), np.nextafter(t_sent, np.inf))  # after its own send
+    times = np.concatenate([t_sent, t_ready])
+    kinds = np.concatenate([np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)])  # ready first
+    rows = np.concatenate([np.arange(n), np.arange(n)])
+    order = np.lexsort((rows, kinds, times))
+    walk = _Walk(Content(trace, salt=salt, cache_size=256))
+    sessions = records["session_id"].tolist()
+    turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
+    out = np.zeros((3, n))
+    for e in order.tolist():
+        i = rows[e]
+        if kinds[e]:
+            out[:, i] = walk.send(sessions[i], turns[i])
+        elif np.isfinite(times[e]):
+            walk.ready(sessions[i], turns[i])
+    return SharedPrefixes(out[0], out[1], out[2])
+
+
+def _ready_times(records: pd.DataFrame) -> np.ndarray:
+    """When a request's prompt was in the server's cache for certain: its first token, else its
+    end. Never (inf) for a request that was not sent."""
+    first = records["t_first_token"].to_numpy(dtype=float)
+    done = records["t_done"].to_numpy(dtype=float)
+    ready = np.where(np.isnan(first), done, first)
+    ready[np.isnan(records["t_sent"].to_numpy(dtype=float))] = np.nan
+    return np.nan_to_num(ready, nan=np.inf)
+
+
+class _Walk:
+    """Two ideal caches over the same segment keys: prompts as sent, and prompts as ready. Each
+    session resumes where its last prompt ended in each, so a turn walks only what it appends."""
+
+    def __init__(self, content: Content) -> None:
+        self.content = content
+        self.sent, self.done = IdealPrefixCache(1), IdealPrefixCache(1)
+        self.sent_end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, node, tokens)
+        self.done_end: dict[str, tuple[int, int, int]] = {}
+
+    def send(self, sid: str, k: int) -> tuple[int, int, int]:
+        """(prompt tokens, shared with sent prompts, shared with ready prompts); enters the prompt."""
+        segs, node, base = self._continue(self.sent_end, sid, k)
+        shared = base + self.sent.shared_prefix(segs, node)
+        total = base + sum(s.length for s in segs)
+        self.sent_end[sid] = (k, self.sent.insert(segs, node), total)
+        segs, node, base = self._continue(self.done_end, sid, k)
+        return total, shared, base + self.done.shared_prefix(segs, node)
+
+    def ready(self, sid: str, k: int) -> None:
+        segs, node, base = self._continue(self.done_end, sid, k)
+        total = base + sum(s.length for s in segs)
+        self.done_end[sid] = (k, self.done.insert(segs, node), total)
+
+    def _continue(self, ends: dict, sid: str, k: int) -> tuple[list, int, int]:
+        """The segments to walk from (node, tokens already walked) for turn k of a session."""
+        end = ends.get(sid)
+        if end is not None and end[0] == k - 1 and self.content.appends_to_previous(sid, k):
+            return self.content.new_segments(sid, k), end[1], end[2]
+        return self.content.segments(sid, k), 0, 0
+
+
+# ---- the run's records -------------------------------------------------------------------------
+
+
+def fill_ideal(run: Run, block_size: int | None = None) -> None:
+    """Set `cached_tokens_ideal` of every record, at `block_size` (default: the server's cache
+    granularity, `analysis.granularity`).
+
+    With the run's trace the ideal is recomputed (also over values an older driver wrote) and
+    the shared lengths are kept as columns `ideal_shared_tokens` / `ideal_ready_tokens` for the
+    miss attribution; without one the recorded values are kept."""
+    records = run.records
+    ok_cached = records["cached_tokens"].to_numpy(dtype=float)[(records["status"] == "ok").to_numpy()]
+    trace_block = run.trace.header.block_size if run.trace is not None else None
+    run.granularity = granularity.decide(ok_cached, run.manifest, trace_block, block_size)
+    block = run.granularity.block_size
+    if run.trace is None:
+        run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
+        return
+    problem = trace_mismatch(run.trace, records)
+    if problem is None:
+        walked = shared_prefixes(run.trace, records, salt=_salt(run.manifest))
+        problem = _length_mismatch(walked.prompt, records)
+    if problem is not None:
+        run.warnings.append(_warn(f"{run.path}: trace.jsonl does not match the records ({problem}); "
+                                  "cached_tokens_ideal kept as recorded"))
+        run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
+        return
+    records["ideal_shared_tokens"] = walked.shared
+    records["ideal_ready_tokens"] = walked.shared_ready
+    records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, block)
+    run.ideal_source = "trace"
+
+
+def _salt(manifest: dict) -> str | None:
+    replay = manifest.get("replay")
+    return replay.get("salt") if isinstance(replay, dict) else None
+
+
+def _length_mismatch(prompt: np.ndarray, records: pd.DataFrame) -> str | None:
+    expected = records["prompt_tokens_expected"].to_numpy(dtype=float)
+    bad = ~np.isnan(expected) & (expected != prompt)
+    if not bad.any():
+        return None
+    i = int(bad.argmax())
+    return (f"{int(bad.sum())} prompt lengths differ, first request {records['request_id'].iloc[i]}: "
+            f"{expected[i]:.0f} recorded, {prompt[i]:.0f} from the trace")
+
+
+def _warn(message: str) -> str:
+    import warnings
+
+    from harness.analysis.records import RunFolderWarning
+
+    warnings.warn(message, RunFolderWarning, stacklevel=4)
+    return message

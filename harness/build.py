@@ -1,0 +1,186 @@
+"""From a validated Scenario to what a run needs: the trace, the ReplayConfig and the target.
+
+The one translation from the scenario model to the driver's objects, for `harness run` and
+`harness replay` alike (the replay's flags are overrides onto a scenario). `open_target` starts
+what the scenario asks for (an in-process engine, local `harness serve` processes, or nothing
+for external endpoints) and yields the target with a `scrape()` of the servers' prefix-cache
+counters, for the manifest's `server_metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from harness.driver.config import ReplayConfig
+from harness.errors import InputError
+from harness.scenario import Scenario
+from harness.trace.model import Trace
+
+Scrape = Callable[[], Awaitable[list[dict | None] | None]]
+DEFAULT_BLOCK_SIZE = 16
+METRIC_NAMES = {  # manifest key -> vLLM's Prometheus counter
+    "prefix_cache_queries": "vllm:prefix_cache_queries_total",
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+    "num_preemptions": "vllm:num_preemptions_total",
+}
+ENGINE_STATS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions",
+                "kv_blocks_full_peak", "kv_blocks_sliding_peak", "kv_snapshots_total", "kv_snapshot_blocks")
+
+
+def build_trace(scenario: Scenario) -> Trace:
+    w = scenario.workload
+    if w.trace is not None:
+        from harness.trace.formats import load_trace
+
+        return load_trace(w.trace, w.trace_format, block_size=w.mooncake_block_size,
+                          group_sessions=w.group_sessions)
+    from harness.trace.generate import generate
+    from harness.trace.profile import load_profile
+
+    profile = load_profile(w.profile, overrides=w.overrides)
+    return generate(profile, seed=w.seed, sessions=w.sessions, scale=w.scale)
+
+
+def replay_config(scenario: Scenario, run_id: str) -> ReplayConfig:
+    load, t, w = scenario.load, scenario.target, scenario.workload
+    return ReplayConfig(
+        load=load.mode, concurrency=load.concurrency, session_rate=load.session_rate,
+        arrival=load.arrival, time_scale=load.time_scale, max_sessions=load.max_sessions,
+        max_requests=load.max_requests, max_duration=load.max_duration_s, drain_s=load.drain_s,
+        warmup_s=load.warmup_s, warmup_requests=load.warmup_requests, cooldown_s=load.cooldown_s,
+        history=load.history, api=t.api, prompt_format=t.prompt_format, routing=t.routing,
+        follow_parent=t.follow_parent, block_size=block_size(scenario),
+        salt=secrets.token_hex(4) if w.salt == "auto" else w.salt, tokenizer=w.tokenizer,
+        seed=w.seed, run_id=scenario.run_id or run_id,
+    )
+
+
+def block_size(scenario: Scenario) -> int:
+    t = scenario.target
+    if t.block_size is not None:
+        return t.block_size
+    if t.kind == "engine":
+        return int(t.engine.options.get("block_size", DEFAULT_BLOCK_SIZE))
+    return DEFAULT_BLOCK_SIZE
+
+
+def simulated(scenario: Scenario) -> bool:
+    t = scenario.target
+    return t.kind == "engine" and t.engine.options.get("runner") == "simulated"
+
+
+@contextlib.asynccontextmanager
+async def open_target(scenario: Scenario, run_dir: Path, trace: Trace,
+                      config: ReplayConfig) -> AsyncIterator[tuple[object, Scrape]]:
+    """The target and its /metrics scrape; servers started here are stopped on the way out."""
+    t = scenario.target
+    if t.kind == "engine" and t.engine.mode == "inprocess":
+        yield _inprocess_target(scenario)
+        return
+    if t.kind == "engine":
+        from harness.servers import LocalServers
+
+        servers = LocalServers(dict(t.engine.options), t.engine.replicas, log_dir=run_dir / "servers")
+        await asyncio.to_thread(servers.start)
+        try:
+            model = t.model or t.engine.options.get("served_model_name", "agentic-harness-reference")
+            yield _http_target(scenario, servers.urls, model, trace, config)
+        finally:
+            await asyncio.to_thread(servers.stop)
+        return
+    if t.model is None:
+        raise InputError("endpoint targets need 'model' (the name the server serves)", field="target.model")
+    yield _http_target(scenario, [e.url for e in t.endpoints], t.model, trace, config)
+
+
+def _inprocess_target(scenario: Scenario) -> tuple[object, Scrape]:
+    from harness.driver.engine_target import EngineTarget
+    from harness.engine.config import EngineConfig
+
+    t = scenario.target
+    target = EngineTarget(EngineConfig.from_dict(dict(t.engine.options)), replicas=t.engine.replicas,
+                          ignore_eos=t.send_ignore_eos)
+
+    async def scrape() -> list[dict | None] | None:
+        if not t.scrape_metrics:
+            return None
+        # An engine not started yet has served nothing: its counters are zero.
+        return [{**({k: getattr(e.stats(), k) for k in ENGINE_STATS} if e.started
+                     else dict.fromkeys(ENGINE_STATS, 0)), "cache_block_size": e.config.block_size}
+                for e in target.engines]
+
+    return target, scrape
+
+
+def http_target_config(scenario: Scenario, urls: list[str], model: str, trace: Trace,
+                       config: ReplayConfig):
+    from harness.driver.openai_http import HTTPTargetConfig
+    from harness.driver.run import connection_limit
+    from harness.driver.target import Timeouts
+
+    t = scenario.target
+    tm = t.timeouts
+    return HTTPTargetConfig(
+        endpoints=tuple(urls), model=model, api=t.api, api_key=api_key(scenario),
+        headers=tuple(t.headers.items()), min_tokens=t.send_min_tokens, ignore_eos=t.send_ignore_eos,
+        continuous_usage=t.continuous_usage, session_id_field=t.session_id_field,
+        timeouts=Timeouts(connect=tm.connect_s, ttft=tm.ttft_s, idle=tm.idle_s, total=tm.total_s),
+        max_connections=t.max_connections or connection_limit(trace, config),
+    )
+
+
+def _http_target(scenario: Scenario, urls: list[str], model: str, trace: Trace,
+                 config: ReplayConfig) -> tuple[object, Scrape]:
+    from harness.driver.openai_http import OpenAIHTTPTarget
+
+    target = OpenAIHTTPTarget(http_target_config(scenario, urls, model, trace, config))
+
+    async def scrape() -> list[dict | None] | None:
+        if not scenario.target.scrape_metrics:
+            return None
+        return [await scrape_metrics(u) for u in urls]
+
+    return target, scrape
+
+
+def api_key(scenario: Scenario) -> str | None:
+    t = scenario.target
+    if t.api_key_env:
+        key = os.environ.get(t.api_key_env)
+        if not key:
+            raise InputError(f"environment variable {t.api_key_env} is not set or empty",
+                             field="target.api_key_env")
+        return key
+    if t.api_key_file:
+        try:
+            lines = Path(t.api_key_file).read_text().splitlines()
+        except OSError as exc:
+            raise InputError(f"cannot read API key file: {exc.strerror}", path=t.api_key_file) from None
+        if not lines or not lines[0].strip():
+            raise InputError("API key file is empty", path=t.api_key_file)
+        return lines[0].strip()
+    return None
+
+
+async def scrape_metrics(base_url: str) -> dict | None:
+    """vLLM-named prefix-cache counters from an endpoint's /metrics (None if it has none)."""
+    import aiohttp
+
+    from harness.prometheus import cache_block_size, metric_total
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, \
+                http.get(f"{root}/metrics") as resp:
+            if resp.status != 200:
+                return None
+            text = await resp.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+    counters = {k: metric_total(text, n) for k, n in METRIC_NAMES.items()}
+    return {**counters, "cache_block_size": cache_block_size(text)}  # analysis.granularity reads it

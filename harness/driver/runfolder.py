@@ -1,0 +1,112 @@
+"""The one writer of a run folder's manifest.json and records.jsonl, for local and Ray runs.
+
+`RunFolder(path, run_id, **fields)` refuses a folder that already holds records, writes the
+manifest with status `running`, and appends records as requests end. While a replay runs,
+`signals(replay)` turns the first Ctrl-C / SIGTERM into `replay.interrupt()` and a second one
+into KeyboardInterrupt. Server /metrics snapshots go into the manifest (`server_metrics`);
+`close(status)` ends the run with a `RunStatus`. Used as a context manager, an exception closes
+the run `interrupted` (Ctrl-C, cancellation) or `failed`. Nothing rewrites records.jsonl: the
+analyzer derives everything else from the folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import orjson
+
+from harness.driver.manifest import new_manifest, now_iso
+from harness.driver.recorder import Recorder
+from harness.errors import RunFolderError
+from harness.schema import MANIFEST_FILE, RECORDS_FILE, RunStatus
+
+
+class Interruptible(Protocol):
+    interrupted: bool
+
+    def interrupt(self) -> None: ...
+
+
+class RunFolder:
+    def __init__(self, path: str | Path, run_id: str, **fields) -> None:
+        self.path = Path(path)
+        if (self.path / RECORDS_FILE).exists():
+            raise RunFolderError(
+                "already holds records; choose a new run folder", path=self.path / RECORDS_FILE
+            )
+        self.manifest = new_manifest(run_id, **fields)
+        self.recorder = Recorder(self.path)
+        self.status = RunStatus.RUNNING
+        self._write_manifest()
+
+    def write(self, rec: dict) -> None:
+        self.recorder.write(rec)
+
+    def counts(self) -> dict:
+        return self.recorder.counts()
+
+    def update(self, **fields) -> None:
+        """Add or replace manifest keys (run-time facts: workers, clock origin, counts)."""
+        self.manifest.update(fields)
+        self._write_manifest()
+
+    def add_server_metrics(self, when: str, snapshot: list[dict | None] | None) -> None:
+        """`when`: "before" or "after"; one entry per endpoint (None: it had no /metrics)."""
+        self.manifest.setdefault("server_metrics", {})[when] = snapshot
+        self._write_manifest()
+
+    @contextlib.contextmanager
+    def signals(self, replay: Interruptible) -> Iterator[None]:
+        """First Ctrl-C / SIGTERM: `replay.interrupt()`. A second one: give up on the clean-up."""
+        loop = asyncio.get_running_loop()
+        installed = []
+
+        def on_signal() -> None:
+            if replay.interrupted:
+                raise KeyboardInterrupt
+            replay.interrupt()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+        try:
+            yield
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    def close(self, status: RunStatus | str, **fields) -> None:
+        self.recorder.close()
+        self.status = RunStatus(status)
+        self.manifest.update(fields, status=self.status.value, ended_at=now_iso())
+        self._write_manifest()
+
+    @property
+    def closed(self) -> bool:
+        return self.status is not RunStatus.RUNNING
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if self.closed:
+            return
+        stopped = kind is not None and issubclass(kind, KeyboardInterrupt | asyncio.CancelledError)
+        self.close(RunStatus.INTERRUPTED if stopped else RunStatus.FAILED)
+
+    def _write_manifest(self) -> None:
+        """Atomically (write + rename), so a reader never sees half a manifest."""
+        path = self.path / MANIFEST_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(
+            orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        )
+        tmp.replace(path)

@@ -1,0 +1,74 @@
+"""RunFolder, the one writer of a run folder: manifest, records, /metrics snapshots, the status."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from harness.driver.recorder import new_record
+from harness.driver.runfolder import RunFolder
+from harness.errors import RunFolderError
+from harness.schema import MANIFEST_REQUIRED, RunStatus
+from tests.driver.helpers import load_manifest, load_records
+
+
+def test_open_write_close(tmp_path):
+    folder = RunFolder(tmp_path / "run", "r1", n_gpus=2)
+    m = load_manifest(tmp_path / "run")
+    assert m["status"] == "running" and m["n_gpus"] == 2 and set(MANIFEST_REQUIRED) <= set(m)
+    folder.write(new_record(request_id="a:0", session_id="a", status="ok"))
+    folder.add_server_metrics("before", [{"prefix_cache_hits": 0}, None])
+    folder.add_server_metrics("after", [{"prefix_cache_hits": 5}, None])
+    folder.close(RunStatus.PARTIAL, workers_lost=1)
+    m = load_manifest(tmp_path / "run")
+    assert m["status"] == "partial" and m["ended_at"] and m["workers_lost"] == 1
+    assert m["server_metrics"] == {"before": [{"prefix_cache_hits": 0}, None],
+                                   "after": [{"prefix_cache_hits": 5}, None]}
+    assert [r["request_id"] for r in load_records(tmp_path / "run")] == ["a:0"]
+
+
+def test_a_folder_with_records_is_refused_and_left_alone(tmp_path):
+    with RunFolder(tmp_path, "first") as folder:
+        folder.write(new_record(request_id="a:0", session_id="a", status="ok"))
+        folder.close("complete")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(RunFolderError, match="already holds records"):
+        RunFolder(tmp_path, "second")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_only_schema_statuses(tmp_path):
+    folder = RunFolder(tmp_path, "r")
+    with pytest.raises(ValueError):
+        folder.close("done")
+    assert {s.value for s in RunStatus} == {"running", "complete", "partial", "interrupted", "failed"}
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (RuntimeError, "failed"), (KeyboardInterrupt, "interrupted"), (asyncio.CancelledError, "interrupted"),
+])
+def test_an_exception_closes_the_run(tmp_path, error, status):
+    with pytest.raises(error), RunFolder(tmp_path, "r"):
+        raise error()
+    assert load_manifest(tmp_path)["status"] == status
+
+
+async def test_signals_interrupt_then_give_up(tmp_path):
+    class Replay:
+        interrupted = False
+
+        def interrupt(self) -> None:
+            self.interrupted = True
+
+    replay = Replay()
+    with RunFolder(tmp_path, "r") as folder, folder.signals(replay):
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.05)
+        assert replay.interrupted
+        folder.close(RunStatus.INTERRUPTED)
+    assert load_manifest(tmp_path)["status"] == "interrupted"
+    # handlers are removed on the way out: SIGTERM is the default again
+    assert signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
