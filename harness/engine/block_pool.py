@@ -100,9 +100,7 @@ class BlockPool:
     # ---- prefix lookup ------------------------------------------------------------------
 
     def find_prefix(self, req: Request) -> PrefixHit:
-        hit = find_prefix(self, req)
-        req.last_hit = hit
-        return hit
+        return find_prefix(self, req)
 
     def frontier(self, req: Request, hit: PrefixHit) -> tuple | None:
         """The next block after the hit, as (map key, hash); None if the hit cannot grow."""
@@ -139,7 +137,6 @@ class BlockPool:
         req.num_cached_blocks = hit.num_blocks
         req.num_reclaimed_blocks = window_start(hit.num_blocks * self.block_size, self.sliding_window,
                                                 self.block_size) if self.reclaim_window else 0
-        req.last_hit = None
         self._plan_snapshots(req, hit)
 
     def _restore(self, entry: tuple, g: int) -> int:

@@ -68,10 +68,6 @@ class PrefixHit:
         """The first (full-attention) group's entries: one per hit block."""
         return self.tables[0] if self.tables else []
 
-    @property
-    def device_blocks(self) -> list[int]:
-        return [e for t in self.tables for e in t if isinstance(e, int) and e != NULL_BLOCK]
-
 
 def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
     """The longest cached prefix, capped so one token is left to compute."""

@@ -49,7 +49,6 @@ class Request:
         self.snapshot_points: list[int] = []  # block counts whose window state is kept when reached
         self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
         self.num_cached_blocks = 0  # leading blocks of block_table already registered by hash
-        self.last_hit = None  # the block pool's last prefix lookup while waiting (a PrefixHit)
         self.blocked = None  # why the scheduler could not admit it last time (see _still_blocked)
         self.status = RequestStatus.WAITING
         self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
