@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from harness.driver.config import ReplayConfig
+from harness.driver.retry import RetryPolicy
 from harness.errors import InputError
 from harness.scenario import Scenario
 from harness.trace.model import Trace
@@ -50,14 +51,23 @@ def replay_config(scenario: Scenario, run_id: str) -> ReplayConfig:
     load, t, w = scenario.load, scenario.target, scenario.workload
     return ReplayConfig(
         load=load.mode, concurrency=load.concurrency, session_rate=load.session_rate,
-        arrival=load.arrival, time_scale=load.time_scale, max_sessions=load.max_sessions,
+        arrival=load.arrival, time_scale=load.time_scale, think_cap_s=load.think_cap_s,
+        max_sessions=load.max_sessions,
         max_requests=load.max_requests, max_duration=load.max_duration_s, drain_s=load.drain_s,
         warmup_s=load.warmup_s, warmup_requests=load.warmup_requests, cooldown_s=load.cooldown_s,
         history=load.history, api=t.api, prompt_format=t.prompt_format, routing=t.routing,
         follow_parent=t.follow_parent, block_size=block_size(scenario),
         salt=secrets.token_hex(4) if w.salt == "auto" else w.salt, tokenizer=w.tokenizer,
-        seed=w.seed, run_id=scenario.run_id or run_id,
+        seed=w.seed, run_id=scenario.run_id or run_id, cycle_trace=load.cycle_trace,
+        mid_trajectory=load.mid_trajectory, window=load.window, retry=retry_policy(load.retry),
     )
+
+
+def retry_policy(retry) -> RetryPolicy:
+    given = retry.model_dump(exclude_none=True)
+    if "retry_on" in given:
+        given["retry_on"] = tuple(given["retry_on"])
+    return RetryPolicy(**given)
 
 
 def block_size(scenario: Scenario) -> int:

@@ -36,7 +36,7 @@ class Workload(_Strict):
     scale: float | None = Field(default=None, gt=0)
     seed: int = 1  # the generated trace's, and the open-loop arrival draws'
     salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
-    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text content exact for it
+    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json (docs/metrics.md)
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -94,12 +94,24 @@ class Target(_Strict):
         return self
 
 
+class Retry(_Strict):
+    """harness.driver.retry.RetryPolicy: which failures are sent again, how often, how late."""
+
+    attempts: int = Field(default=1, ge=1)
+    backoff_s: float = Field(default=0.5, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    max_backoff_s: float = Field(default=30.0, ge=0)
+    jitter: float = Field(default=0.2, ge=0, lt=1)
+    retry_on: tuple[str, ...] | None = None  # default: harness.driver.retry.RETRY_ON
+
+
 class Load(_Strict):
     mode: Literal["closed", "open", "timestamps"] = "closed"
     concurrency: int = Field(default=4, ge=1)  # closed loop: sessions in flight
     session_rate: float | None = Field(default=None, gt=0)  # open loop: sessions per second
     arrival: Literal["poisson", "constant"] = "poisson"
     time_scale: float = Field(default=1.0, gt=0)  # timestamps mode
+    think_cap_s: float | None = Field(default=None, gt=0)  # longer think times wait only this long
     max_sessions: int | None = Field(default=None, ge=1)
     max_requests: int | None = Field(default=None, ge=1)
     max_duration_s: float | None = Field(default=None, gt=0)
@@ -108,6 +120,10 @@ class Load(_Strict):
     warmup_requests: int = Field(default=0, ge=0)
     cooldown_s: float = Field(default=0.0, ge=0)
     history: Literal["recorded", "live"] = "recorded"
+    cycle_trace: bool = True  # closed loop with max_duration_s: draw the trace again when it runs out
+    mid_trajectory: bool = False  # closed loop: the first `concurrency` tasks start at a random turn
+    window: Literal["phases", "steady"] = "phases"  # the analyzer's measured window (docs/metrics.md)
+    retry: Retry = Field(default_factory=lambda: Retry())  # agent-like retries; off (1 attempt) by default
 
     @model_validator(mode="after")
     def _rate_for_open(self) -> Load:

@@ -35,6 +35,7 @@ RECORD_FIELDS: tuple[str, ...] = (
     "status",  # "ok" | "error" | "timeout" | "cancelled"
     "error",  # null, or {"class": str, "message": str}
     "phase",  # "warmup" | "measure" | "cooldown"
+    "attempt",  # 1, 2, ...: the n-th send of this turn (retries); absent in older runs = 1
 )
 
 AGENTS = ("main", "sub")
@@ -48,6 +49,7 @@ SCENARIO_FILE = "scenario.yaml"
 TRACE_FILE = "trace.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
+CLIENT_FILE = "client.json"  # the driver's self-check samples (harness.driver.selfcheck)
 
 # manifest.json keys every writer sets (others may be added freely):
 MANIFEST_REQUIRED = (

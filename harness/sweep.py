@@ -49,6 +49,7 @@ def class_split(run_dir: Path) -> dict:
 def point_row(label: str, run_dir: Path, summary: dict) -> dict:
     rates = summary.get("throughput") or {}
     ttft = summary.get("ttft_s") or {}
+    window = summary.get("window") or {}
     return {
         "point": label,
         "run_dir": str(run_dir),
@@ -57,6 +58,8 @@ def point_row(label: str, run_dir: Path, summary: dict) -> dict:
         "requests_per_s": rates.get("requests_per_s"),
         "output_tokens_per_s": rates.get("output_tokens_per_s"),
         "total_tokens_per_s": rates.get("total_tokens_per_s"),
+        "tasks_in_flight_mean": window.get("tasks_in_flight_mean"),  # time-weighted, measured window
+        "tasks_held": window.get("tasks_held"),  # of load.concurrency (closed loop)
         **class_split(run_dir),
     }
 
@@ -118,11 +121,12 @@ def render_sweep(sweep: dict) -> str:
     def fmt(v, spec=".3g"):
         return "-" if v is None else format(v, spec)
 
-    lines = [f"{'point':<40} {'req/s':>8} {'tok/s':>10} {'TPGS':>10} {'P90 inter.':>10} {'TTFT p90':>9} {'hit':>6} {'ideal':>6}"]
+    lines = [f"{'point':<40} {'req/s':>8} {'tok/s':>10} {'TPGS':>10} {'P90 inter.':>10} {'TTFT p90':>9} {'hit':>6} {'ideal':>6} {'tasks':>6}"]
     for r in sweep["points"]:
         lines.append(f"{r['point']:<40} {fmt(r['requests_per_s']):>8} {fmt(r['total_tokens_per_s']):>10} "
                      f"{fmt(r['tpgs']):>10} {fmt(r['interactivity_p90']):>10} {fmt(r['ttft_p90_s']):>9} "
-                     f"{fmt(r['cache_hit_rate'], '.3f'):>6} {fmt(r['ideal_cache_hit_rate'], '.3f'):>6}")
+                     f"{fmt(r['cache_hit_rate'], '.3f'):>6} {fmt(r['ideal_cache_hit_rate'], '.3f'):>6} "
+                     f"{fmt(r.get('tasks_in_flight_mean')):>6}")
     if any(r.get("long_requests") for r in sweep["points"]):
         lines.append(f"{'point':<40} {'short n':>8} {'short TTFT p90':>15} {'short P90 inter.':>17} "
                      f"{'long n':>7} {'long TTFT p90':>14}")

@@ -105,6 +105,8 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "mode": "open", "concurrency": 3, "session_rate": 2.5, "arrival": "constant",
             "time_scale": 0.5, "max_sessions": 5, "max_requests": 6, "max_duration_s": 70,
             "drain_s": 8, "warmup_s": 1, "warmup_requests": 2, "cooldown_s": 3, "history": "live",
+            "cycle_trace": False, "mid_trajectory": True, "window": "steady", "retry": {"attempts": 3},
+            "think_cap_s": 30,
         },
     }
     tokenizer.with_name("key").write_text("sk-test\n")

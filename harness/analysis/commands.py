@@ -13,8 +13,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=float, default=None, help="GPUs serving the run (default: manifest n_gpus, else 1)")
     p.add_argument("--slo", action="append", default=None, metavar="METRIC=VALUE",
                    help="e.g. ttft_p90=2s, tpot=50ms, interactivity_p90=20 (repeatable; default: the scenario's)")
+    p.add_argument("--window", choices=("phases", "steady"), default=None,
+                   help="the measured window: the driver's phases, or from when load, hit rate and TTFT"
+                        " hold steady (default: the run's load.window, else phases; docs/metrics.md)")
     p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
                    help="block size of the ideal prefix cache (default: the run's; see docs/metrics.md)")
+    p.add_argument("--tokenizer", default=None, metavar="DIR",
+                   help="the server's Hugging Face tokenizer folder (tokenizer.json + chat template): chat and "
+                        "text prompts counted in its tokens (default: the run's tokenizer setting)")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.set_defaults(func=_analyze)
 
@@ -39,7 +45,8 @@ def _analyze(args: argparse.Namespace) -> int:
     from harness.analysis.summary import analyze_run
     from harness.analysis.table import summary_table
 
-    summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size)
+    summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size,
+                          tokenizer=args.tokenizer, window_mode=args.window)
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
     return 0
 

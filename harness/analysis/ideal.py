@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import granularity
+from harness.analysis.server_tokens import ServerTokenWalk, scale_to_server, token_space
 from harness.trace.content import Content
+from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.model import Trace
 from harness.trace.prefix import IdealPrefixCache
 
@@ -51,7 +53,7 @@ def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
     """Why the trace cannot have produced these records (first offending request), or None."""
     turns = records["turn"].to_numpy(dtype=float)
     for i, sid in enumerate(records["session_id"].tolist()):
-        s = trace.by_id.get(sid)
+        s = trace.by_id.get(split_cycled_id(sid)[0])  # a later cycle's session is its trace session
         if s is None:
             return f"session {sid!r} (request {records['request_id'].iloc[i]}) is not in the trace"
         k = turns[i]
@@ -60,8 +62,9 @@ def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
     return None
 
 
-def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = None) -> SharedPrefixes:
-    """Walk every record's prompt in send order (records not sent go last, in file order)."""
+def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = None, walk=None) -> SharedPrefixes:
+    """Walk every record's prompt in send order (records not sent go last, in file order).
+    `walk`: another walk with `send` and `ready` (default: the trace's segments)."""
     n = len(records)
     t_sent = np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)
     t_ready = np.maximum(_ready_times(records), np.nextafter(t_sent, np.inf))  # after its own send
@@ -69,7 +72,7 @@ def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = N
     kinds = np.concatenate([np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)])  # ready first
     rows = np.concatenate([np.arange(n), np.arange(n)])
     order = np.lexsort((rows, kinds, times))
-    walk = _Walk(Content(trace, salt=salt, cache_size=256))
+    walk = walk or _Walk(trace, salt)
     sessions = records["session_id"].tolist()
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     out = np.zeros((3, n))
@@ -94,10 +97,13 @@ def _ready_times(records: pd.DataFrame) -> np.ndarray:
 
 class _Walk:
     """Two ideal caches over the same segment keys: prompts as sent, and prompts as ready. Each
-    session resumes where its last prompt ended in each, so a turn walks only what it appends."""
+    session resumes where its last prompt ended in each, so a turn walks only what it appends.
+    A later cycle's session (`<id>@c<n>`, harness.trace.cycles) is its trace session's prompts
+    under that cycle's salt."""
 
-    def __init__(self, content: Content) -> None:
-        self.content = content
+    def __init__(self, trace: Trace, salt: str | None) -> None:
+        self.trace, self.salt = trace, salt
+        self.contents: dict[int, Content] = {}
         self.sent, self.done = IdealPrefixCache(1), IdealPrefixCache(1)
         self.sent_end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, node, tokens)
         self.done_end: dict[str, tuple[int, int, int]] = {}
@@ -119,21 +125,26 @@ class _Walk:
     def _continue(self, ends: dict, sid: str, k: int) -> tuple[list, int, int]:
         """The segments to walk from (node, tokens already walked) for turn k of a session."""
         end = ends.get(sid)
-        if end is not None and end[0] == k - 1 and self.content.appends_to_previous(sid, k):
-            return self.content.new_segments(sid, k), end[1], end[2]
-        return self.content.segments(sid, k), 0, 0
+        tid, cycle = split_cycled_id(sid)
+        content = self.contents.get(cycle)
+        if content is None:
+            content = self.contents[cycle] = Content(self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256)
+        if end is not None and end[0] == k - 1 and content.appends_to_previous(tid, k):
+            return content.new_segments(tid, k), end[1], end[2]
+        return content.segments(tid, k), 0, 0
 
 
 # ---- the run's records -------------------------------------------------------------------------
 
 
-def fill_ideal(run: Run, block_size: int | None = None) -> None:
+def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = None) -> None:
     """Set `cached_tokens_ideal` of every record, at `block_size` (default: the server's cache
     granularity, `analysis.granularity`).
 
     With the run's trace the ideal is recomputed (also over values an older driver wrote) and
     the shared lengths are kept as columns `ideal_shared_tokens` / `ideal_ready_tokens` for the
-    miss attribution; without one the recorded values are kept."""
+    miss attribution; without one the recorded values are kept. Chat and text prompts are
+    counted in the server's tokens when `tokenizer` (or the run's) allows (analysis.server_tokens)."""
     records = run.records
     ok_cached = records["cached_tokens"].to_numpy(dtype=float)[(records["status"] == "ok").to_numpy()]
     trace_block = run.trace.header.block_size if run.trace is not None else None
@@ -151,10 +162,22 @@ def fill_ideal(run: Run, block_size: int | None = None) -> None:
                                   "cached_tokens_ideal kept as recorded"))
         run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
         return
+    space = token_space(run, records, tokenizer)
+    if space.keys is not None:
+        walked = shared_prefixes(run.trace, records, walk=ServerTokenWalk(space.keys, _rows(records)))
+        records["prompt_tokens_expected"] = walked.prompt
     records["ideal_shared_tokens"] = walked.shared
     records["ideal_ready_tokens"] = walked.shared_ready
     records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, block)
+    if space.approximate:
+        scale_to_server(records)
+    run.token_space = space.info()
     run.ideal_source = "trace"
+
+
+def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
+    turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
+    return {(sid, k): i for i, (sid, k) in enumerate(zip(records["session_id"].tolist(), turns, strict=True))}
 
 
 def _salt(manifest: dict) -> str | None:

@@ -51,6 +51,7 @@ COUNT_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "cached_tokens",
+    "attempt",
 )
 
 
@@ -68,6 +69,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     granularity: Granularity | None = None  # the block size of the ideal, and why (analysis.ideal)
     ideal_source: str | None = None  # "trace" (recomputed), "records" (as recorded) or None
+    token_space: dict | None = None  # whose tokens the ideal counts (analysis.server_tokens)
 
     @property
     def name(self) -> str:
@@ -89,20 +91,26 @@ class Run:
         return m[m["status"] == "ok"]
 
 
-def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | None = None) -> Run:
-    """`block_size`: of the ideal prefix cache (default: the run's; see analysis.ideal)."""
+def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | None = None,
+             tokenizer: str | None = None) -> Run:
+    """`block_size`: of the ideal prefix cache (default: the run's; see analysis.ideal);
+    `tokenizer`: the server's tokenizer folder, to count chat prompts in its tokens."""
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
     records, notes = read_records(path / RECORDS_FILE)
     manifest = read_manifest(path / MANIFEST_FILE, notes)
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
+    capped = manifest.get("think_capped") or {}
+    if capped.get("pauses"):
+        run.warnings.append(f"think time capped at {capped['cap_s']:g} s: {capped['pauses']} pauses shortened, "
+                            f"{capped['seconds_cut']:,.0f} s of waiting cut (load.think_cap_s)")
     run.summary = _read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
     from harness.analysis.ideal import fill_ideal
 
-    fill_ideal(run, block_size)
+    fill_ideal(run, block_size, tokenizer)
     return run
 
 
@@ -117,9 +125,11 @@ def _read_trace(path: Path, notes: list[str]) -> Trace | None:
         return None
 
 
-def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True, block_size: int | None = None) -> list[Run]:
+def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True, block_size: int | None = None,
+              tokenizer: str | None = None) -> list[Run]:
     """Several runs, e.g. repeats to pool or runs to compare; globs are expanded."""
-    return [load_run(p, with_trace=with_trace, block_size=block_size) for p in expand_run_dirs(paths)]
+    return [load_run(p, with_trace=with_trace, block_size=block_size, tokenizer=tokenizer)
+            for p in expand_run_dirs(paths)]
 
 
 def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:

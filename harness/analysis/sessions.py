@@ -11,6 +11,7 @@ import pandas as pd
 
 from harness.analysis.metrics import percentiles
 from harness.analysis.session_graph import TaskGraph, task_graph, task_roots
+from harness.trace.cycles import split_cycled_id
 from harness.trace.model import Trace
 
 __all__ = ["TaskGraph", "session_summary", "task_graph", "task_roots", "task_table"]
@@ -39,7 +40,8 @@ def task_table(graph: TaskGraph, trace: Trace | None) -> pd.DataFrame:
     table["complete"] &= pd.Series(last_phase == "measure", index=graph.last_row.index).reindex(table.index).to_numpy()
     if trace is not None:
         expected = {s.id: sum(len(f.turns) for f in trace.family(s.id)) for s in trace.main_sessions}
-        wanted = table.index.map(expected).to_numpy(dtype=float)  # NaN: a task the trace lacks
+        # a later cycle's task (harness.trace.cycles) has its trace session's turns
+        wanted = table.index.map(lambda t: expected.get(split_cycled_id(t)[0])).to_numpy(dtype=float)
         table["complete"] &= np.isnan(wanted) | (table["requests"].to_numpy() == wanted)
     table = table.join(_walk(graph), how="left").join(_join_waits(graph), how="left")
     table["join_wait_s"] = table["join_wait_s"].fillna(0.0)

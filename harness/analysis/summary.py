@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, sessions
+from harness.analysis import cache, histograms, metrics, retries, sessions, window
+from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ideal import fill_ideal
 from harness.analysis.records import Run, load_run
 from harness.analysis.slo import Slo, goodput, parse_slos
@@ -41,9 +42,13 @@ class Analysis:
         return h
 
 
-def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) -> Analysis:
+def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
+            window_mode: str | None = None) -> Analysis:
+    run.records, superseded = retries.split_attempts(run.records)  # a turn counts by its last attempt
     if "task" not in run.records:  # the main session each record's task belongs to
         run.records["task"] = sessions.task_roots(run.records).to_numpy()
+    measured_window = window.measure_window(run, window_mode)  # may re-mark phases: before run.ok
+    client = client_check(run.records, read_client(run.path), measured_window["start_s"], measured_window["end_s"])
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
@@ -83,20 +88,26 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None) 
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {**hit, "granularity": run.granularity.as_dict(), "ideal": _ideal_info(run),
+                  "token_space": run.token_space,
                   "session_moves": cache.session_moves(ok, misses),
                   **cache.breakdowns(ok, misses)},
         "server_cache": server_cache(run.manifest),
         "sessions": session_info,
-        "warnings": list(run.warnings),
+        "retries": retries.retry_summary(run.records, superseded),
+        "window": measured_window,
+        "timeline": window.timeline(run.records),
+        "client": client,
+        "warnings": [*run.warnings, *window.warnings(measured_window), *client["warnings"]],
     }
     return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
 def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
-                block_size: int | None = None) -> dict:
-    run = load_run(run_dir, block_size=block_size)
+                block_size: int | None = None, tokenizer: str | None = None,
+                window_mode: str | None = None) -> dict:
+    run = load_run(run_dir, block_size=block_size, tokenizer=tokenizer)
     parsed = parse_slos(slos) if slos else None
-    result = analyze(run, gpus=gpus, slos=parsed)
+    result = analyze(run, gpus=gpus, slos=parsed, window_mode=window_mode)
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary

@@ -30,7 +30,7 @@ def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + ("  [timings from a SIMULATED engine]" if s.get("simulated") else "")
     lines = [head, f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
-    lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s)]
+    lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
     return "\n".join(lines)
 
@@ -86,6 +86,7 @@ def _cache(s: dict) -> list[str]:
     server = s.get("server_cache")
     if server:
         out.append(f"server /metrics hit rate {server_hit(server)}")
+    out += _token_space(c.get("token_space"))
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
@@ -101,6 +102,19 @@ def _cache(s: dict) -> list[str]:
             f" hit {fmt(st['cache_hit_rate'], '.3f')}"
         )
     return out
+
+
+def _token_space(t: dict | None) -> list[str]:
+    if not t or not (t["space"] == "server" or t["approximate"]):
+        return []
+    if t["approximate"]:
+        return [f"token space              APPROXIMATE, compare rates not token counts: {t['reason']}"]
+    line = (f"token space              server's tokens: {t['prompts_checked']} prompt_tokens checked against"
+            f" the local count, {t['prompt_token_mismatches']} differ")
+    first = t.get("first_mismatch")
+    if first:
+        line += f" (first: request {first['request_id']}, server {first['prompt_tokens']}, local {first['local']})"
+    return [line]
 
 
 def granularity_line(g: dict) -> str:
@@ -127,6 +141,21 @@ def _sessions(s: dict) -> list[str]:
         f"critical path in server  p50 {fmt(cp['p50'])}  p90 {fmt(cp['p90'])} s;"
         f" join wait p50 {fmt(jw['p50'])}  p90 {fmt(jw['p90'])} s",
     ]
+
+
+def _window(s: dict) -> list[str]:
+    w, c = s.get("window"), s.get("client")
+    if not w:
+        return []
+    target = f" (target {w['target_tasks']}, {fmt(w['tasks_held'], '.1%')} held)" if w.get("target_tasks") else ""
+    out = [f"load held                {fmt(w['tasks_in_flight_mean'], '.3g')} tasks,"
+           f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight{target}"
+           f" over {fmt(w['start_s'], '.4g')}-{fmt(w['end_s'], '.4g')} s ({w['mode']})"]
+    if c:
+        out.append(f"client                   send lag p99 {fmt(c['send_lag_s']['p99'], '.3g')} s,"
+                   f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
+                   f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}")
+    return out
 
 
 def server_hit(server: dict | None) -> str:

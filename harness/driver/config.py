@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.driver.retry import RetryPolicy
 from harness.driver.routing import POLICIES
 from harness.errors import InputError
 
@@ -14,6 +15,7 @@ ARRIVALS = ("poisson", "constant")
 HISTORIES = ("recorded", "live")
 APIS = ("chat", "completions")
 PROMPT_FORMATS = ("tokens", "text")
+WINDOWS = ("phases", "steady")
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class ReplayConfig:
     session_rate: float | None = None  # main sessions per second (open loop)
     arrival: str = "poisson"
     time_scale: float = 1.0  # timestamps: intended arrival = (arrival_s - first) * time_scale
+    think_cap_s: float | None = None  # a longer think time waits only this long (manifest: think_capped)
     max_sessions: int | None = None  # main sessions started (subagents come with them)
     max_requests: int | None = None
     max_duration: float | None = None  # stop sending at this time; in-flight requests drain
@@ -41,8 +44,12 @@ class ReplayConfig:
     follow_parent: bool = True  # subagents use their root session's sticky key
     block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
-    tokenizer: str | None = None  # a Hugging Face tokenizer.json: text segments exact for it
-    seed: int = 1  # open-loop arrival draws
+    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
+    seed: int = 1  # open-loop arrival draws, mid-trajectory start turns
+    cycle_trace: bool = True  # closed loop with max_duration: draw the trace again when it runs out
+    mid_trajectory: bool = False  # closed loop: the first `concurrency` tasks start at a random turn
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # off (1 attempt) unless configured
+    window: str = "phases"  # the analyzer's measured window: "phases" or "steady" (analysis.window)
     run_id: str = "run"
 
     def __post_init__(self) -> None:
@@ -52,6 +59,7 @@ class ReplayConfig:
         self._check_choice("api", APIS)
         self._check_choice("prompt_format", PROMPT_FORMATS)
         self._check_choice("routing", POLICIES)
+        self._check_choice("window", WINDOWS)
         if self.concurrency < 1:
             raise InputError(f"must be >= 1, got {self.concurrency}", field="concurrency")
         if self.load == "open" and not (
@@ -62,15 +70,15 @@ class ReplayConfig:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise InputError(f"must be >= 1, got {v}", field=name)
-        for name in ("time_scale", "max_duration", "block_size"):
+        for name in ("time_scale", "max_duration", "block_size", "think_cap_s"):
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise InputError(f"must be positive, got {v}", field=name)
         for name in ("drain_s", "warmup_s", "cooldown_s", "warmup_requests"):
             if getattr(self, name) < 0:
                 raise InputError(f"must be >= 0, got {getattr(self, name)}", field=name)
-        if self.tokenizer is not None and not Path(self.tokenizer).is_file():
-            raise InputError(f"no such file: {self.tokenizer}", field="tokenizer")
+        if self.tokenizer is not None and not Path(self.tokenizer).exists():
+            raise InputError(f"no such file or folder: {self.tokenizer}", field="tokenizer")
         if self.cooldown_s and self.max_duration is None:
             raise InputError(
                 "a cool-down needs max_duration (the end it counts back from)", field="cooldown_s"

@@ -34,6 +34,7 @@ FIELDS = {
     "session_rate": "load.session_rate",
     "arrival": "load.arrival",
     "time_scale": "load.time_scale",
+    "think_cap": "load.think_cap_s",
     "max_sessions": "load.max_sessions",
     "max_requests": "load.max_requests",
     "max_duration": "load.max_duration_s",
@@ -42,6 +43,9 @@ FIELDS = {
     "warmup_requests": "load.warmup_requests",
     "cooldown": "load.cooldown_s",
     "history": "load.history",
+    "mid_trajectory": "load.mid_trajectory",
+    "window": "load.window",
+    "retries": "load.retry.attempts",
     "seed": "workload.seed",
     "salt": "workload.salt",
     "tokenizer": "workload.tokenizer",
@@ -56,6 +60,7 @@ NEGATED = {
     "no_ignore_eos": "target.send_ignore_eos",
     "no_follow_parent": "target.follow_parent",
     "no_scrape_metrics": "target.scrape_metrics",
+    "no_cycle_trace": "load.cycle_trace",
 }
 
 
@@ -114,6 +119,9 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                    help="open-loop arrival process")
     g.add_argument("--time-scale", type=float, metavar="X", default=UNSET,
                    help="--timestamps: multiply arrival times by X (0.5 = twice as fast)")
+    g.add_argument("--think-cap", type=float, metavar="S", default=UNSET,
+                   help="wait at most S seconds for a think time (human breaks run to hours); the "
+                   "manifest and the report say how many pauses were shortened")
     g.add_argument("--seed", type=int, default=UNSET, help="seed of the open-loop arrival draws")
     g.add_argument("--max-sessions", type=int, metavar="N", default=UNSET,
                    help="start at most N main sessions")
@@ -130,6 +138,14 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
                       help="mark the first N requests sent phase=warmup")
     g.add_argument("--cooldown", type=float, metavar="S", default=UNSET,
                    help="mark requests sent in the last S seconds of --max-duration phase=cooldown")
+    g.add_argument("--no-cycle-trace", action="store_true", default=UNSET,
+                   help="closed loop: run the trace once, even when --max-duration outlasts it")
+    g.add_argument("--mid-trajectory", action="store_true", default=UNSET,
+                   help="closed loop: start the first N tasks at random turns, their history sent as warm-up")
+    g.add_argument("--window", choices=("phases", "steady"), default=UNSET,
+                   help="the analyzer's measured window: the phases, or from when load and hit rate hold")
+    g.add_argument("--retries", type=int, metavar="N", default=UNSET,
+                   help="send a turn up to N times when it fails for a reason an agent retries (1: never)")
 
 
 def add_content_flags(p: argparse.ArgumentParser) -> None:
@@ -147,9 +163,10 @@ def add_content_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--salt", metavar="S", default=UNSET,
                    help="prefix every prompt with a salt segment so repeated runs do not hit each "
                    "other's cache ('auto': a fresh one per run)")
-    g.add_argument("--tokenizer", metavar="FILE", default=UNSET,
-                   help="a Hugging Face tokenizer.json (needs 'tokenizers'): text prompts and chat "
-                   "messages get exactly the trace's token counts for it")
+    g.add_argument("--tokenizer", metavar="PATH", default=UNSET,
+                   help="a Hugging Face tokenizer folder or its tokenizer.json (needs 'tokenizers'): text "
+                   "prompts and chat messages get exactly the trace's token counts for it; with the "
+                   "folder's chat template the analyzer counts chat prompts in the server's tokens")
     g.add_argument("--block-size", type=int, metavar="N", default=UNSET,
                    help="server KV block size, kept in the manifest: the analyzer's ideal uses it when it "
                    "cannot detect the server's cache granularity (unset: the engine's block_size, else 16)")

@@ -9,6 +9,8 @@ stream loop never sees a task cancellation it did not ask for.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import email.utils
 import functools
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -228,7 +230,8 @@ class OpenAIHTTPTarget:
             wd.resp = resp
             if resp.status != 200:
                 message = await http_error_message(resp)
-                yield Failure(_perf(), "error", f"HTTP{resp.status}", message)
+                wait = retry_after_s(resp.headers.get("Retry-After"))
+                yield Failure(_perf(), "error", f"HTTP{resp.status}", message, wait)
                 return
             parser = SSEParser(self.config.max_event_bytes)
             proto = resp.connection.protocol if resp.connection is not None else None
@@ -285,7 +288,26 @@ def _transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failu
         return Failure(_perf(), "error", "ConnectionClosed", f"{type(exc).__name__}: {exc}")
     if isinstance(exc, aiohttp.ClientConnectorError):
         return Failure(_perf(), "error", "ConnectError", str(exc))
+    if isinstance(exc, aiohttp.ClientOSError):  # reset while sending, e.g. on a pooled connection
+        return Failure(_perf(), "error", "ConnectError", f"{type(exc).__name__}: {exc}")
     return Failure(_perf(), "error", type(exc).__name__, str(exc) or type(exc).__name__)
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A Retry-After header (seconds, or an HTTP date) as seconds from now; None if absent/bad."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
 
 
 def _timeout_message(reason: str, tm: Timeouts) -> str:

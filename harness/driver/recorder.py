@@ -48,6 +48,7 @@ def new_record(**fields) -> dict:
         "status": None,
         "error": None,
         "phase": "measure",
+        "attempt": 1,
     }
     rec.update(fields)
     return rec
@@ -80,6 +81,8 @@ async def collect(
                     rec["status"], rec["t_done"] = "ok", round(ev.t - t0, 6)
                 elif kind is Failure:
                     _fail(rec, ev.status, ev.error_class, ev.message, ev.t - t0)
+                    if ev.retry_after_s is not None and rec["error"] is not None:
+                        rec["error"]["retry_after_s"] = ev.retry_after_s
     except asyncio.CancelledError:
         _fail(
             rec,

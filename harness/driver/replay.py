@@ -21,12 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from harness.driver.config import ReplayConfig
-from harness.driver.load import arrivals
+from harness.driver.load import Task, TaskSource, arrivals
 from harness.driver.recorder import Recorder, collect, new_record
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.trace.content import load_hf_token_counter
+from harness.trace.cycles import cycle_salt, cycled_id
 from harness.trace.model import Session, Trace
 from harness.trace.requests import RequestSource
 
@@ -58,21 +59,16 @@ class Replay:
     ) -> None:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
-        counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
-        self.requests = RequestSource(
-            trace,
-            api=config.api,
-            prompt_format=config.prompt_format,
-            salt=config.salt,
-            token_counter=counter,
-            live=config.history == "live",
-        )
+        self._counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
+        self._cycles: dict[int, RequestSource] = {}
+        self.task_source = TaskSource(trace.main_sessions, config)
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
         self.t0 = time.perf_counter()
         self.sent = 0
         self.sessions_started = 0
         self.stopped_by: str | None = None
+        self.think_capped = {"pauses": 0, "seconds_cut": 0.0}  # pauses shortened by think_cap_s
         self.interrupted = False
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -95,10 +91,10 @@ class Replay:
             # from the clock's origin, which a shared start (t0) may have put in the past
             until = max(0.0, self.config.max_duration - self.now())
             self._timers.append(loop.call_later(until, self._duration_reached))
-        mains = self._main_sessions()
         if self.config.load == "closed":
+            tasks = iter(self.task_source)
             for _ in range(self.config.concurrency):
-                self._spawn(self._worker(mains))
+                self._spawn(self._worker(tasks))
         else:
             self._spawn(self._arrivals())
         try:
@@ -119,7 +115,7 @@ class Replay:
             requests=c["requests"],
             by_status=c["by_status"],
             errors_by_class=c["errors_by_class"],
-            stopped_by=self.stopped_by,
+            stopped_by=self.stopped_by or self.task_source.stopped_by,
         )
 
     def interrupt(self) -> None:
@@ -150,61 +146,87 @@ class Replay:
         for task in list(self._tasks):
             task.cancel()
 
-    def _main_sessions(self) -> Iterator[Session]:
-        for i, s in enumerate(self.trace.main_sessions):
-            if self.config.max_sessions is not None and i >= self.config.max_sessions:
-                self.stopped_by = self.stopped_by or "max_sessions"  # started ones run to the end
-                return
-            yield s
-
-    async def _worker(self, mains: Iterator[Session]) -> None:
-        """Closed loop: one slot, running main sessions back to back."""
+    async def _worker(self, tasks: Iterator[Task]) -> None:
+        """Closed loop: one slot, running tasks back to back for as long as the run lasts."""
         with contextlib.suppress(asyncio.CancelledError):
-            for s in mains:
+            for task in tasks:
                 if self._stop.is_set():
                     return
-                await self._family(s, self.now())
+                await self._family(task, self.now())
 
     async def _arrivals(self) -> None:
         """Open loop / timestamps: start each main session at its time, whatever is in flight."""
         with contextlib.suppress(asyncio.CancelledError):
             plan = self.schedule
             if plan is None:
-                plan = arrivals(list(self._main_sessions()), self.config)
+                plan = arrivals([t.session for t in self.task_source], self.config)
             for t, s in plan:
                 if not await self._sleep_until(t):
                     return
-                self._spawn(self._family(s, t))
+                self._spawn(self._family(Task(s), t))
 
     # ---- sessions -----------------------------------------------------------------------------
 
-    async def _family(self, s: Session, start: float) -> None:
+    async def _family(self, task: Task, start: float) -> None:
         self.sessions_started += 1
         try:
-            await self._session(s, start)
+            if task.start_turn:
+                start = await self._history(task.session, task.cycle, task.start_turn, start)
+            if start is not None:
+                await self._session(task.session, task.cycle, start, task.start_turn)
         except asyncio.CancelledError:
             pass  # interrupted or drained: the records are written
         finally:
-            self.requests.forget(member.id for member in self.trace.family(s.id))
+            self._source(task.cycle).forget(m.id for m in self.trace.family(task.session.id))
 
-    async def _session(self, s: Session, start: float) -> None:
+    async def _history(self, s: Session, cycle: int, first: int, start: float) -> float | None:
+        """Mid-trajectory start at turn `first`: the context a session of that age has in the
+        server's cache, sent as one warm-up request (phase `warmup`): turn `first - 1`'s prompt
+        with one output token. Returns when it ended; None if the run stopped."""
+        rec = await self._turn(s, cycle, first - 1, start, warmup=True)
+        return None if rec is None else rec["t_done"]
+
+    async def _session(self, s: Session, cycle: int, start: float, first: int = 0) -> None:
         self.stats.active_sessions += 1
         try:
             prev_end = start
-            for k, turn in enumerate(s.turns):
-                t_scheduled = prev_end + turn.think_s
+            for k in range(first, len(s.turns)):
+                turn = s.turns[k]
+                t_scheduled = prev_end + self._think(turn.think_s)
                 if not await self._sleep_until(t_scheduled):
                     return
-                rec = await self._request(s, k, t_scheduled)
+                rec = await self._turn(s, cycle, k, t_scheduled)
                 if rec is None:
                     return
                 prev_end = rec["t_done"]
                 if turn.spawns:
-                    kids = [self._session(self.trace.session(c), prev_end) for c in turn.spawns]
+                    kids = [self._session(self.trace.session(c), cycle, prev_end) for c in turn.spawns]
                     await asyncio.gather(*kids)
                     prev_end = self.now()
         finally:
             self.stats.active_sessions -= 1
+
+    def _think(self, think_s: float) -> float:
+        """The trace's think time, or the cap when it is longer (counted for the manifest)."""
+        cap = self.config.think_cap_s
+        if cap is None or think_s <= cap:
+            return think_s
+        self.think_capped["pauses"] += 1
+        self.think_capped["seconds_cut"] += think_s - cap
+        return cap
+
+    async def _turn(
+        self, s: Session, cycle: int, k: int, t_scheduled: float, warmup: bool = False
+    ) -> dict | None:
+        """One turn: a request, and with retries on, more after a backoff while it fails for a
+        reason worth retrying. Returns the final attempt's record (None: the run stopped)."""
+        rec = await self._request(s, cycle, k, t_scheduled, 1, warmup)
+        while rec is not None and (delay := self.config.retry.delay(rec)) is not None:
+            t_scheduled = rec["t_done"] + delay
+            if not await self._sleep_until(t_scheduled):
+                break
+            rec = await self._request(s, cycle, k, t_scheduled, rec["attempt"] + 1, warmup)
+        return rec
 
     async def _sleep_until(self, t: float) -> bool:
         """Wait until run time `t`; False when the run stopped sending meanwhile."""
@@ -225,20 +247,25 @@ class Replay:
             return False
         return True
 
-    async def _request(self, s: Session, k: int, t_scheduled: float) -> dict | None:
+    async def _request(
+        self, s: Session, cycle: int, k: int, t_scheduled: float, attempt: int, warmup: bool
+    ) -> dict | None:
         if not self._admit():
             return None
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
-        prompt = self.requests.prompt(s.id, k)
-        root = self._root(s) if self.config.follow_parent else s.id
+        output_tokens = 1 if warmup else turn.output_tokens  # warm-up: the prompt is the point
+        source = self._source(cycle)
+        sid = cycled_id(s.id, cycle)
+        prompt = source.prompt(s.id, k)
+        root = cycled_id(self._root(s), cycle) if self.config.follow_parent else sid
         endpoint = self.router.pick(root)
         spec = RequestSpec(
-            f"{s.id}:{k}",
-            s.id,
+            f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
+            sid,
             root,
             endpoint,
-            turn.output_tokens,
+            output_tokens,
             prompt.tokens,
             prompt.messages,
             prompt.body,
@@ -246,21 +273,23 @@ class Replay:
         rec = new_record(
             run_id=self.config.run_id,
             request_id=spec.request_id,
-            session_id=s.id,
-            parent_session_id=s.parent,
+            session_id=sid,
+            parent_session_id=None if s.parent is None else cycled_id(s.parent, cycle),
             agent=s.agent,
             turn=k,
             endpoint=self.target.endpoints[endpoint],
             t_scheduled=round(t_scheduled, 6),
             prompt_tokens_expected=spec.prompt_tokens,
-            output_tokens_expected=turn.output_tokens,
+            output_tokens_expected=output_tokens,
+            attempt=attempt,
         )
         texts: list[str] | None = None
-        if self.requests.live is not None:
+        if source.live is not None:
             spec.want_text, texts = True, []
         self.stats.in_flight += 1
         t_sent = self.now()
-        rec["t_sent"], rec["phase"] = round(t_sent, 6), self.config.phase(t_sent, index)
+        phase = "warmup" if warmup else self.config.phase(t_sent, index)
+        rec["t_sent"], rec["phase"] = round(t_sent, 6), phase
         self.in_flight[spec.request_id] = rec
         try:
             await collect(self.target.stream(spec), rec, self.t0, texts)
@@ -271,8 +300,23 @@ class Replay:
             self.recorder.write(rec)
             self.stats.observe(rec)
         if texts is not None and rec["status"] == "ok":
-            self.requests.reply(s.id, k, "".join(texts))
+            source.reply(s.id, k, "".join(texts))
         return rec
+
+    def _source(self, cycle: int) -> RequestSource:
+        """The prompts of one pass over the trace (cycle > 0: its own salt, harness.trace.cycles)."""
+        source = self._cycles.get(cycle)
+        if source is None:
+            c = self.config
+            source = self._cycles[cycle] = RequestSource(
+                self.trace,
+                api=c.api,
+                prompt_format=c.prompt_format,
+                salt=cycle_salt(c.salt, cycle),
+                token_counter=self._counter,
+                live=c.history == "live",
+            )
+        return source
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:

@@ -16,6 +16,7 @@ from harness.driver.config import ReplayConfig
 from harness.driver.manifest import replay_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
+from harness.driver.selfcheck import LoopProbe, write_client_check
 from harness.driver.target import Target
 from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
@@ -98,16 +99,20 @@ async def replay_into(
     gc.collect()
     gc.freeze()
     shown = asyncio.create_task(progress.show(replay.stats)) if show_progress else None
+    probe = LoopProbe()
     try:
         with folder.signals(replay):
             await target.start()
+            probe.start()
             return await replay.run()
     finally:
         if shown is not None:
             shown.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await shown
+        probe.stop()
         await target.close()
+        write_client_check(folder.path, probe, replay.t0)
         t0_wall = time.time() - (time.perf_counter() - replay.t0)
         folder.update(
             t0_wall=t0_wall,
@@ -116,4 +121,7 @@ async def replay_into(
             stopped_by=replay.stopped_by,
             counts=folder.counts(),
         )
+        if config.think_cap_s is not None:
+            folder.update(think_capped={"cap_s": config.think_cap_s, "pauses": replay.think_capped["pauses"],
+                                        "seconds_cut": round(replay.think_capped["seconds_cut"], 3)})
         gc.unfreeze()

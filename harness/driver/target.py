@@ -67,6 +67,7 @@ class Failure:
     status: FailureStatus
     error_class: str
     message: str
+    retry_after_s: float | None = None  # the server's Retry-After, when it sent one
 
 
 Event = Chunk | Usage | Done | Failure

@@ -13,10 +13,136 @@ turn that extends the previous turn's prompt only cuts its new segments into blo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
 
 from harness.trace.content import Segment
 from harness.trace.model import Turn
+
+# Local-scope Weka ids are private to their trace: the loader adds `trace index << LOCAL_BITS`
+# so that two traces' block 1 are different blocks; `id & LOCAL_MASK` gives the id back.
+LOCAL_BITS = 40
+LOCAL_MASK = (1 << LOCAL_BITS) - 1
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two id arrays."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = a[:n] != b[:n]
+    i = int(differ.argmax())
+    return i if differ[i] else n
+
+
+class HashIds(Sequence[int]):
+    """A block-mode prompt's hash ids, stored as what they add to the session's previous prompt.
+
+    Consecutive prompts of a session share almost all their blocks (a 120k-token prompt is ~1,900
+    64-token blocks, of which a turn adds a few dozen), so each prompt keeps `keep` leading ids of
+    `base` (the previous prompt's `HashIds`) plus its own `tail`: a 49k-request corpus holds a
+    few million ids instead of ~90 million. It compares equal to the tuple of its ids.
+    """
+
+    __slots__ = ("base", "keep", "tail", "_len")
+
+    def __init__(self, tail: np.ndarray, base: HashIds | None = None, keep: int = 0) -> None:
+        self.base, self.keep, self.tail = base, keep, tail
+        self._len = keep + len(tail)
+
+    @classmethod
+    def after(cls, ids: np.ndarray, prev: HashIds | None, prev_ids: np.ndarray | None) -> HashIds:
+        """`ids` stored against the previous prompt (`prev`, whose ids are `prev_ids`)."""
+        if prev is None or prev_ids is None:
+            return cls(ids)
+        keep = common_prefix(ids, prev_ids)
+        return cls(ids[keep:].copy(), prev, keep)
+
+    def array(self) -> np.ndarray:
+        parts, node, end = [], self, self._len
+        while node is not None and end > 0:
+            own = node.tail[: max(0, end - node.keep)]
+            parts.append(own)
+            end = min(end, node.keep)
+            node = node.base
+        parts.reverse()
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array().tolist())
+
+    def __getitem__(self, i):
+        got = self.array()[i]
+        return got.tolist() if isinstance(got, np.ndarray) else int(got)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, HashIds | tuple | list):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"HashIds({tuple(self)!r})"
+
+
+def id_array(values: list) -> np.ndarray | None:
+    """Block ids as int64, or None when one is not a 64-bit integer (the caller names which)."""
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        arr = np.array(values)
+    except (OverflowError, ValueError):
+        return None
+    return arr.astype(np.int64, copy=False) if arr.dtype.kind == "i" and arr.ndim == 1 else None
+
+
+def bad_id(values: list) -> int:
+    """Index of the first id that is not an integer (for the error message)."""
+    for i, h in enumerate(values):
+        if isinstance(h, bool) or not isinstance(h, int) or not -(2**63) <= h < 2**63:
+            return i
+    return 0
+
+
+class IdChain:
+    """A session's prompts' id lists, in order, as `HashIds` that share their common prefixes.
+
+    Parsed JSON gives Python lists; converting each 2,000-id list to numpy costs more than parsing
+    it. A prompt usually repeats all but the last of the previous prompt's ids, which one list
+    comparison confirms, so only the ids it adds are converted (and checked)."""
+
+    def __init__(self, offset: int | None = None) -> None:
+        self.offset = offset  # added to every id (local scope), which must then be in [0, 2^40)
+        self._list: list | None = None
+        self._ids: HashIds | None = None
+
+    def add(self, values: list) -> HashIds:
+        """Raises ValueError(index) for an id that is not an integer or is out of range."""
+        prev, prev_ids = self._list, self._ids
+        k = len(prev) - 1 if prev else 0
+        if prev_ids is not None and k > 0 and len(values) > k and values[:k] == prev[:k]:
+            keep = k + 1 if values[k] == prev[k] else k
+            ids = HashIds(self._checked(values[keep:], keep), prev_ids, keep)
+        else:
+            ids = HashIds.after(self._checked(values, 0), prev_ids, prev_ids.array() if prev_ids is not None else None)
+        self._list, self._ids = values, ids
+        return ids
+
+    def _checked(self, values: list, start: int) -> np.ndarray:
+        arr = id_array(values)
+        if arr is None:
+            raise ValueError(start + bad_id(values))
+        if self.offset is not None and len(arr):
+            if arr.min() < 0 or arr.max() >> LOCAL_BITS:
+                raise ValueError(start + int(np.flatnonzero((arr < 0) | (arr >> LOCAL_BITS != 0))[0]))
+            arr += self.offset
+        return arr
 
 
 class BlockHasher:
@@ -25,6 +151,7 @@ class BlockHasher:
             raise ValueError("block_size must be positive")
         self.block_size = block_size
         self._ids: dict[tuple, int] = {}  # (previous block id, pieces) -> block id
+        self._next_id = 0
         # Walk states: after consuming a segment sequence. State 0 is the empty prompt.
         self._parent: list[int] = [0]
         self._added: list[tuple[int, ...]] = [()]  # full-block ids the step to this state added
@@ -36,8 +163,14 @@ class BlockHasher:
         key = (prev, pieces)
         got = self._ids.get(key)
         if got is None:
-            got = self._ids[key] = len(self._ids)
+            got = self._ids[key] = self._next_id
+            self._next_id += 1
         return got
+
+    def forget(self, keys) -> None:
+        """Drop `block_id(-2, key)` entries no later prompt can name (their ids stay taken)."""
+        for key in keys:
+            self._ids.pop((-2, key), None)
 
     def _advance(self, state: int, seg: Segment) -> int:
         step_key = (state, seg.key, seg.length)
@@ -88,21 +221,23 @@ def block_turns(
     rows: Sequence[tuple[int, int, float, Sequence[int]]],
     spawns: Mapping[int, Sequence[str]] | None = None,
 ) -> tuple[Turn, ...]:
-    """Block-mode turns of an imported session from `(input, output, think_s, hash_ids)` rows.
+    """Block-mode turns of an imported session from `(input, output, think_s, hash_ids)` rows
+    (`hash_ids` a list, or `HashIds` already chained by the caller).
 
     `new_input_tokens` is what the prompt grew by beyond the previous prompt and its output
     (informative: block-mode content comes from the hash ids).
     """
-    turns, prev = [], None
+    turns, prev, chain = [], None, IdChain()
     for k, (n_in, n_out, think, ids) in enumerate(rows):
         new_input = n_in if prev is None else max(0, n_in - prev[0] - prev[1])
+        hashed = ids if isinstance(ids, HashIds) else chain.add(list(ids))
         turns.append(
             Turn(
                 new_input_tokens=new_input,
                 output_tokens=n_out,
                 think_s=float(think),
                 spawns=tuple((spawns or {}).get(k, ())),
-                hash_ids=tuple(ids),
+                hash_ids=hashed,  # type: ignore[arg-type]  # a Sequence[int] equal to the tuple
                 input_tokens=n_in,
             )
         )

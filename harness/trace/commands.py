@@ -33,25 +33,28 @@ def _register_generate(verbs) -> None:
 
 def _register_convert(verbs) -> None:
     p = verbs.add_parser("convert", help="convert between trace formats")
-    p.add_argument("input", type=Path, help="trace file to read")
-    p.add_argument("-o", "--output", type=Path, required=True, help="file to write")
+    p.add_argument("input", type=Path, help="trace file (or a directory of Weka/AgentX files) to read")
+    p.add_argument("-o", "--output", type=Path, required=True, help="file to write (Weka: a directory, or a .jsonl file)")
     p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
-    p.add_argument("--to", dest="dst", default="native", choices=["native", "mooncake"], help="output format (default: native)")
+    p.add_argument("--to", dest="dst", default="native", choices=["native", "mooncake", "weka"], help="output format (default: native)")
     p.add_argument("--block-size", type=int, default=None, help="tokens per hash block: of a Mooncake input, and of a Mooncake output (default: 512)")
     p.add_argument("--group-sessions", action="store_true", help="Mooncake input: join requests whose hash ids extend an earlier request into sessions")
     p.add_argument("--salt", default=None, help="Mooncake output: prefix every prompt with this salt's content")
+    p.add_argument("--hash-id-scope", dest="scope", default="local", choices=["local", "global"], help="Weka output: block ids private to each trace (local, what AIPerf reads) or shared across traces (default: local)")
+    p.add_argument("--model", default="agentic-harness", help="Weka output: the model name each request records (default: agentic-harness)")
     p.set_defaults(func=cmd_convert)
 
 
 def _register_stats(verbs) -> None:
     p = verbs.add_parser("stats", help="fidelity table, distributions and prefix-cache hit of a trace")
-    p.add_argument("trace", type=Path, help="trace file (native, Mooncake or Weka/AgentX)")
+    p.add_argument("trace", type=Path, help="trace file (native, Mooncake or Weka/AgentX) or a directory of Weka/AgentX files")
     p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--block-size", type=int, default=16, help="cache block size for the hit rates (default: 16)")
     p.add_argument("--cache-tokens", type=int, default=None, help="also simulate an LRU prefix cache of this many tokens")
     p.add_argument("--group-sessions", action="store_true", help="Mooncake input: group requests into sessions by prefix chains")
     p.add_argument("--mooncake-block-size", type=int, default=None, help="Mooncake input: tokens per hash block (default: 512)")
+    p.add_argument("--profile", type=Path, default=None, help="workload profile whose think-time model is shown beside the trace's (default: workloads/agentx.yaml)")
     p.set_defaults(func=cmd_stats)
 
 
@@ -81,19 +84,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """`converting: 12,000/49,334 requests (24%)` on stderr, at most every `every_s` seconds."""
+
+    def __init__(self, total: int, unit: str, every_s: float = 5.0) -> None:
+        self.total, self.unit, self.every_s = total, unit, every_s
+        self.t0 = self.last = time.perf_counter()
+
+    def __call__(self, done: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(f"converting: {done:,}/{self.total:,} {self.unit} ({done / self.total:.0%}, {now - self.t0:.0f} s)",
+                  file=sys.stderr)
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from harness.trace.formats import load_trace, save_trace
 
     _positive(args.block_size, "--block-size")
+    t0 = time.perf_counter()
     in_block = args.block_size if args.src in ("auto", "mooncake") else None
     trace = load_trace(args.input, args.src, block_size=in_block, group_sessions=args.group_sessions)
-    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt)
-    print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests", file=sys.stderr)
+    print(f"read {args.input}: {trace.num_requests:,} requests ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    total, unit = (len(trace.main_sessions), "traces") if args.dst == "weka" else (trace.num_requests, "requests")
+    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt, scope=args.scope,
+               model=args.model, progress=_Progress(total, unit))
+    print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from harness.trace.formats import load_trace
+    from harness.trace.profile import load_profile
     from harness.trace.stats import compute_stats
     from harness.trace.stats_report import render
 
@@ -102,7 +126,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.cache_tokens is not None and args.cache_tokens < 0:
         raise InputError(f"--cache-tokens must be >= 0, got {args.cache_tokens}")
     trace = load_trace(args.trace, args.src, block_size=args.mooncake_block_size, group_sessions=args.group_sessions)
-    stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens)
+    profile = load_profile(args.profile)
+    stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens, profile=profile)
     if args.json:
         print(json.dumps(stats, indent=None, separators=(",", ":")))
     else:

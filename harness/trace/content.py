@@ -263,12 +263,8 @@ def chat_messages(segments, text_of: Callable[[Segment], str]) -> list[dict]:
 
 
 def load_hf_token_counter(path: str) -> TokenCounter:
-    """A token counter from a local Hugging Face `tokenizer.json` (needs `tokenizers`)."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError as exc:  # pragma: no cover - optional dependency
-        from harness.errors import InputError
+    """A token counter from a local Hugging Face tokenizer folder or its `tokenizer.json` (needs
+    `tokenizers`): tokens of a text without added special tokens."""
+    from harness.trace.chat_tokens import ChatTokenizer
 
-        raise InputError("a tokenizer file needs the 'tokenizers' package: pip install 'agentic-harness[tokenizers]'") from exc
-    tok = Tokenizer.from_file(path)
-    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+    return ChatTokenizer.load(path).count

@@ -2,13 +2,15 @@
 
     native    our JSON Lines (`native.py`): header line + one session per line
     mooncake  Mooncake JSONL (`mooncake.py`): one request per line, block-level hash ids
-    weka      Weka / AgentX JSON or JSONL (`weka.py`): nested requests and subagent groups
+    weka      Weka / AgentX JSON or JSONL, or a directory of them (`weka.py`, `weka_export.py`):
+              nested requests and subagent groups
 
 `load_trace(path)` detects the format from the first record; pass `fmt` to force one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -18,9 +20,10 @@ from harness.trace.model import TRACE_FORMAT, Trace
 from harness.trace.mooncake import MOONCAKE_BLOCK, read_mooncake, write_mooncake
 from harness.trace.native import read_trace, write_trace
 from harness.trace.weka import read_weka
+from harness.trace.weka_export import DEFAULT_MODEL, write_weka
 
 FORMATS = ("native", "mooncake", "weka")
-__all__ = ["FORMATS", "detect_format", "load_trace", "save_trace", "write_mooncake"]
+__all__ = ["FORMATS", "detect_format", "load_trace", "save_trace", "write_mooncake", "write_weka"]
 
 
 def _first_record(path: Path) -> object:
@@ -39,6 +42,8 @@ def _first_record(path: Path) -> object:
 
 def detect_format(path: str | Path) -> str:
     path = Path(path)
+    if path.is_dir():  # published corpora: a directory of one-trace Weka/AgentX files
+        return "weka"
     first = _first_record(path)
     if isinstance(first, dict):
         if first.get("format") == TRACE_FORMAT:
@@ -75,11 +80,23 @@ def load_trace(
 
 
 def save_trace(
-    trace: Trace, path: str | Path, fmt: str = "native", *, block_size: int | None = None, salt: str | None = None
+    trace: Trace,
+    path: str | Path,
+    fmt: str = "native",
+    *,
+    block_size: int | None = None,
+    salt: str | None = None,
+    scope: str = "local",
+    model: str = DEFAULT_MODEL,
+    progress: Callable[[int], None] | None = None,
 ) -> None:
+    """`block_size` and `salt` apply to Mooncake output; `scope` and `model` to Weka output.
+    `progress(n)` is called with the requests (Mooncake) or traces (Weka) written so far."""
     if fmt == "native":
         write_trace(trace, path)
     elif fmt == "mooncake":
-        write_mooncake(trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt)
+        write_mooncake(trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt, progress=progress)
+    elif fmt == "weka":
+        write_weka(trace, path, scope=scope, model=model, progress=progress)
     else:
-        raise TraceFormatError(f"cannot write format {fmt!r} (one of: native, mooncake)", path=path)
+        raise TraceFormatError(f"cannot write format {fmt!r} (one of: {', '.join(FORMATS)})", path=path)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.trace.model import Session, Trace, TraceHeader, Turn
-from harness.trace.profile import Dist, Profile, Subagents
+from harness.trace.profile import Dist, HumanPause, Profile, Subagents
 
 GENERATOR_VERSION = 1
 
@@ -27,13 +27,35 @@ def _draw(rng: np.random.Generator, d: Dist, n: int) -> np.ndarray:
     return np.clip(x, d.min, np.inf if d.max is None else d.max)
 
 
+def think_samples(profile: Profile, n: int = 100_000, seed: int = 0) -> np.ndarray:
+    """Gaps the profile's think model draws, main-session and subagent gaps mixed in the share
+    of turns they have in the profile (lognormal means, before clipping): what `trace stats`
+    shows beside a trace's own gaps."""
+    rng = np.random.default_rng([seed, 4])
+    sub = profile.subagents
+
+    def mean_turns(d: Dist) -> float:
+        return d.median * float(np.exp(d.sigma**2 / 2)) - 1  # gaps: turns after the first
+
+    main_gaps = mean_turns(profile.turns)
+    sub_gaps = sub.probability * sub.count.mean * mean_turns(sub.turns)
+    n_main = int(round(n * main_gaps / (main_gaps + sub_gaps))) if main_gaps + sub_gaps > 0 else n
+    main = _thinks(rng, profile.think_s, n_main + 1, profile.human_pause)[1:]
+    return np.concatenate((np.array(main), _draw(rng, sub.think_s, n - n_main)))
+
+
 def _tokens(raw: np.ndarray, scale: float) -> np.ndarray:
     return np.maximum(1, np.rint(raw * scale)).astype(np.int64)
 
 
-def _thinks(rng: np.random.Generator, d: Dist, n: int) -> list[float]:
-    """Think time before each turn; the first turn is sent at the session's start."""
-    return [0.0] + np.round(_draw(rng, d, n - 1), 3).tolist()
+def _thinks(rng: np.random.Generator, d: Dist, n: int, pause: HumanPause | None = None) -> list[float]:
+    """Think time before each turn; the first turn is sent at the session's start. With a human
+    pause model, each gap is a person's break with its probability, else tool execution."""
+    gaps = _draw(rng, d, n - 1)
+    if pause is not None and pause.probability > 0:  # no extra draws otherwise: same bytes as before
+        human = rng.random(n - 1) < pause.probability
+        gaps = np.where(human, _draw(rng, pause.duration, n - 1), gaps)
+    return [0.0] + np.round(gaps, 3).tolist()
 
 
 def _cap_turns(base: float, inputs: np.ndarray, outputs: np.ndarray, cap: float) -> int:
@@ -52,7 +74,7 @@ class _SessionDraw:
         outputs = _draw(rng, shape.output_tokens, n)
         n = _cap_turns(base, inputs, outputs, cap)
         self.inputs, self.outputs = inputs[:n], outputs[:n]
-        self.thinks = _thinks(rng, shape.think_s, n)
+        self.thinks = _thinks(rng, shape.think_s, n, getattr(shape, "human_pause", None))
 
     def __len__(self) -> int:
         return len(self.inputs)

@@ -9,17 +9,19 @@ block-level sharing exact. Export computes the ids from our materialized content
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from harness.errors import TraceFormatError
 from harness.trace.blocks import BlockHasher, block_turns
-from harness.trace.content import Content
+from harness.trace.blockwalk import BlockPaths, Families
+from harness.trace.content import SALT_TOKENS, Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 from harness.trace.native import iter_json_lines, write_lines
-from harness.trace.timeline import prompt_steps
+from harness.trace.timeline import send_order
 
 MOONCAKE_BLOCK = 512
 _FIELDS = {"timestamp": (int, float), "input_length": int, "output_length": int, "hash_ids": list}
@@ -124,27 +126,95 @@ def read_mooncake(path: str | Path, *, block_size: int = MOONCAKE_BLOCK, group_s
     return Trace(TraceHeader(profile="mooncake", block_size=block_size, meta=meta), out)
 
 
-def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str | None = None) -> Iterator[str]:
+class _BlockRecut:
+    """Mooncake ids of block-mode prompts cut again at another block size, incrementally.
+
+    A block id names the prompt's content up to the block's end. Content up to a point inside an
+    imported prompt is named exactly by the trie node of the source block holding that point and
+    the tokens of that block included (`BlockPaths` gives the nodes; the salt, if any, is the
+    same in front of every prompt), so ids are interned by `(node, tokens)` in first-seen order
+    through the same `BlockHasher` counter: the ids equal hashing the block segments from the
+    start of every prompt (a test checks it). A prompt reuses the ids of the blocks it shares
+    with the prompt it was walked from and only computes the rest."""
+
+    def __init__(self, hasher: BlockHasher, source_block: int, salt_tokens: int, private: bool) -> None:
+        self.hasher, self.salt = hasher, salt_tokens
+        self.paths = BlockPaths(source_block, private=private)
+        self._full: dict[str, list[int]] = {}  # session -> full-block ids of its last prompt
+        self._keys: dict[str, list[tuple]] | None = {} if private else None  # family -> its ids
+
+    def finish(self, family: str) -> None:
+        """A private family (local-scope ids) sent its last request: forget its blocks."""
+        self.paths.finish(family)
+        if self._keys is not None:
+            self.hasher.forget(self._keys.pop(family, ()))
+
+    def ids(self, sid: str, turn: Turn, parent: str | None, last: bool, family: str) -> tuple[int, list[int]]:
+        p = self.paths.walk(sid, turn, parent=parent, last=last, family=family)
+        keys = self._keys.setdefault(family, []) if self._keys is not None else None
+        big, salt = self.hasher.block_size, self.salt
+        ref_full = self._full.get(p.ref, []) if p.ref is not None else []
+        # Blocks before either prompt's last are whole in both: their content is the same.
+        same = salt + max(0, min(p.shared, p.ref_blocks - 1, p.blocks - 1)) * self.paths.block_size
+        keep = min(same // big, len(ref_full))
+        total = salt + p.total
+        ends = np.arange((keep + 1) * big, total + 1, big)
+        if total % big:
+            ends = np.append(ends, total)
+        cum = np.cumsum(p.lengths)
+        at = np.searchsorted(cum, ends - salt)
+        full = ref_full[:keep]
+        for end, i in zip(ends.tolist(), at.tolist(), strict=True):
+            q = end - salt
+            key = (-1, end) if q <= 0 else (int(p.nodes[i]), q - int(cum[i] - p.lengths[i]))
+            full.append(self.hasher.block_id(-2, key))
+            if keys is not None and q > 0:
+                keys.append(key)
+        out = list(full)
+        if total % big:
+            full.pop()  # the open last block is no prefix a later prompt can reuse
+        if last:
+            self._full.pop(sid, None)
+        else:
+            self._full[sid] = full
+        return total, out
+
+
+def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str | None = None,
+                   progress: Callable[[int], None] | None = None) -> Iterator[str]:
     """One Mooncake request per trace request, in estimated send order."""
     content = Content(trace, salt=salt, cache_size=64)
     hasher = BlockHasher(block_size)
+    private = trace.header.meta.get("hash_id_scope") == "local"
+    recut = _BlockRecut(hasher, trace.header.block_size, SALT_TOKENS if salt else 0, private)
+    families = Families(trace)
     ends: dict[str, tuple[int, int]] = {}  # session -> (walk state, length) after its last prompt
-    for t, sid, k, extends, segs in prompt_steps(trace, content):
-        state, length = ends[sid] if extends else (0, 0)
-        state = hasher.extend(segs, state)
-        length += sum(s.length for s in segs)
-        ends[sid] = (state, length)
-        ids = hasher.ids(state)
-        obj = {
-            "timestamp": int(round(t * 1000)),
-            "input_length": length,
-            "output_length": trace.session(sid).turns[k].output_tokens,
-            "hash_ids": ids,
-        }
+    for n, (t, sid, k) in enumerate(send_order(trace), start=1):
+        session = trace.session(sid)
+        turn, last = session.turns[k], k == len(session.turns) - 1
+        if turn.hash_ids is not None:
+            length, ids = recut.ids(sid, turn, session.parent, last, families.root[sid])
+            if families.sent(sid):
+                recut.finish(families.root[sid])
+        else:
+            extends = content.appends_to_previous(sid, k)
+            segs = content.new_segments(sid, k) if extends else content.segments(sid, k)
+            state, length = ends[sid] if extends else (0, 0)
+            state = hasher.extend(segs, state)
+            length += sum(s.length for s in segs)
+            ends[sid] = (state, length)
+            ids = hasher.ids(state)
+            if last:
+                ends.pop(sid, None)
+        obj = {"timestamp": int(round(t * 1000)), "input_length": length, "output_length": turn.output_tokens,
+               "hash_ids": ids}  # fmt: skip
+        if progress is not None:
+            progress(n)
         yield orjson.dumps(obj).decode()
 
 
-def write_mooncake(trace: Trace, path: str | Path, block_size: int = MOONCAKE_BLOCK, salt: str | None = None) -> None:
+def write_mooncake(trace: Trace, path: str | Path, block_size: int = MOONCAKE_BLOCK, salt: str | None = None,
+                   progress: Callable[[int], None] | None = None) -> None:
     if block_size <= 0:
         raise TraceFormatError(f"block size must be positive, got {block_size}", path=path)
-    write_lines(mooncake_lines(trace, block_size=block_size, salt=salt), path)
+    write_lines(mooncake_lines(trace, block_size=block_size, salt=salt, progress=progress), path)

@@ -17,6 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from harness.errors import TraceFormatError
+from harness.trace.blocks import IdChain
 from harness.trace.model import TRACE_FORMAT, TRACE_VERSION, Session, Trace, TraceHeader, Turn
 
 _NonNegInt = int
@@ -93,13 +94,15 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
             sparse[name][int(key)] = value
     if set(sparse["hash_ids"]) != set(sparse["input_tokens"]):
         raise _fail(path, line, "turns.input_tokens", "must name exactly the turns that have hash_ids")
+    chain = IdChain()  # consecutive prompts share their leading ids: store each once
+    hashed = {i: chain.add(sparse["hash_ids"][i]) for i in sorted(sparse["hash_ids"])}
     turns = tuple(
         Turn(
             new_input_tokens=t.new_input_tokens[i],
             output_tokens=t.output_tokens[i],
             think_s=float(t.think_s[i]),
             spawns=tuple(sparse["spawns"].get(i, ())),
-            hash_ids=tuple(sparse["hash_ids"][i]) if i in sparse["hash_ids"] else None,
+            hash_ids=hashed.get(i),
             input_tokens=sparse["input_tokens"].get(i),
         )
         for i in range(n)

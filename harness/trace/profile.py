@@ -55,6 +55,13 @@ class SubagentCount(_Strict):
     max: int = Field(ge=1)
 
 
+class HumanPause(_Strict):
+    """A main session's gap is, with `probability`, a person's pause instead of tool execution."""
+
+    probability: float = Field(default=0.0, ge=0, le=1)
+    duration: Dist = Dist(median=0.0)
+
+
 class Subagents(_Strict):
     probability: float = Field(ge=0, le=1)  # share of main sessions that start any
     count: SubagentCount
@@ -79,7 +86,8 @@ class Profile(_Strict):
     first_input_tokens: Dist  # the user's task message
     new_input_tokens: Dist  # context growth per later turn: tool results, user replies
     output_tokens: Dist
-    think_s: Dist  # tool execution / user time before each later turn
+    think_s: Dist  # tool execution before each later turn
+    human_pause: HumanPause = HumanPause()  # main sessions: some gaps are a person's break instead
     max_context_tokens: int = Field(ge=1)  # a session ends before its prompt would exceed this
     subagents: Subagents
 

@@ -32,6 +32,17 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
             out.write("  ".join("-" * w for w in widths) + "\n")
 
 
+def _think_table(stats: dict, out: TextIO) -> None:
+    """The trace's gaps beside the profile's model and the public corpus's."""
+    rows = [["think time before a request (s)", "p50", "p90", "p99"]]
+    rows.append(["this trace"] + [_num(stats["think_s"][q]) for q in ("p50", "p90", "p99")])
+    if "profile_think_s" in stats:
+        rows.append([f"profile {stats['profile']} (model)"] + [_num(stats["profile_think_s"][q]) for q in ("p50", "p90", "p99")])
+    rows.append(["public Claude Code corpus"] + [_num(stats["corpus_think_s"][q]) for q in ("p50", "p90", "p99")])
+    out.write("\n")
+    _table(rows, out)
+
+
 def render(stats: dict, name: str, out: TextIO) -> None:
     out.write(
         f"{name}: {stats['sessions']} sessions ({stats['main_sessions']} main, "
@@ -49,6 +60,7 @@ def render(stats: dict, name: str, out: TextIO) -> None:
         d = stats[key]
         rows.append([label, str(d["count"])] + [_num(d[q]) for q in ("p50", "p90", "p99", "mean")])
     _table(rows, out)
+    _think_table(stats, out)
     out.write(f"\nprefix-cache hit, token-weighted (block {stats['block_size']}):\n")
     rows = [["ideal (infinite cache)", f"{stats['ideal_cache_hit']:.2%}"]]
     if "lru_cache_hit" in stats:

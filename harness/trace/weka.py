@@ -1,34 +1,44 @@
-"""Weka / AgentX traces: the JSON SemiAnalysis publishes its AgentX corpus in.
+"""Weka / AgentX traces: the JSON the public agentic coding corpora (AgentX, kv-cache-tester) use.
 
-One trace is `{id, block_size (64), tool_tokens, system_tokens, requests: [...]}` where a request
-is `{t, type: "n", in, out, hash_ids, think_time, ...}` (`t` send time in seconds, `in`/`out`
-tokens, `hash_ids` prefix-hashed blocks of the prompt, `think_time` the pause before it) or a
-subagent group `{t, type: "subagent", requests: [...]}` holding that subagent's own requests.
-A file holds one trace (JSON), a JSON list of traces, or one trace per line (JSONL).
+One trace is `{id, block_size (64), hash_id_scope, tool_tokens, system_tokens, requests: [...]}`
+where a request is an API call `{t, type, in, out, hash_ids, think_time, ...}` of type `n`
+(non-streaming) or `s` (streaming) — `t` send time in seconds, `in`/`out` tokens, `hash_ids` the
+prompt's 64-token blocks, `think_time` the client's pause before it — or a subagent group
+`{t, type: "subagent", requests: [...]}` holding that subagent's own calls. The corpora are
+published as a directory of one-trace JSON files; a file may also hold one trace, a JSON list of
+traces, or one trace per line (JSONL).
+
+`hash_id_scope: "local"` (the default, as in the published corpora) makes ids private to their
+trace — two traces' block 1 are different blocks — while its subagents share the trace's ids;
+`"global"` shares ids across traces. Local ids are kept apart by adding `trace index << 40`
+(`blocks.LOCAL_BITS`); the export masks them back.
 
 Mapping: each trace is a main session of block-mode turns; each subagent group is a `spawn`-mode
-child session (its prompts carry their own hash ids, so what it shares with the parent stays
-visible at block level). Consecutive groups after a request run in parallel: that request's turn
-lists them in `spawns` and the parent's next request joins them. Unknown extra fields are kept out.
+child session. Consecutive groups after a request run in parallel: that request's turn lists them
+in `spawns` and the parent's next request joins them. Unknown extra fields are ignored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
 from harness.errors import TraceFormatError
-from harness.trace.blocks import block_turns
+from harness.trace.blocks import LOCAL_BITS, IdChain, block_turns
 from harness.trace.model import Session, Trace, TraceHeader
 
 WEKA_BLOCK = 64
-_REQUEST_FIELDS = {"t": (int, float), "in": int, "out": int, "hash_ids": list}
+CALL_TYPES = ("n", "s")  # non-streaming and streaming API calls: both are requests here
+GROUP_TYPE = "subagent"
+SCOPES = ("local", "global")
+_FIELDS = {"t": (int, float), "in": int, "out": int}
 
 
 class _Ctx:
-    def __init__(self, path: Path, line: int | None) -> None:
-        self.path, self.line = path, line
+    def __init__(self, path: Path, line: int | None, offset: int) -> None:
+        self.path, self.line, self.offset = path, line, offset  # offset: added to local ids
 
     def fail(self, field: str | None, message: str) -> TraceFormatError:
         return TraceFormatError(message, path=self.path, line=self.line, field=field)
@@ -42,22 +52,28 @@ def _number(obj: dict, name: str, kinds, ctx: _Ctx, where: str, default=None):
     value = obj[name]
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise ctx.fail(f"{where}{name}", f"wrong type {type(value).__name__}")
-    if isinstance(value, int | float) and value < 0:
+    if value < 0:
         raise ctx.fail(f"{where}{name}", f"must be >= 0, got {value}")
     return value
 
 
-def _request(r, ctx: _Ctx, where: str) -> dict:
-    if not isinstance(r, dict):
-        raise ctx.fail(where.rstrip("."), "expected an object")
-    out = {name: _number(r, name, kinds, ctx, where) for name, kinds in _REQUEST_FIELDS.items()}
-    out["think_time"] = float(_number(r, "think_time", (int, float), ctx, where, default=0.0))
-    for i, h in enumerate(out["hash_ids"]):
-        if isinstance(h, bool) or not isinstance(h, int):
-            raise ctx.fail(f"{where}hash_ids[{i}]", "must be an integer")
-    if out["in"] < 1:
+def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
+    """(t, in, out, think_time, HashIds) of one API call."""
+    t, n_in, n_out = (_number(r, name, kinds, ctx, where) for name, kinds in _FIELDS.items())
+    think = float(_number(r, "think_time", (int, float), ctx, where, default=0.0))
+    raw = r.get("hash_ids")
+    if not isinstance(raw, list):
+        raise ctx.fail(f"{where}hash_ids", "missing" if raw is None else f"wrong type {type(raw).__name__}")
+    if n_in < 1:
         raise ctx.fail(f"{where}in", "must be >= 1")
-    return out
+    try:
+        ids = chain.add(raw)
+    except ValueError as exc:
+        i = exc.args[0]
+        integer = isinstance(raw[i], int) and not isinstance(raw[i], bool)
+        reason = f"local ids must be in [0, 2^{LOCAL_BITS})" if integer else "must be an integer"
+        raise ctx.fail(f"{where}hash_ids[{i}]", reason) from None
+    return t, n_in, n_out, think, ids
 
 
 class _Builder:
@@ -65,34 +81,36 @@ class _Builder:
         self.ctx, self.system_tokens, self.system_id = ctx, system_tokens, system_id
         self.sessions: list[Session] = []
 
-    def session(self, sid: str, items: list, where: str, parent: str | None, fork: int | None) -> Session:
+    def session(self, sid: str, items, where: str, parent: str | None, fork: int | None) -> None:
         if not isinstance(items, list) or not items:
             raise self.ctx.fail(f"{where}requests", "must be a non-empty list")
         slot = len(self.sessions)  # parents before children, as in the native format
         self.sessions.append(None)  # type: ignore[arg-type]
-        reqs: list[dict] = []
+        calls: list[tuple] = []
         spawns: dict[int, list[str]] = {}
-        n_sub = 0
+        chain = IdChain(self.ctx.offset if self.ctx.offset >= 0 else None)
         for i, item in enumerate(items):
             at = f"{where}requests[{i}]."
-            kind = item.get("type", "n") if isinstance(item, dict) else None
-            if kind == "subagent":
-                if not reqs:
+            if not isinstance(item, dict):
+                raise self.ctx.fail(at.rstrip("."), "expected an object")
+            kind = item.get("type", "n")
+            if kind == GROUP_TYPE:
+                if not calls:
                     raise self.ctx.fail(f"{at}type", "a subagent group needs a request before it")
-                n_sub += 1
-                child_id = f"{sid}.a{n_sub}"
-                self.session(child_id, item.get("requests"), at, sid, len(reqs) - 1)
-                spawns.setdefault(len(reqs) - 1, []).append(child_id)
-            elif kind == "n":
-                reqs.append(_request(item, self.ctx, at))
+                child_id = f"{sid}.a{sum(len(v) for v in spawns.values()) + 1}"
+                self.session(child_id, item.get("requests"), at, sid, len(calls) - 1)
+                spawns.setdefault(len(calls) - 1, []).append(child_id)
+            elif kind in CALL_TYPES:
+                calls.append(_request(item, self.ctx, at, chain))
             else:
-                raise self.ctx.fail(f"{at}type", f"must be 'n' or 'subagent', got {kind!r}")
-        if not reqs:
-            raise self.ctx.fail(f"{where}requests", "has no requests of type 'n'")
-        turns = block_turns([(r["in"], r["out"], r["think_time"], r["hash_ids"]) for r in reqs], spawns)
-        s = Session(
+                known = ", ".join(repr(k) for k in (*CALL_TYPES, GROUP_TYPE))
+                raise self.ctx.fail(f"{at}type", f"unknown request type {kind!r} (one of {known})")
+        if not calls:
+            raise self.ctx.fail(f"{where}requests", "has no API calls (type 'n' or 's')")
+        turns = block_turns([(n_in, n_out, think, ids) for _, n_in, n_out, think, ids in calls], spawns)
+        self.sessions[slot] = Session(
             id=sid,
-            arrival_s=float(reqs[0]["t"]),
+            arrival_s=float(calls[0][0]),
             system_tokens=self.system_tokens,
             system_id=self.system_id,
             turns=turns,
@@ -100,11 +118,11 @@ class _Builder:
             fork_turn=fork,
             mode=None if parent is None else "spawn",
         )
-        self.sessions[slot] = s
-        return s
 
 
-def _trace_sessions(obj, ctx: _Ctx, seen: set[str]) -> tuple[int, list[Session]]:
+def _trace_sessions(obj, path: Path, line: int | None, index: int, seen: set[str]) -> tuple[int, str, list[Session]]:
+    """(block size, scope, sessions) of the `index`-th trace of a load."""
+    ctx = _Ctx(path, line, -1)
     if not isinstance(obj, dict):
         raise ctx.fail(None, "expected a trace object")
     if "id" not in obj:
@@ -114,6 +132,10 @@ def _trace_sessions(obj, ctx: _Ctx, seen: set[str]) -> tuple[int, list[Session]]
     block = _number(obj, "block_size", int, ctx, "", default=WEKA_BLOCK)
     if block < 1:
         raise ctx.fail("block_size", "must be positive")
+    scope = obj.get("hash_id_scope", "local")
+    if scope not in SCOPES:
+        raise ctx.fail("hash_id_scope", f"must be 'local' or 'global', got {scope!r}")
+    ctx.offset = index << LOCAL_BITS if scope == "local" else -1
     system = _number(obj, "system_tokens", int, ctx, "", default=0)
     tools = _number(obj, "tool_tokens", int, ctx, "", default=0)
     sid = str(obj["id"])
@@ -122,45 +144,86 @@ def _trace_sessions(obj, ctx: _Ctx, seen: set[str]) -> tuple[int, list[Session]]
     seen.add(sid)
     builder = _Builder(ctx, system + tools, f"weka-sys{system}-tools{tools}")
     builder.session(sid, obj.get("requests"), "", None, None)
-    return block, builder.sessions
+    return block, scope, builder.sessions
 
 
-def _parse_units(path: Path, data: bytes) -> list[tuple[object, int | None]]:
-    """(trace object, line number or None) for a JSON file, a JSON list or JSONL."""
+def _json_error(path: Path, data: bytes, exc: orjson.JSONDecodeError, skipped: int) -> TraceFormatError:
+    """`skipped`: blank lines before `data` began."""
+    cut = " (the file ends there: truncated?)" if exc.pos >= len(data.rstrip()) else ""
+    return TraceFormatError(f"invalid JSON at column {exc.colno}: {exc.msg}{cut}", path=path,
+                            line=exc.lineno + skipped)
+
+
+def read_units(path: Path) -> Iterator[tuple[object, int | None]]:
+    """(trace object, line number or None) of a JSON document, a JSON list or JSON Lines.
+
+    JSON Lines (the first line is a whole trace) are read line by line, so a corpus in one file
+    is never in memory at once. A document spread over lines (pretty-printed) that does not
+    parse is reported where the parser stopped, not as a bad first line of JSON Lines."""
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=path) from exc
+    with fh:
+        head, lineno = b"", 0
+        while not head.strip():
+            head, lineno = fh.readline(), lineno + 1
+            if not head:
+                return
+        try:
+            first = orjson.loads(head)
+        except orjson.JSONDecodeError:
+            first = None
+        if isinstance(first, dict):
+            yield first, lineno
+            yield from _lines(path, fh, lineno + 1)
+            return
+        data = head + fh.read()
     try:
         whole = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        whole = None
+    except orjson.JSONDecodeError as exc:
+        raise _json_error(path, data, exc, lineno - 1) from exc
     if isinstance(whole, list):
-        return [(o, None) for o in whole]
-    if whole is not None:
-        return [(whole, None)]
-    units = []
-    for lineno, raw in enumerate(data.splitlines(), start=1):
+        yield from ((o, None) for o in whole)
+    else:
+        yield whole, None
+
+
+def _lines(path: Path, fh, start: int) -> Iterator[tuple[object, int]]:
+    for lineno, raw in enumerate(fh, start=start):
         if raw.strip():
             try:
-                units.append((orjson.loads(raw), lineno))
+                yield orjson.loads(raw), lineno
             except orjson.JSONDecodeError as exc:
                 raise TraceFormatError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
-    return units
+
+
+def trace_files(path: Path) -> list[Path]:
+    """A file, or the `*.json` / `*.jsonl` files of a directory (a published corpus) by name."""
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and not p.name.startswith("."))
+    if not files:
+        raise TraceFormatError("directory holds no .json or .jsonl trace files", path=path)
+    return files
 
 
 def read_weka(path: str | Path) -> Trace:
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"cannot open trace: {exc.strerror}", path=path) from exc
     sessions: list[Session] = []
     blocks: set[int] = set()
+    scopes: set[str] = set()
     seen: set[str] = set()
-    for obj, line in _parse_units(path, data):
-        block, got = _trace_sessions(obj, _Ctx(path, line), seen)
-        blocks.add(block)
-        sessions += got
+    for file in trace_files(path):
+        for obj, line in read_units(file):
+            block, scope, got = _trace_sessions(obj, file, line, len(seen), seen)
+            blocks.add(block)
+            scopes.add(scope)
+            sessions += got
     if not sessions:
         raise TraceFormatError("no traces in file", path=path)
     if len(blocks) > 1:
         raise TraceFormatError(f"traces disagree on block_size: {sorted(blocks)}", path=path, field="block_size")
-    meta = {"source": path.name, "source_format": "weka"}
+    scope = scopes.pop() if len(scopes) == 1 else "mixed"
+    meta = {"source": path.name, "source_format": "weka", "hash_id_scope": scope}
     return Trace(TraceHeader(profile="weka", block_size=blocks.pop(), meta=meta), tuple(sessions))

@@ -44,7 +44,8 @@ async def test_max_duration_stops_sending_and_drains(make_server, tmp_path):
 async def test_drain_window_cancels_what_is_left(make_server, tmp_path):
     srv = await make_server(token_delay=0.02)
     tr = trace(sess("slow", [(8, 200, 0)]))
-    result, records, manifest = await replay(tr, srv.url, tmp_path, max_duration=0.1, drain_s=0.1)
+    result, records, manifest = await replay(tr, srv.url, tmp_path, concurrency=1, max_duration=0.1,
+                                             drain_s=0.1)
     (r,) = records
     assert r["status"] == "cancelled" and r["error"]["class"] == "Cancelled"
     assert 0.2 <= r["t_done"] < 0.6 and 0 < len(r["chunk_times"]) < 200

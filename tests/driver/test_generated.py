@@ -68,7 +68,8 @@ async def test_ideal_cache_equals_whole_prompt_walks_in_send_order(make_server, 
     # The replay resumes each session's trie walk where its previous prompt ended; the result
     # must equal walking every whole prompt from the root, in send order (subagents included).
     srv = await make_server(keep_body=False)
-    trace = _no_think(generate(load_profile(), seed=7, sessions=3, scale=0.02))
+    profile = load_profile(overrides={"subagents.probability": 1.0})  # subagents whatever the draws
+    trace = _no_think(generate(profile, seed=7, sessions=3, scale=0.02))
     assert any(t.spawns for s in trace.sessions for t in s.turns)
     _, records, _ = await replay(trace, srv.url, tmp_path, concurrency=3, salt="s2")
     content, cache, ideal = Content(trace, salt="s2"), IdealPrefixCache(16), ideal_by_id(tmp_path)

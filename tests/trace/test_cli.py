@@ -62,3 +62,19 @@ def test_stats_reads_weka_files(tmp_path, capsys):
     stats = json.loads(capsys.readouterr().out)
     assert (stats["sessions"], stats["main_sessions"], stats["requests"]) == (3, 1, 5)
     assert stats["main_sessions_with_subagents"] == 1.0 and stats["subagents_per_parent"] == 2.0
+
+
+def test_convert_to_weka_then_stats_of_the_directory(tmp_path, capsys):
+    src = tmp_path / "t.jsonl"
+    assert main(["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "3", "-o", str(src)]) == 0
+    out = tmp_path / "weka"
+    assert main(["trace", "convert", str(src), "--to", "weka", "-o", str(out), "--model", "m1"]) == 0
+    assert "wrote" in capsys.readouterr().err
+    files = sorted(out.iterdir())
+    assert len(files) == 3 and json.loads(files[0].read_text())["models"] == ["m1"]
+    assert main(["trace", "stats", str(out), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["main_sessions"] == 3 and stats["profile"] == "agentx"
+    assert main(["trace", "stats", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "public Claude Code corpus" in table and "profile agentx (model)" in table

@@ -127,7 +127,7 @@ BAD = [
     ("m.jsonl", MOONCAKE.replace('"timestamp": 1000,', '"timestamp": 1000'), ":3: invalid JSON"),
     ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "n", "out": 1, "hash_ids": []}]}), "field 'requests[0].in': missing"),
     ("w.json", json.dumps({**WEKA, "requests": WEKA["requests"][1:]}), "field 'requests[0].type': a subagent group needs a request before it"),
-    ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "x"}]}), "field 'requests[0].type': must be 'n' or 'subagent'"),
+    ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "x"}]}), "field 'requests[0].type': unknown request type 'x' (one of 'n', 's', 'subagent')"),
     ("x.jsonl", '{"hello": 1}\n', ":1: unrecognized trace format"),
     ("e.jsonl", "\n", "empty file"),
 ]  # fmt: skip
@@ -183,3 +183,20 @@ def test_native_wrong_type_names_the_field(tmp_path):
     path = write(tmp_path / "bad.jsonl", "\n".join([header, json.dumps(bad), *rest]) + "\n")
     with pytest.raises(TraceFormatError, match=r"bad.jsonl:2: field 'turns.output_tokens.0'"):
         load_trace(path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("block_size,salt", [(8, None), (4, None), (20, "s"), (3, "s"), (64, None)])
+def test_mooncake_export_of_block_traces_equals_hashing_every_prompt_from_its_start(tmp_path, seed, block_size, salt):
+    from harness.trace.blocks import BlockHasher
+
+    from .test_stats import _random_block_trace
+
+    trace = _random_block_trace(seed)  # 8-token source blocks
+    content, hasher, want = Content(trace, salt=salt), BlockHasher(block_size), []
+    for _, sid, k in send_order(trace):
+        segs = content.segments(sid, k)
+        want.append((sum(s.length for s in segs), hasher.hash_ids(segs)))
+    write_mooncake(trace, tmp_path / "m.jsonl", block_size=block_size, salt=salt)
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(r["input_length"], r["hash_ids"]) for r in rows] == want

@@ -84,3 +84,16 @@ def test_default_profile_is_calibrated_at_reduced_size():
     assert stats["ideal_cache_hit"] > 0.96
     assert stats["main_sessions_with_subagents"] == pytest.approx(0.44, abs=0.06)
     assert stats["subagents_per_parent"] == pytest.approx(4.0, rel=0.1)
+
+
+def test_default_think_model_matches_the_corpus_gaps_and_the_cpu_profile_stays_compressed():
+    """Gaps between a reply and the next request: p50 10 s, p90 166 s in the public corpus."""
+    from harness.trace.generate import think_samples
+
+    stats = compute_stats(generate(load_profile(), seed=1, sessions=300), profile=load_profile())
+    for q, want in (("p50", 10.0), ("p90", 166.0)):
+        assert stats["think_s"][q] == pytest.approx(want, rel=0.1)
+        assert stats["profile_think_s"][q] == pytest.approx(want, rel=0.1)
+    assert stats["think_s"]["p99"] > 1200  # a tail of human breaks
+    cpu = load_profile(CPU_PROFILE)
+    assert cpu.human_pause.probability == 0 and float(np.percentile(think_samples(cpu), 99)) < 60

@@ -80,7 +80,10 @@ def test_dist_and_fidelity_rows():
     rows = {r["key"]: r for r in stats["fidelity"]}
     assert rows["ideal_cache_hit"]["met"] is False
     assert rows["output_tokens"]["value"] == 16.0
-    assert len(rows) == 6
+    assert len(stats["fidelity"]) == 8
+    think = [r for r in stats["fidelity"] if r["key"] == "think_s"]
+    assert [r["target"] for r in think] == ["10 ± 10%", "166 ± 10%"]
+    assert [r["value"] for r in think] == [1.0, 1.0] and not any(r["met"] for r in think)
 
 
 def test_incremental_walks_equal_full_prompt_walks():
@@ -101,3 +104,48 @@ def test_incremental_walks_equal_full_prompt_walks():
     assert stats["ideal_cache_hit"] == pytest.approx(hits / total)
     assert stats["lru_cache_hit"] == pytest.approx(lru_hits / total)
     assert 0 < stats["lru_cache_hit"] < stats["ideal_cache_hit"]
+
+
+def _random_block_trace(seed: int, block: int = 8):
+    """Block-mode sessions that grow, rewrite their partial last block, fork off shared prefixes,
+    and sometimes carry fewer ids than their prompt needs (a private tail)."""
+    import numpy as np
+
+    from harness.trace.blocks import block_turns
+    from harness.trace.model import Trace, TraceHeader
+
+    rng = np.random.default_rng(seed)
+    sessions, fresh = [], iter(range(1000, 10**6))
+    for i in range(6):
+        ids = [1, 2, 3][: int(rng.integers(0, 4))] + [next(fresh)]  # sessions share a "system prompt"
+        rows, n_in = [], len(ids) * block - int(rng.integers(0, block))
+        for _ in range(int(rng.integers(1, 9))):
+            rows.append((n_in, int(rng.integers(1, 20)), float(rng.integers(0, 3)), list(ids)))
+            if rng.random() < 0.3:
+                ids = ids[: int(rng.integers(1, len(ids) + 1))]  # the context was cut back
+            if rng.random() < 0.5:
+                ids[-1] = next(fresh)  # the partial last block changed
+            ids += [next(fresh) for _ in range(int(rng.integers(0, 4)))]
+            n_in = max(1, len(ids) * block - int(rng.integers(0, block)) + int(rng.integers(0, 3)) * block)
+        sessions.append(Session(f"r{i}", float(rng.integers(0, 4)), 0, "none", block_turns(rows)))
+    return Trace(TraceHeader(profile="blocks", block_size=block), tuple(sessions))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("cache_tokens", [0, 40, 200, 10**6])
+def test_block_walks_equal_segment_caches(seed, cache_tokens):
+    from harness.trace.content import Content
+    from harness.trace.prefix import IdealPrefixCache
+
+    trace = _random_block_trace(seed)
+    content, ideal, lru = Content(trace), IdealPrefixCache(4), LruPrefixCache(cache_tokens, 4)
+    hits, lru_hits, total = 0, 0, 0
+    for _, sid, k in send_order(trace):
+        segs = content.segments(sid, k)  # every block a segment, walked from the start
+        total += sum(s.length for s in segs)
+        hits += ideal.observe(segs)
+        lru_hits += lru.observe(segs)
+    stats = compute_stats(trace, block_size=4, cache_tokens=cache_tokens)
+    assert stats["ideal_cache_hit"] == pytest.approx(hits / total, abs=1e-12)
+    assert stats["lru_cache_hit"] == pytest.approx(lru_hits / total, abs=1e-12)
+    assert hits > 0

@@ -1,0 +1,172 @@
+"""The ideal cache and the expected prompt lengths in the server's own tokens.
+
+Token-id prompts reach the server as the trace's ids, so the trace's token space is the server's.
+Chat messages and text prompts are tokenized by the server: a chat prompt is the conversation
+rendered with the model's chat template (role markers, separators) and its text re-tokenized, so
+its length and the prefix it shares with earlier prompts differ from the trace's. Given the
+server's tokenizer folder (`harness analyze --tokenizer DIR`, else the run's own `tokenizer`
+setting when it is a folder with a chat template), every prompt is rebuilt from the trace as the
+driver sent it, rendered and tokenized as the server does (`trace.chat_tokens`), and the ideal
+cache walks those tokens (`trace.token_prefixes`); each request's `prompt_tokens` is checked
+against the local count. Without a template a chat run's ideal stays in trace tokens, scaled
+per request to the server's prompt length: it is approximate, compare rates, not token counts.
+See docs/metrics.md, "Token space".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import InputError
+from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
+from harness.trace.cycles import cycle_salt, split_cycled_id
+from harness.trace.requests import RequestSource
+from harness.trace.token_prefixes import TokenPrefixes, token_key
+
+
+@dataclass
+class TokenSpace:
+    """Which tokens the ideal counts, and why (summary.json `cache.token_space`)."""
+
+    space: str  # "server" | "trace"
+    approximate: bool
+    reason: str
+    tokenizer: str | None = None
+    prompts_checked: int = 0
+    mismatches: int = 0
+    first_mismatch: dict | None = None
+    keys: list[bytes] | None = field(default=None, repr=False)  # per record: its prompt's tokens
+
+    def info(self) -> dict:
+        out = {"space": self.space, "approximate": self.approximate, "reason": self.reason,
+               "tokenizer": self.tokenizer}
+        if self.space == "server":
+            out.update(prompts_checked=self.prompts_checked, prompt_token_mismatches=self.mismatches,
+                       first_mismatch=self.first_mismatch)
+        return out
+
+
+class ServerTokenWalk:
+    """`analysis.ideal`'s walk over literal token ids: prompts as sent, and prompts as ready."""
+
+    def __init__(self, keys: list[bytes], rows: dict[tuple[str, int], int]) -> None:
+        self.keys, self.rows = keys, rows
+        self.sent, self.done = TokenPrefixes(), TokenPrefixes()
+
+    def send(self, sid: str, k: int) -> tuple[int, int, int]:
+        key = self.keys[self.rows[(sid, k)]]
+        shared = self.sent.shared_prefix(key)
+        self.sent.add(key)
+        return len(key) // 4, shared, self.done.shared_prefix(key)
+
+    def ready(self, sid: str, k: int) -> None:
+        self.done.add(self.keys[self.rows[(sid, k)]])
+
+
+def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace:
+    """How to count this run's prompts; with `keys` set when they can be counted in server tokens."""
+    replay = run.manifest.get("replay") if isinstance(run.manifest.get("replay"), dict) else {}
+    api, fmt = replay.get("api"), replay.get("prompt_format", "tokens")
+    if api is None:
+        return TokenSpace("trace", False, "the run does not say which API it used (manifest replay.api)")
+    if api == "completions" and fmt == "tokens":
+        return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
+    server, why_not = _server_tokenizer(tokenizer, replay)
+    where = str(server.path) if server is not None else None
+    if why_not is not None:
+        return TokenSpace("trace", True, why_not, where)
+    counter = _text_counter(replay.get("tokenizer"), server)
+    try:
+        keys = _server_keys(run.trace, records, replay, server, counter)
+    except ChatTemplateError as exc:
+        return TokenSpace("trace", True, f"chat template failed: {exc}", where)
+    space = TokenSpace("server", False, _rendered_how(api, server), where, keys=keys)
+    _check_lengths(space, records)
+    return space
+
+
+def _server_tokenizer(tokenizer: str | None, replay: dict) -> tuple[ChatTokenizer | None, str | None]:
+    """The server's tokenizer (the argument, else the run's setting) and why it cannot be used."""
+    path = tokenizer or replay.get("tokenizer")
+    if path is not None and not Path(path).exists():
+        if tokenizer is not None:
+            raise InputError("no such tokenizer file or folder", path=path, field="--tokenizer")
+        return None, (f"the run's tokenizer {path} is not there: the ideal counts trace tokens, scaled "
+                      "to each request's prompt_tokens (give harness analyze --tokenizer DIR)")
+    server = ChatTokenizer.load(path) if path is not None else None
+    return server, _why_not_server(replay, server, replay["api"])
+
+
+def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str | None:
+    if server is None:
+        return ("no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
+                "(give harness analyze --tokenizer DIR)")
+    if api == "chat" and not server.has_template:
+        return (f"{server.path} has no chat template: the ideal counts trace tokens, scaled to each "
+                "request's prompt_tokens")
+    if replay.get("history") == "live":
+        return "live history: the server's replies are not in the records, so prompts cannot be rebuilt"
+    return None
+
+
+def _text_counter(run_tokenizer: str | None, server: ChatTokenizer):
+    """The counter the driver fitted segment texts with (the run's own tokenizer setting; the
+    server's when that is gone: the prompt_tokens check then shows whether they differ)."""
+    if run_tokenizer is None:
+        return None
+    run_path = Path(run_tokenizer)
+    if not run_path.exists() or run_path.resolve() in (server.path.resolve(), server.path.resolve() / TOKENIZER_FILE):
+        return server.count
+    return ChatTokenizer.load(run_tokenizer).count
+
+
+def _rendered_how(api: str, server: ChatTokenizer) -> str:
+    if api == "chat":
+        return f"chat messages rendered with the chat template of {server.path} and tokenized as the server does"
+    return f"text prompts tokenized with {server.path}, special tokens added, as the server does"
+
+
+def _server_keys(trace, records: pd.DataFrame, replay: dict, server: ChatTokenizer, counter) -> list[bytes]:
+    """Each record's prompt in server tokens, rebuilt in send order (a session's turns in order)."""
+    sources: dict[int, RequestSource] = {}  # one per cycle of the trace (harness.trace.cycles)
+    order = np.lexsort((np.arange(len(records)), np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)))
+    sessions = records["session_id"].tolist()
+    turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
+    keys: list[bytes] = [b""] * len(records)
+    for i in order.tolist():
+        sid, cycle = split_cycled_id(sessions[i])
+        if cycle not in sources:
+            sources[cycle] = RequestSource(trace, api=replay["api"], prompt_format=replay.get("prompt_format", "tokens"),
+                                           salt=cycle_salt(replay.get("salt"), cycle), token_counter=counter)
+        prompt = sources[cycle].prompt(sid, turns[i])
+        ids = server.chat_ids(prompt.messages) if prompt.messages is not None else server.text_ids(prompt.body)
+        keys[i] = token_key(ids)
+    return keys
+
+
+def _check_lengths(space: TokenSpace, records: pd.DataFrame) -> None:
+    """Compare the server's `prompt_tokens` with the local count, request by request."""
+    local = np.array([len(k) // 4 for k in space.keys], dtype=float)
+    reported = records["prompt_tokens"].to_numpy(dtype=float)
+    checked = ~np.isnan(reported)
+    bad = checked & (reported != local)
+    space.prompts_checked, space.mismatches = int(checked.sum()), int(bad.sum())
+    if bad.any():
+        i = int(bad.argmax())
+        space.first_mismatch = {"request_id": str(records["request_id"].iloc[i]),
+                                "prompt_tokens": int(reported[i]), "local": int(local[i])}
+
+
+def scale_to_server(records: pd.DataFrame) -> None:
+    """Approximate: each trace-token ideal column times the request's server/trace prompt ratio."""
+    reported = records["prompt_tokens"].to_numpy(dtype=float)
+    expected = records["prompt_tokens_expected"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(np.isnan(reported) | ~(expected > 0), 1.0, reported / expected)
+    for column in ("cached_tokens_ideal", "ideal_shared_tokens", "ideal_ready_tokens"):
+        if column in records:
+            records[column] = records[column].to_numpy(dtype=float) * ratio

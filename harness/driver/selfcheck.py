@@ -1,0 +1,88 @@
+"""The client checks itself: how late its event loop ran and how busy its thread was.
+
+A probe asks the event loop to run it every `interval_s`; how much later than asked it ran is the
+loop's lag (the time any stream's bytes, or any due send, waited for the driver's own work). Once
+a second the probe also notes the CPU seconds of the loop's thread (`time.thread_time`: an
+in-process engine's step thread is not counted) and of the whole process. Send lag
+(`t_sent - t_scheduled`) is in every record already. The raw samples go to `client.json` in the
+run folder; the analyzer judges them over the measured window (harness.analysis.client_check).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import orjson
+
+from harness.schema import CLIENT_FILE
+
+CLIENT_VERSION = 1
+
+
+class LoopProbe:
+    """Samples event-loop lag every `interval_s` and CPU time every `cpu_every_s`; times are
+    perf_counter values until `as_dict(t0)` puts them on the run clock."""
+
+    def __init__(self, interval_s: float = 0.05, cpu_every_s: float = 1.0) -> None:
+        self.interval_s, self.cpu_every_s = interval_s, cpu_every_s
+        self.lag_t: list[float] = []
+        self.lag_s: list[float] = []
+        self.cpu_t: list[float] = []
+        self.loop_cpu_s: list[float] = []
+        self.process_cpu_s: list[float] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+        self._next_cpu = 0.0
+        self._cpu0 = (0.0, 0.0)
+
+    def start(self) -> None:
+        self._cpu0 = (time.thread_time(), time.process_time())
+        self._note_cpu(time.perf_counter())
+        self._arm(time.perf_counter())
+
+    def _arm(self, now: float) -> None:
+        self._due = now + self.interval_s
+        self._handle = asyncio.get_running_loop().call_later(self.interval_s, self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.lag_t.append(self._due)
+        self.lag_s.append(round(max(0.0, now - self._due), 6))
+        if now >= self._next_cpu:
+            self._note_cpu(now)
+        self._arm(now)
+
+    def _note_cpu(self, now: float) -> None:
+        self.cpu_t.append(now)
+        self.loop_cpu_s.append(round(time.thread_time() - self._cpu0[0], 6))
+        self.process_cpu_s.append(round(time.process_time() - self._cpu0[1], 6))
+        self._next_cpu = now + self.cpu_every_s
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+            self._note_cpu(time.perf_counter())
+
+    def as_dict(self, t0: float) -> dict:
+        return {
+            "client_version": CLIENT_VERSION,
+            "probe_interval_s": self.interval_s,
+            "loop_lag": {"t": [round(t - t0, 4) for t in self.lag_t], "lag_s": self.lag_s},
+            "cpu": {
+                "t": [round(t - t0, 4) for t in self.cpu_t],
+                "loop_thread_s": self.loop_cpu_s,
+                "process_s": self.process_cpu_s,
+            },
+        }
+
+
+def write_client_check(run_dir: str | Path, probe: LoopProbe, t0: float, *, name: str = CLIENT_FILE) -> Path:
+    """Atomically, like the manifest: a reader never sees half a file."""
+    path = Path(run_dir) / name
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(probe.as_dict(t0)))
+    tmp.replace(path)
+    return path
