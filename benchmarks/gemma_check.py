@@ -8,6 +8,11 @@ alone with transformers' Gemma3ForCausalLM on the same dequantized weights and d
 per-prompt token equality, wall times of both, and PASS when every prompt matches. Exact equality
 is expected in float32; in bfloat16 near-ties may flip a token (reported, not hidden).
 Needs: pip install agentic-harness[gemma] transformers
+
+`--random-weights` replaces the package's weights with transformers' seeded random initialisation
+of the same architecture, in both models: it checks our model code, paged KV and hybrid pool on a
+machine where the weights package cannot be installed (a GPU box without a registry), not the
+weights themselves (tests/engine/test_gemma3.py checks those on CPU).
 """
 
 from __future__ import annotations
@@ -21,16 +26,16 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import harness.engine.gguf_weights as weights_module  # noqa: E402
 from harness.engine.config import PRESETS, EngineConfig  # noqa: E402
 from harness.engine.engine import LLMEngine  # noqa: E402
-from harness.engine.gguf_weights import load_state_dict  # noqa: E402
 from harness.engine.runner_torch import DTYPES, resolve_device  # noqa: E402
 from harness.engine.sequence import SamplingParams  # noqa: E402
 
 NEW = 16
 
 
-def reference_model(device: torch.device, dtype: torch.dtype):
+def reference_model(device: torch.device, dtype: torch.dtype, load: bool = True):
     import transformers
 
     p = PRESETS["gemma3-270m"]
@@ -42,8 +47,17 @@ def reference_model(device: torch.device, dtype: torch.dtype):
         rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": p.rope_theta},
                          "sliding_attention": {"rope_type": "default", "rope_theta": p.rope_local_theta}})
     model = transformers.Gemma3ForCausalLM(cfg)
-    model.load_state_dict(load_state_dict(), strict=False)
+    if load:
+        model.load_state_dict(weights_module.load_state_dict(), strict=False)
     return model.to(device=device, dtype=dtype).eval()
+
+
+def use_random_weights() -> None:
+    """Both models load one seeded random state dict instead of the package's weights."""
+    torch.manual_seed(0)
+    model = reference_model(torch.device("cpu"), torch.float32, load=False)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    weights_module.load_state_dict = lambda: state
 
 
 def run(engine: LLMEngine, prompts: dict[str, list[int]]) -> tuple[dict, dict, float]:
@@ -66,8 +80,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float32", choices=tuple(DTYPES))
+    ap.add_argument("--random-weights", action="store_true")
     args = ap.parse_args()
     device, dtype = resolve_device(args.device), DTYPES[args.dtype]
+    if args.random_weights:
+        use_random_weights()
     rng = np.random.default_rng(0)
     prompts = {f"p{n}": rng.integers(300, 60_000, n).tolist() for n in (300, 508, 1100, 2500)}
     engine = LLMEngine(EngineConfig(preset="gemma3-270m", device=str(device), dtype=args.dtype,
