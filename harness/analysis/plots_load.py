@@ -36,9 +36,8 @@ def measured_span(a: Analysis) -> tuple[float, float] | None:
 def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
     fig, (rate, held, hit) = plt.subplots(3, 1, figsize=(WIDE, 7.2), dpi=100, sharex=True,
                                           layout="constrained", height_ratios=(1, 1.6, 1.2))
-    rate.set_title("Load held: tasks (solid) and requests (thin) in flight vs target (dotted); rolling"
-                   " server hit rate (solid) vs ideal (dashed); shaded = the analyzer's measured window",
-                   loc="left", fontsize="medium")
+    rate.set_title("Load held over time: output rate; tasks and requests in flight vs target; rolling hit"
+                   " rate vs ideal. Shaded: the analyzer's measured window", loc="left", fontsize="medium")
     for a, color in zip(analyses, colors(analyses), strict=False):
         recs = a.run.records
         if recs["t_sent"].notna().sum() == 0:
