@@ -11,14 +11,13 @@ client queueing: add workers (`--workers`, Ray) or lower the load per process.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from harness.analysis.metrics import percentiles
-from harness.errors import RunFolderError
+from harness.analysis.records import read_optional_json
 from harness.schema import CLIENT_FILE
 
 SEND_LAG_P99_S = 0.050
@@ -27,13 +26,7 @@ LOOP_CPU_SHARE = 0.85
 
 
 def read_client(run_dir: Path) -> dict | None:
-    path = Path(run_dir) / CLIENT_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RunFolderError(f"cannot read ({exc})", path=path) from exc
+    return read_optional_json(Path(run_dir) / CLIENT_FILE)
 
 
 def client_check(records: pd.DataFrame, client: dict | None, start: float, end: float) -> dict:

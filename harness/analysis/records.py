@@ -105,7 +105,7 @@ def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | Non
     if capped.get("pauses"):
         run.warnings.append(f"think time capped at {capped['cap_s']:g} s: {capped['pauses']} pauses shortened, "
                             f"{capped['seconds_cut']:,.0f} s of waiting cut (load.think_cap_s)")
-    run.summary = _read_optional_json(path / SUMMARY_FILE)
+    run.summary = read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
     from harness.analysis.ideal import fill_ideal
@@ -321,7 +321,7 @@ def _check_enum(frame: pd.DataFrame, path: Path, name: str, allowed: tuple[str, 
         )
 
 
-def _read_optional_json(path: Path) -> dict | None:
+def read_optional_json(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
