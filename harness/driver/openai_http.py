@@ -212,10 +212,14 @@ class OpenAIHTTPTarget:
             body[c.session_id_field] = req.sticky_key
         return body
 
+    def encode(self, req: RequestSpec) -> bytes:
+        """The request's JSON body (~7 bytes per token id: ~1 MB at 142k tokens)."""
+        return orjson.dumps(self.body(req))
+
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         if self._session is None:
             raise RuntimeError("OpenAIHTTPTarget.start() was not called")
-        data = orjson.dumps(self.body(req))
+        data = req.payload if req.payload is not None else self.encode(req)
         headers = dict(self._base_headers)
         headers["X-Session-ID"] = req.sticky_key
         headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records

@@ -4,8 +4,9 @@
   chain of whole blocks, hits capped at prompt-1 tokens, as vLLM does); then one event per token
   every `token_delay` seconds. Usage reports `prompt_tokens_details.cached_tokens`.
 - Each request is logged (`server.log`, or GET /log when it runs in its own process) with the
-  server-side receive and first-token times (`time.perf_counter()`, comparable across processes
-  on one Linux machine), headers of interest and the body.
+  server-side times (`time.perf_counter()`, CLOCK_MONOTONIC, comparable across processes on one
+  Linux machine): headers in (`t_recv`), whole body received (`t_body`), body parsed
+  (`t_parsed`), first token written (`t_first_token`); headers of interest and the body.
 - Faults, chosen per request from the session id (X-Session-ID containing `fault-<mode>`):
   http500, http429, close (connection dropped mid-stream), malformed (unparseable event), stall
   (stops sending), slowheaders (no headers for `slow_s`), oversized (one huge event), errorobj
@@ -104,8 +105,11 @@ class SSETestServer:
     # ---- the stream ---------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        t_recv = time.perf_counter()
-        body = orjson.loads(await request.read())
+        t_recv = time.perf_counter()  # headers in; the body may still be arriving
+        raw = await request.read()
+        t_body = time.perf_counter()  # the whole body received
+        body = orjson.loads(raw)
+        t_parsed = time.perf_counter()
         sid = request.headers.get("X-Session-ID", "")
         m = FAULT.search(sid)
         fault = m.group(1) if m else None
@@ -117,6 +121,8 @@ class SSETestServer:
             "fault": fault,
             "path": request.path,
             "t_recv": t_recv,
+            "t_body": t_body,
+            "t_parsed": t_parsed,
             "t_first_token": None,
             "t_end": None,
             "prompt_tokens": len(tokens),

@@ -1,0 +1,44 @@
+"""`t_sent` is stamped after the request's body is encoded: the client's CPU work is not TTFT."""
+
+import time
+
+from harness.driver.config import ReplayConfig
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.run import run_replay
+from tests.driver.helpers import TEST_TIMEOUTS, load_manifest, load_records, sess, trace
+
+ENCODE_S = 0.05  # a body that takes 50 ms to encode (a 142k-token body takes ~1 ms)
+
+
+class SlowEncodingTarget(OpenAIHTTPTarget):
+    """Encodes slowly and notes when each request's encoding ended (perf_counter)."""
+
+    encoded_at: dict[str, float]
+
+    def encode(self, req):
+        time.sleep(ENCODE_S)
+        data = super().encode(req)
+        self.encoded_at[req.request_id] = time.perf_counter()
+        return data
+
+
+async def test_body_is_encoded_before_t_sent(server, tmp_path):
+    tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 0.0)]), sess("b", [(8, 4, 0.0)]))
+    tgt = SlowEncodingTarget(
+        HTTPTargetConfig(endpoints=(server.url,), model="m", api="completions",
+                         timeouts=TEST_TIMEOUTS)
+    )
+    tgt.encoded_at = {}
+    # one session at a time: another request's (blocking) encoding cannot delay this one's send
+    cfg = ReplayConfig(concurrency=1, api="completions", prompt_format="tokens", run_id="t")
+    await run_replay(tr, tgt, cfg, tmp_path)
+    t0 = load_manifest(tmp_path)["t0_perf_counter"]
+    records = load_records(tmp_path)
+    served = {e["request_id"]: e for e in server.log}
+    assert len(records) == 3 and all(r["status"] == "ok" for r in records)
+    for r in records:
+        assert t0 + r["t_sent"] >= tgt.encoded_at[r["request_id"]] - 1e-6
+        e = served[r["request_id"]]
+        # the server got the request within the encoding's time of t_sent (it is not in TTFT)
+        assert e["t_recv"] - (t0 + r["t_sent"]) < ENCODE_S / 2
+        assert r["t_first_token"] - r["t_sent"] < (e["t_first_token"] - e["t_recv"]) + ENCODE_S / 2
