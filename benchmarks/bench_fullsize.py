@@ -20,18 +20,24 @@ Reported, p50 / p99 / max over the requests, overall and by prompt size:
 - the same from the server's headers-in stamp (upload excluded: client-side delays only);
 - the first-token lag: client first-token stamp − server first-token write.
 
-Then the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the
+Beside it, the baseline measured in the same run: a minimal aiohttp client posting 40 of the same
+bodies (100k-200k tokens) one at a time to the same server: the floor of loopback, aiohttp and
+the two event loops on this machine. Before the replay, the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the
 body (`OpenAIHTTPTarget.encode`), timed alone (`time.thread_time`) over the same requests.
 The machine is shared: the load average is printed beside the figures.
 
 `--think-cap 0.001` sends back to back: client and server then both saturate one core each and
 the figures measure queueing on both sides (seconds), not timing error; the default, 2 s,
-keeps 64 sessions in flight at ~30 requests/s (~30 MB/s of bodies), which neither side saturates.
+keeps 64 sessions in flight at ~30 requests/s (~30 MB/s of bodies). The server streams at most
+`--max-output` tokens per request (default 32; the trace asks for 815 on average): a zero-delay
+server writes a whole reply without yielding, so long replies queue the other requests' headers
+behind it, a server-side delay that its headers-in stamp cannot tell from the client's.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -56,8 +62,10 @@ def _pin(cpu: int | None):
     return lambda: os.sched_setaffinity(0, {cpu % (os.cpu_count() or 1)})
 
 
-def start_server(pin: bool) -> tuple[subprocess.Popen, str]:
+def start_server(pin: bool, max_output: int | None) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache", "--uvloop"]
+    if max_output is not None:
+        cmd += ["--max-output", str(max_output)]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=_pin(0 if pin else None)
     )
@@ -85,15 +93,17 @@ def replay(trace, url: str, concurrency: int, requests: int, think_cap: float,
            run_dir: Path) -> list[dict]:
     from harness.driver.config import ReplayConfig
     from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-    from harness.driver.run import run_blocking, run_replay
+    from harness.driver.run import connection_limit, run_blocking, run_replay
 
     config = ReplayConfig(
         load="closed", concurrency=concurrency, max_requests=requests, mid_trajectory=True,
         think_cap_s=think_cap, api="completions", prompt_format="tokens", cycle_trace=False,
         run_id="fullsize",
     )
+    # subagents run beside their parent: as `harness replay` does, size the pool to the family
+    limit = connection_limit(trace, config)
     target = OpenAIHTTPTarget(
-        HTTPTargetConfig(endpoints=(url,), model="m", api="completions", max_connections=concurrency)
+        HTTPTargetConfig(endpoints=(url,), model="m", api="completions", max_connections=limit)
     )
     run_blocking(run_replay(trace, target, config, run_dir))
     t0 = orjson.loads((run_dir / "manifest.json").read_bytes())["t0_perf_counter"]
@@ -101,6 +111,31 @@ def replay(trace, url: str, concurrency: int, requests: int, think_cap: float,
     for r in recs:
         r["t0"] = t0
     return recs
+
+
+def raw_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
+    """The baseline: a minimal aiohttp client posting the same bodies one at a time (no
+    concurrency), stamping its send and first read. What any aiohttp client sees here."""
+    import aiohttp
+
+    async def run() -> list[dict]:
+        recs = []
+        async with aiohttp.ClientSession() as session:
+            for i, (tokens, body) in enumerate(bodies):
+                rid = f"raw-{i}"
+                headers = {"Content-Type": "application/json", "X-Harness-Request-ID": rid}
+                t_sent, first = time.perf_counter(), None
+                async with session.post(url + "/v1/completions", data=body, headers=headers) as r:
+                    async for _ in r.content.iter_any():
+                        first = first or time.perf_counter()
+                recs.append({"request_id": rid, "status": "ok", "t0": 0.0, "t_sent": t_sent,
+                             "t_first_token": first, "prompt_tokens_expected": tokens})
+                await asyncio.sleep(0.02)
+        return recs
+
+    from harness.driver.run import run_blocking
+
+    return run_blocking(run())
 
 
 def timing_rows(recs: list[dict], log: dict[str, dict], skip_s: float) -> list[dict]:
@@ -158,19 +193,21 @@ def body_cost(trace, n: int) -> dict:
 
     source = RequestSource(trace, api="completions", prompt_format="tokens")
     target = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://x",), model="m"))
-    build, encode, sizes, tokens, done = [], [], [], [], 0
+    build, encode, sizes, tokens, done, bodies = [], [], [], [], 0, []
     for s in trace.main_sessions:
         for k, turn in enumerate(s.turns):
             c0 = time.thread_time()
             p = source.prompt(s.id, k)
             c1 = time.thread_time()
             spec = RequestSpec(f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.tokens,
-                               p.messages, p.body)
+                               p.messages, p.body, prompt_json=p.ids_json)
             data = target.encode(spec)
             c2 = time.thread_time()
             build.append(c1 - c0)
             encode.append(c2 - c1)
             sizes.append(len(data))
+            if 100_000 <= p.tokens < 200_000 and len(bodies) < 40:
+                bodies.append((p.tokens, data))
             tokens.append(p.tokens)
             done += 1
             if done >= n:
@@ -196,7 +233,7 @@ def body_cost(trace, n: int) -> dict:
           f"encode body median {res['encode_us_median']:.0f} us "
           f"({res['encode_us_per_1k_tokens']:.2f} us/1k tokens; "
           f"{res['encode_us_median_100k_plus']:.0f} us at >= 100k tokens)")
-    return res
+    return res, bodies
 
 
 def main() -> None:
@@ -210,13 +247,16 @@ def main() -> None:
                     help="leave out requests sent before this (the start's burst of 64 prompts "
                     "built from scratch, mid-trajectory)")
     ap.add_argument("--cost-requests", type=int, default=300, help="requests timed for body cost")
+    ap.add_argument("--max-output", type=int, default=32,
+                    help="the server streams at most this many tokens per request (0: all asked)")
     ap.add_argument("--pin", action="store_true", help="server on CPU 0, client on CPU 1")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.pin and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {1 % (os.cpu_count() or 1)})
     trace = make_trace(args.sessions, args.seed)
-    server, url = start_server(args.pin)
+    cost, bodies = body_cost(trace, args.cost_requests)
+    server, url = start_server(args.pin, args.max_output or None)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             load0 = os.getloadavg()
@@ -224,6 +264,8 @@ def main() -> None:
             recs = replay(trace, url, args.concurrency, args.requests, args.think_cap, Path(tmp))
             wall, cpu = time.perf_counter() - t, time.process_time() - cpu
             log = server_log(url)
+            raw = raw_floor(url, bodies)
+            raw_log = server_log(url)
     finally:
         server.terminate()
         server.wait(10)
@@ -234,9 +276,12 @@ def main() -> None:
           f"({cpu / len(recs) * 1e3:.1f} ms per request); timing over the {len(rows)} sent after "
           f"{args.skip_s} s; "
           f"load average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f}")
-    result = {"timing": report_timing(rows), "cost": body_cost(trace, args.cost_requests),
+    result = {"timing": report_timing(rows), "cost": cost,
               "load_avg": [load0[0], os.getloadavg()[0]], "requests": len(recs), "ok": ok,
               "client_cpu_s": cpu, "wall_s": wall}
+    print(f"\nbaseline: a minimal aiohttp client, the same server, {len(raw)} bodies of 100k-200k "
+          "tokens sent one at a time")
+    result["raw_floor"] = report_timing(timing_rows(raw, raw_log, 0.0))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 

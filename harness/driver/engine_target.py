@@ -59,7 +59,7 @@ class EngineTarget:
             return apply_chat_template(req.messages, self.tokenizer)
         if isinstance(req.prompt, str):
             return self.tokenizer.encode(req.prompt)
-        return list(req.prompt or ())
+        return [] if req.prompt is None else list(req.prompt)
 
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         params = SamplingParams(

@@ -270,6 +270,7 @@ class Replay:
             prompt.tokens,
             prompt.messages,
             prompt.body,
+            prompt_json=prompt.ids_json,
         )
         rec = new_record(
             run_id=self.config.run_id,

@@ -39,6 +39,7 @@ class ServerConfig:
     oversized_bytes: int = 2 * 1024 * 1024
     keep_body: bool = True
     prefix_cache: bool = True
+    max_output: int | None = None  # stream at most this many tokens, whatever was asked
 
 
 @dataclass
@@ -150,6 +151,8 @@ class SSETestServer:
             if ttft > 0:
                 await asyncio.sleep(ttft)
             n = int(body.get("max_tokens") or 16)
+            if self.config.max_output is not None:
+                n = min(n, self.config.max_output)
             continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
             usage = {
                 "prompt_tokens": len(tokens),
@@ -226,12 +229,16 @@ if __name__ == "__main__":
     ap.add_argument("--token-delay", type=float, default=0.0)
     ap.add_argument("--no-body", action="store_true", help="do not keep request bodies in the log")
     ap.add_argument("--no-prefix-cache", action="store_true")
+    ap.add_argument("--max-output", type=int, help="stream at most this many tokens per request")
     ap.add_argument(
         "--uvloop", action="store_true", help="serve on uvloop (it batches writes per loop turn)"
     )
     a = ap.parse_args()
     cfg = ServerConfig(
-        token_delay=a.token_delay, keep_body=not a.no_body, prefix_cache=not a.no_prefix_cache
+        token_delay=a.token_delay,
+        keep_body=not a.no_body,
+        prefix_cache=not a.no_prefix_cache,
+        max_output=a.max_output,
     )
     if a.uvloop:
         import uvloop
