@@ -193,6 +193,7 @@ def body_cost(trace, n: int) -> dict:
 
     source = RequestSource(trace, api="completions", prompt_format="tokens")
     target = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://x",), model="m"))
+    encode_body = getattr(target, "encode", None) or (lambda spec: orjson.dumps(target.body(spec)))
     build, encode, sizes, tokens, done, bodies = [], [], [], [], 0, []
     for s in trace.main_sessions:
         for k, turn in enumerate(s.turns):
@@ -200,8 +201,10 @@ def body_cost(trace, n: int) -> dict:
             p = source.prompt(s.id, k)
             c1 = time.thread_time()
             spec = RequestSpec(f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.tokens,
-                               p.messages, p.body, prompt_json=p.ids_json)
-            data = target.encode(spec)
+                               p.messages, p.body)
+            if hasattr(p, "ids_json"):  # (older code, for a side-by-side run: no JSON kept)
+                spec.prompt_json = p.ids_json
+            data = encode_body(spec)
             c2 = time.thread_time()
             build.append(c1 - c0)
             encode.append(c2 - c1)

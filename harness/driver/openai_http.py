@@ -224,7 +224,8 @@ class OpenAIHTTPTarget:
         in JSON (`req.prompt_json`) are spliced in: a copy instead of ~1 ms of encoding."""
         if req.prompt_json is None or self.config.api == "chat":
             return orjson.dumps(self.body(req))
-        return b'{"prompt":[' + req.prompt_json + b"]," + orjson.dumps(self._fields(req))[1:]
+        rest = orjson.dumps(self._fields(req))
+        return b"".join((b'{"prompt":[', req.prompt_json, b"],", memoryview(rest)[1:]))
 
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         if self._session is None:

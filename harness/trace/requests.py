@@ -120,7 +120,7 @@ class RequestSource:
         added = np.concatenate(new).astype(np.int64, copy=False)
         items = orjson.dumps(added, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
         ids = np.concatenate([prompt.body, added])
-        return Prompt(tokens, None, ids, prompt.ids_json + b"," + items if prompt.ids_json else items)
+        return Prompt(tokens, None, ids, b",".join((prompt.ids_json, items)) if prompt.ids_json else items)
 
     def text(self, seg: Segment) -> str:
         """A segment's text: a live reply for an answered assistant output, else the trace's."""
