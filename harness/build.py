@@ -29,7 +29,8 @@ METRIC_NAMES = {  # manifest key -> vLLM's Prometheus counter
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",
     "num_preemptions": "vllm:num_preemptions_total",
 }
-ENGINE_STATS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions")
+ENGINE_STATS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions",
+                "kv_blocks_full_peak", "kv_blocks_sliding_peak", "kv_snapshots_total", "kv_snapshot_blocks")
 
 
 def build_trace(scenario: Scenario) -> Trace:

@@ -36,15 +36,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_compare)
 
     p = sub.add_parser("report", help="write a self-contained report.html (several runs: side by side)")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("-o", "--output", default=None, help="output file (default: RUN_DIR/report.html of the first run)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or globs")
+    p.add_argument("-o", "--output", default=None,
+                   help="output file (default: RUN_DIR/report.html of the first run; with --trend: trend.html here)")
+    p.add_argument("--trend", action="store_true",
+                   help="the key metrics over the runs in run order, regressions against the previous run marked")
     p.set_defaults(func=_report)
+
+    p = sub.add_parser("import", help="another tool's per-request export as a run folder (aiperf, vllm-bench, guidellm)")
+    p.add_argument("tool", choices=("aiperf", "vllm-bench", "guidellm"))
+    p.add_argument("source", metavar="PATH", help="the export: a file, or the tool's output folder")
+    p.add_argument("-o", "--output", required=True, metavar="RUN", help="the run folder to write (must not hold records)")
+    p.add_argument("--benchmark", type=int, default=None, metavar="N", help="guidellm: which benchmark of a sweep (0-based)")
+    p.set_defaults(func=_import)
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.analysis.parquet import save_records
     from harness.analysis.summary import analyze_run
     from harness.analysis.table import summary_table
 
+    skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
+    if skipped:
+        print(f"harness: {skipped}", file=sys.stderr)
     summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size,
                           tokenizer=args.tokenizer, window_mode=args.window)
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
@@ -69,9 +85,29 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def _import(args: argparse.Namespace) -> int:
+    from harness.analysis.importers import import_run
+    from harness.analysis.summary import analyze_run
+    from harness.analysis.table import summary_table
+
+    options = {"benchmark": args.benchmark} if args.benchmark is not None else {}
+    run = import_run(args.tool, args.source, args.output, **options)
+    print(summary_table(analyze_run(run)))
+    print(f"imported {args.source} ({args.tool}) into {run}; what differs from our definitions:")
+    for note in json.loads((run / "manifest.json").read_text())["imported"]["notes"]:
+        print(f"  - {note}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from harness.analysis.report import write_report
+    from harness.analysis.trend import trend_regressions, write_trend
 
-    path = write_report(args.run_dirs, args.output)
+    if not args.trend:
+        print(f"wrote {write_report(args.run_dirs, args.output)}")
+        return 0
+    path, result = write_trend(args.run_dirs, args.output or "trend.html")
+    for line in trend_regressions(result):
+        print(line)
     print(f"wrote {path}")
     return 0

@@ -70,6 +70,7 @@ class CompareResult:
     failures: list[str] = field(default_factory=list)
     alpha: float = 0.01
     min_change: float = 0.02
+    notes: list[str] = field(default_factory=list)  # runs imported from other tools: what differs
 
     @property
     def exit_code(self) -> int:
@@ -123,7 +124,19 @@ def compare_analyses(baseline: list, run: list, fail_on: str | None = None, alph
         failures=failures,
         alpha=alpha,
         min_change=min_change,
+        notes=import_notes([*baseline, *run]),
     )
+
+
+def import_notes(analyses: list) -> list[str]:
+    """One line per imported run: its tool, and the manifest's notes on what it defines differently."""
+    out = []
+    for a in analyses:
+        imported = a.run.manifest.get("imported")
+        if imported:
+            out.append(f"{a.run.name}: imported from {imported['tool']}; defined differently or missing: "
+                       + "; ".join(imported.get("notes", [])))
+    return out
 
 
 def _as_list(dirs) -> list:

@@ -23,6 +23,7 @@ def _preamble(result: CompareResult) -> list[str]:
         f"run:      {', '.join(result.run)} ({r['ok']} ok requests, {r['failed']} failed)",
         f"significant: Mann-Whitney U p < {result.alpha:g} and |change| >= {result.min_change * 100:g}%;"
         " '~' = not significant",
+        *result.notes,
     ]
 
 

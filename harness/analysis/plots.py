@@ -9,6 +9,7 @@ in seconds; the numbers in the tables always come from the full data.
 from __future__ import annotations
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 
@@ -18,7 +19,6 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from harness.analysis.cache import breakdown  # noqa: E402
 from harness.analysis.summary import Analysis  # noqa: E402
 
 MAX_POINTS = 20_000
@@ -26,9 +26,14 @@ MAX_LANES = 24
 sns.set_theme(style="whitegrid", context="notebook")
 
 
-def _figure(title: str, width: float = 7.0, height: float = 4.0) -> tuple[Figure, plt.Axes]:
+WIDE = 13.5  # inches at 100 dpi: a figure across a 1400 px page
+HALF = 6.6  # two side by side
+PERCENTILES = ((0.5, "p50", ":"), (0.9, "p90", "--"), (0.99, "p99", "-."))
+
+
+def _figure(title: str, width: float = HALF, height: float = 3.6) -> tuple[Figure, plt.Axes]:
     fig, ax = plt.subplots(figsize=(width, height), dpi=100, layout="constrained")
-    ax.set_title(title)
+    ax.set_title(title, loc="left", fontsize="medium")
     return fig, ax
 
 
@@ -50,82 +55,64 @@ def _long(analyses: list[Analysis], column: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def colors(analyses: list[Analysis]) -> list:
+    return sns.color_palette(n_colors=max(len(analyses), 1))
+
+
 def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
-    fig, ax = _figure(f"{label}: cumulative distribution")
-    data = _long(analyses, column)
-    if not data.empty:
-        sns.ecdfplot(data=data, x="value", hue="run", ax=ax)
+    """Empirical CDF on a log time axis; each run's p50/p90/p99 marked where its curve crosses them."""
+    fig, ax = _figure(f"{label}: cumulative distribution (log axis)")
+    for a, color in zip(analyses, colors(analyses), strict=False):
+        v = np.sort(_thin(a.per_request[column].to_numpy(dtype=float)))
+        v = v[v > 0]
+        if not v.size:
+            continue
+        ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=color, label=a.run.name)
+        full = a.per_request[column].to_numpy(dtype=float)
+        full = full[np.isfinite(full)]
+        for q, name, _ in PERCENTILES:
+            x = float(np.percentile(full, q * 100))
+            ax.plot([x], [q], marker="o", color=color, ms=5)
+            if len(analyses) == 1:  # with several runs the values are in the strip and the tables
+                ax.annotate(f"{name} {x:.3g}s", (x, q), textcoords="offset points", xytext=(5, -11),
+                            fontsize="x-small", color=color)
+    if any(line.get_xdata().size for line in ax.get_lines()):
         ax.set_xscale("log")
-    for q in (0.5, 0.9, 0.99):
-        ax.axhline(q, color="grey", lw=0.6, ls=":")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    for q, _, style in PERCENTILES:
+        ax.axhline(q, color="grey", lw=0.6, ls=style)
     ax.set_xlabel(f"{label} (s, log scale)")
     ax.set_ylabel("fraction of requests")
+    _legend(ax)
     return fig
 
 
 def interactivity(analyses: list[Analysis]) -> Figure:
-    fig, ax = _figure("Interactivity per request (1 / TPOT)")
+    """Per-request 1 / TPOT on log-spaced bins: one outlier no longer squeezes the rest into one bar."""
+    fig, ax = _figure("Interactivity per request (1 / TPOT), log axis")
     data = _long(analyses, "interactivity")
+    data = data[data["value"] > 0]
     if not data.empty:
-        sns.histplot(data=data, x="value", hue="run", element="step", stat="density", common_norm=False, ax=ax)
-    for a, color in zip(analyses, sns.color_palette(), strict=False):
+        lo, hi = np.log10(data["value"].min()), np.log10(data["value"].max())
+        bins = np.logspace(lo - 0.05, hi + 0.05, 40)
+        sns.histplot(data=data, x="value", hue="run", bins=bins, element="step", stat="density",
+                     common_norm=False, ax=ax)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    for a, color in zip(analyses, colors(analyses), strict=False):
         p90 = a.summary["interactivity_p90"]
         if p90:
             ax.axvline(p90, color=color, ls="--", lw=1.2, label=f"{a.run.name} P90 = {p90:.3g}")
-    ax.set_xlabel("tokens/s/user")
+    ax.set_xlabel("tokens/s/user (log scale); dashed: P90 interactivity = 1 / p90(TPOT)")
     _legend(ax)
     return fig
-
-
-def cache_by_turn(analyses: list[Analysis]) -> Figure:
-    fig, ax = _figure("Prefix-cache hit rate by turn index: server vs ideal")
-    for a, color in zip(analyses, sns.color_palette(), strict=False):
-        table = breakdown(a.run.ok, a.misses, "turn")
-        ax.plot(table.index, table["hit_rate"], marker="o", color=color, label=f"{a.run.name} server")
-        ax.plot(table.index, table["ideal_hit_rate"], ls="--", color=color, label=f"{a.run.name} ideal")
-    ax.set_xlabel("turn index")
-    ax.set_ylabel("hit rate")
-    ax.set_ylim(0, 1.02)
-    _legend(ax)
-    return fig
-
-
-def over_time(analyses: list[Analysis], bins: int = 60) -> Figure:
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), dpi=100, sharex=True, layout="constrained")
-    top.set_title("Throughput and requests in flight over time")
-    for a, color in zip(analyses, sns.color_palette(), strict=False):
-        ok = a.run.ok
-        if ok.empty:
-            continue
-        t0 = float(ok["t_sent"].min())
-        done = ok["t_done"].to_numpy(dtype=float) - t0
-        width = max(done.max(), 1e-9) / bins
-        tokens = np.nan_to_num(a.per_request["completion_tokens"].to_numpy(dtype=float))
-        rate = np.bincount(np.minimum((done / width).astype(int), bins - 1), weights=tokens, minlength=bins) / width
-        top.step(np.arange(bins) * width, rate, where="post", color=color, label=a.run.name)
-        times, level = _in_flight(a.run.measured, t0)
-        bottom.step(times, level, where="post", color=color, label=a.run.name)
-    top.set_ylabel("output tokens/s")
-    bottom.set_ylabel("requests in flight")
-    bottom.set_xlabel("seconds since the first measured send")
-    _legend(top)
-    return fig
-
-
-def _in_flight(measured: pd.DataFrame, t0: float) -> tuple[np.ndarray, np.ndarray]:
-    sent = measured["t_sent"].to_numpy(dtype=float) - t0
-    done = measured["t_done"].fillna(measured["t_sent"]).to_numpy(dtype=float) - t0
-    times = np.concatenate([sent, done])
-    steps = np.concatenate([np.ones(sent.size), -np.ones(done.size)])
-    order = np.argsort(times, kind="stable")
-    return times[order], np.cumsum(steps[order])
 
 
 def session_timeline(a: Analysis) -> Figure:
     """Swim lanes of the longest complete task: one lane per session, bars per request,
     arrows for spawns (parent -> subagent) and joins (subagent -> parent)."""
     tasks = a.tasks[a.tasks["complete"]].sort_values("completion_s", ascending=False)
-    fig, ax = _figure("Session timeline of the longest task (swim lanes)", height=4.5)
+    fig, ax = _figure(f"Session timeline of the longest task: {a.run.name} (swim lanes)", width=WIDE, height=4.2)
     if tasks.empty:
         ax.text(0.5, 0.5, "no complete task", ha="center", transform=ax.transAxes)
         return fig
@@ -164,7 +151,7 @@ def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
 
 
 def pareto(analyses: list[Analysis]) -> Figure:
-    fig, ax = _figure("TPGS vs P90 interactivity (sweep points; line = Pareto frontier)")
+    fig, ax = _figure("TPGS vs P90 interactivity (runs as points; line = Pareto frontier)")
     pts = [(a.summary["interactivity_p90"], a.summary["tpgs"], a.run.name) for a in analyses]
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
@@ -175,18 +162,3 @@ def pareto(analyses: list[Analysis]) -> Figure:
     ax.set_xlabel("P90 interactivity (tokens/s/user)")
     ax.set_ylabel("TPGS (tokens/s/GPU)")
     return fig
-
-
-def all_figures(analyses: list[Analysis]) -> dict[str, Figure]:
-    figures = {
-        "TTFT distribution": latency_cdf(analyses, "ttft", "TTFT"),
-        "TPOT distribution": latency_cdf(analyses, "tpot", "TPOT"),
-        "Interactivity": interactivity(analyses),
-        "Cache hit by turn": cache_by_turn(analyses),
-        "Over time": over_time(analyses),
-    }
-    for a in analyses:
-        figures[f"Session timeline: {a.run.name}"] = session_timeline(a)
-    if len(analyses) > 1:
-        figures["Pareto frontier"] = pareto(analyses)
-    return figures

@@ -98,7 +98,7 @@ def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | Non
     path = Path(path)
     if not path.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=path)
-    records, notes = read_records(path / RECORDS_FILE)
+    records, notes = _read_run_records(path)
     manifest = read_manifest(path / MANIFEST_FILE, notes)
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
     capped = manifest.get("think_capped") or {}
@@ -112,6 +112,17 @@ def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | Non
 
     fill_ideal(run, block_size, tokenizer)
     return run
+
+
+def _read_run_records(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """records.parquet while it is up to date (written by `harness analyze`), else records.jsonl."""
+    from harness.analysis.parquet import is_fresh, read_parquet
+
+    if not is_fresh(path):
+        return read_records(path / RECORDS_FILE)
+    frame, notes = read_parquet(path)
+    _check_required(frame, Path(frame.attrs["path"]))
+    return frame, notes
 
 
 def _read_trace(path: Path, notes: list[str]) -> Trace | None:

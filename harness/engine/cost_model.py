@@ -92,7 +92,7 @@ def _chunks(step: list[tuple[int, int]], block_size: int) -> list[ScheduledChunk
         tokens = rng.integers(1000, 32000, size=start + n).tolist()
         req = Request(f"cal-{i}", tokens, SamplingParams(max_tokens=1), 0.0)
         blocks = -(-(start + n) // block_size)
-        req.block_table = list(range(next_block, next_block + blocks))
+        req.block_tables = [list(range(next_block, next_block + blocks))]
         next_block += blocks
         chunks.append(ScheduledChunk(req, start, n))
     return chunks

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.engine.block_pool import BlockPool
-from harness.engine.config import EngineConfig
+from harness.engine.config import FULL, SLIDING, EngineConfig
 from harness.engine.cpu_tier import CpuTier
 from harness.engine.scheduler import ScheduledChunk, Scheduler
 from harness.engine.sequence import Request, SamplingParams
@@ -52,6 +52,12 @@ class EngineStats:
     generation_tokens_total: int
     num_steps: int
     requests_finished: int
+    kv_blocks_full: int = 0  # device pages held by requests, full-attention groups
+    kv_blocks_sliding: int = 0  # ... sliding-window groups
+    kv_blocks_full_peak: int = 0
+    kv_blocks_sliding_peak: int = 0
+    kv_snapshot_blocks: int = 0  # free sliding-window pages kept by snapshots (reusable)
+    kv_snapshots_total: int = 0  # window states retained so far
 
 
 def make_runner(config: EngineConfig):
@@ -69,8 +75,12 @@ class LLMEngine:
         self.config = config
         self.runner = runner if runner is not None else make_runner(config)
         tier = CpuTier(config.cpu_offload_blocks) if config.cpu_offload_blocks else None
+        model = config.model
         self.pool = BlockPool(config.total_blocks, config.block_size,
-                              enable_caching=config.enable_prefix_caching, cpu_tier=tier, mover=self.runner)
+                              enable_caching=config.enable_prefix_caching, cpu_tier=tier, mover=self.runner,
+                              kinds=tuple(g.kind for g in model.kv_groups),
+                              sliding_window=model.sliding_window, retention=config.prefix_cache_retention,
+                              reclaim=config.sliding_window_reclaim)
         self.scheduler = Scheduler(config, self.pool)
         self.requests: dict[str, Request] = {}
         self.prompt_tokens_total = 0
@@ -98,8 +108,18 @@ class LLMEngine:
             raise EngineRequestError(
                 f"prompt ({len(prompt)} tokens) + max_tokens ({params.max_tokens}) = {total} "
                 f"exceeds max_model_len {self.config.model_len}")
-        if math.ceil(total / self.config.block_size) > self.pool.num_blocks:
+        if self._pages_for(total) > self.pool.num_blocks:
             raise EngineRequestError(f"{total} tokens do not fit in the KV cache ({self.pool.num_blocks} blocks)")
+
+    def _pages_for(self, num_tokens: int) -> int:
+        """Pages one request of `num_tokens` can hold at once: every block in full-attention
+        groups; in sliding ones, a window plus the largest chunk (and a block of slack each side)."""
+        c, bs = self.config, self.config.block_size
+        blocks = math.ceil(num_tokens / bs)
+        kinds = [g.kind for g in c.model.kv_groups]
+        window = c.model.sliding_window + c.max_num_batched_tokens
+        sliding = min(blocks, math.ceil(window / bs) + 2) if c.sliding_window_reclaim else blocks
+        return sum(blocks if kind == FULL else sliding for kind in kinds)
 
     def _check_ids(self, prompt: list[int]) -> None:
         # numpy checks a 142k-token prompt in a millisecond; the slow scan only names the culprit.
@@ -120,7 +140,7 @@ class LLMEngine:
             self.validate(request_id, prompt, params)
         elif request_id in self.requests:
             raise EngineRequestError(f"request id {request_id!r} is already in flight")
-        req = Request(request_id, prompt, params, time.perf_counter())
+        req = Request(request_id, prompt, params, time.perf_counter(), self.config.model.eos_ids)
         self.requests[request_id] = req
         self.scheduler.add(req)
         return req
@@ -200,7 +220,14 @@ class LLMEngine:
             cpu_cache_hits=s.cpu_cache_hits, num_preemptions=s.num_preemptions,
             prompt_tokens_total=self.prompt_tokens_total,
             generation_tokens_total=self.generation_tokens_total, num_steps=s.num_steps,
-            requests_finished=self.requests_finished)
+            requests_finished=self.requests_finished, **self._kv_stats())
+
+    def _kv_stats(self) -> dict[str, int]:
+        p = self.pool
+        return dict(kv_blocks_full=p.in_use[FULL], kv_blocks_sliding=p.in_use[SLIDING],
+                    kv_blocks_full_peak=p.peak_in_use[FULL], kv_blocks_sliding_peak=p.peak_in_use[SLIDING],
+                    kv_snapshot_blocks=p.cached_pages(SLIDING) if p.hybrid else 0,
+                    kv_snapshots_total=p.num_snapshots)
 
 
 def _check_params(p: SamplingParams, vocab: int) -> None:

@@ -23,11 +23,12 @@ from harness.engine.config import ModelPreset
 
 @dataclass
 class SeqSpan:
-    """One request's chunk in the flat batch and the cache slots of its whole context."""
+    """One request's chunk in the flat batch and the cache slots of the context it attends to."""
 
     start: int  # index of the chunk's first token in the flat batch
     length: int
     context_slots: torch.Tensor  # [context] cache slots, the chunk's own tokens last
+    mask: torch.Tensor | None = None  # [length, context] (sliding window); None = causal
 
 
 @dataclass
@@ -40,12 +41,19 @@ class DecodeGroup:
 
 
 @dataclass
-class ForwardBatch:
-    input_ids: torch.Tensor  # [T]
-    positions: torch.Tensor  # [T]
+class GroupBatch:
+    """What one KV group's layers write and read this step (slots in that group's pages)."""
+
     write_slots: torch.Tensor  # [T] where each token's K/V goes
     spans: list[SeqSpan]  # multi-token chunks (prefill), attended one by one
     decode: DecodeGroup | None
+
+
+@dataclass
+class ForwardBatch:
+    input_ids: torch.Tensor  # [T]
+    positions: torch.Tensor  # [T]
+    groups: list[GroupBatch]  # one per KV group (config.ModelPreset.kv_groups)
     sample_index: torch.Tensor  # [S] flat indices whose logits are needed
 
 
@@ -73,6 +81,47 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+def paged_attention(q, k, v, group: GroupBatch, k_cache, v_cache, scale: float | None = None):
+    """Write the step's K/V into one layer's pages, then attend each chunk to its context.
+
+    q: [T, heads, dim]; k, v: [T, kv_heads, dim]; k_cache, v_cache: [pages, block_size, kv_heads, dim].
+    """
+    kv_heads, dim = k.shape[1], k.shape[2]
+    k_flat = k_cache.view(-1, kv_heads, dim)
+    v_flat = v_cache.view(-1, kv_heads, dim)
+    k_flat.index_copy_(0, group.write_slots, k)
+    v_flat.index_copy_(0, group.write_slots, v)
+    out = torch.empty_like(q)
+    for span in group.spans:
+        sl = slice(span.start, span.start + span.length)
+        out[sl] = _attend(q[sl], k_flat.index_select(0, span.context_slots),
+                          v_flat.index_select(0, span.context_slots), span.mask, scale)
+    if group.decode is not None:
+        out[group.decode.index] = _attend_decode(q, k_flat, v_flat, group.decode, scale)
+    return out
+
+
+def _attend(q, k, v, mask, scale) -> torch.Tensor:
+    # [len, heads, dim] -> [1, heads, len, dim]; GQA by SDPA's own head grouping.
+    q_len, kv_len = q.shape[0], k.shape[0]
+    if mask is None and q_len > 1:
+        mask = causal_lower_right(q_len, kv_len)
+    o = F.scaled_dot_product_attention(
+        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+        attn_mask=mask, enable_gqa=True, scale=scale)
+    return o[0].transpose(0, 1)
+
+
+def _attend_decode(q, k_flat, v_flat, group: DecodeGroup, scale) -> torch.Tensor:
+    b, width = group.index.shape[0], group.mask.shape[-1]
+    shape = (b, width, k_flat.shape[1], k_flat.shape[2])
+    k = k_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
+    v = v_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
+    o = F.scaled_dot_product_attention(q[group.index][:, :, None], k, v, attn_mask=group.mask,
+                                       enable_gqa=True, scale=scale)
+    return o[:, :, 0]
+
+
 class Attention(nn.Module):
     def __init__(self, p: ModelPreset) -> None:
         super().__init__()
@@ -87,37 +136,8 @@ class Attention(nn.Module):
         q = apply_rope(self.q_proj(x).view(t, p.num_heads, p.head_dim), cos, sin)
         k = apply_rope(self.k_proj(x).view(t, p.num_kv_heads, p.head_dim), cos, sin)
         v = self.v_proj(x).view(t, p.num_kv_heads, p.head_dim)
-        k_flat = k_cache.view(-1, p.num_kv_heads, p.head_dim)
-        v_flat = v_cache.view(-1, p.num_kv_heads, p.head_dim)
-        k_flat.index_copy_(0, batch.write_slots, k)
-        v_flat.index_copy_(0, batch.write_slots, v)
-        out = torch.empty_like(q)
-        for span in batch.spans:
-            sl = slice(span.start, span.start + span.length)
-            out[sl] = self._attend(q[sl], k_flat.index_select(0, span.context_slots),
-                                   v_flat.index_select(0, span.context_slots))
-        if batch.decode is not None:
-            out[batch.decode.index] = self._attend_decode(q, k_flat, v_flat, batch.decode)
+        out = paged_attention(q, k, v, batch.groups[0], k_cache, v_cache)
         return self.o_proj(out.view(t, -1))
-
-    @staticmethod
-    def _attend(q, k, v) -> torch.Tensor:
-        # [len, heads, dim] -> [1, heads, len, dim]; GQA by SDPA's own head grouping.
-        q_len, kv_len = q.shape[0], k.shape[0]
-        mask = causal_lower_right(q_len, kv_len) if q_len > 1 else None
-        o = F.scaled_dot_product_attention(
-            q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-            attn_mask=mask, enable_gqa=True)
-        return o[0].transpose(0, 1)
-
-    def _attend_decode(self, q, k_flat, v_flat, group: DecodeGroup) -> torch.Tensor:
-        b, width = group.index.shape[0], group.mask.shape[-1]
-        shape = (b, width, self.p.num_kv_heads, self.p.head_dim)
-        k = k_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
-        v = v_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
-        o = F.scaled_dot_product_attention(q[group.index][:, :, None], k, v, attn_mask=group.mask,
-                                           enable_gqa=True)
-        return o[:, :, 0]
 
 
 class MLP(nn.Module):

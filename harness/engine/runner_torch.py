@@ -1,15 +1,18 @@
 """The torch runner: turns a scheduled step into one forward pass and samples the next tokens.
 
-KV cache tensors are [layers, num_blocks, block_size, kv_heads, head_dim]; a token's slot is
-block_id * block_size + offset. The runner is also the block pool's KV mover (CPU tier copies).
+KV cache tensors are [group_size, num_pages, block_size, kv_heads, head_dim]: a page holds one KV
+group's layers (all layers for a Llama preset, 3 for Gemma 3 270M), and a token's slot in its
+group's pages is page_id * block_size + offset. Each KV group has its own block table; a sliding
+window group's chunk reads only the window before it (masked to exactly `sliding_window` tokens).
+The runner is also the block pool's KV mover (CPU tier copies).
 """
 
 from __future__ import annotations
 
 import torch
 
-from harness.engine.config import EngineConfig
-from harness.engine.model import DecodeGroup, ForwardBatch, SeqSpan, build_model
+from harness.engine.config import SLIDING, EngineConfig, KVGroup
+from harness.engine.model import DecodeGroup, ForwardBatch, GroupBatch, SeqSpan, build_model
 from harness.engine.scheduler import ScheduledChunk
 from harness.errors import EngineError
 
@@ -24,6 +27,21 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def _window_mask(first: int, start: int, end: int, window: int, dev) -> torch.Tensor:
+    """[queries, keys] True where key position k is in (q - window, q] for query position q."""
+    q = torch.arange(start, end, device=dev)[:, None]
+    k = torch.arange(first, end, device=dev)[None, :]
+    return (k <= q) & (k > q - window)
+
+
+def _build(p, seed: int, device: torch.device, dtype: torch.dtype):
+    if p.arch == "gemma3":
+        from harness.engine.gemma3 import build_gemma3
+
+        return build_gemma3(p, device, dtype)
+    return build_model(p, seed, device, dtype)
+
+
 class TorchRunner:
     simulated = False
 
@@ -34,9 +52,9 @@ class TorchRunner:
         self.dtype = DTYPES[config.dtype]
         if self.device.type == "cpu" and self.dtype is not torch.float32:
             raise EngineError(f"field 'dtype': {config.dtype} is slow or unsupported on CPU; use float32")
-        self.model = build_model(self.preset, config.seed, self.device, self.dtype)
+        self.model = _build(self.preset, config.seed, self.device, self.dtype)
         p, bs = self.preset, config.block_size
-        shape = (p.num_layers, config.total_blocks, bs, p.num_kv_heads, p.head_dim)
+        shape = (p.group_size, config.total_blocks, bs, p.num_kv_heads, p.head_dim)
         try:
             self.k_cache = torch.zeros(shape, device=self.device, dtype=self.dtype)
             self.v_cache = torch.zeros(shape, device=self.device, dtype=self.dtype)
@@ -65,33 +83,46 @@ class TorchRunner:
 
     def _build_batch(self, chunks: list[ScheduledChunk]) -> ForwardBatch:
         dev = self.device
-        ids, positions, writes, spans, decodes, sample_index, offset = [], [], [], [], [], [], 0
+        ids, positions, sample_index, offset = [], [], [], 0
         for c in chunks:
             end = c.start + c.num_tokens
             ids.extend(c.request.token_ids[c.start:end])
             positions.append(torch.arange(c.start, end))
-            slots = self._slots(c.request.block_table, end)
-            writes.append(slots[c.start:])
-            if c.num_tokens == 1:
-                decodes.append((offset, slots))
-            else:
-                spans.append(SeqSpan(offset, c.num_tokens, slots.to(dev)))
             offset += c.num_tokens
             if c.samples:
                 sample_index.append(offset - 1)
         return ForwardBatch(
             input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
             positions=torch.cat(positions).to(dev),
-            write_slots=torch.cat(writes).to(dev),
-            spans=spans,
-            decode=self._decode_group(decodes) if decodes else None,
+            groups=[self._group_batch(chunks, g, group) for g, group in enumerate(self.preset.kv_groups)],
             sample_index=torch.tensor(sample_index, dtype=torch.long, device=dev),
         )
 
-    def _slots(self, block_table: list[int], length: int) -> torch.Tensor:
+    def _group_batch(self, chunks: list[ScheduledChunk], g: int, group: KVGroup) -> GroupBatch:
+        dev, window = self.device, self.preset.sliding_window if group.kind == SLIDING else 0
+        writes, spans, decodes, offset = [], [], [], 0
+        for c in chunks:
+            end = c.start + c.num_tokens
+            # A sliding layer's chunk reads from the first key its first query sees.
+            first = max(0, c.start - window + 1) if window else 0
+            slots = self._slots(c.request.block_tables[g], first, end)
+            writes.append(slots[c.start - first:])
+            if c.num_tokens == 1:
+                decodes.append((offset, slots))
+            else:
+                mask = _window_mask(first, c.start, end, window, dev) if window else None
+                spans.append(SeqSpan(offset, c.num_tokens, slots.to(dev), mask))
+            offset += c.num_tokens
+        return GroupBatch(torch.cat(writes).to(dev), spans,
+                          self._decode_group(decodes) if decodes else None)
+
+    def _slots(self, block_table: list[int], first: int, end: int) -> torch.Tensor:
+        """Cache slots of positions [first, end) (their blocks are present in the table)."""
         bs = self.config.block_size
-        table = torch.tensor(block_table, dtype=torch.long)
-        return (table[:, None] * bs + torch.arange(bs)[None, :]).flatten()[:length]
+        lo = first // bs
+        table = torch.tensor(block_table[lo:-(-end // bs)], dtype=torch.long)
+        slots = (table[:, None] * bs + torch.arange(bs)[None, :]).flatten()
+        return slots[first - lo * bs:end - lo * bs]
 
     def _decode_group(self, decodes: list[tuple[int, torch.Tensor]]) -> DecodeGroup:
         width = max(len(slots) for _, slots in decodes)

@@ -178,4 +178,4 @@ class Scheduler:
         self.cpu_cache_hits += num_cpu
 
     def check_invariants(self) -> None:
-        self.pool.check_invariants([r.block_table for r in self.running])
+        self.pool.check_invariants([t for r in self.running for t in r.block_tables])

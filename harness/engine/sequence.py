@@ -7,6 +7,9 @@ from enum import Enum, auto
 
 import numpy as np
 
+from harness.engine.config import EOS_ID
+
+NULL_BLOCK = -1  # a sliding-window block given back: its position is outside every window
 TOKEN_BYTES = 4  # token ids as little-endian int32: what block hashes and hit checks read
 _TOKEN_DTYPE = np.dtype("<i4")
 
@@ -28,7 +31,7 @@ class SamplingParams:
 
 class Request:
     def __init__(self, request_id: str, prompt_token_ids, params: SamplingParams,
-                 arrival: float) -> None:
+                 arrival: float, eos_ids: tuple[int, ...] = (EOS_ID,)) -> None:
         self.request_id = request_id
         self.params = params
         self.arrival = arrival
@@ -38,10 +41,14 @@ class Request:
         self.token_ids: list[int] = ids.tolist()
         self.token_bytes = bytearray(ids.tobytes())
         self.num_computed_tokens = 0
-        self.block_table: list[int] = []
+        self.eos_ids = eos_ids
+        # One block table per KV group (config.ModelPreset.kv_groups; group 0 is full attention).
+        # Sliding-window groups hold NULL_BLOCK for blocks that fell out of the window.
+        self.block_tables: list[list[int]] = [[]]
+        self.num_reclaimed_blocks = 0  # leading blocks the sliding groups gave back
+        self.snapshot_points: list[int] = []  # block counts whose window state is kept when reached
         self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
         self.num_cached_blocks = 0  # leading blocks of block_table already registered by hash
-        self.last_hit = None  # the block pool's last prefix lookup while waiting (a PrefixHit)
         self.blocked = None  # why the scheduler could not admit it last time (see _still_blocked)
         self.status = RequestStatus.WAITING
         self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
@@ -50,6 +57,11 @@ class Request:
         self.num_preemptions = 0
         self.finish_reason: str | None = None
         self.num_emitted = 0  # outputs already handed to the caller
+
+    @property
+    def block_table(self) -> list[int]:
+        """The first (full-attention) group's block table."""
+        return self.block_tables[0]
 
     @property
     def num_tokens(self) -> int:
@@ -91,5 +103,5 @@ class Request:
         n = self.num_output_tokens
         if n >= p.max_tokens:
             self.finish_reason = "length"
-        elif n >= p.min_tokens and (token in p.stop_token_ids or (token == 2 and not p.ignore_eos)):
+        elif n >= p.min_tokens and (token in p.stop_token_ids or (token in self.eos_ids and not p.ignore_eos)):
             self.finish_reason = "stop"

@@ -43,6 +43,13 @@ class ChatTemplateError(ValueError):
         self.param = param
 
 
+def chat_prompt_ids(messages: object, tokenizer, tools: object = None) -> list[int]:
+    """The prompt in the tokenizer's chat format: a model's own (gemma_text.py) or this one."""
+    if hasattr(tokenizer, "chat_prompt"):
+        return tokenizer.chat_prompt(messages, tools)
+    return apply_chat_template(messages, tokenizer, tools=tools)
+
+
 def apply_chat_template(
     messages: object, tokenizer: Tokenizer, *, tools: object = None, add_generation_prompt: bool = True
 ) -> list[int]:
@@ -50,12 +57,12 @@ def apply_chat_template(
         raise ChatTemplateError("'messages' must be a non-empty array of message objects", "messages")
     ids: list[int] = []
     if tools:
-        ids += [TOOLS_ID, *tokenizer.encode(_tools_text(tools)), END_ID]
+        ids += [TOOLS_ID, *tokenizer.encode(tools_text(tools)), END_ID]
     for k, message in enumerate(messages):
-        role, text = _role_and_text(message, f"messages[{k}]")
+        role, text = role_and_text(message, f"messages[{k}]")
         ids.append(ROLE_IDS[role])
         ids.extend(tokenizer.encode(text))
-        for call in _tool_calls(message, f"messages[{k}].tool_calls"):
+        for call in tool_calls(message, f"messages[{k}].tool_calls"):
             ids += [TOOL_CALL_ID, *tokenizer.encode(call)]
         ids.append(END_ID)
     if add_generation_prompt:
@@ -63,7 +70,7 @@ def apply_chat_template(
     return ids
 
 
-def _role_and_text(message: object, where: str) -> tuple[str, str]:
+def role_and_text(message: object, where: str) -> tuple[str, str]:
     if not isinstance(message, dict):
         raise ChatTemplateError(f"{where} must be an object", where)
     role = message.get("role")
@@ -73,14 +80,14 @@ def _role_and_text(message: object, where: str) -> tuple[str, str]:
     return role, _content_text(message.get("content"), f"{where}.content", role)
 
 
-def _tools_text(tools: object) -> str:
+def tools_text(tools: object) -> str:
     """Tool schemas as canonical JSON: their tokens count and cache as on a real server."""
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise ChatTemplateError("'tools' must be an array of tool objects", "tools")
     return "\n".join(_canonical_json(t) for t in tools)
 
 
-def _tool_calls(message: dict, where: str) -> list[str]:
+def tool_calls(message: dict, where: str) -> list[str]:
     calls = message.get("tool_calls")
     if calls is None:
         return []

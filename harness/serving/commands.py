@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.engine.config import DEVICES, DTYPES, PRESETS, RUNNERS, EngineConfig
+from harness.engine.config import (
+    DEVICES,
+    DTYPES,
+    PRESETS,
+    RETENTION_POLICIES,
+    RUNNERS,
+    EngineConfig,
+)
 from harness.errors import EngineError
 
 # (flag, EngineConfig field, type, help)
@@ -37,9 +44,17 @@ _VALUE_FLAGS = (
 )
 _CHOICE_FLAGS = (
     ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),
-    ("--preset", "preset", tuple(PRESETS), "model size (tiny)"),
+    ("--preset", "preset", tuple(PRESETS), "model: seeded Llama sizes, or gemma3-270m (also --model) (tiny)"),
     ("--device", "device", None, f"{' | '.join(DEVICES)} | cuda:N (auto)"),
     ("--dtype", "dtype", tuple(DTYPES), "KV cache and weights dtype (float32)"),
+    ("--prefix-cache-retention", "prefix_cache_retention", RETENTION_POLICIES,
+     "sliding-window states kept past their request: none, interval (turn ends), "
+     "interval+selective (also prefixes seen twice) (interval+selective)"),
+)
+_BOOL_FLAGS = (
+    ("enable_prefix_caching", "reuse KV blocks across requests with a shared prefix (on)"),
+    ("debug_checks", "check the block pool's invariants after every step (slow; off)"),
+    ("sliding_window_reclaim", "give back sliding-window KV blocks that left the window (on)"),
 )
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}
@@ -52,18 +67,17 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         metavar = "FILE" if dest == "cost_model" else _METAVARS[kind]
         group.add_argument(flag, *extra, dest=dest, type=kind, default=None, metavar=metavar, help=help_)
     for flag, dest, choices, help_ in _CHOICE_FLAGS:
-        group.add_argument(flag, dest=dest, choices=choices, default=None, help=help_)
-    group.add_argument("--enable-prefix-caching", dest="enable_prefix_caching",
-                       action=argparse.BooleanOptionalAction, default=None,
-                       help="reuse KV blocks across requests with a shared prefix (on)")
-    group.add_argument("--debug-checks", dest="debug_checks", action=argparse.BooleanOptionalAction,
-                       default=None, help="check the block pool's invariants after every step (slow; off)")
+        extra = ("--model",) if dest == "preset" else ()
+        group.add_argument(flag, *extra, dest=dest, choices=choices, default=None, help=help_)
+    for dest, help_ in _BOOL_FLAGS:
+        group.add_argument(f"--{dest.replace('_', '-')}", dest=dest, action=argparse.BooleanOptionalAction,
+                           default=None, help=help_)
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     """The flags the user set, over EngineConfig's defaults (invalid values -> EngineError)."""
     dests = [d for _, d, _, _ in _VALUE_FLAGS] + [d for _, d, _, _ in _CHOICE_FLAGS]
-    dests += ["enable_prefix_caching", "debug_checks"]
+    dests += [d for d, _ in _BOOL_FLAGS]
     chosen = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
     return EngineConfig.from_dict(chosen)
 
@@ -78,7 +92,7 @@ def engine_flags(options: dict) -> list[str]:
     for key, value in options.items():
         if value is None:
             continue
-        if key in ("enable_prefix_caching", "debug_checks"):
+        if key in dict(_BOOL_FLAGS):
             name = key.replace("_", "-")
             argv.append(f"--{name}" if value else f"--no-{name}")
         elif key in _FLAG_OF:

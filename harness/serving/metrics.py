@@ -78,6 +78,14 @@ _COUNTERS = (
     ("harness:cpu_prefix_cache_hits_total", "cpu_cache_hits",
      "Prefix cache hits served from the CPU tier (tokens; included in vllm:prefix_cache_hits_total)."),
     ("harness:engine_steps_total", "num_steps", "Engine steps run."),
+    ("harness:kv_snapshots_total", "kv_snapshots_total",
+     "Sliding-window states retained (snapshots) under the prefix-cache retention policy."),
+)
+_KV_GAUGES = (
+    ("harness:kv_blocks_in_use", "KV blocks held by requests, by attention type (one shared pool).",
+     (("full", "kv_blocks_full"), ("sliding", "kv_blocks_sliding"))),
+    ("harness:kv_blocks_in_use_peak", "Most KV blocks held by requests at once, by attention type.",
+     (("full", "kv_blocks_full_peak"), ("sliding", "kv_blocks_sliding_peak"))),
 )
 
 
@@ -95,6 +103,12 @@ def render(stats: EngineStats, server: ServerMetrics, model_name: str, *, block_
         family(name, "gauge", help_, [f"{name}{{{labels}}} {float(getattr(stats, attr))}"])
     for name, attr, help_ in _COUNTERS:
         family(name, "counter", help_, [f"{name}{{{labels}}} {int(getattr(stats, attr))}"])
+    for name, help_, kinds in _KV_GAUGES:
+        family(name, "gauge", help_, [f'{name}{{{labels},kv_type="{kind}"}} {float(getattr(stats, attr))}'
+                                      for kind, attr in kinds])
+    family("harness:kv_snapshot_blocks", "gauge",
+           "Free sliding-window KV blocks kept by snapshots (reusable by a prefix hit).",
+           [f"harness:kv_snapshot_blocks{{{labels}}} {float(stats.kv_snapshot_blocks)}"])
     reasons = sorted(set(server.finished) | {"stop", "length", "abort"})
     family("vllm:request_success_total", "counter", "Count of finished requests, by finish reason.",
            [f'vllm:request_success_total{{{labels},finished_reason="{r}"}} {server.finished[r]}'

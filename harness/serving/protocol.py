@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import orjson
 
 from harness.serving.async_engine import SamplingParams
-from harness.serving.chat_template import ChatTemplateError, apply_chat_template
+from harness.serving.chat_template import ChatTemplateError, chat_prompt_ids
 from harness.serving.tokenizer import Tokenizer
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for /v1/completions
@@ -77,7 +77,7 @@ def parse_chat(body: dict, model: ServedModel, tokenizer: Tokenizer) -> ApiReque
     if "messages" not in body:
         raise bad("Missing required parameter: 'messages'", "messages")
     try:
-        prompt_ids = apply_chat_template(body["messages"], tokenizer, tools=body.get("tools"))
+        prompt_ids = chat_prompt_ids(body["messages"], tokenizer, tools=body.get("tools"))
     except ChatTemplateError as exc:
         raise bad(str(exc), exc.param) from exc
     return _request(body, model, prompt_ids, chat=True)
@@ -102,8 +102,8 @@ def _prompt_ids(prompt: object, model: ServedModel, tokenizer: Tokenizer) -> lis
         if len(prompt) != 1:
             raise bad(f"a batch of {len(prompt)} prompts: this server takes one prompt per request", "prompt")
         prompt = prompt[0]
-    if isinstance(prompt, str):
-        ids = tokenizer.encode(prompt)
+    if isinstance(prompt, str):  # a model's own tokenizer may open with <bos> (as vLLM adds it)
+        ids = tokenizer.prompt_ids(prompt) if hasattr(tokenizer, "prompt_ids") else tokenizer.encode(prompt)
     elif isinstance(prompt, list) and all(type(i) is int for i in prompt):
         ids = prompt
     else:

@@ -11,7 +11,7 @@ import time
 
 from harness.serving.async_engine import RequestOutput
 from harness.serving.protocol import ApiRequest
-from harness.serving.tokenizer import DecodeStream, Tokenizer
+from harness.serving.tokenizer import Tokenizer
 
 
 class StopStrings:
@@ -42,8 +42,8 @@ class ResponseBuilder:
     def __init__(self, request_id: str, api: ApiRequest, model_name: str, tokenizer: Tokenizer) -> None:
         self.request_id, self.api, self.model = request_id, api, model_name
         self.created = int(time.time())
-        self._decoder = DecodeStream()
-        self._stop_ids = {tokenizer.eos_token_id, *api.params.stop_token_ids}
+        self._decoder = tokenizer.decode_stream()
+        self._stop_ids = {*tokenizer.stop_token_ids, *api.params.stop_token_ids}
         self._text = StopStrings(api.stop)
         self.token_ids: list[int] = []
         self.last: RequestOutput | None = None  # the latest output taken

@@ -40,7 +40,7 @@ from harness.serving.protocol import (
     parse_json,
 )
 from harness.serving.responses import ResponseBuilder
-from harness.serving.tokenizer import Tokenizer
+from harness.serving.tokenizer import Tokenizer, tokenizer_for
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
     app[STATE_KEY] = ServerState(
         model=ServedModel(engine.config.served_model_name, engine.max_model_len, engine.vocab_size,
                           engine.config.total_blocks * engine.config.block_size),
-        tokenizer=Tokenizer(),
+        tokenizer=tokenizer_for(engine.config),
         metrics=metrics.ServerMetrics(),
         started=time.time(),
         ready=ready,

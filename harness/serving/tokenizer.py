@@ -76,6 +76,7 @@ class Tokenizer:
     vocab_size = VOCAB_SIZE
     eos_token_id = EOS_ID
     bos_token_id = BOS_ID
+    stop_token_ids = (EOS_ID,)
 
     def encode(self, text: str) -> list[int]:
         words = [WORD_INDEX.get(w) for w in text.split(" ")]
@@ -107,6 +108,9 @@ class Tokenizer:
             return " ".join([WORDS[i - TOKEN_BASE] for i in ids])
         stream = DecodeStream()
         return "".join(stream.push(i) for i in ids) + stream.flush()
+
+    def decode_stream(self) -> DecodeStream:
+        return DecodeStream()
 
     def token_text(self, i: int) -> str:
         """What one id means on its own (for logs and docs); bytes show as <0xNN>."""
@@ -145,3 +149,12 @@ class DecodeStream:
 
     def flush(self) -> str:
         return self._bytes.decode(b"", final=True)
+
+
+def tokenizer_for(config):
+    """The reference tokenizer, or the model's own (Gemma 3: built from its GGUF vocabulary)."""
+    if config.model.arch == "gemma3":
+        from harness.serving.gemma_text import GemmaTokenizer
+
+        return GemmaTokenizer()
+    return Tokenizer()

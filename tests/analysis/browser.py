@@ -38,7 +38,7 @@ class PageView:
     dom: str
 
 
-def view(page: Path, screenshot: Path | None = None, timeout: float = 60) -> PageView:
+def view(page: Path, screenshot: Path | None = None, timeout: float = 60, size: tuple[int, int] = (1400, 3200)) -> PageView:
     binary = chromium()
     if binary is None:
         raise FileNotFoundError("chromium")
@@ -53,7 +53,7 @@ def view(page: Path, screenshot: Path | None = None, timeout: float = 60) -> Pag
         with tempfile.TemporaryDirectory() as profile:
             subprocess.run(
                 [binary, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={screenshot}",
-                 "--window-size=1280,3000", "--hide-scrollbars", url],
+                 f"--window-size={size[0]},{size[1]}", "--hide-scrollbars", url],
                 capture_output=True, text=True, timeout=timeout, check=False,
             )
     marker = re.search(r'data-figures="(\d+)/(\d+)"', done.stdout)

@@ -47,3 +47,35 @@ def test_committed_fixtures_are_what_the_generator_writes(tmp_path):
         committed = ROOT / "tests" / "analysis" / "fixtures" / made.name
         for f in made.iterdir():
             assert (committed / f.name).read_bytes() == f.read_bytes(), f"regenerate: {committed / f.name}"
+
+
+TREND = ROOT / "dashboards" / "trend.ipynb"
+
+
+def _execute(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors == []
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert images
+    return "\n".join(
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+        for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+
+
+def test_trend_notebook_marks_the_injected_regression(monkeypatch, tmp_path):
+    from tests.analysis.test_trend import SLOW_NIGHT, _nightly
+
+    for night in range(1, 6):
+        _nightly(tmp_path, night)
+    monkeypatch.setenv("HARNESS_TREND_RUNS", str(tmp_path / "nightly-*"))
+    text = _execute(TREND)
+    regressions = [line for line in text.splitlines() if line.startswith("regression:")]
+    assert regressions and all(f"nightly-2026-11-0{SLOW_NIGHT}" in line for line in regressions)
+
+
+def test_trend_notebook_runs_on_the_fixtures(monkeypatch):
+    monkeypatch.delenv("HARNESS_TREND_RUNS", raising=False)
+    assert "candidate" in _execute(TREND)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -45,12 +47,34 @@ def test_report_is_self_contained_and_states_simulated_timings(report):
 @needs_chromium
 def test_report_opens_in_chromium_with_every_figure_and_no_console_errors(report):
     shot = ARTIFACTS / "report.png"
-    page = browser.view(report, screenshot=shot)
+    page = browser.view(report, screenshot=shot, size=(1400, 3600))
     assert page.figures is not None, "the page's load script did not run"
     loaded, total = page.figures
     assert total >= 8 and loaded == total
     assert page.console == []
     assert shot.is_file() and shot.stat().st_size > 10_000
+    assert struct.unpack(">II", shot.read_bytes()[16:24]) == (1400, 3600)  # PNG header: width, height
+
+
+@needs_chromium
+def test_headline_strip_holds_the_four_numbers_and_every_figure_has_data(report):
+    dom = browser.view(report).dom
+    strips = re.findall(r'<div class="strip" data-run="([^"]+)">(.*?)</div></div></div>', dom, re.S)
+    assert [name for name, _ in strips][:1] == ["golden"] and len(strips) == 3
+    for _, strip in strips:
+        values = dict(re.findall(r'data-metric="(\w+)"><div class="label">[^<]*</div><div class="value">([^<]*)<', strip))
+        assert list(values) == ["ttft_p90", "interactivity_p90", "tpgs", "cache_hit"]
+        assert all(re.search(r"\d", v) for v in values.values()), values
+    points = [int(n) for n in re.findall(r'<figure data-points="(\d+)"', dom)]
+    assert len(points) >= 8 and min(points) > 0
+
+
+def test_headline_strip_gives_slo_verdicts(tmp_path):
+    run = write_synthetic_run(tmp_path / "r", "r", n_tasks=20, seed=3)
+    (run / "scenario.yaml").write_text("slos: {ttft_p90: 1ms, interactivity_p90: 1}\n")
+    text = write_report([run], tmp_path / "report.html").read_text()
+    strip = text[text.index('<div class="strip"'):text.index("<h2>")]
+    assert "SLO &lt;= 0.001 s: MISSED" in strip and "SLO &gt;= 1 tok/s/user: met" in strip
 
 
 @pytest.mark.slow
@@ -93,3 +117,13 @@ def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
     text = write_report([run], tmp_path / "report.html").read_text()
     assert "requests ok / failed" in text
     assert "slowest of" in text
+
+
+def test_cache_card_shows_the_servers_own_counters_when_scraped(tmp_path):
+    import json
+
+    run = write_synthetic_run(tmp_path / "r", "r", n_tasks=10, seed=4)
+    (run / "summary.json").write_text(json.dumps({"server_cache": {"hit_rate": 0.5, "queries": 2, "hits": 1}}))
+    text = write_report([run], tmp_path / "report.html").read_text()
+    card = text[text.index('data-metric="cache_hit"'):]
+    assert "server /metrics 0.500" in card[:400]

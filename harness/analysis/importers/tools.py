@@ -1,0 +1,20 @@
+"""The tools `harness import` reads, by the name on its command line."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+
+from harness.analysis.importers.common import Imported
+from harness.errors import InputError
+
+TOOLS = {"aiperf": "aiperf", "vllm-bench": "vllm_bench", "guidellm": "guidellm"}  # name -> module
+
+
+def read_export(tool: str, source, **options) -> Imported:
+    if tool not in TOOLS:
+        raise InputError(f"unknown tool {tool!r} (known: {', '.join(TOOLS)})")
+    path = Path(source)
+    if not path.exists():
+        raise InputError("no such file or folder", path=path)
+    return import_module(f"harness.analysis.importers.{TOOLS[tool]}").read(path, **options)

@@ -1,0 +1,159 @@
+"""records.parquet: the column form of records.jsonl, written by `harness analyze`, read first by
+`load_run` while it is up to date.
+
+records.jsonl stays the contract (the driver appends to it; people grep it); the Parquet copy is a
+cache of the parsed frame so notebooks load a million records in about a second instead of
+re-parsing JSON. It is up to date when it is not older than records.jsonl and was written from a
+records.jsonl of the same size; otherwise the loader ignores it and parses the JSON Lines.
+
+Columns: every record field with its JSON type (strings; counts as nullable int64; times as
+float64; `chunk_times`/`chunk_tokens` as lists), `error` as its JSON text (any object round-trips),
+and `line`, the record's line in records.jsonl, so errors found later still name it. The loader's
+warnings (a skipped truncated line) travel in the file's metadata.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.analysis.records import COUNT_FIELDS, FLOAT_FIELDS
+from harness.schema import RECORD_FIELDS, RECORDS_FILE
+
+PARQUET_FILE = "records.parquet"
+META_KEY = b"harness"
+FLOATS = FLOAT_FIELDS  # the loader's own typing of each field, so a new field is typed once
+COUNTS = COUNT_FIELDS
+LISTS = {"chunk_times": pa.list_(pa.float64()), "chunk_tokens": pa.list_(pa.int64())}
+
+
+class ParquetSkipped(Exception):
+    """The frame holds a value Parquet's typed columns cannot hold as-is; JSON Lines stays the source."""
+
+
+def is_fresh(run_dir: Path) -> bool:
+    cache, source = run_dir / PARQUET_FILE, run_dir / RECORDS_FILE
+    if not cache.is_file():
+        return False
+    if not source.is_file():
+        return True  # a folder shipped with Parquet only
+    if cache.stat().st_mtime_ns < source.stat().st_mtime_ns:
+        return False
+    return _metadata(cache).get("records_jsonl_bytes") == source.stat().st_size
+
+
+def _metadata(path: Path) -> dict:
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta.get(META_KEY, b"{}"))
+
+
+def save_records(run_dir: Path) -> str | None:
+    """`harness analyze`'s step: bring records.parquet up to date; a reason when it could not."""
+    from harness.analysis.records import read_records
+
+    if is_fresh(run_dir):
+        return None
+    frame, notes = read_records(run_dir / RECORDS_FILE)  # its warnings (not the manifest's) travel along
+    try:
+        write_parquet(frame, run_dir, notes)
+    except (ParquetSkipped, OSError) as exc:
+        return f"records.parquet not written ({exc}); readers parse records.jsonl"
+    return None
+
+
+def write_parquet(frame: pd.DataFrame, run_dir: Path, notes: list[str]) -> Path:
+    """Write `frame` (as `read_records` returns it) to run_dir/records.parquet, atomically."""
+    source = run_dir / RECORDS_FILE
+    meta = {"records_jsonl_bytes": source.stat().st_size if source.is_file() else None, "warnings": notes}
+    table = to_table(frame).replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
+    out = run_dir / PARQUET_FILE
+    tmp = out.with_name(out.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(out)
+    return out
+
+
+def to_table(frame: pd.DataFrame) -> pa.Table:
+    columns = {"line": pa.array(frame["line"].to_numpy(dtype=np.int64))}
+    try:
+        for name in RECORD_FIELDS:
+            columns[name] = _column(name, frame[name])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise ParquetSkipped(f"field {name!r}: {exc}") from exc
+    return pa.table(columns)
+
+
+def _column(name: str, values: pd.Series) -> pa.Array:
+    if name in FLOATS:
+        return pa.array(values.to_numpy(dtype=float), type=pa.float64(), from_pandas=True)
+    if name in COUNTS:
+        v = values.to_numpy(dtype=float)
+        missing = np.isnan(v)
+        if not np.array_equal(v[~missing], np.round(v[~missing])):
+            raise ValueError("a count that is not a whole number")
+        return pa.array(np.where(missing, 0, v).astype(np.int64), mask=missing)
+    if name in LISTS:
+        return pa.array(values.tolist(), type=LISTS[name])
+    if name == "error":
+        return pa.array([None if e is None else orjson.dumps(e).decode() for e in values], type=pa.string())
+    return pa.array(values.tolist(), type=pa.string())
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """Millions of new lists (no cycles among them) would trigger the cyclic collector over and
+    over, doubling the load time; it runs again once they are built."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    """The frame `read_records` would return for the same records, and the loader's warnings."""
+    with _no_cyclic_gc():
+        return _read_parquet(run_dir)
+
+
+def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    path = run_dir / PARQUET_FILE
+    table = pq.read_table(path)
+    frame = pd.DataFrame({"line": table.column("line").to_numpy()})
+    for name in RECORD_FIELDS:
+        column = table.column(name).combine_chunks()
+        if name in FLOATS or name in COUNTS:
+            frame[name] = column.to_numpy(zero_copy_only=False).astype(float)
+        elif name in LISTS:
+            frame[name] = pd.Series(_lists(column), dtype=object)
+        elif name == "error":
+            frame[name] = [None if e is None else orjson.loads(e) for e in column.to_numpy(zero_copy_only=False)]
+        else:
+            frame[name] = pd.Series(column.to_numpy(zero_copy_only=False), dtype=object)  # None for null
+    frame["error_class"] = [(e.get("class") if isinstance(e, dict) else None) for e in frame["error"].tolist()]
+    # Line numbers are records.jsonl's, so errors found later name that file.
+    source = run_dir / RECORDS_FILE
+    frame.attrs["path"] = str(source if source.is_file() else path)
+    frame.attrs["source"] = PARQUET_FILE
+    return frame, list(_metadata(path).get("warnings", []))
+
+
+def _lists(column: pa.ListArray) -> list:
+    """Python lists per row, built from the flat values and offsets (much faster than to_pylist)."""
+    flat = column.values.to_numpy(zero_copy_only=False).tolist()
+    offsets = column.offsets.to_numpy().tolist()  # Python ints: numpy scalar indexing is slow
+    rows = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    if column.null_count:
+        for i in np.flatnonzero(~column.is_valid().to_numpy(zero_copy_only=False)).tolist():
+            rows[i] = None
+    return rows

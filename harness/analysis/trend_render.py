@@ -1,0 +1,62 @@
+"""The trend page's parts: one figure per metric (points link to run reports) and the run table."""
+
+from __future__ import annotations
+
+import html
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from harness.analysis.table import fmt  # noqa: E402
+
+
+def metric_svg(result, key: str, links: list[str]) -> Figure:
+    """The metric over the runs in order; regressions in red; each point a link to its run's report."""
+    points = result.points
+    xs = list(range(len(points)))
+    ys = [p.values.get(key) for p in points]
+    fig, ax = plt.subplots(figsize=(13.5, 2.6), dpi=100, layout="constrained")
+    ax.set_title(result.labels[key], loc="left", fontsize="medium")
+    known = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+    if known:
+        ax.plot(*zip(*known, strict=True), color="tab:blue", lw=1.2, zorder=1)
+    for x, y, p, link in zip(xs, ys, points, links, strict=True):
+        if y is None:
+            continue
+        worse = key in p.regressions
+        dot = ax.scatter([x], [y], s=90 if worse else 36, color="tab:red" if worse else "tab:blue",
+                         edgecolor="black" if worse else "none", zorder=2)
+        dot.set_urls([link])
+        if worse:
+            change = p.changes[key]
+            ax.annotate(f"{change.change * 100:+.1f}% (p={change.p_value:.1g})" if change.change is not None else "worse",
+                        (x, y), textcoords="offset points", xytext=(6, 6), color="tab:red", fontsize="small")
+    ax.set_xticks(xs, [p.run for p in points], rotation=20, ha="right", fontsize="small")
+    ax.margins(x=0.03, y=0.25)
+    return fig
+
+
+def _mark(change) -> str:
+    """' (worse +38.3%)' beside a significant change; nothing beside '~' or the first run."""
+    if change is None or change.verdict == "~":
+        return ""
+    return f" ({change.verdict}" + ("" if change.change is None else f" {change.change * 100:+.1f}%") + ")"
+
+
+def trend_table(result, links: list[str]) -> str:
+    keys = list(result.labels)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", "started", *(result.labels[k] for k in keys)])
+    rows = []
+    for p, link in zip(result.points, links, strict=True):
+        cells = [f'<td><a href="{html.escape(link)}">{html.escape(p.run)}</a></td>',
+                 f"<td>{html.escape(str(p.started_at or ''))}</td>"]
+        for k in keys:
+            change = p.changes.get(k)
+            cls = ' class="bad"' if change is not None and change.verdict == "worse" else ""
+            cells.append(f"<td{cls}>{html.escape(fmt(p.values.get(k)) + _mark(change))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
