@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Sequence
 
+import numpy as np
+
 from harness.driver.target import Chunk, Done, Event, Failure, RequestSpec, Usage
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
@@ -59,6 +61,8 @@ class EngineTarget:
             return chat_prompt_ids(req.messages, self.tokenizer)
         if isinstance(req.prompt, str):
             return self.tokenizer.encode(req.prompt)
+        if isinstance(req.prompt, np.ndarray):  # token-id prompts (harness.trace.requests)
+            return req.prompt.tolist()
         return list(req.prompt or ())
 
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:

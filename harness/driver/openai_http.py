@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
+import numpy as np
 import orjson
 from aiohttp.client_proto import ResponseHandler
 
@@ -191,14 +192,20 @@ class OpenAIHTTPTarget:
         }
 
     def body(self, req: RequestSpec) -> dict:
+        body = self._fields(req)
+        if self.config.api == "chat":
+            body["messages"] = req.messages
+        else:
+            p = req.prompt
+            body["prompt"] = p.tolist() if isinstance(p, np.ndarray) else p
+        return body
+
+    def _fields(self, req: RequestSpec) -> dict:
+        """The body without the prompt."""
         c = self.config
         # servers reject max_tokens 0; a zero-output turn still streams one token
         n = max(1, req.max_tokens)
         body: dict = {"model": c.model, "max_tokens": n, "stream": True}
-        if c.api == "chat":
-            body["messages"] = req.messages
-        else:
-            body["prompt"] = req.prompt
         body["stream_options"] = (
             {"include_usage": True, "continuous_usage_stats": True}
             if c.continuous_usage
@@ -212,10 +219,18 @@ class OpenAIHTTPTarget:
             body[c.session_id_field] = req.sticky_key
         return body
 
+    def encode(self, req: RequestSpec) -> bytes:
+        """The request's JSON body (~7 bytes per token id: ~1 MB at 142k tokens). Token ids already
+        in JSON (`req.prompt_json`) are spliced in: a copy instead of ~1 ms of encoding."""
+        if req.prompt_json is None or self.config.api == "chat":
+            return orjson.dumps(self.body(req))
+        rest = orjson.dumps(self._fields(req))
+        return b"".join((b'{"prompt":[', req.prompt_json, b"],", memoryview(rest)[1:]))
+
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         if self._session is None:
             raise RuntimeError("OpenAIHTTPTarget.start() was not called")
-        data = orjson.dumps(self.body(req))
+        data = req.payload if req.payload is not None else self.encode(req)
         headers = dict(self._base_headers)
         headers["X-Session-ID"] = req.sticky_key
         headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records

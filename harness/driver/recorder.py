@@ -1,4 +1,9 @@
-"""Records: one JSON object per request, appended and flushed to records.jsonl as it ends.
+"""Records: one JSON object per request, appended to records.jsonl as it ends.
+
+Inside an event loop the writes are batched: a record reaches the file (written and flushed)
+within `FLUSH_S` of its request's end, or at once when `FLUSH_BYTES` are pending, and always on
+`flush()` / `close()`, which the run folder calls on every way out (Ctrl-C, SIGTERM, errors).
+Outside a loop every record is written and flushed at once.
 
 `collect` consumes a target's event stream into a record; whatever happens (a failure event, a
 target bug, a cancellation) the record gets a status, so every request sent yields exactly one
@@ -138,7 +143,10 @@ class OutcomeCounts:
 
 
 class Recorder(OutcomeCounts):
-    """Appends records to `<run_dir>/records.jsonl`, flushing each, and counts outcomes."""
+    """Appends records to `<run_dir>/records.jsonl` (batched, see above) and counts outcomes."""
+
+    FLUSH_S = 0.05  # ~17 us per record for its own write + flush, ~1 us batched
+    FLUSH_BYTES = 1 << 20
 
     def __init__(self, run_dir: str | Path) -> None:
         super().__init__()
@@ -146,14 +154,40 @@ class Recorder(OutcomeCounts):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / RECORDS_FILE
         self._fh = self.path.open("ab")
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
 
     def write(self, rec: dict) -> None:
-        self._fh.write(orjson.dumps(rec, option=_DUMP_OPTIONS))
-        self._fh.flush()
+        line = orjson.dumps(rec, option=_DUMP_OPTIONS)
+        self._pending.append(line)
+        self._pending_bytes += len(line)
         self.observe(rec)
+        if self._pending_bytes >= self.FLUSH_BYTES:
+            self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+                return
+            self._timer = loop.call_later(self.FLUSH_S, self.flush)
+
+    def flush(self) -> None:
+        """Write and flush every pending record."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pending:
+            self._fh.write(b"".join(self._pending))
+            self._pending.clear()
+            self._pending_bytes = 0
+        if not self._fh.closed:
+            self._fh.flush()
 
     def close(self) -> None:
         if not self._fh.closed:
+            self.flush()
             self._fh.close()
 
     def __enter__(self) -> Recorder:

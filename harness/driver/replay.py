@@ -74,6 +74,7 @@ class Replay:
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.TimerHandle] = []
         self.in_flight: dict[str, dict] = {}  # request id -> its record, while it is in flight
+        self._encode = getattr(target, "encode", None)  # the body's encoding, done before t_sent
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -269,6 +270,7 @@ class Replay:
             prompt.tokens,
             prompt.messages,
             prompt.body,
+            prompt_json=prompt.ids_json,
         )
         rec = new_record(
             run_id=self.config.run_id,
@@ -286,6 +288,8 @@ class Replay:
         texts: list[str] | None = None
         if source.live is not None:
             spec.want_text, texts = True, []
+        if self._encode is not None:  # CPU work that is not the server's: before the clock starts
+            spec.payload = self._encode(spec)
         self.stats.in_flight += 1
         t_sent = self.now()
         phase = "warmup" if warmup else self.config.phase(t_sent, index)

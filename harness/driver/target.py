@@ -36,8 +36,10 @@ class RequestSpec:
     max_tokens: int  # forced output length (output_tokens of the turn)
     prompt_tokens: int  # expected prompt length from the trace
     messages: list[dict] | None = None  # chat API
-    prompt: list[int] | str | None = None  # completions API: token ids or text
+    prompt: Sequence[int] | str | None = None  # completions API: token ids (list, array) or text
+    prompt_json: bytes | None = None  # token ids as JSON array items (b"1,2,3"), when known
     want_text: bool = False  # fill Chunk.text (live history needs the reply); else it may be ""
+    payload: bytes | None = None  # the encoded body, when the target has `encode` (see below)
 
 
 @dataclass(slots=True)
@@ -84,6 +86,10 @@ class Target(Protocol):
     async def close(self) -> None: ...
 
     def stream(self, req: RequestSpec) -> AsyncIterator[Event]: ...
+
+    # Optional: `encode(req) -> bytes`, the request's wire body. The driver calls it before it
+    # stamps `t_sent` and passes the result as `req.payload`, so the body's encoding (about a
+    # millisecond at 142k prompt tokens) is not counted in the request's TTFT.
 
     def describe(self) -> dict:
         """For the manifest: model, api, options. Never secrets."""

@@ -4,8 +4,9 @@
   chain of whole blocks, hits capped at prompt-1 tokens, as vLLM does); then one event per token
   every `token_delay` seconds. Usage reports `prompt_tokens_details.cached_tokens`.
 - Each request is logged (`server.log`, or GET /log when it runs in its own process) with the
-  server-side receive and first-token times (`time.perf_counter()`, comparable across processes
-  on one Linux machine), headers of interest and the body.
+  server-side times (`time.perf_counter()`, CLOCK_MONOTONIC, comparable across processes on one
+  Linux machine): headers in (`t_recv`), whole body received (`t_body`), body parsed
+  (`t_parsed`), first token written (`t_first_token`); headers of interest and the body.
 - Faults, chosen per request from the session id (X-Session-ID containing `fault-<mode>`):
   http500, http429, close (connection dropped mid-stream), malformed (unparseable event), stall
   (stops sending), slowheaders (no headers for `slow_s`), oversized (one huge event), errorobj
@@ -38,6 +39,7 @@ class ServerConfig:
     oversized_bytes: int = 2 * 1024 * 1024
     keep_body: bool = True
     prefix_cache: bool = True
+    max_output: int | None = None  # stream at most this many tokens, whatever was asked
 
 
 @dataclass
@@ -104,8 +106,11 @@ class SSETestServer:
     # ---- the stream ---------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        t_recv = time.perf_counter()
-        body = orjson.loads(await request.read())
+        t_recv = time.perf_counter()  # headers in; the body may still be arriving
+        raw = await request.read()
+        t_body = time.perf_counter()  # the whole body received
+        body = orjson.loads(raw)
+        t_parsed = time.perf_counter()
         sid = request.headers.get("X-Session-ID", "")
         m = FAULT.search(sid)
         fault = m.group(1) if m else None
@@ -117,6 +122,8 @@ class SSETestServer:
             "fault": fault,
             "path": request.path,
             "t_recv": t_recv,
+            "t_body": t_body,
+            "t_parsed": t_parsed,
             "t_first_token": None,
             "t_end": None,
             "prompt_tokens": len(tokens),
@@ -144,6 +151,8 @@ class SSETestServer:
             if ttft > 0:
                 await asyncio.sleep(ttft)
             n = int(body.get("max_tokens") or 16)
+            if self.config.max_output is not None:
+                n = min(n, self.config.max_output)
             continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
             usage = {
                 "prompt_tokens": len(tokens),
@@ -220,12 +229,16 @@ if __name__ == "__main__":
     ap.add_argument("--token-delay", type=float, default=0.0)
     ap.add_argument("--no-body", action="store_true", help="do not keep request bodies in the log")
     ap.add_argument("--no-prefix-cache", action="store_true")
+    ap.add_argument("--max-output", type=int, help="stream at most this many tokens per request")
     ap.add_argument(
         "--uvloop", action="store_true", help="serve on uvloop (it batches writes per loop turn)"
     )
     a = ap.parse_args()
     cfg = ServerConfig(
-        token_delay=a.token_delay, keep_body=not a.no_body, prefix_cache=not a.no_prefix_cache
+        token_delay=a.token_delay,
+        keep_body=not a.no_body,
+        prefix_cache=not a.no_prefix_cache,
+        max_output=a.max_output,
     )
     if a.uvloop:
         import uvloop

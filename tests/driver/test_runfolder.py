@@ -72,3 +72,25 @@ async def test_signals_interrupt_then_give_up(tmp_path):
     assert load_manifest(tmp_path)["status"] == "interrupted"
     # handlers are removed on the way out: SIGTERM is the default again
     assert signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+
+
+async def test_records_are_batched_then_flushed_within_flush_s(tmp_path):
+    folder = RunFolder(tmp_path, "r")
+    for i in range(3):
+        folder.write(new_record(request_id=f"a:{i}", session_id="a", status="ok"))
+    path = tmp_path / "records.jsonl"
+    assert path.read_bytes() == b""  # pending: one write and flush for the batch
+    await asyncio.sleep(folder.recorder.FLUSH_S * 4)
+    assert [r["request_id"] for r in load_records(tmp_path)] == ["a:0", "a:1", "a:2"]
+    folder.write(new_record(request_id="a:3", session_id="a", status="ok"))
+    folder.close("complete")  # closing flushes what is pending, whatever the timer
+    assert len(load_records(tmp_path)) == 4
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, asyncio.CancelledError, RuntimeError])
+async def test_pending_records_reach_the_file_on_any_way_out(tmp_path, error):
+    with pytest.raises(error), RunFolder(tmp_path, "r") as folder:
+        for i in range(5):
+            folder.write(new_record(request_id=f"a:{i}", session_id="a", status="cancelled"))
+        raise error()
+    assert [r["request_id"] for r in load_records(tmp_path)] == [f"a:{i}" for i in range(5)]

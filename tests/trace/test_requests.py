@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from harness.trace.content import Content, chat_messages
@@ -23,7 +24,9 @@ def test_extended_prompts_equal_whole_prompts(api, fmt):
         elif fmt == "text":
             assert p.messages is None and p.body == content.prompt_text(sid, k), (sid, k)
         else:
-            assert p.body == content.prompt_token_ids(sid, k), (sid, k)
+            ids = content.prompt_token_ids(sid, k)
+            assert p.body.tolist() == ids, (sid, k)
+            assert orjson.loads(b"[" + p.ids_json + b"]") == ids, (sid, k)
 
 
 @pytest.mark.parametrize("fmt", ["chat", "text"])
@@ -57,4 +60,4 @@ def test_token_prompts_keep_recorded_outputs_with_live_history():
     source = RequestSource(tr, api="completions", prompt_format="tokens", live=True)
     source.prompt(sid, 0)
     source.reply(sid, 0, "ignored by token ids")
-    assert source.prompt(sid, 1).body == Content(tr).prompt_token_ids(sid, 1)
+    assert source.prompt(sid, 1).body.tolist() == Content(tr).prompt_token_ids(sid, 1)

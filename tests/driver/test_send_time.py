@@ -1,0 +1,66 @@
+"""`t_sent` is stamped after the request's body is encoded: the client's CPU work is not TTFT;
+the fast encoding of token-id bodies gives the same JSON."""
+
+import time
+
+import orjson
+import pytest
+
+from harness.driver.config import ReplayConfig
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.run import run_replay
+from harness.driver.target import RequestSpec
+from harness.trace.content import Content
+from harness.trace.requests import RequestSource
+from tests.driver.helpers import TEST_TIMEOUTS, load_manifest, load_records, sess, trace
+
+ENCODE_S = 0.05  # a body that takes 50 ms to encode (a 142k-token body takes ~1 ms)
+
+
+class SlowEncodingTarget(OpenAIHTTPTarget):
+    """Encodes slowly and notes when each request's encoding ended (perf_counter)."""
+
+    encoded_at: dict[str, float]
+
+    def encode(self, req):
+        time.sleep(ENCODE_S)
+        data = super().encode(req)
+        self.encoded_at[req.request_id] = time.perf_counter()
+        return data
+
+
+async def test_body_is_encoded_before_t_sent(server, tmp_path):
+    tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 0.0)]), sess("b", [(8, 4, 0.0)]))
+    tgt = SlowEncodingTarget(
+        HTTPTargetConfig(endpoints=(server.url,), model="m", api="completions",
+                         timeouts=TEST_TIMEOUTS)
+    )
+    tgt.encoded_at = {}
+    # one session at a time: another request's (blocking) encoding cannot delay this one's send
+    cfg = ReplayConfig(concurrency=1, api="completions", prompt_format="tokens", run_id="t")
+    await run_replay(tr, tgt, cfg, tmp_path)
+    t0 = load_manifest(tmp_path)["t0_perf_counter"]
+    records = load_records(tmp_path)
+    served = {e["request_id"]: e for e in server.log}
+    assert len(records) == 3 and all(r["status"] == "ok" for r in records)
+    for r in records:
+        assert t0 + r["t_sent"] >= tgt.encoded_at[r["request_id"]] - 1e-6
+        e = served[r["request_id"]]
+        # the server got the request within the encoding's time of t_sent (it is not in TTFT)
+        assert e["t_recv"] - (t0 + r["t_sent"]) < ENCODE_S / 2
+        assert r["t_first_token"] - r["t_sent"] < (e["t_first_token"] - e["t_recv"]) + ENCODE_S / 2
+
+
+@pytest.mark.parametrize("extra", [{}, {"session_id_field": "session", "min_tokens": False}])
+def test_spliced_token_id_body_is_the_encoded_body(extra):
+    """The target splices token ids already in JSON into the body: the same JSON object."""
+    tr = trace(sess("a", [(40, 4, 0.0), (30, 4, 0.0)]))
+    source = RequestSource(tr, api="completions", prompt_format="tokens", salt="x")
+    tgt = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://h",), model="m", **extra))
+    for k in range(2):
+        p = source.prompt("a", k)
+        spec = RequestSpec(f"a:{k}", "a", "a", 0, 4, p.tokens, None, p.body, prompt_json=p.ids_json)
+        spliced = orjson.loads(tgt.encode(spec))
+        spec.prompt_json = None
+        assert spliced == orjson.loads(tgt.encode(spec)) == tgt.body(spec)
+        assert spliced["prompt"] == Content(tr, salt="x").prompt_token_ids("a", k)
