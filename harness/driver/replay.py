@@ -4,9 +4,11 @@ Every main session is a task; its turns run strictly in order, turn k sent `thin
 turn k-1 ended. After a turn that spawns subagents, they start at once (each its own coroutine,
 its first turn `think_s` after the spawn) and the parent's next turn waits for all of them: a
 join. Load: closed loop (`concurrency` main sessions in flight, the next starting when one
-ends), open loop or trace timestamps (main sessions start at scheduled times, whatever is in
-flight). A failed request is recorded and the session goes on: the offered load follows the
-trace, not the server's health.
+ends; with `max_duration` the trace is cycled, a fresh salt per cycle, so the load holds), open
+loop or trace timestamps (main sessions start at scheduled times, whatever is in flight). A
+failed request is recorded; with a retry policy (`config.retry`) the turn is tried again after a
+backoff, each attempt its own record; otherwise the session goes on: the offered load follows
+the trace, not the server's health.
 
 The run clock is `time.perf_counter() - t0`. `t_scheduled` is when a request was meant to go
 (arrival time, or previous end + think time); `t_sent` when it went.
