@@ -25,7 +25,7 @@ from harness.errors import InputError
 from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
 from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.requests import RequestSource
-from harness.trace.token_prefixes import TokenPrefixes, token_key
+from harness.trace.token_prefixes import ID_BYTES, TokenPrefixes, token_key
 
 
 @dataclass
@@ -61,7 +61,7 @@ class ServerTokenWalk:
         key = self.keys[self.rows[(sid, k)]]
         shared = self.sent.shared_prefix(key)
         self.sent.add(key)
-        return len(key) // 4, shared, self.done.shared_prefix(key)
+        return len(key) // ID_BYTES, shared, self.done.shared_prefix(key)
 
     def ready(self, sid: str, k: int) -> None:
         self.done.add(self.keys[self.rows[(sid, k)]])
@@ -150,7 +150,7 @@ def _server_keys(trace, records: pd.DataFrame, replay: dict, server: ChatTokeniz
 
 def _check_lengths(space: TokenSpace, records: pd.DataFrame) -> None:
     """Compare the server's `prompt_tokens` with the local count, request by request."""
-    local = np.array([len(k) // 4 for k in space.keys], dtype=float)
+    local = np.array([len(k) // ID_BYTES for k in space.keys], dtype=float)
     reported = records["prompt_tokens"].to_numpy(dtype=float)
     checked = ~np.isnan(reported)
     bad = checked & (reported != local)
