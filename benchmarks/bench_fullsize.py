@@ -52,7 +52,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SERVER = ROOT / "tests" / "driver" / "sse_server.py"
+SERVER = ROOT / "benchmarks" / "stamp_server.py"
 SIZE_BINS = ((0, 50_000), (50_000, 100_000), (100_000, 200_000), (200_000, 10**9))
 
 
@@ -63,12 +63,10 @@ def _pin(cpu: int | None):
 
 
 def start_server(pin: bool, max_output: int | None) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache", "--uvloop"]
-    if max_output is not None:
-        cmd += ["--max-output", str(max_output)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=_pin(0 if pin else None)
-    )
+    cmd = [sys.executable, str(SERVER), "--port", "0", "--max-output", str(max_output or 10**9)]
+    if pin:
+        cmd += ["--cpu", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     if not line.startswith("PORT "):
         proc.kill()

@@ -20,11 +20,12 @@ import aiohttp
 import numpy as np
 import orjson
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.payload import BytesPayload, Payload
 
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder, http_error_message
-from harness.driver.target import Event, Failure, RequestSpec, Timeouts
+from harness.driver.target import Event, Failure, RequestSpec, Sent, Timeouts
 from harness.errors import TargetError
 
 _perf = time.perf_counter
@@ -55,19 +56,57 @@ def endpoint_url(base: str, api: str) -> str:
 
 
 class _StampingProtocol(ResponseHandler):
-    """aiohttp's protocol, noting when bytes last arrived.
+    """aiohttp's protocol, noting when each piece of a response body arrived.
 
-    `data_received` runs in the event loop's I/O phase, before the tasks it wakes. A read
-    returns everything received so far, so the time of the latest arrival is when the chunk
-    was complete: unlike the time the task got to run, it excludes the driver's own work on
-    other streams in the same loop iteration (milliseconds, at hundreds of streams).
+    `data_received` runs in the event loop's I/O phase, as soon as the loop polls the socket and
+    before the tasks it wakes. Each call that grows the current response's body appends a mark
+    `(body bytes so far, time)`; the reading task, however late it runs, splits what it reads at
+    the marks, so every event is stamped with its own arrival. (Stamping a whole read with its
+    last arrival would give a first token that came with the headers the time of the tail that
+    came a loop turn later.) `rx_last` is the latest arrival of any bytes.
     """
 
     rx_last = 0.0
+    rx_body: object = None  # the StreamReader the marks are of
+    rx_marks: list[tuple[int, float]] = []
 
     def data_received(self, data: bytes, _base=ResponseHandler.data_received) -> None:
-        self.rx_last = _perf()
+        t = self.rx_last = _perf()
         _base(self, data)  # runs once per socket read: skip super()'s lookup
+        body = self._payload  # aiohttp's current response body (stable since 3.0)
+        if body is not None:
+            n = body.total_bytes
+            if body is not self.rx_body:
+                self.rx_body, self.rx_marks = body, []
+            marks = self.rx_marks
+            if n and (not marks or marks[-1][0] != n):
+                marks.append((n, t))
+
+
+class _WireBody(BytesPayload):
+    """The request body, noting when aiohttp handed it to the socket (`t_write`).
+
+    aiohttp writes the body from a task of its own (on Python 3.11 it starts on the event
+    loop's next turn), after any wait for a pooled connection and the connect: the time the
+    bytes went is known only here. The write call sends what the socket buffer takes at once
+    (the headers and the start of the body, in one call); the rest follows as the server reads.
+    """
+
+    t_write = 0.0
+    proto: object = None  # the connection's protocol, as the write found it
+
+    def __init__(self, value: bytes) -> None:
+        # BytesPayload's own __init__ warns about bodies over 1 MiB (a full-size prompt's is)
+        Payload.__init__(self, value, content_type="application/json")
+        self._size = len(value)
+
+    async def write(self, writer, _base=BytesPayload.write) -> None:
+        self.t_write, self.proto = _perf(), getattr(writer, "protocol", None)
+        await _base(self, writer)
+
+    async def write_with_length(self, writer, content_length, _base=BytesPayload.write_with_length):
+        self.t_write, self.proto = _perf(), getattr(writer, "protocol", None)
+        await _base(self, writer, content_length)
 
 
 class _Watchdog:
@@ -230,7 +269,7 @@ class OpenAIHTTPTarget:
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         if self._session is None:
             raise RuntimeError("OpenAIHTTPTarget.start() was not called")
-        data = req.payload if req.payload is not None else self.encode(req)
+        body = _WireBody(req.payload if req.payload is not None else self.encode(req))
         headers = dict(self._base_headers)
         headers["X-Session-ID"] = req.sticky_key
         headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
@@ -240,33 +279,49 @@ class OpenAIHTTPTarget:
         try:
             async with asyncio.timeout(self.config.timeouts.ttft):  # connect + headers
                 resp = await self._session.post(
-                    self._urls[req.endpoint], data=data, headers=headers
+                    self._urls[req.endpoint], data=body, headers=headers
                 )
             wd.resp = resp
+            if body.t_write:
+                yield Sent(body.t_write)
             if resp.status != 200:
                 message = await http_error_message(resp)
                 wait = retry_after_s(resp.headers.get("Retry-After"))
                 yield Failure(_perf(), "error", f"HTTP{resp.status}", message, wait)
                 return
             parser = SSEParser(self.config.max_event_bytes)
-            proto = resp.connection.protocol if resp.connection is not None else None
+            # (the response may be whole, its connection released, before this task runs)
+            proto, content = body.proto, resp.content
             if not isinstance(proto, _StampingProtocol):
                 proto = None
-            feed, read, t0 = parser.feed, dec.read, wd.t0
-            async for raw in resp.content.iter_any():
-                # when these bytes arrived, not when this task ran; a stamp older than this
-                # request is an earlier request's on the same connection
-                now = proto.rx_last if proto is not None else 0.0
-                if now < t0:
-                    now = _perf()
-                wd.last = now
-                chunk = read(feed(raw), now)
-                if chunk is not None:
-                    wd.first = True
-                    yield chunk
-                if dec.failure is not None:
-                    yield dec.failure
-                    return
+            marks = _marks_of(proto, content)
+            feed, read, done = parser.feed, dec.read, 0
+            async for raw in content.iter_any():
+                end = done + len(raw)
+                if marks is None:
+                    marks = _marks_of(proto, content)
+                if marks and marks[0][0] == end:  # the usual: one arrival, read whole
+                    pieces = ((raw, marks.pop(0)[1]),)
+                elif marks is not None:  # the pieces of this read, each with its arrival
+                    pieces, at = [], 0
+                    while marks and marks[0][0] <= end:
+                        n, t = marks.pop(0)
+                        pieces.append((raw[at : n - done], t))
+                        at = n - done
+                    if at < len(raw):
+                        pieces.append((raw[at:], proto.rx_last))
+                else:  # arrival unknown: now
+                    pieces = ((raw, _perf()),)
+                done = end
+                for piece, now in pieces:
+                    wd.last = now
+                    chunk = read(feed(piece), now)
+                    if chunk is not None:
+                        wd.first = True
+                        yield chunk
+                    if dec.failure is not None:
+                        yield dec.failure
+                        return
             chunk = dec.read(parser.close(), _perf())
             if chunk is not None:
                 yield chunk
@@ -291,6 +346,11 @@ class OpenAIHTTPTarget:
         else:
             for ev in dec.finish(_perf()):
                 yield ev
+
+
+def _marks_of(proto: _StampingProtocol | None, content) -> list[tuple[int, float]] | None:
+    """The arrival marks of this response's body, once its first bytes are in."""
+    return proto.rx_marks if proto is not None and proto.rx_body is content else None
 
 
 def _transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failure:

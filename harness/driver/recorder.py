@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from harness.driver.target import Chunk, Done, Event, Failure, Usage
+from harness.driver.target import Chunk, Done, Event, Failure, Sent, Usage
 from harness.schema import RECORDS_FILE
 
 _DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
@@ -76,6 +76,8 @@ async def collect(
                     tokens.append(ev.tokens)
                     if texts is not None:
                         texts.append(ev.text)
+                elif kind is Sent:
+                    rec["t_sent"] = round(ev.t - t0, 6)
                 elif kind is Usage:
                     rec["prompt_tokens"], rec["completion_tokens"], rec["cached_tokens"] = (
                         ev.prompt_tokens,

@@ -255,12 +255,16 @@ class Replay:
     ) -> dict | None:
         if not self._admit():
             return None
+        source = self._source(cycle)
+        for prompt in source.prompt_steps(s.id, k):  # a long build lets the streams be read
+            if prompt is None:
+                await asyncio.sleep(0)
+        if not self._admit():
+            return None
         index, self.sent = self.sent, self.sent + 1
         turn = s.turns[k]
         output_tokens = 1 if warmup else turn.output_tokens  # warm-up: the prompt is the point
-        source = self._source(cycle)
         sid = cycled_id(s.id, cycle)
-        prompt = source.prompt(s.id, k)
         root = cycled_id(self._root(s), cycle) if self.config.follow_parent else sid
         endpoint = self.router.pick(root)
         spec = RequestSpec(

@@ -2,6 +2,7 @@
 
 A target streams one `RequestSpec` and yields events in this order:
 
+    Sent?   (when the request's bytes were handed to the socket)
     Chunk*  (each piece of output; the first one is the first token)
     Usage?  (what the server reported: prompt, completion and cached tokens)
     Done | Failure   (exactly one, always last)
@@ -37,9 +38,21 @@ class RequestSpec:
     prompt_tokens: int  # expected prompt length from the trace
     messages: list[dict] | None = None  # chat API
     prompt: Sequence[int] | str | None = None  # completions API: token ids (list, array) or text
-    prompt_json: bytes | None = None  # token ids as JSON array items (b"1,2,3"), when known
+    prompt_json: bytes | memoryview | None = None  # token ids as JSON array items (b"1,2,3")
     want_text: bool = False  # fill Chunk.text (live history needs the reply); else it may be ""
     payload: bytes | None = None  # the encoded body, when the target has `encode` (see below)
+
+
+@dataclass(slots=True)
+class Sent:
+    """The request's bytes were handed to the socket at `t`: its TTFT counts from here.
+
+    Without it the driver's own stamp, taken just before `stream()` is called, stands: that one
+    also holds the wait for a pooled connection, the connect and the event loop's turn before
+    the write, which are the client's delays, not the server's.
+    """
+
+    t: float
 
 
 @dataclass(slots=True)
@@ -72,7 +85,7 @@ class Failure:
     retry_after_s: float | None = None  # the server's Retry-After, when it sent one
 
 
-Event = Chunk | Usage | Done | Failure
+Event = Sent | Chunk | Usage | Done | Failure
 
 
 @runtime_checkable

@@ -16,12 +16,19 @@ only ever appears for a turn that has ended, before any prompt that contains it 
 
 Token-id prompts are numpy arrays, with their JSON text (`Prompt.ids_json`) extended alongside:
 at 142k tokens a Python list costs ~0.5 ms to copy per turn, ~1 ms to encode per request and a
-traversal by every cyclic-GC pass that reaches it; the array and the JSON cost a memory copy.
+traversal by every cyclic-GC pass that reaches it. Both grow in place (`_Growing`: capacity
+doubles), so a turn costs its new tokens, not its whole prompt; each prompt is a view that later
+turns write past, never into.
+
+A driver that must not hold its event loop for long builds prompts with `prompt_steps`: the same
+prompt, with a pause (`None`) after each ~`STEP_TOKENS` tokens of new work. That matters for a
+prompt built from nothing deep into a session (a mid-trajectory start, a retry, a cycle's first
+turn): ~300k tokens are ~10-20 ms of work, long enough to delay every other stream's stamps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +38,9 @@ from harness.trace.content import Content, Segment, TokenCounter, chat_messages
 from harness.trace.model import Trace
 
 
+STEP_TOKENS = 16_384  # prompt_steps: new tokens materialized between two pauses (~0.3 ms)
+
+
 @dataclass(slots=True)
 class Prompt:
     """One request's prompt: its length in trace tokens and the body for the API."""
@@ -38,7 +48,40 @@ class Prompt:
     tokens: int
     messages: list[dict] | None = None  # chat API
     body: np.ndarray | str | None = None  # completions API: token ids (int64) or text
-    ids_json: bytes | None = None  # token ids: the body as JSON array items, b"1,2,3" (no brackets)
+    # token ids: the body as JSON array items, b"1,2,3" (no brackets), a read-only bytes view
+    ids_json: bytes | memoryview | None = None
+
+
+class _Growing:
+    """A 1-d array appended to in place: capacity doubles, so n items cost O(n) amortized.
+
+    `extend` returns a view of everything so far. Later appends write past its end, never into
+    it, so an earlier turn's prompt stays intact; extending from an earlier end than the current
+    one (a second continuation of one prompt) copies first.
+    """
+
+    __slots__ = ("buf", "n")
+
+    def __init__(self, dtype) -> None:
+        self.buf = np.empty(0, dtype)
+        self.n = 0
+
+    def extend(self, end: int, items: np.ndarray) -> tuple[_Growing, np.ndarray]:
+        """`items` appended after the first `end` items; returns the array it is in, and the view."""
+        grow = self
+        if end != self.n:  # not the latest prompt: continue a copy
+            grow = _Growing(self.buf.dtype)
+            grow.buf, grow.n = self.buf[:end].copy(), end
+        stop = end + len(items)
+        if stop > len(grow.buf):
+            bigger = np.empty(max(stop, 2 * len(grow.buf), 4096), grow.buf.dtype)
+            bigger[:end] = grow.buf[:end]
+            grow.buf = bigger
+        grow.buf[end:stop] = items
+        grow.n = stop
+        view = grow.buf[:stop]
+        view.flags.writeable = False
+        return grow, view
 
 
 @dataclass(slots=True)
@@ -48,6 +91,8 @@ class SessionPrompt:
     turn: int
     segments: list[Segment]
     prompt: Prompt
+    ids: _Growing | None = None  # token ids: the buffers its prompt's arrays are views of
+    json: _Growing | None = None
 
 
 class RequestSource:
@@ -70,16 +115,38 @@ class RequestSource:
 
     def prompt(self, session_id: str, turn: int) -> Prompt:
         """The prompt of `turn` of a session (turns of one session are asked for in order)."""
+        for prompt in self.prompt_steps(session_id, turn):
+            if prompt is not None:
+                return prompt
+        raise AssertionError("prompt_steps ended without a prompt")
+
+    def prompt_steps(self, session_id: str, turn: int) -> Iterator[Prompt | None]:
+        """`prompt`, in steps: None after each ~STEP_TOKENS new tokens of token ids, the prompt
+        last. The session's state changes only at the end."""
         last = self._sessions.get(session_id)
         if last is not None and last.turn == turn - 1 and self.content.appends_to_previous(session_id, turn):
             new = self.content.new_segments(session_id, turn)
             segments = last.segments + new
-            prompt = self._extend(last.prompt, new)
         else:
-            segments = self.content.segments(session_id, turn)
-            prompt = self._extend(self._empty(), segments)
-        self._sessions[session_id] = SessionPrompt(turn, segments, prompt)
-        return prompt
+            last, new = None, self.content.segments(session_id, turn)
+            segments = new
+        state = SessionPrompt(turn, segments, self._empty() if last is None else last.prompt)
+        if last is not None:
+            state.ids, state.json = last.ids, last.json
+        if self.api == "chat" or self.prompt_format == "text":
+            state.prompt = self._extend(state.prompt, new)
+        else:
+            todo, size = [], 0
+            for seg in new:
+                todo.append(seg)
+                size += seg.length
+                if size >= STEP_TOKENS:
+                    self._extend_ids(state, todo)
+                    todo, size = [], 0
+                    yield None
+            self._extend_ids(state, todo)
+        self._sessions[session_id] = state
+        yield state.prompt
 
     def reply(self, session_id: str, turn: int, text: str) -> None:
         """A live reply's text (live history only; otherwise ignored)."""
@@ -114,13 +181,30 @@ class RequestSource:
             parts = [self.text(s) for s in segments if s.length]
             body = " ".join([prompt.body, *parts] if prompt.body else parts)
             return Prompt(tokens, None, body)
+        state = SessionPrompt(-1, [], prompt)
+        self._extend_ids(state, segments)
+        return state.prompt
+
+    def _extend_ids(self, state: SessionPrompt, segments: Sequence[Segment]) -> None:
+        """Token ids: `state.prompt` followed by `segments`, appended in place."""
+        prompt = state.prompt
+        tokens = prompt.tokens + sum(s.length for s in segments)
         new = [self.content.segment_token_ids(seg) for seg in segments if seg.length]
         if not new:
-            return Prompt(tokens, None, prompt.body, prompt.ids_json)
+            state.prompt = Prompt(tokens, None, prompt.body, prompt.ids_json)
+            return
         added = np.concatenate(new).astype(np.int64, copy=False)
         items = orjson.dumps(added, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
-        ids = np.concatenate([prompt.body, added])
-        return Prompt(tokens, None, ids, b",".join((prompt.ids_json, items)) if prompt.ids_json else items)
+        n_json = len(prompt.ids_json) if prompt.ids_json is not None else 0
+        if n_json:
+            items = b"," + items
+        if state.ids is None:  # (a prompt not built here: start the buffers from it)
+            state.ids, state.json = _Growing(np.int64), _Growing(np.uint8)
+            state.ids.extend(0, np.asarray(prompt.body, np.int64))
+            state.json.extend(0, np.frombuffer(prompt.ids_json or b"", np.uint8))
+        state.ids, ids = state.ids.extend(len(prompt.body), added)
+        state.json, text = state.json.extend(n_json, np.frombuffer(items, np.uint8))
+        state.prompt = Prompt(tokens, None, ids, memoryview(text).toreadonly())
 
     def text(self, seg: Segment) -> str:
         """A segment's text: a live reply for an answered assistant output, else the trace's."""

@@ -64,3 +64,28 @@ def test_spliced_token_id_body_is_the_encoded_body(extra):
         spec.prompt_json = None
         assert spliced == orjson.loads(tgt.encode(spec)) == tgt.body(spec)
         assert spliced["prompt"] == Content(tr, salt="x").prompt_token_ids("a", k)
+
+
+async def test_wait_for_a_pooled_connection_is_send_lag_not_ttft(make_server, tmp_path):
+    """Two sessions share one connection: the second request waits ~0.2 s for it. `t_sent` is when
+    its bytes went (the target's `Sent`), so the wait shows as send lag, and both TTFTs match the
+    server's own."""
+    server = await make_server(token_delay=0.02)
+    tr = trace(sess("a", [(8, 10, 0.0)]), sess("b", [(8, 10, 0.0)]))
+    tgt = OpenAIHTTPTarget(
+        HTTPTargetConfig(endpoints=(server.url,), model="m", api="completions",
+                         timeouts=TEST_TIMEOUTS, max_connections=1)
+    )
+    cfg = ReplayConfig(concurrency=2, api="completions", prompt_format="tokens", run_id="t")
+    await run_replay(tr, tgt, cfg, tmp_path)
+    t0 = load_manifest(tmp_path)["t0_perf_counter"]
+    first, second = sorted(load_records(tmp_path), key=lambda r: r["t_sent"])
+    served = {e["request_id"]: e for e in server.log}
+    assert first["status"] == second["status"] == "ok"
+    assert second["t_sent"] >= first["t_done"] - 0.01  # it went once the connection was free
+    assert second["t_sent"] - second["t_scheduled"] > 0.15  # the wait is the client's lateness
+    for r in (first, second):
+        e = served[r["request_id"]]
+        assert abs(t0 + r["t_sent"] - e["t_recv"]) < 0.05
+        client, own = r["t_first_token"] - r["t_sent"], e["t_first_token"] - e["t_recv"]
+        assert abs(client - own) < 0.05
