@@ -192,6 +192,7 @@ def body_cost(trace, n: int) -> dict:
     source = RequestSource(trace, api="completions", prompt_format="tokens")
     target = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://x",), model="m"))
     encode_body = getattr(target, "encode", None) or (lambda spec: orjson.dumps(target.body(spec)))
+
     build, encode, sizes, tokens, done, bodies = [], [], [], [], 0, []
     for s in trace.main_sessions:
         for k, turn in enumerate(s.turns):
@@ -202,8 +203,10 @@ def body_cost(trace, n: int) -> dict:
                                p.messages, p.body)
             if hasattr(p, "ids_json"):  # (older code, for a side-by-side run: no JSON kept)
                 spec.prompt_json = p.ids_json
-            data = encode_body(spec)
+            data = encode_body(spec)  # what the driver sends (older code: one bytes object)
             c2 = time.thread_time()
+            if not isinstance(data, bytes):  # pieces sent in order, not joined by the driver
+                data = b"".join(data)
             build.append(c1 - c0)
             encode.append(c2 - c1)
             sizes.append(len(data))

@@ -20,7 +20,7 @@ import aiohttp
 import numpy as np
 import orjson
 from aiohttp.client_proto import ResponseHandler
-from aiohttp.payload import BytesPayload, Payload
+from aiohttp.payload import Payload
 
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
@@ -83,30 +83,40 @@ class _StampingProtocol(ResponseHandler):
                 marks.append((n, t))
 
 
-class _WireBody(BytesPayload):
-    """The request body, noting when aiohttp handed it to the socket (`t_write`).
+class _WireBody(Payload):
+    """The request body, in pieces sent in order, noting when aiohttp handed it to the socket.
 
     aiohttp writes the body from a task of its own (on Python 3.11 it starts on the event
     loop's next turn), after any wait for a pooled connection and the connect: the time the
-    bytes went is known only here. The write call sends what the socket buffer takes at once
-    (the headers and the start of the body, in one call); the rest follows as the server reads.
+    bytes went (`t_write`) is known only here. The first write sends the headers and the first
+    piece in one call; the socket takes what its buffer holds at once, the rest follows as the
+    server reads. Pieces are not joined: a token-id prompt's JSON goes from its own buffer.
     """
 
     t_write = 0.0
     proto: object = None  # the connection's protocol, as the write found it
 
-    def __init__(self, value: bytes) -> None:
-        # BytesPayload's own __init__ warns about bodies over 1 MiB (a full-size prompt's is)
-        Payload.__init__(self, value, content_type="application/json")
-        self._size = len(value)
+    def __init__(self, pieces: Sequence[bytes | memoryview]) -> None:
+        super().__init__(pieces, content_type="application/json")
+        self._size = sum(len(p) for p in pieces)
 
-    async def write(self, writer, _base=BytesPayload.write) -> None:
-        self.t_write, self.proto = _perf(), getattr(writer, "protocol", None)
-        await _base(self, writer)
+    async def write(self, writer) -> None:
+        await self.write_with_length(writer, None)
 
-    async def write_with_length(self, writer, content_length, _base=BytesPayload.write_with_length):
+    async def write_with_length(self, writer, content_length) -> None:
         self.t_write, self.proto = _perf(), getattr(writer, "protocol", None)
-        await _base(self, writer, content_length)
+        left = self._size if content_length is None else content_length
+        for piece in self._value:
+            if left <= 0:
+                break
+            await writer.write(piece if len(piece) <= left else piece[:left])
+            left -= len(piece)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._value).decode(encoding, errors)
+
+    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"".join(self._value)
 
 
 class _Watchdog:
@@ -258,13 +268,15 @@ class OpenAIHTTPTarget:
             body[c.session_id_field] = req.sticky_key
         return body
 
-    def encode(self, req: RequestSpec) -> bytes:
-        """The request's JSON body (~7 bytes per token id: ~1 MB at 142k tokens). Token ids already
-        in JSON (`req.prompt_json`) are spliced in: a copy instead of ~1 ms of encoding."""
+    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
+        """The request's JSON body, in pieces to send in order (`b"".join` gives the JSON).
+
+        Token ids already in JSON (`req.prompt_json`, ~7 bytes per id: ~1 MB at 142k tokens)
+        are one piece as they are, not encoded again nor copied into one buffer."""
         if req.prompt_json is None or self.config.api == "chat":
-            return orjson.dumps(self.body(req))
+            return (orjson.dumps(self.body(req)),)
         rest = orjson.dumps(self._fields(req))
-        return b"".join((b'{"prompt":[', req.prompt_json, b"],", memoryview(rest)[1:]))
+        return (b'{"prompt":[', req.prompt_json, b"]," + rest[1:])
 
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         if self._session is None:

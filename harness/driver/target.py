@@ -40,7 +40,7 @@ class RequestSpec:
     prompt: Sequence[int] | str | None = None  # completions API: token ids (list, array) or text
     prompt_json: bytes | memoryview | None = None  # token ids as JSON array items (b"1,2,3")
     want_text: bool = False  # fill Chunk.text (live history needs the reply); else it may be ""
-    payload: bytes | None = None  # the encoded body, when the target has `encode` (see below)
+    payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`
 
 
 @dataclass(slots=True)
@@ -100,9 +100,9 @@ class Target(Protocol):
 
     def stream(self, req: RequestSpec) -> AsyncIterator[Event]: ...
 
-    # Optional: `encode(req) -> bytes`, the request's wire body. The driver calls it before it
-    # stamps `t_sent` and passes the result as `req.payload`, so the body's encoding (about a
-    # millisecond at 142k prompt tokens) is not counted in the request's TTFT.
+    # Optional: `encode(req) -> pieces`, the request's wire body (buffers to send in order). The
+    # driver calls it before it stamps `t_sent` and passes the result as `req.payload`, so the
+    # body's encoding is not counted in the request's TTFT even by a target that yields no `Sent`.
 
     def describe(self) -> dict:
         """For the manifest: model, api, options. Never secrets."""

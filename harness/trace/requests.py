@@ -38,7 +38,8 @@ from harness.trace.content import Content, Segment, TokenCounter, chat_messages
 from harness.trace.model import Trace
 
 
-STEP_TOKENS = 16_384  # prompt_steps: new tokens materialized between two pauses (~0.3 ms)
+STEP_TOKENS = 16384  # prompt_steps: new tokens materialized between two pauses (~0.3 ms)
+JSON_BYTES = 7  # room for a token id's JSON, per token, when a buffer is sized
 
 
 @dataclass(slots=True)
@@ -62,8 +63,8 @@ class _Growing:
 
     __slots__ = ("buf", "n")
 
-    def __init__(self, dtype) -> None:
-        self.buf = np.empty(0, dtype)
+    def __init__(self, dtype, capacity: int = 0) -> None:
+        self.buf = np.empty(capacity, dtype)  # untouched pages cost no memory until written
         self.n = 0
 
     def extend(self, end: int, items: np.ndarray) -> tuple[_Growing, np.ndarray]:
@@ -93,6 +94,7 @@ class SessionPrompt:
     prompt: Prompt
     ids: _Growing | None = None  # token ids: the buffers its prompt's arrays are views of
     json: _Growing | None = None
+    capacity: int = 0  # token ids new buffers are sized for
 
 
 class RequestSource:
@@ -133,6 +135,8 @@ class RequestSource:
         state = SessionPrompt(turn, segments, self._empty() if last is None else last.prompt)
         if last is not None:
             state.ids, state.json = last.ids, last.json
+        elif self.api != "chat" and self.prompt_format == "tokens":
+            state.capacity = self._longest(session_id, turn)
         if self.api == "chat" or self.prompt_format == "text":
             state.prompt = self._extend(state.prompt, new)
         else:
@@ -147,6 +151,14 @@ class RequestSource:
             self._extend_ids(state, todo)
         self._sessions[session_id] = state
         yield state.prompt
+
+    def _longest(self, session_id: str, turn: int) -> int:
+        """The longest prompt that extends `turn`'s: the session's last, when every later turn
+        appends to the one before (a generated session); else `turn`'s own."""
+        content, n = self.content, len(self.trace.session(session_id).turns)
+        if all(content.appends_to_previous(session_id, k) for k in range(turn + 1, n)):
+            return content.prompt_length(session_id, n - 1)
+        return content.prompt_length(session_id, turn)
 
     def reply(self, session_id: str, turn: int, text: str) -> None:
         """A live reply's text (live history only; otherwise ignored)."""
@@ -198,8 +210,9 @@ class RequestSource:
         n_json = len(prompt.ids_json) if prompt.ids_json is not None else 0
         if n_json:
             items = b"," + items
-        if state.ids is None:  # (a prompt not built here: start the buffers from it)
-            state.ids, state.json = _Growing(np.int64), _Growing(np.uint8)
+        if state.ids is None:  # new buffers, sized for the session's longest prompt
+            cap = max(state.capacity, len(prompt.body) + len(added))
+            state.ids, state.json = _Growing(np.int64, cap), _Growing(np.uint8, JSON_BYTES * cap)
             state.ids.extend(0, np.asarray(prompt.body, np.int64))
             state.json.extend(0, np.frombuffer(prompt.ids_json or b"", np.uint8))
         state.ids, ids = state.ids.extend(len(prompt.body), added)

@@ -61,3 +61,33 @@ def test_token_prompts_keep_recorded_outputs_with_live_history():
     source.prompt(sid, 0)
     source.reply(sid, 0, "ignored by token ids")
     assert source.prompt(sid, 1).body.tolist() == Content(tr).prompt_token_ids(sid, 1)
+
+
+def test_prompt_steps_pause_in_long_builds_and_give_the_same_prompt(monkeypatch):
+    """A prompt built from nothing deep into a session pauses every ~STEP_TOKENS; extending turns
+    write past the earlier prompts' arrays, never into them."""
+    import harness.trace.requests as requests
+
+    monkeypatch.setattr(requests, "STEP_TOKENS", 64)
+    tr = small_generated(sessions=2)
+    s = max(tr.main_sessions, key=lambda s: len(s.turns))
+    content = Content(tr)
+    source = RequestSource(tr, api="completions", prompt_format="tokens")
+    last = len(s.turns) - 1
+    steps = list(source.prompt_steps(s.id, last - 1))  # from nothing: a mid-trajectory start
+    assert steps[-1] is not None and all(x is None for x in steps[:-1])
+    assert len(steps) - 1 >= content.prompt_length(s.id, last - 1) // 64 // 2
+    before = steps[-1]
+    kept = before.body.copy(), bytes(before.ids_json)
+    after = source.prompt(s.id, last)  # extends in place
+    assert after.body.tolist() == content.prompt_token_ids(s.id, last)
+    assert orjson.loads(b"[" + bytes(after.ids_json) + b"]") == content.prompt_token_ids(s.id, last)
+    assert before.body.tolist() == kept[0].tolist() and bytes(before.ids_json) == kept[1]
+    assert not before.body.flags.writeable
+    # a second continuation of an earlier prompt (a retried turn's source) copies, not clobbers
+    again = RequestSource(tr, api="completions", prompt_format="tokens")
+    first = again.prompt(s.id, 0)
+    ids = requests.SessionPrompt(0, [], first, again._sessions[s.id].ids, again._sessions[s.id].json)
+    again.prompt(s.id, 1)
+    again._extend_ids(ids, content.new_segments(s.id, 1)[:1])
+    assert again._sessions[s.id].prompt.body.tolist() == content.prompt_token_ids(s.id, 1)
