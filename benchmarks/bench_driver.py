@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_driver.py [--duration 6] [--concurrency 64 256 1024]
                                                  [--output-tokens 256] [--repeats 1] [--pin]
                                                  [--token-delay 0] [--json FILE]
+                                                 [--vllm-bench "vllm bench serve"]
 
 A zero-delay SSE server (tests/driver/sse_server.py) runs in its own process. For each
 concurrency, two clients run in turn, each in a fresh process so `time.process_time()` is its own:
@@ -18,6 +19,16 @@ Reported: streamed tokens/s, requests/s, client CPU µs per streamed token, the 
 server's own stamps: client TTFT − server TTFT, and the lag of the client's first-token stamp
 behind the server's send (both p50 / p99, µs). The machine is shared: numbers are noisy.
 
+With `--vllm-bench CMD` a third client runs in turn: `vllm bench serve` (random dataset, prompts
+of ~64 tokens, the same output length, `--max-concurrency N`, chat API, `--request-rate inf`,
+as many prompts as the raw reader finished in the same time). It is skipped, with the reason
+printed, when CMD is not installed or does not run. `vllm bench serve` spends ~10-30 s starting
+(imports, tokenizer, dataset) and more after the run, so all three clients are judged alike from
+outside: the parent samples each client process's CPU time (/proc/PID/stat, every 10 ms) and
+counts CPU and streamed tokens over the load window the server saw (from when 2 % of the
+requests had arrived to when 98 % had ended; tokens of requests cut by the window counted
+pro rata). That is the "window" column: client CPU µs per streamed token while streaming.
+
 Capacity wants the zero-delay server; timing accuracy wants a server that is not saturated
 (a saturated one queues requests before its handler starts, which no client can see):
 
@@ -31,9 +42,12 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -181,10 +195,61 @@ def _summary(tokens, done, cpu, wall, intervals, t0, firsts, failed=0) -> dict:
 # ---- the orchestrator -------------------------------------------------------------------------------
 
 
-def _get_log(url: str) -> dict[str, dict]:
+def _get_entries(url: str) -> list[dict]:
     with urllib.request.urlopen(url + "/log?clear=1", timeout=60) as resp:
-        entries = orjson.loads(resp.read())
+        return orjson.loads(resp.read())
+
+
+def _by_id(entries: list[dict]) -> dict[str, dict]:
     return {e["request_id"]: e for e in entries if e["request_id"]}
+
+
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class CPUSampler(threading.Thread):
+    """Samples a process's CPU seconds (user + system, all threads) against perf_counter."""
+
+    def __init__(self, pid: int, every: float = 0.01) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every, self.samples = pid, every, []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        path = f"/proc/{self.pid}/stat"
+        while not self.stopped.is_set():
+            try:
+                with open(path, "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                return
+            # after the name: state is field 3, utime 14 and stime 15 (1-based, proc(5))
+            self.samples.append((time.perf_counter(), (int(fields[11]) + int(fields[12])) / TICK))
+            time.sleep(self.every)
+
+    def cpu_at(self, t: float) -> float:
+        ts = [x[0] for x in self.samples]
+        return float(np.interp(t, ts, [x[1] for x in self.samples]))
+
+
+def _window_cost(sampler: CPUSampler, entries: list[dict]) -> dict:
+    """Client CPU and streamed tokens over the window the server saw the load in."""
+    done = [e for e in entries if e.get("t_end") is not None and e.get("t_first_token")]
+    if len(done) < 10 or len(sampler.samples) < 2:
+        return {"window_s": float("nan"), "window_cpu_us_per_token": float("nan")}
+    a = float(np.percentile([e["t_recv"] for e in done], 2))
+    b = float(np.percentile([e["t_end"] for e in done], 98))
+    tokens = 0.0
+    for e in done:
+        lo, hi = e["t_first_token"], e["t_end"]
+        n = e.get("output_tokens", 0)
+        if hi <= lo:
+            tokens += n if a <= lo <= b else 0
+        else:
+            tokens += n * max(0.0, min(hi, b) - max(lo, a)) / (hi - lo)
+    cpu = sampler.cpu_at(b) - sampler.cpu_at(a)
+    return {"window_s": b - a, "window_tokens": tokens, "window_cpu_s": cpu,
+            "window_cpu_us_per_token": cpu / max(tokens, 1.0) * 1e6}
 
 
 def _accuracy(firsts: list, log: dict[str, dict]) -> dict:
@@ -220,21 +285,80 @@ def _run_client(role: str, url: str, c: int, args) -> dict:
         "--output-tokens",
         str(args.output_tokens),
     ]
-    out = subprocess.run(
-        cmd,
-        capture_output=True,
-        check=True,
-        timeout=args.duration * 10 + 120,
-        preexec_fn=_pin(args.pin, 1),
-    ).stdout
+    out, sampler = _sampled(cmd, args.duration * 10 + 120, args.pin)
     res = json.loads(out)
-    res.update(_accuracy(res.pop("firsts"), _get_log(url)))
+    entries = _get_entries(url)
+    res.update(_accuracy(res.pop("firsts"), _by_id(entries)))
+    res.update(_window_cost(sampler, entries))
     res.update(
         role=role,
         concurrency=c,
         tok_s=res["tokens"] / res["wall_s"],
         req_s=res["requests"] / res["wall_s"],
         cpu_us_per_token=res["cpu_s"] / max(res["tokens"], 1) * 1e6,
+    )
+    return res
+
+
+def _sampled(cmd: list[str], timeout: float, pin: bool) -> tuple[bytes, CPUSampler]:
+    """Run a client to its end, its CPU sampled from outside; its stdout."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_pin(pin, 1))
+    sampler = CPUSampler(proc.pid)
+    sampler.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        sampler.stopped.set()
+        if proc.poll() is None:
+            proc.kill()
+    if proc.returncode:
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-2000:]}")
+    return out, sampler
+
+
+def vllm_bench_skip_reason(command: str) -> str | None:
+    """Why `vllm bench serve` cannot run here (None: it can)."""
+    argv = shlex.split(command)
+    if not argv or shutil.which(argv[0]) is None:
+        return f"{argv[0] if argv else command!r} is not installed"
+    try:
+        probe = subprocess.run([*argv, "--help"], capture_output=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`{command} --help` did not run: {exc}"
+    if probe.returncode != 0 or b"--max-concurrency" not in probe.stdout:
+        return f"`{command} --help` failed: {probe.stderr.decode()[-300:].strip()}"
+    return None
+
+
+def _run_vllm(command: str, url: str, c: int, prompts: int, args) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            *shlex.split(command),
+            "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+            "--base-url", url, "--model", "m", "--tokenizer", args.vllm_tokenizer,
+            "--dataset-name", "random", "--random-input-len", str(PROMPT_WORDS),
+            "--random-output-len", str(args.output_tokens), "--ignore-eos",
+            "--num-prompts", str(prompts), "--max-concurrency", str(c), "--request-rate", "inf",
+            "--disable-tqdm", "--save-result", "--result-dir", tmp, "--result-filename", "r.json",
+            "--seed", "1",
+        ]
+        t = time.perf_counter()
+        _, sampler = _sampled(cmd, 1800, args.pin)
+        wall = time.perf_counter() - t
+        result = orjson.loads((Path(tmp) / "r.json").read_bytes())
+    entries = _get_entries(url)
+    res = {"role": "vllm", "concurrency": c, "requests": result.get("completed", 0),
+           "failed": result.get("failed", 0), "wall_s": wall,
+           "cpu_s": sampler.samples[-1][1] if sampler.samples else float("nan")}
+    res.update(_window_cost(sampler, entries))
+    w = res["window_s"]
+    res.update(
+        tok_s=res.get("window_tokens", 0) / w if w == w and w > 0 else float("nan"),
+        req_s=result.get("request_throughput", float("nan")),
+        cpu_us_per_token=float("nan"), held=float("nan"), n=len(entries),
+        ttft_err_p50_us=float("nan"), ttft_err_p99_us=float("nan"),
+        lag_p50_us=float("nan"), lag_p99_us=float("nan"),
     )
     return res
 
@@ -277,6 +401,17 @@ def main() -> None:
         help="server seconds between tokens (0: capacity; e.g. 0.02 keeps the server unsaturated "
         "so TTFT error measures the client, not the server's queue)",
     )
+    ap.add_argument(
+        "--vllm-bench",
+        metavar="CMD",
+        help='also run `vllm bench serve` side by side (e.g. "vllm bench serve"); skipped with the '
+        "reason when CMD is not installed",
+    )
+    ap.add_argument(
+        "--vllm-tokenizer",
+        default="google/gemma-3-270m",
+        help="tokenizer folder or name for vllm bench serve's random prompts (no network here)",
+    )
     ap.add_argument("--client", choices=("raw", "driver"), help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -290,6 +425,10 @@ def main() -> None:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
             print(json.dumps(runner.run(coro)))
         return
+    vllm = args.vllm_bench
+    if vllm and (why := vllm_bench_skip_reason(vllm)) is not None:
+        print(f"vllm bench serve: skipped ({why})", flush=True)
+        vllm = None
     server, url = _start_server(args.pin, args.token_delay)
     rows = []
     try:
@@ -297,6 +436,10 @@ def main() -> None:
             for _ in range(args.repeats):
                 for role in ("raw", "driver"):
                     rows.append(_run_client(role, url, c, args))
+                    _print_row(rows[-1])
+                if vllm:
+                    prompts = max(100, round(rows[-2]["req_s"] * args.duration))
+                    rows.append(_run_vllm(vllm, url, c, prompts, args))
                     _print_row(rows[-1])
     finally:
         server.terminate()
@@ -309,7 +452,7 @@ def main() -> None:
 def _print_row(r: dict) -> None:
     print(
         f"c={r['concurrency']:5d} {r['role']:6s} tok/s {r['tok_s']:9.0f}  req/s {r['req_s']:7.1f}  "
-        f"cpu/token {r['cpu_us_per_token']:6.1f} us  held {r['held']:7.1f} ({r['held'] / r['concurrency']:.0%})  "
+        f"cpu/token {r['cpu_us_per_token']:6.1f} us (window {r['window_cpu_us_per_token']:6.1f})  held {r['held']:7.1f} ({r['held'] / r['concurrency']:.0%})  "
         f"ttft err p50/p99 {r['ttft_err_p50_us']:7.0f}/{r['ttft_err_p99_us']:7.0f} us  "
         f"lag p50/p99 {r['lag_p50_us']:7.0f}/{r['lag_p99_us']:7.0f} us  (n={r['n']}, failed={r['failed']})",
         flush=True,
@@ -324,9 +467,16 @@ def _print_ratios(rows: list[dict]) -> None:
             np.median([r[key] for r in rows if r["concurrency"] == c and r["role"] == role])
         )
 
+    roles = {r["role"] for r in rows}
     for c in sorted({r["concurrency"] for r in rows}):
+        window = "window_cpu_us_per_token"
+        vs_vllm = (
+            f"  window cpu/token vs vllm bench serve x{get(c, 'driver', window) / get(c, 'vllm', window):.2f}"
+            if "vllm" in roles else ""
+        )
         print(
             f"c={c:5d} cpu/token x{get(c, 'driver', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}  "
+            f"(window x{get(c, 'driver', window) / get(c, 'raw', window):.2f}){vs_vllm}  "
             f"tok/s x{get(c, 'driver', 'tok_s') / get(c, 'raw', 'tok_s'):.2f}  "
             f"held {get(c, 'driver', 'held') / c:.0%} (raw {get(c, 'raw', 'held') / c:.0%})"
         )

@@ -88,7 +88,7 @@ class SSETestServer:
 
     def _tokens(self, body: dict) -> list:
         if "messages" in body:
-            return [w for m in body["messages"] for w in (m["role"], *m["content"].split())]
+            return [w for m in body["messages"] for w in (m["role"], *_text(m["content"]).split())]
         prompt = body["prompt"]
         return prompt if isinstance(prompt, list) else prompt.split()
 
@@ -150,9 +150,10 @@ class SSETestServer:
             ttft = self.config.ttft_base + self.config.ttft_per_token * (len(tokens) - cached)
             if ttft > 0:
                 await asyncio.sleep(ttft)
-            n = int(body.get("max_tokens") or 16)
+            n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
             if self.config.max_output is not None:
                 n = min(n, self.config.max_output)
+            entry["output_tokens"] = n
             continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
             usage = {
                 "prompt_tokens": len(tokens),
@@ -210,6 +211,13 @@ def _chunk(chat: bool, text: str, *, role: bool = False, finish: bool = False) -
     else:
         choice = {"index": 0, "text": text, "finish_reason": "length" if finish else None}
     return {"id": "x", "object": "chunk", "choices": [choice]}
+
+
+def _text(content) -> str:
+    """A message's text: a string, or OpenAI content parts (`[{"type": "text", "text": ...}]`)."""
+    if isinstance(content, str):
+        return content
+    return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
 
 
 def _event(obj: dict) -> bytes:
