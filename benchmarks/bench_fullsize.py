@@ -158,7 +158,8 @@ def _stats(xs: list[float]) -> str:
     if not xs:
         return "n=0"
     a = np.asarray(xs) * 1e3
-    return (f"p50 {np.percentile(a, 50):7.3f}  p99 {np.percentile(a, 99):7.3f}  "
+    return (f"p50 {np.percentile(a, 50):7.3f}  p90 {np.percentile(a, 90):7.3f}  "
+            f"p95 {np.percentile(a, 95):7.3f}  p99 {np.percentile(a, 99):7.3f}  "
             f"max {a.max():7.3f} ms  (|p99| {np.percentile(np.abs(a), 99):.3f})")
 
 
@@ -177,7 +178,7 @@ def report_timing(rows: list[dict]) -> dict:
                           ("lag", "first-token lag")):
             print(f"  {name:38s} {_stats([x[key] for x in part])}")
         out[label] = {
-            key: {q: float(np.percentile([x[key] for x in part], q)) for q in (50, 99)}
+            key: {q: float(np.percentile([x[key] for x in part], q)) for q in (50, 90, 95, 99)}
             for key in ("err_body", "err_headers", "upload", "lag")
         } | {"n": len(part), "median_prompt_tokens": float(med)}
     return out

@@ -256,9 +256,11 @@ class Replay:
         if not self._admit():
             return None
         source = self._source(cycle)
-        for prompt in source.prompt_steps(s.id, k):  # a long build lets the streams be read
-            if prompt is None:
-                await asyncio.sleep(0)
+        # the streams are read between the steps of a long build, and between it and the send
+        steps, prompt = source.prompt_steps(s.id, k), None
+        while prompt is None:
+            prompt = next(steps)
+            await asyncio.sleep(0)
         if not self._admit():
             return None
         index, self.sent = self.sent, self.sent + 1

@@ -37,8 +37,7 @@ import orjson
 from harness.trace.content import Content, Segment, TokenCounter, chat_messages
 from harness.trace.model import Trace
 
-
-STEP_TOKENS = 16384  # prompt_steps: new tokens materialized between two pauses (~0.3 ms)
+STEP_TOKENS = 16_384  # prompt_steps: new tokens materialized between two pauses (~0.3 ms)
 JSON_BYTES = 7  # room for a token id's JSON, per token, when a buffer is sized
 
 
