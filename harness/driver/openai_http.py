@@ -71,8 +71,10 @@ class _StampingProtocol(ResponseHandler):
     rx_marks: list[tuple[int, float]] = []
 
     def data_received(self, data: bytes, _base=ResponseHandler.data_received) -> None:
+        if not data:  # aiohttp's own call when a read frees its buffer: nothing arrived
+            return _base(self, data)
         t = self.rx_last = _perf()
-        _base(self, data)  # runs once per socket read: skip super()'s lookup
+        _base(self, data)  # runs once per socket read and per read of the body: skip super()
         body = self._payload  # aiohttp's current response body (stable since 3.0)
         if body is not None:
             n = body.total_bytes
