@@ -20,9 +20,9 @@ Reported, p50 / p99 / max over the requests, overall and by prompt size:
 - the same from the server's headers-in stamp (upload excluded: client-side delays only);
 - the first-token lag: client first-token stamp − server first-token write.
 
-Beside it, the baseline measured in the same run: a minimal aiohttp client posting 40 of the same
-bodies (100k-200k tokens) one at a time to the same server: the floor of loopback, aiohttp and
-the two event loops on this machine. Before the replay, the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the
+Beside it, two baselines measured in the same run on the same 40 bodies (100k-200k tokens), one
+at a time: a minimal aiohttp client (stamped before `post`, as most tools do; 20 ms apart), and
+a blocking socket with no event loop, back to back: the machine's own floor. Before the replay, the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the
 body (`OpenAIHTTPTarget.encode`), timed alone (`time.thread_time`) over the same requests.
 The machine is shared: the load average is printed beside the figures.
 
@@ -134,6 +134,32 @@ def raw_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
     from harness.driver.run import run_blocking
 
     return run_blocking(run())
+
+
+def socket_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
+    """The machine's floor: a blocking socket, no event loop, the same bodies one at a time,
+    back to back, stamped just before `sendall` and just after the first `recv`."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    recs = []
+    with socket.create_connection((where.hostname, where.port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i, (tokens, body) in enumerate(bodies):
+            rid = f"sock-{i}"
+            head = (f"POST /v1/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
+                    f"Content-Type: application/json\r\nX-Harness-Request-ID: {rid}\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            t_sent = time.perf_counter()
+            s.sendall(head + body)
+            data = s.recv(1 << 16)
+            first = time.perf_counter()
+            while not data.endswith(b"0\r\n\r\n"):
+                data += s.recv(1 << 16)
+            recs.append({"request_id": rid, "status": "ok", "t0": 0.0, "t_sent": t_sent,
+                         "t_first_token": first, "prompt_tokens_expected": tokens})
+    return recs
 
 
 def timing_rows(recs: list[dict], log: dict[str, dict], skip_s: float) -> list[dict]:
@@ -271,6 +297,8 @@ def main() -> None:
             log = server_log(url)
             raw = raw_floor(url, bodies)
             raw_log = server_log(url)
+            sock = socket_floor(url, bodies)
+            sock_log = server_log(url)
     finally:
         server.terminate()
         server.wait(10)
@@ -287,6 +315,9 @@ def main() -> None:
     print(f"\nbaseline: a minimal aiohttp client, the same server, {len(raw)} bodies of 100k-200k "
           "tokens sent one at a time")
     result["raw_floor"] = report_timing(timing_rows(raw, raw_log, 0.0))
+    print(f"\nthe machine's floor: a blocking socket (no event loop), the same {len(sock)} bodies "
+          "back to back")
+    result["socket_floor"] = report_timing(timing_rows(sock, sock_log, 0.0))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 
