@@ -68,15 +68,11 @@ class _Growing:
 
     def extend(self, end: int, items: np.ndarray) -> tuple[_Growing, np.ndarray]:
         """`items` appended after the first `end` items; returns the array it is in, and the view."""
-        grow = self
-        if end != self.n:  # not the latest prompt: continue a copy
-            grow = _Growing(self.buf.dtype)
-            grow.buf, grow.n = self.buf[:end].copy(), end
-        stop = end + len(items)
-        if stop > len(grow.buf):
-            bigger = np.empty(max(stop, 2 * len(grow.buf), 4096), grow.buf.dtype)
-            bigger[:end] = grow.buf[:end]
-            grow.buf = bigger
+        stop, old = end + len(items), self.buf
+        grow = self if end == self.n else _Growing(old.dtype)  # else: continue a copy
+        if grow is not self or stop > len(old):
+            grow.buf = np.empty(max(stop, 2 * len(old), 4096), old.dtype)
+            grow.buf[:end] = old[:end]
         grow.buf[end:stop] = items
         grow.n = stop
         view = grow.buf[:stop]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
 
@@ -91,3 +92,17 @@ def test_prompt_steps_pause_in_long_builds_and_give_the_same_prompt(monkeypatch)
     again.prompt(s.id, 1)
     again._extend_ids(ids, content.new_segments(s.id, 1)[:1])
     assert again._sessions[s.id].prompt.body.tolist() == content.prompt_token_ids(s.id, 1)
+
+
+def test_growing_arrays_keep_what_they_hold_when_they_grow_or_branch():
+    from harness.trace.requests import _Growing
+
+    g = _Growing(np.int64)  # no room: every append grows it
+    g, a = g.extend(0, np.arange(3))
+    g, b = g.extend(3, np.arange(3, 5000))
+    assert a.tolist() == [0, 1, 2] and b.tolist() == list(range(5000))
+    g2, c = g.extend(3, np.array([-1]))  # a second continuation of the 3-item prompt: a copy
+    assert c.tolist() == [0, 1, 2, -1] and g2 is not g
+    assert b.tolist() == list(range(5000))  # the longer prompt is untouched
+    g, d = g.extend(5000, np.array([7]))
+    assert d[-2:].tolist() == [4999, 7] and not d.flags.writeable
