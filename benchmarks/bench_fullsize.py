@@ -1,37 +1,39 @@
 """Client timing at full-size prompts: client TTFT against the server's own, and the body's cost.
 
     .venv/bin/python benchmarks/bench_fullsize.py [--sessions 80] [--concurrency 64]
-                                                   [--requests 400] [--pin] [--json FILE]
+                                                   [--requests 1200] [--think-cap 2] [--pin]
+                                                   [--json FILE]
 
 A full-scale AgentX trace (`harness trace generate --profile workloads/agentx.yaml`, 142k-token
 median prompts) is replayed by `harness.driver.run_replay` as token-id prompts
 (`api: completions`, `prompt_format: tokens`, ~1 MB of JSON per body) in closed loop at
 `--concurrency`, each slot starting mid-trajectory (so prompts are full-size from the start) and
-every think time capped to `--think-cap` seconds, against the zero-delay SSE server of tests/driver/sse_server.py
-in its own process. The server stamps, on the same CLOCK_MONOTONIC (`time.perf_counter()`
-in both processes on Linux), when the request's headers arrived, when its whole body was in,
-when it was parsed, and when it wrote the first token.
+every think time capped to `--think-cap` seconds, against the zero-delay server of
+benchmarks/stamp_server.py in its own process. It stamps, on the client's CLOCK_MONOTONIC
+(`time.perf_counter()` in both processes on Linux), where the bytes move: when a request's first
+bytes reached it, when its last body byte did, and when its first token went to the socket.
 
-Reported, p50 / p99 / max over the requests, overall and by prompt size:
+Reported, p50 / p90 / p95 / p99 / max over the requests, overall and by prompt size:
 
-- client TTFT − server TTFT, the server's TTFT counted from the whole body received (what a
-  server's own TTFT metric starts from): the client's share of the measured TTFT, i.e. the
-  upload of the body plus any client-side delay before the send or after the first token;
-- the same from the server's headers-in stamp (upload excluded: client-side delays only);
+- client TTFT − server TTFT from the request's first bytes in (the headline: the upload is on
+  both sides, so this is the client's timing error: its send stamp's and its first-token stamp's);
+- the same with the server's TTFT counted from the whole body in (what a server's own TTFT
+  metric starts from): the client's share of the TTFT, upload included;
+- the upload: server body-in − client `t_sent`;
 - the first-token lag: client first-token stamp − server first-token write.
 
 Beside it, two baselines measured in the same run on the same 40 bodies (100k-200k tokens), one
 at a time: a minimal aiohttp client (stamped before `post`, as most tools do; 20 ms apart), and
-a blocking socket with no event loop, back to back: the machine's own floor. Before the replay, the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the
-body (`OpenAIHTTPTarget.encode`), timed alone (`time.thread_time`) over the same requests.
-The machine is shared: the load average is printed beside the figures.
+a blocking socket with no event loop, back to back: the machine's own floor. Before the replay,
+the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the body
+(`OpenAIHTTPTarget.encode`), timed alone (`time.thread_time`) over the same requests. The load
+average is printed beside the figures.
 
 `--think-cap 0.001` sends back to back: client and server then both saturate one core each and
 the figures measure queueing on both sides (seconds), not timing error; the default, 2 s,
 keeps 64 sessions in flight at ~30 requests/s (~30 MB/s of bodies). The server streams at most
 `--max-output` tokens per request (default 32; the trace asks for 815 on average): a zero-delay
-server writes a whole reply without yielding, so long replies queue the other requests' headers
-behind it, a server-side delay that its headers-in stamp cannot tell from the client's.
+server writes a whole reply at once, and long replies only add bytes for the client to read.
 """
 
 from __future__ import annotations
@@ -199,7 +201,7 @@ def report_timing(rows: list[dict]) -> dict:
         med = np.median([x["prompt_tokens"] for x in part])
         print(f"\nprompts {label}: n={len(part)}, median {med:,.0f} tokens")
         for key, name in (("err_body", "client-server TTFT (from body in)"),
-                          ("err_headers", "client-server TTFT (from headers in)"),
+                          ("err_headers", "client-server TTFT (from first bytes in)"),
                           ("upload", "upload: body in - t_sent"),
                           ("lag", "first-token lag")):
             print(f"  {name:38s} {_stats([x[key] for x in part])}")
@@ -272,7 +274,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=80, help="main sessions to generate")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--requests", type=int, default=400, help="requests to send (cap)")
+    ap.add_argument("--requests", type=int, default=1200, help="requests to send (cap)")
     ap.add_argument("--think-cap", type=float, default=2.0, help="longest think time, seconds")
     ap.add_argument("--skip-s", type=float, default=3.0,
                     help="leave out requests sent before this (the start's burst of 64 prompts "
