@@ -439,7 +439,14 @@ def main() -> None:
                     _print_row(rows[-1])
                 if vllm:
                     prompts = max(100, round(rows[-2]["req_s"] * args.duration))
-                    rows.append(_run_vllm(vllm, url, c, prompts, args))
+                    try:
+                        rows.append(_run_vllm(vllm, url, c, prompts, args))
+                    except SystemExit as exc:  # e.g. its tokenizer cannot be fetched offline
+                        last = (str(exc).strip().splitlines() or ["?"])[-1]
+                        print(f"vllm bench serve: skipped from here on (it failed: {last})",
+                              flush=True)
+                        vllm = None
+                        continue
                     _print_row(rows[-1])
     finally:
         server.terminate()
@@ -468,11 +475,12 @@ def _print_ratios(rows: list[dict]) -> None:
         )
 
     roles = {r["role"] for r in rows}
+    have_vllm = {r["concurrency"] for r in rows if r["role"] == "vllm"}
     for c in sorted({r["concurrency"] for r in rows}):
         window = "window_cpu_us_per_token"
         vs_vllm = (
             f"  window cpu/token vs vllm bench serve x{get(c, 'driver', window) / get(c, 'vllm', window):.2f}"
-            if "vllm" in roles else ""
+            if "vllm" in roles and c in have_vllm else ""
         )
         print(
             f"c={c:5d} cpu/token x{get(c, 'driver', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}  "
