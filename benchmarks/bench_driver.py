@@ -52,6 +52,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import local_server
 import numpy as np
 import orjson
 
@@ -371,19 +372,10 @@ def _pin(enabled: bool, cpu: int):
 
 
 def _start_server(pin: bool, token_delay: float) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"]
-    proc = subprocess.Popen(
-        [*cmd, "--token-delay", str(token_delay)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+    return local_server.start_server(
+        SERVER, "--no-body", "--no-prefix-cache", "--token-delay", str(token_delay),
         preexec_fn=_pin(pin, 0),
     )
-    line = proc.stdout.readline()
-    if not line.startswith("PORT "):
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
 def main() -> None:

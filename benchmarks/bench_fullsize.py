@@ -49,6 +49,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import local_server
 import numpy as np
 import orjson
 
@@ -58,22 +59,9 @@ SERVER = ROOT / "benchmarks" / "stamp_server.py"
 SIZE_BINS = ((0, 50_000), (50_000, 100_000), (100_000, 200_000), (200_000, 10**9))
 
 
-def _pin(cpu: int | None):
-    if cpu is None or not hasattr(os, "sched_setaffinity"):
-        return None
-    return lambda: os.sched_setaffinity(0, {cpu % (os.cpu_count() or 1)})
-
-
 def start_server(pin: bool, max_output: int | None) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, str(SERVER), "--port", "0", "--max-output", str(max_output or 10**9)]
-    if pin:
-        cmd += ["--cpu", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    line = proc.stdout.readline()
-    if not line.startswith("PORT "):
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+    cpu = ["--cpu", "0"] if pin else []
+    return local_server.start_server(SERVER, "--max-output", str(max_output or 10**9), *cpu)
 
 
 def server_log(url: str) -> dict[str, dict]:

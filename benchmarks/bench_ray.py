@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import local_server
 import orjson
 
 from harness.driver.config import ReplayConfig
@@ -64,13 +65,7 @@ def ensure_loopback_only() -> None:
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, str(SERVER), "--port", "0", "--no-body", "--no-prefix-cache"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    line = proc.stdout.readline()
-    if not line.startswith("PORT "):
-        proc.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+    return local_server.start_server(SERVER, "--no-body", "--no-prefix-cache")
 
 
 def bench_trace(concurrency: int, duration: float, out_tokens: int) -> Trace:
