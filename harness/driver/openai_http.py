@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 import aiohttp
 import numpy as np
 import orjson
-from aiohttp.client_proto import ResponseHandler
-from aiohttp.payload import Payload
 
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder, http_error_message
 from harness.driver.target import Event, Failure, RequestSpec, Sent, Timeouts
+from harness.driver.wire import StampingProtocol, WireBody, marks_of, split_at_marks
 from harness.errors import TargetError
 
 _perf = time.perf_counter
@@ -53,72 +52,6 @@ def endpoint_url(base: str, api: str) -> str:
     if base.endswith(("/chat/completions", "/completions")):
         return base
     return (base if base.endswith("/v1") else base + "/v1") + path
-
-
-class _StampingProtocol(ResponseHandler):
-    """aiohttp's protocol, noting when each piece of a response body arrived.
-
-    `data_received` runs in the event loop's I/O phase, as soon as the loop polls the socket and
-    before the tasks it wakes. Each call that grows the current response's body appends a mark
-    `(body bytes so far, time)`; the reading task, however late it runs, splits what it reads at
-    the marks, so every event is stamped with its own arrival. (Stamping a whole read with its
-    last arrival would give a first token that came with the headers the time of the tail that
-    came a loop turn later.) `rx_last` is the latest arrival of any bytes.
-    """
-
-    rx_last = 0.0
-    rx_body: object = None  # the StreamReader the marks are of
-    rx_marks: list[tuple[int, float]] = []
-
-    def data_received(self, data: bytes, _base=ResponseHandler.data_received) -> None:
-        if not data:  # aiohttp's own call when a read frees its buffer: nothing arrived
-            return _base(self, data)
-        t = self.rx_last = _perf()
-        _base(self, data)  # runs once per socket read and per read of the body: skip super()
-        body = self._payload  # aiohttp's current response body (stable since 3.0)
-        if body is not None:
-            n = body.total_bytes
-            if body is not self.rx_body:
-                self.rx_body, self.rx_marks = body, []
-            marks = self.rx_marks
-            if n and (not marks or marks[-1][0] != n):
-                marks.append((n, t))
-
-
-class _WireBody(Payload):
-    """The request body, in pieces sent in order, noting when aiohttp handed it to the socket.
-
-    aiohttp writes the body from a task of its own (on Python 3.11 it starts on the event
-    loop's next turn), after any wait for a pooled connection and the connect: the time the
-    bytes went (`t_write`) is known only here. The first write sends the headers and the first
-    piece in one call; the socket takes what its buffer holds at once, the rest follows as the
-    server reads. Pieces are not joined: a token-id prompt's JSON goes from its own buffer.
-    """
-
-    t_write = 0.0
-    proto: object = None  # the connection's protocol, as the write found it
-
-    def __init__(self, pieces: Sequence[bytes | memoryview]) -> None:
-        super().__init__(pieces, content_type="application/json")
-        self._size = sum(len(p) for p in pieces)
-
-    async def write(self, writer) -> None:
-        await self.write_with_length(writer, None)
-
-    async def write_with_length(self, writer, content_length) -> None:
-        self.t_write, self.proto = _perf(), getattr(writer, "protocol", None)
-        left = self._size if content_length is None else content_length
-        for piece in self._value:
-            if left <= 0:
-                break
-            await writer.write(piece if len(piece) <= left else piece[:left])
-            left -= len(piece)
-
-    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return b"".join(self._value).decode(encoding, errors)
-
-    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-        return b"".join(self._value)
 
 
 class _Watchdog:
@@ -190,7 +123,7 @@ class OpenAIHTTPTarget:
         )
         if hasattr(connector, "_factory"):  # aiohttp's protocol factory (stable since 3.0)
             loop = asyncio.get_running_loop()
-            connector._factory = functools.partial(_StampingProtocol, loop=loop)
+            connector._factory = functools.partial(StampingProtocol, loop=loop)
         # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the body,
         # an asyncio.timeout the wait for headers.
         timeout = aiohttp.ClientTimeout(
@@ -283,7 +216,7 @@ class OpenAIHTTPTarget:
     async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         if self._session is None:
             raise RuntimeError("OpenAIHTTPTarget.start() was not called")
-        body = _WireBody(req.payload if req.payload is not None else self.encode(req))
+        body = WireBody(req.payload if req.payload is not None else self.encode(req))
         headers = dict(self._base_headers)
         headers["X-Session-ID"] = req.sticky_key
         headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
@@ -306,24 +239,18 @@ class OpenAIHTTPTarget:
             parser = SSEParser(self.config.max_event_bytes)
             # (the response may be whole, its connection released, before this task runs)
             proto, content = body.proto, resp.content
-            if not isinstance(proto, _StampingProtocol):
+            if not isinstance(proto, StampingProtocol):
                 proto = None
-            marks = _marks_of(proto, content)
+            marks = marks_of(proto, content)
             feed, read, done = parser.feed, dec.read, 0
             async for raw in content.iter_any():
                 end = done + len(raw)
                 if marks is None:
-                    marks = _marks_of(proto, content)
+                    marks = marks_of(proto, content)
                 if marks and marks[0][0] == end:  # the usual: one arrival, read whole
                     pieces = ((raw, marks.pop(0)[1]),)
                 elif marks is not None:  # the pieces of this read, each with its arrival
-                    pieces, at = [], 0
-                    while marks and marks[0][0] <= end:
-                        n, t = marks.pop(0)
-                        pieces.append((raw[at : n - done], t))
-                        at = n - done
-                    if at < len(raw):
-                        pieces.append((raw[at:], proto.rx_last))
+                    pieces = split_at_marks(raw, done, marks, proto.rx_last)
                 else:  # arrival unknown: now
                     pieces = ((raw, _perf()),)
                 done = end
@@ -360,11 +287,6 @@ class OpenAIHTTPTarget:
         else:
             for ev in dec.finish(_perf()):
                 yield ev
-
-
-def _marks_of(proto: _StampingProtocol | None, content) -> list[tuple[int, float]] | None:
-    """The arrival marks of this response's body, once its first bytes are in."""
-    return proto.rx_marks if proto is not None and proto.rx_body is content else None
 
 
 def _transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failure:
