@@ -41,14 +41,23 @@ def harness(root: Path, *argv: str, stdout=subprocess.DEVNULL) -> dict:
     """Run `harness ARGV` from checkout `root` in a fresh process; its wall, CPU and peak RSS."""
     code = RUNNER.format(argv=list(argv))
     env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, stdout=stdout,
-                         stderr=subprocess.PIPE, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stderr.strip().splitlines()[-1])
 
 
 def build_corpus(tmp: Path, sessions: int) -> Path:
     native, corpus = tmp / "agentx.jsonl", tmp / "weka"
-    harness(ROOT, "trace", "generate", "--sessions", str(sessions), "--seed", "1", "-o", str(native))
+    harness(
+        ROOT, "trace", "generate", "--sessions", str(sessions), "--seed", "1", "-o", str(native)
+    )
     harness(ROOT, "trace", "convert", str(native), "--to", "weka", "-o", str(corpus))
     return corpus
 
@@ -61,19 +70,53 @@ def subset(corpus: Path, n: int, out: Path) -> Path:
 
 
 def tools(root: Path, trace: Path, tmp: Path, cache_tokens: int) -> dict:
-    stats = harness(root, "trace", "stats", str(trace), "--json", "--cache-tokens", str(cache_tokens))
-    convert = harness(root, "trace", "convert", str(trace), "--to", "mooncake", "--block-size", "512",
-                      "-o", str(tmp / "out.mooncake.jsonl"))
+    stats = harness(
+        root, "trace", "stats", str(trace), "--json", "--cache-tokens", str(cache_tokens)
+    )
+    convert = harness(
+        root,
+        "trace",
+        "convert",
+        str(trace),
+        "--to",
+        "mooncake",
+        "--block-size",
+        "512",
+        "-o",
+        str(tmp / "out.mooncake.jsonl"),
+    )
     return {"stats": stats, "convert": convert}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sessions", type=int, default=800, help="main sessions of the generated corpus (default 800)")
-    ap.add_argument("--corpus", type=Path, default=None, help="an existing Weka/AgentX corpus directory")
-    ap.add_argument("--cache-tokens", type=int, default=10_000_000, help="the LRU size of `trace stats` (default 1e7)")
-    ap.add_argument("--baseline-root", type=Path, default=None, help="another checkout to measure beside this one")
-    ap.add_argument("--baseline-traces", type=int, default=100, help="traces of the side-by-side subset (default 100)")
+    ap.add_argument(
+        "--sessions",
+        type=int,
+        default=800,
+        help="main sessions of the generated corpus (default 800)",
+    )
+    ap.add_argument(
+        "--corpus", type=Path, default=None, help="an existing Weka/AgentX corpus directory"
+    )
+    ap.add_argument(
+        "--cache-tokens",
+        type=int,
+        default=10_000_000,
+        help="the LRU size of `trace stats` (default 1e7)",
+    )
+    ap.add_argument(
+        "--baseline-root",
+        type=Path,
+        default=None,
+        help="another checkout to measure beside this one",
+    )
+    ap.add_argument(
+        "--baseline-traces",
+        type=int,
+        default=100,
+        help="traces of the side-by-side subset (default 100)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_corpus_"))
@@ -88,11 +131,15 @@ def main() -> int:
         print(f"{'run':34} {'wall s':>8} {'CPU s':>8} {'peak RSS MiB':>13}")
         for name in ("full", "subset", "subset_baseline"):
             for tool, r in results.get(name, {}).items():
-                print(f"{name + ' ' + tool:34} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['rss_mib']:>13.0f}")
+                print(
+                    f"{name + ' ' + tool:34} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['rss_mib']:>13.0f}"
+                )
         if "subset_baseline" in results:
             for tool in ("stats", "convert"):
                 ratio = results["subset_baseline"][tool]["cpu_s"] / results["subset"][tool]["cpu_s"]
-                print(f"{tool}: this checkout {ratio:.1f}x less CPU than the baseline on the same subset")
+                print(
+                    f"{tool}: this checkout {ratio:.1f}x less CPU than the baseline on the same subset"
+                )
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
     finally:

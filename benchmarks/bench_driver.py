@@ -134,7 +134,11 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
         TraceHeader(seed=1), tuple(Session(f"s{i}", 0.0, 16, "sys", turn) for i in range(n))
     )
     config = ReplayConfig(
-        load="closed", concurrency=concurrency, max_duration=duration, drain_s=0, api="chat",
+        load="closed",
+        concurrency=concurrency,
+        max_duration=duration,
+        drain_s=0,
+        api="chat",
         run_id="bench",
     )
     cpu_at_start: list[float] = []
@@ -249,8 +253,12 @@ def _window_cost(sampler: CPUSampler, entries: list[dict]) -> dict:
         else:
             tokens += n * max(0.0, min(hi, b) - max(lo, a)) / (hi - lo)
     cpu = sampler.cpu_at(b) - sampler.cpu_at(a)
-    return {"window_s": b - a, "window_tokens": tokens, "window_cpu_s": cpu,
-            "window_cpu_us_per_token": cpu / max(tokens, 1.0) * 1e6}
+    return {
+        "window_s": b - a,
+        "window_tokens": tokens,
+        "window_cpu_s": cpu,
+        "window_cpu_us_per_token": cpu / max(tokens, 1.0) * 1e6,
+    }
 
 
 def _accuracy(firsts: list, log: dict[str, dict]) -> dict:
@@ -303,8 +311,9 @@ def _run_client(role: str, url: str, c: int, args) -> dict:
 
 def _sampled(cmd: list[str], timeout: float, pin: bool) -> tuple[bytes, CPUSampler]:
     """Run a client to its end, its CPU sampled from outside; its stdout."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_pin(pin, 1))
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_pin(pin, 1)
+    )
     sampler = CPUSampler(proc.pid)
     sampler.start()
     try:
@@ -336,30 +345,63 @@ def _run_vllm(command: str, url: str, c: int, prompts: int, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             *shlex.split(command),
-            "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-            "--base-url", url, "--model", "m", "--tokenizer", args.vllm_tokenizer,
-            "--dataset-name", "random", "--random-input-len", str(PROMPT_WORDS),
-            "--random-output-len", str(args.output_tokens), "--ignore-eos",
-            "--num-prompts", str(prompts), "--max-concurrency", str(c), "--request-rate", "inf",
-            "--disable-tqdm", "--save-result", "--result-dir", tmp, "--result-filename", "r.json",
-            "--seed", "1",
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--base-url",
+            url,
+            "--model",
+            "m",
+            "--tokenizer",
+            args.vllm_tokenizer,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(PROMPT_WORDS),
+            "--random-output-len",
+            str(args.output_tokens),
+            "--ignore-eos",
+            "--num-prompts",
+            str(prompts),
+            "--max-concurrency",
+            str(c),
+            "--request-rate",
+            "inf",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            tmp,
+            "--result-filename",
+            "r.json",
+            "--seed",
+            "1",
         ]
         t = time.perf_counter()
         _, sampler = _sampled(cmd, 1800, args.pin)
         wall = time.perf_counter() - t
         result = orjson.loads((Path(tmp) / "r.json").read_bytes())
     entries = _get_entries(url)
-    res = {"role": "vllm", "concurrency": c, "requests": result.get("completed", 0),
-           "failed": result.get("failed", 0), "wall_s": wall,
-           "cpu_s": sampler.samples[-1][1] if sampler.samples else float("nan")}
+    res = {
+        "role": "vllm",
+        "concurrency": c,
+        "requests": result.get("completed", 0),
+        "failed": result.get("failed", 0),
+        "wall_s": wall,
+        "cpu_s": sampler.samples[-1][1] if sampler.samples else float("nan"),
+    }
     res.update(_window_cost(sampler, entries))
     w = res["window_s"]
     res.update(
         tok_s=res.get("window_tokens", 0) / w if w == w and w > 0 else float("nan"),
         req_s=result.get("request_throughput", float("nan")),
-        cpu_us_per_token=float("nan"), held=float("nan"), n=len(entries),
-        ttft_err_p50_us=float("nan"), ttft_err_p99_us=float("nan"),
-        lag_p50_us=float("nan"), lag_p99_us=float("nan"),
+        cpu_us_per_token=float("nan"),
+        held=float("nan"),
+        n=len(entries),
+        ttft_err_p50_us=float("nan"),
+        ttft_err_p99_us=float("nan"),
+        lag_p50_us=float("nan"),
+        lag_p99_us=float("nan"),
     )
     return res
 
@@ -373,7 +415,11 @@ def _pin(enabled: bool, cpu: int):
 
 def _start_server(pin: bool, token_delay: float) -> tuple[subprocess.Popen, str]:
     return local_server.start_server(
-        SERVER, "--no-body", "--no-prefix-cache", "--token-delay", str(token_delay),
+        SERVER,
+        "--no-body",
+        "--no-prefix-cache",
+        "--token-delay",
+        str(token_delay),
         preexec_fn=_pin(pin, 0),
     )
 
@@ -435,8 +481,10 @@ def main() -> None:
                         rows.append(_run_vllm(vllm, url, c, prompts, args))
                     except SystemExit as exc:  # e.g. its tokenizer cannot be fetched offline
                         last = (str(exc).strip().splitlines() or ["?"])[-1]
-                        print(f"vllm bench serve: skipped from here on (it failed: {last})",
-                              flush=True)
+                        print(
+                            f"vllm bench serve: skipped from here on (it failed: {last})",
+                            flush=True,
+                        )
                         vllm = None
                         continue
                     _print_row(rows[-1])
@@ -472,7 +520,8 @@ def _print_ratios(rows: list[dict]) -> None:
         window = "window_cpu_us_per_token"
         vs_vllm = (
             f"  window cpu/token vs vllm bench serve x{get(c, 'driver', window) / get(c, 'vllm', window):.2f}"
-            if "vllm" in roles and c in have_vllm else ""
+            if "vllm" in roles and c in have_vllm
+            else ""
         )
         print(
             f"c={c:5d} cpu/token x{get(c, 'driver', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}  "

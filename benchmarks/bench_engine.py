@@ -41,9 +41,12 @@ def ttft(engine: LLMEngine, rid: str, ids: list[int]) -> float:
 
 # ---- warm-turn speedup ------------------------------------------------------------------------
 
+
 def warm_turn(n: int, reps: int, budget: int) -> dict:
     bs, cached_fraction = 16, 0.96
-    cfg = EngineConfig(device="cpu", num_gpu_blocks=(reps + 1) * 2 * n // bs + 64, max_num_batched_tokens=budget)
+    cfg = EngineConfig(
+        device="cpu", num_gpu_blocks=(reps + 1) * 2 * n // bs + 64, max_num_batched_tokens=budget
+    )
     engine = LLMEngine(cfg)
     cold, warm, cached = [], [], 0
     for r in range(reps):
@@ -58,25 +61,42 @@ def warm_turn(n: int, reps: int, budget: int) -> dict:
         warm.append(time.perf_counter() - t0)
     new = n - cached
     return {
-        "prompt_tokens": n, "cached_tokens": cached, "max_num_batched_tokens": budget,
-        "ttft_cold_s": min(cold), "ttft_warm_s": min(warm), "speedup": min(cold) / min(warm),
+        "prompt_tokens": n,
+        "cached_tokens": cached,
+        "max_num_batched_tokens": budget,
+        "ttft_cold_s": min(cold),
+        "ttft_warm_s": min(warm),
+        "speedup": min(cold) / min(warm),
         "ideal_linear_speedup": n / new,
         "ideal_attention_speedup": (n * (n + 1) / 2) / (new * cached + new * (new + 1) / 2),
-        "reps": reps, "statistic": "min over reps",
+        "reps": reps,
+        "statistic": "min over reps",
     }
 
 
 # ---- throughput beside transformers ---------------------------------------------------------
+
 
 def hf_model(preset: str, ours: torch.nn.Module):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     p = PRESETS[preset]
     cfg = LlamaConfig(
-        vocab_size=p.vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=p.num_layers, num_attention_heads=p.num_heads, num_key_value_heads=p.num_kv_heads,
-        head_dim=p.head_dim, max_position_embeddings=p.max_model_len, rope_theta=p.rope_theta,
-        rms_norm_eps=p.rms_eps, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        vocab_size=p.vocab_size,
+        hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size,
+        num_hidden_layers=p.num_layers,
+        num_attention_heads=p.num_heads,
+        num_key_value_heads=p.num_kv_heads,
+        head_dim=p.head_dim,
+        max_position_embeddings=p.max_model_len,
+        rope_theta=p.rope_theta,
+        rms_norm_eps=p.rms_eps,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     model = LlamaForCausalLM(cfg).eval()
     model.load_state_dict(ours.state_dict(), strict=True)  # same module names, same weights
     return model
@@ -86,7 +106,9 @@ def throughput(batch: int, prompt_len: int, new_tokens: int, engine: LLMEngine, 
     prompts = [prompt(1000 + i, prompt_len) for i in range(batch)]
     t0 = time.perf_counter()
     for i, p in enumerate(prompts):
-        engine.add_request(f"b{batch}-{i}", p, SamplingParams(max_tokens=new_tokens, ignore_eos=True))
+        engine.add_request(
+            f"b{batch}-{i}", p, SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+        )
     ours: dict[str, list[int]] = {}
     while engine.has_unfinished():
         for out in engine.step():
@@ -94,18 +116,32 @@ def throughput(batch: int, prompt_len: int, new_tokens: int, engine: LLMEngine, 
     t_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
     with torch.inference_mode():
-        gen = hf.generate(torch.tensor(prompts), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                          do_sample=False)
+        gen = hf.generate(
+            torch.tensor(prompts),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+        )
     t_hf = time.perf_counter() - t0
     same = sum(gen[i, prompt_len:].tolist() == ours[f"b{batch}-{i}"] for i in range(batch))
-    return {"batch": batch, "prompt_tokens": prompt_len, "new_tokens": new_tokens,
-            "engine_tok_s": batch * new_tokens / t_ours, "transformers_tok_s": batch * new_tokens / t_hf,
-            "engine_over_transformers": t_hf / t_ours, "identical_outputs": f"{same}/{batch}"}
+    return {
+        "batch": batch,
+        "prompt_tokens": prompt_len,
+        "new_tokens": new_tokens,
+        "engine_tok_s": batch * new_tokens / t_ours,
+        "transformers_tok_s": batch * new_tokens / t_hf,
+        "engine_over_transformers": t_hf / t_ours,
+        "identical_outputs": f"{same}/{batch}",
+    }
 
 
 def bench_hf(batches: list[int], prompt_len: int, new_tokens: int) -> list[dict]:
-    cfg = EngineConfig(device="cpu", num_gpu_blocks=max(batches) * (prompt_len + new_tokens) // 16 + 64,
-                       max_num_seqs=max(batches), max_num_batched_tokens=8192)
+    cfg = EngineConfig(
+        device="cpu",
+        num_gpu_blocks=max(batches) * (prompt_len + new_tokens) // 16 + 64,
+        max_num_seqs=max(batches),
+        max_num_batched_tokens=8192,
+    )
     engine = LLMEngine(cfg)
     hf = hf_model(cfg.preset, engine.runner.model)
     throughput(2, 32, 4, engine, hf)  # warm-up both
@@ -113,6 +149,7 @@ def bench_hf(batches: list[int], prompt_len: int, new_tokens: int) -> list[dict]
 
 
 # ---- simulated full-scale AgentX replay -----------------------------------------------------
+
 
 def prompt_ids(content, sid: str, k: int) -> np.ndarray:
     """The prompt as one int array (the engine takes arrays: no 142k-element list round trip)."""
@@ -128,8 +165,14 @@ async def replay_sim(sessions: int, num_blocks: int) -> dict:
 
     trace = generate(load_profile(), seed=1, sessions=sessions)
     content, ideal = Content(trace), IdealPrefixCache(16)
-    cfg = EngineConfig(runner="simulated", sim_time_scale=0.0, num_gpu_blocks=num_blocks, max_num_seqs=64,
-                       max_num_batched_tokens=8192, max_model_len=600_000)
+    cfg = EngineConfig(
+        runner="simulated",
+        sim_time_scale=0.0,
+        num_gpu_blocks=num_blocks,
+        max_num_seqs=64,
+        max_num_batched_tokens=8192,
+        max_model_len=600_000,
+    )
     engine = AsyncEngine(cfg)
     await engine.start()
     rows: list[tuple[int, int, int]] = []  # prompt tokens, cached, ideal
@@ -144,7 +187,10 @@ async def replay_sim(sessions: int, num_blocks: int) -> dict:
             final = [o async for o in engine.generate(f"{sid}/{k}", ids, params)][-1]
             rows.append((final.prompt_tokens, final.cached_tokens, ideal_hit))
             if len(rows) % 250 == 0:
-                print(f"sim replay: {len(rows)} requests, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+                print(
+                    f"sim replay: {len(rows)} requests, {time.perf_counter() - t0:.0f} s",
+                    file=sys.stderr,
+                )
             if turn.spawns:  # subagents start when this turn ends; the next turn joins them
                 await asyncio.gather(*(run_session(c) for c in turn.spawns))
 
@@ -155,14 +201,20 @@ async def replay_sim(sessions: int, num_blocks: int) -> dict:
     await engine.stop()
     prompt_total = sum(r[0] for r in rows)
     return {
-        "main_sessions": sessions, "sessions": len(trace.sessions), "requests": len(rows),
-        "prompt_tokens": prompt_total, "median_prompt_tokens": statistics.median(r[0] for r in rows),
-        "wall_s": wall, "modelled_engine_s": modelled, "steps": stats.num_steps,
-        "num_gpu_blocks": num_blocks, "preemptions": stats.num_preemptions,
+        "main_sessions": sessions,
+        "sessions": len(trace.sessions),
+        "requests": len(rows),
+        "prompt_tokens": prompt_total,
+        "median_prompt_tokens": statistics.median(r[0] for r in rows),
+        "wall_s": wall,
+        "modelled_engine_s": modelled,
+        "steps": stats.num_steps,
+        "num_gpu_blocks": num_blocks,
+        "preemptions": stats.num_preemptions,
         "cache_hit_rate": sum(r[1] for r in rows) / prompt_total,
         "ideal_hit_rate": sum(r[2] for r in rows) / prompt_total,
         "note": "all main sessions start at once, no think time; wall_s is the engine's own "
-                "bookkeeping + content materialization (sim_time_scale=0)",
+        "bookkeeping + content materialization (sim_time_scale=0)",
     }
 
 
@@ -173,13 +225,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-lengths", type=int, nargs="+", default=[8192, 16384])
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--sessions", type=int, default=50)
-    ap.add_argument("--sim-blocks", type=int, default=524_288,
-                    help="device KV blocks of the simulated server (default: 8M tokens, the working set fits)")
+    ap.add_argument(
+        "--sim-blocks",
+        type=int,
+        default=524_288,
+        help="device KV blocks of the simulated server (default: 8M tokens, the working set fits)",
+    )
     args = ap.parse_args(argv)
     parts = args.only or ["warm", "hf", "sim"]
-    result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                          "torch_threads": torch.get_num_threads(), "python": sys.version.split()[0],
-                          "caveat": "shared machine: timings are noisy"}}
+    result = {
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "python": sys.version.split()[0],
+            "caveat": "shared machine: timings are noisy",
+        }
+    }
     if "warm" in parts:
         result["warm_turn"] = [warm_turn(n, args.reps, 2048) for n in args.warm_lengths]
     if "hf" in parts:

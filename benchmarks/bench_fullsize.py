@@ -77,15 +77,22 @@ def make_trace(sessions: int, seed: int):
     return generate(profile, sessions=sessions, seed=seed)
 
 
-def replay(trace, url: str, concurrency: int, requests: int, think_cap: float,
-           run_dir: Path) -> list[dict]:
+def replay(
+    trace, url: str, concurrency: int, requests: int, think_cap: float, run_dir: Path
+) -> list[dict]:
     from harness.driver.config import ReplayConfig
     from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
     from harness.driver.run import connection_limit, run_blocking, run_replay
 
     config = ReplayConfig(
-        load="closed", concurrency=concurrency, max_requests=requests, mid_trajectory=True,
-        think_cap_s=think_cap, api="completions", prompt_format="tokens", cycle_trace=False,
+        load="closed",
+        concurrency=concurrency,
+        max_requests=requests,
+        mid_trajectory=True,
+        think_cap_s=think_cap,
+        api="completions",
+        prompt_format="tokens",
+        cycle_trace=False,
         run_id="fullsize",
     )
     # subagents run beside their parent: as `harness replay` does, size the pool to the family
@@ -116,8 +123,16 @@ def raw_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
                 async with session.post(url + "/v1/completions", data=body, headers=headers) as r:
                     async for _ in r.content.iter_any():
                         first = first or time.perf_counter()
-                recs.append({"request_id": rid, "status": "ok", "t0": 0.0, "t_sent": t_sent,
-                             "t_first_token": first, "prompt_tokens_expected": tokens})
+                recs.append(
+                    {
+                        "request_id": rid,
+                        "status": "ok",
+                        "t0": 0.0,
+                        "t_sent": t_sent,
+                        "t_first_token": first,
+                        "prompt_tokens_expected": tokens,
+                    }
+                )
                 await asyncio.sleep(0.02)
         return recs
 
@@ -138,17 +153,27 @@ def socket_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i, (tokens, body) in enumerate(bodies):
             rid = f"sock-{i}"
-            head = (f"POST /v1/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
-                    f"Content-Type: application/json\r\nX-Harness-Request-ID: {rid}\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n").encode()
+            head = (
+                f"POST /v1/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
+                f"Content-Type: application/json\r\nX-Harness-Request-ID: {rid}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
             t_sent = time.perf_counter()
             s.sendall(head + body)
             data = s.recv(1 << 16)
             first = time.perf_counter()
             while not data.endswith(b"0\r\n\r\n"):
                 data += s.recv(1 << 16)
-            recs.append({"request_id": rid, "status": "ok", "t0": 0.0, "t_sent": t_sent,
-                         "t_first_token": first, "prompt_tokens_expected": tokens})
+            recs.append(
+                {
+                    "request_id": rid,
+                    "status": "ok",
+                    "t0": 0.0,
+                    "t_sent": t_sent,
+                    "t_first_token": first,
+                    "prompt_tokens_expected": tokens,
+                }
+            )
     return recs
 
 
@@ -160,13 +185,15 @@ def timing_rows(recs: list[dict], log: dict[str, dict], skip_s: float) -> list[d
             continue
         sent, first = r["t0"] + r["t_sent"], r["t0"] + r["t_first_token"]
         client_ttft = first - sent
-        rows.append({
-            "prompt_tokens": r["prompt_tokens_expected"],
-            "err_body": client_ttft - (e["t_first_token"] - e["t_body"]),
-            "err_headers": client_ttft - (e["t_first_token"] - e["t_recv"]),
-            "upload": e["t_body"] - sent,
-            "lag": first - e["t_first_token"],
-        })
+        rows.append(
+            {
+                "prompt_tokens": r["prompt_tokens_expected"],
+                "err_body": client_ttft - (e["t_first_token"] - e["t_body"]),
+                "err_headers": client_ttft - (e["t_first_token"] - e["t_recv"]),
+                "upload": e["t_body"] - sent,
+                "lag": first - e["t_first_token"],
+            }
+        )
     return rows
 
 
@@ -174,9 +201,11 @@ def _stats(xs: list[float]) -> str:
     if not xs:
         return "n=0"
     a = np.asarray(xs) * 1e3
-    return (f"p50 {np.percentile(a, 50):7.3f}  p90 {np.percentile(a, 90):7.3f}  "
-            f"p95 {np.percentile(a, 95):7.3f}  p99 {np.percentile(a, 99):7.3f}  "
-            f"max {a.max():7.3f} ms  (|p99| {np.percentile(np.abs(a), 99):.3f})")
+    return (
+        f"p50 {np.percentile(a, 50):7.3f}  p90 {np.percentile(a, 90):7.3f}  "
+        f"p95 {np.percentile(a, 95):7.3f}  p99 {np.percentile(a, 99):7.3f}  "
+        f"max {a.max():7.3f} ms  (|p99| {np.percentile(np.abs(a), 99):.3f})"
+    )
 
 
 def report_timing(rows: list[dict]) -> dict:
@@ -188,10 +217,12 @@ def report_timing(rows: list[dict]) -> dict:
         label = "all" if hi == 10**9 and lo == 0 else f"{lo // 1000}k-{hi // 1000}k"
         med = np.median([x["prompt_tokens"] for x in part])
         print(f"\nprompts {label}: n={len(part)}, median {med:,.0f} tokens")
-        for key, name in (("err_body", "client-server TTFT (from body in)"),
-                          ("err_headers", "client-server TTFT (from first bytes in)"),
-                          ("upload", "upload: body in - t_sent"),
-                          ("lag", "first-token lag")):
+        for key, name in (
+            ("err_body", "client-server TTFT (from body in)"),
+            ("err_headers", "client-server TTFT (from first bytes in)"),
+            ("upload", "upload: body in - t_sent"),
+            ("lag", "first-token lag"),
+        ):
             print(f"  {name:38s} {_stats([x[key] for x in part])}")
         out[label] = {
             key: {q: float(np.percentile([x[key] for x in part], q)) for q in (50, 90, 95, 99)}
@@ -216,8 +247,9 @@ def body_cost(trace, n: int) -> dict:
             c0 = time.thread_time()
             p = source.prompt(s.id, k)
             c1 = time.thread_time()
-            spec = RequestSpec(f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.tokens,
-                               p.messages, p.body)
+            spec = RequestSpec(
+                f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.tokens, p.messages, p.body
+            )
             if hasattr(p, "ids_json"):  # (older code, for a side-by-side run: no JSON kept)
                 spec.prompt_json = p.ids_json
             data = encode_body(spec)  # what the driver sends (older code: one bytes object)
@@ -246,14 +278,17 @@ def body_cost(trace, n: int) -> dict:
         "build_us_per_1k_tokens": sum(build) / sum(tokens) * 1e9,
         "encode_us_per_1k_tokens": sum(encode) / sum(tokens) * 1e9,
         "encode_us_median_100k_plus": float(np.median([encode[i] for i in big])) * 1e6
-        if big else float("nan"),
+        if big
+        else float("nan"),
     }
-    print(f"\nbody cost over {done} requests (median prompt {res['median_prompt_tokens']:,.0f} "
-          f"tokens, body {res['median_body_bytes'] / 1e6:.2f} MB): build prompt median "
-          f"{res['build_us_median']:.0f} us ({res['build_us_per_1k_tokens']:.2f} us/1k tokens), "
-          f"encode body median {res['encode_us_median']:.0f} us "
-          f"({res['encode_us_per_1k_tokens']:.2f} us/1k tokens; "
-          f"{res['encode_us_median_100k_plus']:.0f} us at >= 100k tokens)")
+    print(
+        f"\nbody cost over {done} requests (median prompt {res['median_prompt_tokens']:,.0f} "
+        f"tokens, body {res['median_body_bytes'] / 1e6:.2f} MB): build prompt median "
+        f"{res['build_us_median']:.0f} us ({res['build_us_per_1k_tokens']:.2f} us/1k tokens), "
+        f"encode body median {res['encode_us_median']:.0f} us "
+        f"({res['encode_us_per_1k_tokens']:.2f} us/1k tokens; "
+        f"{res['encode_us_median_100k_plus']:.0f} us at >= 100k tokens)"
+    )
     return res, bodies
 
 
@@ -264,12 +299,20 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--requests", type=int, default=1200, help="requests to send (cap)")
     ap.add_argument("--think-cap", type=float, default=2.0, help="longest think time, seconds")
-    ap.add_argument("--skip-s", type=float, default=3.0,
-                    help="leave out requests sent before this (the start's burst of 64 prompts "
-                    "built from scratch, mid-trajectory)")
+    ap.add_argument(
+        "--skip-s",
+        type=float,
+        default=3.0,
+        help="leave out requests sent before this (the start's burst of 64 prompts "
+        "built from scratch, mid-trajectory)",
+    )
     ap.add_argument("--cost-requests", type=int, default=300, help="requests timed for body cost")
-    ap.add_argument("--max-output", type=int, default=32,
-                    help="the server streams at most this many tokens per request (0: all asked)")
+    ap.add_argument(
+        "--max-output",
+        type=int,
+        default=32,
+        help="the server streams at most this many tokens per request (0: all asked)",
+    )
     ap.add_argument("--pin", action="store_true", help="server on CPU 0, client on CPU 1")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -294,19 +337,31 @@ def main() -> None:
         server.wait(10)
     rows = timing_rows(recs, log, args.skip_s)
     ok = sum(r["status"] == "ok" for r in recs)
-    print(f"{len(recs)} requests ({ok} ok) at concurrency {args.concurrency}, think time capped "
-          f"at {args.think_cap} s, in {wall:.1f} s, client CPU {cpu:.1f} s "
-          f"({cpu / len(recs) * 1e3:.1f} ms per request); timing over the {len(rows)} sent after "
-          f"{args.skip_s} s; "
-          f"load average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f}")
-    result = {"timing": report_timing(rows), "cost": cost,
-              "load_avg": [load0[0], os.getloadavg()[0]], "requests": len(recs), "ok": ok,
-              "client_cpu_s": cpu, "wall_s": wall}
-    print(f"\nbaseline: a minimal aiohttp client, the same server, {len(raw)} bodies of 100k-200k "
-          "tokens sent one at a time")
+    print(
+        f"{len(recs)} requests ({ok} ok) at concurrency {args.concurrency}, think time capped "
+        f"at {args.think_cap} s, in {wall:.1f} s, client CPU {cpu:.1f} s "
+        f"({cpu / len(recs) * 1e3:.1f} ms per request); timing over the {len(rows)} sent after "
+        f"{args.skip_s} s; "
+        f"load average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f}"
+    )
+    result = {
+        "timing": report_timing(rows),
+        "cost": cost,
+        "load_avg": [load0[0], os.getloadavg()[0]],
+        "requests": len(recs),
+        "ok": ok,
+        "client_cpu_s": cpu,
+        "wall_s": wall,
+    }
+    print(
+        f"\nbaseline: a minimal aiohttp client, the same server, {len(raw)} bodies of 100k-200k "
+        "tokens sent one at a time"
+    )
     result["raw_floor"] = report_timing(timing_rows(raw, raw_log, 0.0))
-    print(f"\nthe machine's floor: a blocking socket (no event loop), the same {len(sock)} bodies "
-          "back to back")
+    print(
+        f"\nthe machine's floor: a blocking socket (no event loop), the same {len(sock)} bodies "
+        "back to back"
+    )
     result["socket_floor"] = report_timing(timing_rows(sock, sock_log, 0.0))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -51,8 +51,13 @@ def measure(run: Path, code: str, repeat: int) -> dict:
     """Best of `repeat` fresh processes, by wall time (CPU time beside it: the machine is shared)."""
     times = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", RUNNER.format(run=str(run), code=code)],
-                             capture_output=True, text=True, check=True, cwd=ROOT)
+        out = subprocess.run(
+            [sys.executable, "-c", RUNNER.format(run=str(run), code=code)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         times.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return min(times, key=lambda t: t["seconds"])
 
@@ -72,13 +77,17 @@ def main() -> None:
         t0 = time.perf_counter()
         save_records(run)
         sizes = {f: (run / f).stat().st_size / 2**20 for f in ("records.jsonl", "records.parquet")}
-        print(f"records.parquet written in {time.perf_counter() - t0:.1f} s "
-              f"({sizes['records.parquet']:.0f} MB; records.jsonl {sizes['records.jsonl']:.0f} MB)")
+        print(
+            f"records.parquet written in {time.perf_counter() - t0:.1f} s "
+            f"({sizes['records.parquet']:.0f} MB; records.jsonl {sizes['records.jsonl']:.0f} MB)"
+        )
         results = {name: measure(run, code, args.repeat) for name, code in TASKS.items()}
     base = results["JSON Lines (read_records)"]
     for name, r in results.items():
-        print(f"{name:28} {r['seconds']:7.2f} s wall {r['cpu_seconds']:7.2f} s CPU   JSON Lines / this: "
-              f"{base['seconds'] / r['seconds']:5.1f}x wall {base['cpu_seconds'] / r['cpu_seconds']:5.1f}x CPU")
+        print(
+            f"{name:28} {r['seconds']:7.2f} s wall {r['cpu_seconds']:7.2f} s CPU   JSON Lines / this: "
+            f"{base['seconds'] / r['seconds']:5.1f}x wall {base['cpu_seconds'] / r['cpu_seconds']:5.1f}x CPU"
+        )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ async def in_process(engine: AsyncEngine, n: int, conc: int) -> int:
     async def one(k: int) -> int:
         async with sem:
             tokens = 0
-            async for out in engine.generate(f"r{k}", prompt(k), SamplingParams(OUTPUT, ignore_eos=True)):
+            async for out in engine.generate(
+                f"r{k}", prompt(k), SamplingParams(OUTPUT, ignore_eos=True)
+            ):
                 tokens += len(out.new_token_ids)
             return tokens
 
@@ -50,11 +52,18 @@ async def in_process(engine: AsyncEngine, n: int, conc: int) -> int:
 async def over_http(url: str, n: int, conc: int) -> int:
     sem = asyncio.Semaphore(conc)
     connector = aiohttp.TCPConnector(limit=conc)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=600)) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=600)
+    ) as session:
 
         async def one(k: int) -> int:
-            body = {"prompt": prompt(k), "max_tokens": OUTPUT, "ignore_eos": True, "stream": True,
-                    "stream_options": {"include_usage": True}}
+            body = {
+                "prompt": prompt(k),
+                "max_tokens": OUTPUT,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             async with sem, session.post(f"{url}/v1/completions", json=body) as resp:
                 usage = None
                 async for line in resp.content:
@@ -69,13 +78,23 @@ async def timed(coro) -> dict:
     wall, cpu = time.perf_counter(), time.process_time()
     tokens = await coro
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"tokens": tokens, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-            "tokens_per_s": round(tokens / wall, 1), "cpu_us_per_token": round(1e6 * cpu / tokens, 1)}
+    return {
+        "tokens": tokens,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "tokens_per_s": round(tokens / wall, 1),
+        "cpu_us_per_token": round(1e6 * cpu / tokens, 1),
+    }
 
 
 async def serving(args) -> dict:
-    config = EngineConfig(runner="simulated", sim_time_scale=0.0, num_gpu_blocks=8192, device="cpu",
-                          max_num_seqs=args.concurrency)
+    config = EngineConfig(
+        runner="simulated",
+        sim_time_scale=0.0,
+        num_gpu_blocks=8192,
+        device="cpu",
+        max_num_seqs=args.concurrency,
+    )
     engine = AsyncEngine(config)
     await engine.start()
     server = await serve_engine(engine)
@@ -86,21 +105,29 @@ async def serving(args) -> dict:
     finally:
         await server.close()  # leaves the engine to us
         await engine.stop()
-    return {"baseline: in-process AsyncEngine": base, "HTTP + SSE server": http,
-            "http / in-process wall": round(http["wall_s"] / base["wall_s"], 2),
-            "http / in-process cpu": round(http["cpu_s"] / base["cpu_s"], 2)}
+    return {
+        "baseline: in-process AsyncEngine": base,
+        "HTTP + SSE server": http,
+        "http / in-process wall": round(http["wall_s"] / base["wall_s"], 2),
+        "http / in-process cpu": round(http["cpu_s"] / base["cpu_s"], 2),
+    }
 
 
 def tokenizer_speed(n_words: int = 142_000) -> dict:
     text = " ".join(WORDS[(i * 7) % len(WORDS)] for i in range(n_words))
     tok = Tokenizer()
     out = {}
-    for name, fn in (("baseline: content.encode_words", encode_words), ("Tokenizer.encode", tok.encode),
-                     ("Tokenizer.decode", lambda t: tok.decode(encode_words(t)))):
+    for name, fn in (
+        ("baseline: content.encode_words", encode_words),
+        ("Tokenizer.encode", tok.encode),
+        ("Tokenizer.decode", lambda t: tok.decode(encode_words(t))),
+    ):
         t0 = time.perf_counter()
         fn(text)
         out[name] = round(time.perf_counter() - t0, 4)
-    out["encode / baseline"] = round(out["Tokenizer.encode"] / out["baseline: content.encode_words"], 2)
+    out["encode / baseline"] = round(
+        out["Tokenizer.encode"] / out["baseline: content.encode_words"], 2
+    )
     return {f"{n_words}-token text, seconds": out}
 
 
@@ -110,8 +137,14 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    results = {"requests": args.requests, "concurrency": args.concurrency, "prompt": PROMPT, "output": OUTPUT,
-               **asyncio.run(serving(args)), "tokenizer": tokenizer_speed()}
+    results = {
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "prompt": PROMPT,
+        "output": OUTPUT,
+        **asyncio.run(serving(args)),
+        "tokenizer": tokenizer_speed(),
+    }
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:

@@ -34,7 +34,6 @@ from harness.trace.mooncake import write_mooncake
 """
 
 
-
 def _timed(op: str) -> str:
     """Generate a trace untimed, then time `op` on it (CPU seconds of that part)."""
     return "trace = generate(load_profile(), seed=1, sessions={n})\nstart()\n" + op + "\nstop()"
@@ -76,16 +75,32 @@ print(json.dumps({{"wall_s": wall, "cpu_s": cpu, "timed_s": timed, "rss": rss}})
 def measure(task: str, sessions: int, tmp: Path) -> dict:
     body = TASKS[task].format(n=sessions, tmp=tmp)
     code = SETUP + RUNNER.format(body=body)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sessions", type=int, default=10_000, help="sessions for generation (default 10000)")
-    ap.add_argument("--stats-sessions", type=int, default=2000, help="sessions for stats (default 2000)")
-    ap.add_argument("--naive-sessions", type=int, default=300, help="sessions for the naive walk and LRU (default 300)")
-    ap.add_argument("--export-sessions", type=int, default=100, help="sessions for the Mooncake export (default 100)")
+    ap.add_argument(
+        "--sessions", type=int, default=10_000, help="sessions for generation (default 10000)"
+    )
+    ap.add_argument(
+        "--stats-sessions", type=int, default=2000, help="sessions for stats (default 2000)"
+    )
+    ap.add_argument(
+        "--naive-sessions",
+        type=int,
+        default=300,
+        help="sessions for the naive walk and LRU (default 300)",
+    )
+    ap.add_argument(
+        "--export-sessions",
+        type=int,
+        default=100,
+        help="sessions for the Mooncake export (default 100)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     tmp = Path(f"/tmp/bench_trace_{time.monotonic_ns()}")
@@ -94,10 +109,18 @@ def main() -> int:
         ("import only", "import only", 0),
         ("generate", "generate", args.sessions),
         ("generate + write native", "generate + write native", args.sessions),
-        ("baseline: json.dumps of the same trace", "baseline: json.dumps of the same trace", args.sessions),
+        (
+            "baseline: json.dumps of the same trace",
+            "baseline: json.dumps of the same trace",
+            args.sessions,
+        ),
         ("stats (ideal cache)", "stats (ideal cache)", args.stats_sessions),
         ("stats (ideal cache), small", "stats (ideal cache)", args.naive_sessions),
-        ("baseline: naive full-prompt walk", "baseline: naive full-prompt walk", args.naive_sessions),
+        (
+            "baseline: naive full-prompt walk",
+            "baseline: naive full-prompt walk",
+            args.naive_sessions,
+        ),
         ("stats (+ LRU 50M tokens)", "stats (+ LRU 50M tokens)", args.naive_sessions),
         ("mooncake export", "mooncake export", args.export_sessions),
     ]
@@ -105,7 +128,9 @@ def main() -> int:
     for label, task, n in plan:
         results[label] = {"sessions": n, **measure(task, n, tmp)}
     base_rss = results["import only"]["rss"]
-    print(f"{'task':40} {'sessions':>8} {'wall s':>8} {'CPU s':>8} {'part CPU s':>10} {'RSS over import MiB':>20}")
+    print(
+        f"{'task':40} {'sessions':>8} {'wall s':>8} {'CPU s':>8} {'part CPU s':>10} {'RSS over import MiB':>20}"
+    )
     for task, r in results.items():
         r["rss_over_import"] = r["rss"] - base_rss
         timed = "-" if r["timed_s"] is None else f"{r['timed_s']:.2f}"
@@ -116,11 +141,17 @@ def main() -> int:
         )
     write_s = results["generate + write native"]["timed_s"]
     dumps_s = results["baseline: json.dumps of the same trace"]["timed_s"]
-    print(f"\nnative write vs plain json.dumps of the same sessions (CPU): {write_s:.2f} s vs {dumps_s:.2f} s")
+    print(
+        f"\nnative write vs plain json.dumps of the same sessions (CPU): {write_s:.2f} s vs {dumps_s:.2f} s"
+    )
     naive = results["baseline: naive full-prompt walk"]["timed_s"]
     incremental = results["stats (ideal cache), small"]["timed_s"]
-    print(f"stats vs naive walk ({args.naive_sessions} sessions, CPU): {naive / incremental:.1f}x faster")
-    print(f"generation: {args.sessions / results['generate']['cpu_s']:,.0f} sessions per CPU second")
+    print(
+        f"stats vs naive walk ({args.naive_sessions} sessions, CPU): {naive / incremental:.1f}x faster"
+    )
+    print(
+        f"generation: {args.sessions / results['generate']['cpu_s']:,.0f} sessions per CPU second"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -40,12 +40,23 @@ def reference_model(device: torch.device, dtype: torch.dtype, load: bool = True)
 
     p = PRESETS["gemma3-270m"]
     cfg = transformers.Gemma3TextConfig(
-        vocab_size=p.vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=p.num_layers, num_attention_heads=p.num_heads, num_key_value_heads=p.num_kv_heads,
-        head_dim=p.head_dim, max_position_embeddings=p.max_model_len, rms_norm_eps=p.rms_eps,
-        sliding_window=p.sliding_window, query_pre_attn_scalar=p.head_dim, tie_word_embeddings=True,
-        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": p.rope_theta},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": p.rope_local_theta}})
+        vocab_size=p.vocab_size,
+        hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size,
+        num_hidden_layers=p.num_layers,
+        num_attention_heads=p.num_heads,
+        num_key_value_heads=p.num_kv_heads,
+        head_dim=p.head_dim,
+        max_position_embeddings=p.max_model_len,
+        rms_norm_eps=p.rms_eps,
+        sliding_window=p.sliding_window,
+        query_pre_attn_scalar=p.head_dim,
+        tie_word_embeddings=True,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": p.rope_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": p.rope_local_theta},
+        },
+    )
     model = transformers.Gemma3ForCausalLM(cfg)
     if load:
         model.load_state_dict(weights_module.load_state_dict(), strict=False)
@@ -87,8 +98,15 @@ def main() -> None:
         use_random_weights()
     rng = np.random.default_rng(0)
     prompts = {f"p{n}": rng.integers(300, 60_000, n).tolist() for n in (300, 508, 1100, 2500)}
-    engine = LLMEngine(EngineConfig(preset="gemma3-270m", device=str(device), dtype=args.dtype,
-                                    num_gpu_blocks=4000, max_num_batched_tokens=384))
+    engine = LLMEngine(
+        EngineConfig(
+            preset="gemma3-270m",
+            device=str(device),
+            dtype=args.dtype,
+            num_gpu_blocks=4000,
+            max_num_batched_tokens=384,
+        )
+    )
     ours, _, ours_s = run(engine, prompts)
     turn2 = {"turn2": prompts["p1100"] + ours["p1100"] + rng.integers(300, 60_000, 200).tolist()}
     got2, cached2, turn2_s = run(engine, turn2)  # the next turn of p1100: a prefix-cache hit
@@ -99,17 +117,26 @@ def main() -> None:
     start = time.perf_counter()
     for rid, ids in {**prompts, **turn2}.items():
         with torch.inference_mode():
-            ref = model.generate(torch.tensor([ids], device=device), max_new_tokens=NEW, min_new_tokens=NEW,
-                                 do_sample=False, attention_mask=torch.ones(1, len(ids), dtype=torch.long,
-                                                                            device=device))
-        ref = ref[0, len(ids):].tolist()
+            ref = model.generate(
+                torch.tensor([ids], device=device),
+                max_new_tokens=NEW,
+                min_new_tokens=NEW,
+                do_sample=False,
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
+            )
+        ref = ref[0, len(ids) :].tolist()
         got = ours[rid]
         same = got == ref
         ok &= same
-        print(f"{rid:>6} prompt {len(ids):>5}  equal: {same}" + ("" if same else f"  ours {got} ref {ref}"))
+        print(
+            f"{rid:>6} prompt {len(ids):>5}  equal: {same}"
+            + ("" if same else f"  ours {got} ref {ref}")
+        )
     ref_s = time.perf_counter() - start
-    print(f"device {device} ({args.dtype}): engine {ours_s:.2f} s for 4 prompts batched + "
-          f"{turn2_s:.2f} s for turn 2; transformers {ref_s:.2f} s for the 5 prompts one by one")
+    print(
+        f"device {device} ({args.dtype}): engine {ours_s:.2f} s for 4 prompts batched + "
+        f"{turn2_s:.2f} s for turn 2; transformers {ref_s:.2f} s for the 5 prompts one by one"
+    )
     print("PASS" if ok else "FAIL")
 
 

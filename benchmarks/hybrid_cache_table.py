@@ -22,24 +22,35 @@ def rows(run_dir: Path) -> list[dict]:
         summary = json.loads((folder / "summary.json").read_text())
         after = json.loads((folder / "manifest.json").read_text())["server_metrics"]["after"][0]
         ttft = summary["ttft_s"]
-        out.append({
-            "policy": point["point"].split("=", 1)[1], "requests": summary["requests_ok"],
-            "hit": summary["cache_hit_rate"], "ideal": summary["ideal_cache_hit_rate"],
-            "ttft_p50": ttft.get("p50"), "ttft_p90": ttft.get("p90"),
-            "full": after["kv_blocks_full_peak"], "sliding": after["kv_blocks_sliding_peak"],
-            "snapshots": after["kv_snapshots_total"], "snapshot_blocks": after["kv_snapshot_blocks"],
-        })
+        out.append(
+            {
+                "policy": point["point"].split("=", 1)[1],
+                "requests": summary["requests_ok"],
+                "hit": summary["cache_hit_rate"],
+                "ideal": summary["ideal_cache_hit_rate"],
+                "ttft_p50": ttft.get("p50"),
+                "ttft_p90": ttft.get("p90"),
+                "full": after["kv_blocks_full_peak"],
+                "sliding": after["kv_blocks_sliding_peak"],
+                "snapshots": after["kv_snapshots_total"],
+                "snapshot_blocks": after["kv_snapshot_blocks"],
+            }
+        )
     return out
 
 
 def render(table: list[dict]) -> str:
-    head = ("| policy | requests | hit rate | ideal | TTFT p50 (s) | TTFT p90 (s) | peak KV pages full / sliding "
-            "| snapshots | snapshot pages |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    head = (
+        "| policy | requests | hit rate | ideal | TTFT p50 (s) | TTFT p90 (s) | peak KV pages full / sliding "
+        "| snapshots | snapshot pages |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    )
     lines = [head]
     for r in table:
-        lines.append(f"| {r['policy']} | {r['requests']} | {r['hit']:.3f} | {r['ideal']:.3f} | "
-                     f"{r['ttft_p50']:.3f} | {r['ttft_p90']:.3f} | {r['full']} / {r['sliding']} | "
-                     f"{r['snapshots']} | {r['snapshot_blocks']} |")
+        lines.append(
+            f"| {r['policy']} | {r['requests']} | {r['hit']:.3f} | {r['ideal']:.3f} | "
+            f"{r['ttft_p50']:.3f} | {r['ttft_p90']:.3f} | {r['full']} / {r['sliding']} | "
+            f"{r['snapshots']} | {r['snapshot_blocks']} |"
+        )
     return "\n".join(lines)
 
 

@@ -23,9 +23,14 @@ from harness.engine.sequence import SamplingParams
 
 
 def run_session(reclaim: bool, turns: int, new: int, output: int, budget: int) -> dict:
-    config = EngineConfig(runner="simulated", sim_time_scale=0.0, preset="gemma3-270m",
-                          num_gpu_blocks=60_000, max_num_batched_tokens=budget,
-                          sliding_window_reclaim=reclaim)
+    config = EngineConfig(
+        runner="simulated",
+        sim_time_scale=0.0,
+        preset="gemma3-270m",
+        num_gpu_blocks=60_000,
+        max_num_batched_tokens=budget,
+        sliding_window_reclaim=reclaim,
+    )
     engine = LLMEngine(config)
     rng = np.random.default_rng(0)
     history: list[int] = []
@@ -36,8 +41,12 @@ def run_session(reclaim: bool, turns: int, new: int, output: int, budget: int) -
             for out in engine.step():  # one request at a time: every output is its reply
                 history += out.new_token_ids
     s = engine.stats()
-    return {"context": len(history), "full": s.kv_blocks_full_peak, "sliding": s.kv_blocks_sliding_peak,
-            "total": s.kv_blocks_full_peak + s.kv_blocks_sliding_peak}
+    return {
+        "context": len(history),
+        "full": s.kv_blocks_full_peak,
+        "sliding": s.kv_blocks_sliding_peak,
+        "total": s.kv_blocks_full_peak + s.kv_blocks_sliding_peak,
+    }
 
 
 def main() -> None:
@@ -47,9 +56,13 @@ def main() -> None:
     ap.add_argument("--output", type=int, default=64, help="reply tokens per turn")
     ap.add_argument("--budget", type=int, default=2048, help="max_num_batched_tokens")
     args = ap.parse_args()
-    rows = {mode: run_session(mode == "reclaim", args.turns, args.new, args.output, args.budget)
-            for mode in ("reclaim", "keep-all")}
-    print(f"{'mode':<10} {'context':>8} {'full':>7} {'sliding':>8} {'total':>7}   (peak KV pages held)")
+    rows = {
+        mode: run_session(mode == "reclaim", args.turns, args.new, args.output, args.budget)
+        for mode in ("reclaim", "keep-all")
+    }
+    print(
+        f"{'mode':<10} {'context':>8} {'full':>7} {'sliding':>8} {'total':>7}   (peak KV pages held)"
+    )
     for mode, r in rows.items():
         print(f"{mode:<10} {r['context']:>8} {r['full']:>7} {r['sliding']:>8} {r['total']:>7}")
     print(f"reclaim / keep-all: {rows['reclaim']['total'] / rows['keep-all']['total']:.3f}")

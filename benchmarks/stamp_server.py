@@ -49,14 +49,20 @@ def _chunk(data: bytes) -> bytes:
 
 def _token(chat: bool) -> bytes:
     if chat:
-        return _event({"object": "chat.completion.chunk",
-                       "choices": [{"index": 0, "delta": {"content": " tok"}}]})
+        return _event(
+            {
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": " tok"}}],
+            }
+        )
     return _event({"object": "text_completion", "choices": [{"index": 0, "text": " tok"}]})
 
 
 TOKEN = {True: _token(True), False: _token(False)}
-HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-        b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
+HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+)
 
 
 class StampServer(asyncio.Protocol):
@@ -94,7 +100,7 @@ class StampServer(asyncio.Protocol):
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head, rest = bytes(self.head[:end]), bytes(self.head[end + 4:])
+            head, rest = bytes(self.head[:end]), bytes(self.head[end + 4 :])
             self.head = bytearray()
             self._start(head)
             view = memoryview(rest)
@@ -107,8 +113,7 @@ class StampServer(asyncio.Protocol):
         headers = {k.strip().lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
         self.need = int(headers.get("content-length", 0))
         self.first = self.last = b""
-        self.entry.update(method=method, path=path,
-                          request_id=headers.get("x-harness-request-id"))
+        self.entry.update(method=method, path=path, request_id=headers.get("x-harness-request-id"))
 
     def _reply(self, now: float) -> None:
         entry, self.entry = self.entry, None
@@ -118,8 +123,10 @@ class StampServer(asyncio.Protocol):
             body = orjson.dumps(StampServer.log)
             if "clear=1" in path:
                 StampServer.log = []
-            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             return
         if method != "POST" or not path.endswith("completions"):
             self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")

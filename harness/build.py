@@ -29,8 +29,16 @@ METRIC_NAMES = {  # manifest key -> vLLM's Prometheus counter
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",
     "num_preemptions": "vllm:num_preemptions_total",
 }
-ENGINE_STATS = ("prefix_cache_queries", "prefix_cache_hits", "cpu_cache_hits", "num_preemptions",
-                "kv_blocks_full_peak", "kv_blocks_sliding_peak", "kv_snapshots_total", "kv_snapshot_blocks")
+ENGINE_STATS = (
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "cpu_cache_hits",
+    "num_preemptions",
+    "kv_blocks_full_peak",
+    "kv_blocks_sliding_peak",
+    "kv_snapshots_total",
+    "kv_snapshot_blocks",
+)
 
 
 def build_trace(scenario: Scenario) -> Trace:
@@ -38,8 +46,12 @@ def build_trace(scenario: Scenario) -> Trace:
     if w.trace is not None:
         from harness.trace.formats import load_trace
 
-        return load_trace(w.trace, w.trace_format, block_size=w.mooncake_block_size,
-                          group_sessions=w.group_sessions)
+        return load_trace(
+            w.trace,
+            w.trace_format,
+            block_size=w.mooncake_block_size,
+            group_sessions=w.group_sessions,
+        )
     from harness.trace.generate import generate
     from harness.trace.profile import load_profile
 
@@ -50,16 +62,33 @@ def build_trace(scenario: Scenario) -> Trace:
 def replay_config(scenario: Scenario, run_id: str) -> ReplayConfig:
     load, t, w = scenario.load, scenario.target, scenario.workload
     return ReplayConfig(
-        load=load.mode, concurrency=load.concurrency, session_rate=load.session_rate,
-        arrival=load.arrival, time_scale=load.time_scale, think_cap_s=load.think_cap_s,
+        load=load.mode,
+        concurrency=load.concurrency,
+        session_rate=load.session_rate,
+        arrival=load.arrival,
+        time_scale=load.time_scale,
+        think_cap_s=load.think_cap_s,
         max_sessions=load.max_sessions,
-        max_requests=load.max_requests, max_duration=load.max_duration_s, drain_s=load.drain_s,
-        warmup_s=load.warmup_s, warmup_requests=load.warmup_requests, cooldown_s=load.cooldown_s,
-        history=load.history, api=t.api, prompt_format=t.prompt_format, routing=t.routing,
-        follow_parent=t.follow_parent, block_size=block_size(scenario),
-        salt=secrets.token_hex(4) if w.salt == "auto" else w.salt, tokenizer=w.tokenizer,
-        seed=w.seed, run_id=scenario.run_id or run_id, cycle_trace=load.cycle_trace,
-        mid_trajectory=load.mid_trajectory, window=load.window, retry=retry_policy(load.retry),
+        max_requests=load.max_requests,
+        max_duration=load.max_duration_s,
+        drain_s=load.drain_s,
+        warmup_s=load.warmup_s,
+        warmup_requests=load.warmup_requests,
+        cooldown_s=load.cooldown_s,
+        history=load.history,
+        api=t.api,
+        prompt_format=t.prompt_format,
+        routing=t.routing,
+        follow_parent=t.follow_parent,
+        block_size=block_size(scenario),
+        salt=secrets.token_hex(4) if w.salt == "auto" else w.salt,
+        tokenizer=w.tokenizer,
+        seed=w.seed,
+        run_id=scenario.run_id or run_id,
+        cycle_trace=load.cycle_trace,
+        mid_trajectory=load.mid_trajectory,
+        window=load.window,
+        retry=retry_policy(load.retry),
     )
 
 
@@ -85,8 +114,9 @@ def simulated(scenario: Scenario) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def open_target(scenario: Scenario, run_dir: Path, trace: Trace,
-                      config: ReplayConfig) -> AsyncIterator[tuple[object, Scrape]]:
+async def open_target(
+    scenario: Scenario, run_dir: Path, trace: Trace, config: ReplayConfig
+) -> AsyncIterator[tuple[object, Scrape]]:
     """The target and its /metrics scrape; servers started here are stopped on the way out."""
     t = scenario.target
     if t.kind == "engine" and t.engine.mode == "inprocess":
@@ -95,16 +125,22 @@ async def open_target(scenario: Scenario, run_dir: Path, trace: Trace,
     if t.kind == "engine":
         from harness.servers import LocalServers
 
-        servers = LocalServers(dict(t.engine.options), t.engine.replicas, log_dir=run_dir / "servers")
+        servers = LocalServers(
+            dict(t.engine.options), t.engine.replicas, log_dir=run_dir / "servers"
+        )
         await asyncio.to_thread(servers.start)
         try:
-            model = t.model or t.engine.options.get("served_model_name", "agentic-harness-reference")
+            model = t.model or t.engine.options.get(
+                "served_model_name", "agentic-harness-reference"
+            )
             yield _http_target(scenario, servers.urls, model, trace, config)
         finally:
             await asyncio.to_thread(servers.stop)
         return
     if t.model is None:
-        raise InputError("endpoint targets need 'model' (the name the server serves)", field="target.model")
+        raise InputError(
+            "endpoint targets need 'model' (the name the server serves)", field="target.model"
+        )
     yield _http_target(scenario, [e.url for e in t.endpoints], t.model, trace, config)
 
 
@@ -113,22 +149,34 @@ def _inprocess_target(scenario: Scenario) -> tuple[object, Scrape]:
     from harness.engine.config import EngineConfig
 
     t = scenario.target
-    target = EngineTarget(EngineConfig.from_dict(dict(t.engine.options)), replicas=t.engine.replicas,
-                          ignore_eos=t.send_ignore_eos)
+    target = EngineTarget(
+        EngineConfig.from_dict(dict(t.engine.options)),
+        replicas=t.engine.replicas,
+        ignore_eos=t.send_ignore_eos,
+    )
 
     async def scrape() -> list[dict | None] | None:
         if not t.scrape_metrics:
             return None
         # An engine not started yet has served nothing: its counters are zero.
-        return [{**({k: getattr(e.stats(), k) for k in ENGINE_STATS} if e.started
-                     else dict.fromkeys(ENGINE_STATS, 0)), "cache_block_size": e.config.block_size}
-                for e in target.engines]
+        return [
+            {
+                **(
+                    {k: getattr(e.stats(), k) for k in ENGINE_STATS}
+                    if e.started
+                    else dict.fromkeys(ENGINE_STATS, 0)
+                ),
+                "cache_block_size": e.config.block_size,
+            }
+            for e in target.engines
+        ]
 
     return target, scrape
 
 
-def http_target_config(scenario: Scenario, urls: list[str], model: str, trace: Trace,
-                       config: ReplayConfig):
+def http_target_config(
+    scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
+):
     from harness.driver.openai_http import HTTPTargetConfig
     from harness.driver.run import connection_limit
     from harness.driver.target import Timeouts
@@ -136,16 +184,23 @@ def http_target_config(scenario: Scenario, urls: list[str], model: str, trace: T
     t = scenario.target
     tm = t.timeouts
     return HTTPTargetConfig(
-        endpoints=tuple(urls), model=model, api=t.api, api_key=api_key(scenario),
-        headers=tuple(t.headers.items()), min_tokens=t.send_min_tokens, ignore_eos=t.send_ignore_eos,
-        continuous_usage=t.continuous_usage, session_id_field=t.session_id_field,
+        endpoints=tuple(urls),
+        model=model,
+        api=t.api,
+        api_key=api_key(scenario),
+        headers=tuple(t.headers.items()),
+        min_tokens=t.send_min_tokens,
+        ignore_eos=t.send_ignore_eos,
+        continuous_usage=t.continuous_usage,
+        session_id_field=t.session_id_field,
         timeouts=Timeouts(connect=tm.connect_s, ttft=tm.ttft_s, idle=tm.idle_s, total=tm.total_s),
         max_connections=t.max_connections or connection_limit(trace, config),
     )
 
 
-def _http_target(scenario: Scenario, urls: list[str], model: str, trace: Trace,
-                 config: ReplayConfig) -> tuple[object, Scrape]:
+def _http_target(
+    scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
+) -> tuple[object, Scrape]:
     from harness.driver.openai_http import OpenAIHTTPTarget
 
     target = OpenAIHTTPTarget(http_target_config(scenario, urls, model, trace, config))
@@ -163,14 +218,18 @@ def api_key(scenario: Scenario) -> str | None:
     if t.api_key_env:
         key = os.environ.get(t.api_key_env)
         if not key:
-            raise InputError(f"environment variable {t.api_key_env} is not set or empty",
-                             field="target.api_key_env")
+            raise InputError(
+                f"environment variable {t.api_key_env} is not set or empty",
+                field="target.api_key_env",
+            )
         return key
     if t.api_key_file:
         try:
             lines = Path(t.api_key_file).read_text().splitlines()
         except OSError as exc:
-            raise InputError(f"cannot read API key file: {exc.strerror}", path=t.api_key_file) from None
+            raise InputError(
+                f"cannot read API key file: {exc.strerror}", path=t.api_key_file
+            ) from None
         if not lines or not lines[0].strip():
             raise InputError("API key file is empty", path=t.api_key_file)
         return lines[0].strip()
@@ -185,8 +244,10 @@ async def scrape_metrics(base_url: str) -> dict | None:
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, \
-                http.get(f"{root}/metrics") as resp:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(f"{root}/metrics") as resp,
+        ):
             if resp.status != 200:
                 return None
             text = await resp.text()

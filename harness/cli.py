@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _format_warning(message, category, filename, lineno, line=None, _default=warnings.formatwarning):
+def _format_warning(
+    message, category, filename, lineno, line=None, _default=warnings.formatwarning
+):
     if issubclass(category, HarnessWarning):
         return f"harness: warning: {message}\n"
     return _default(message, category, filename, lineno, line)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
@@ -34,5 +34,8 @@ def cache_block_size(text: str) -> int | None:
 
 def metric_total(text: str, name: str, **labels: str) -> float:
     """Sum of a metric's samples whose labels include `labels` (0.0 when absent)."""
-    return sum(v for n, lab, v in parse_prometheus(text)
-               if n == name and all(lab.get(k) == want for k, want in labels.items()))
+    return sum(
+        v
+        for n, lab, v in parse_prometheus(text)
+        if n == name and all(lab.get(k) == want for k, want in labels.items())
+    )

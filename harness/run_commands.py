@@ -16,21 +16,42 @@ EXIT_INTERRUPTED = 130
 
 def register(sub) -> None:
     run = sub.add_parser(
-        "run", help="run a scenario: trace, engine, replay, analysis, report",
+        "run",
+        help="run a scenario: trace, engine, replay, analysis, report",
         description="Run a scenario file end to end: generate or load the trace, start the bundled "
-                    "engine if asked, replay, analyze, write report.html, print the summary, and stop "
-                    "everything it started (also on Ctrl-C). A sweep runs one sub-folder per point.")
+        "engine if asked, replay, analyze, write report.html, print the summary, and stop "
+        "everything it started (also on Ctrl-C). A sweep runs one sub-folder per point.",
+    )
     run.add_argument("scenario", help="scenario YAML (see scenarios/)")
-    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                     help="override any scenario field, e.g. load.concurrency=8 (repeatable)")
-    run.add_argument("-o", "--output", default=None,
-                     help="run folder (default: results/<timestamp>-<scenario>-<id>)")
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any scenario field, e.g. load.concurrency=8 (repeatable)",
+    )
+    run.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="run folder (default: results/<timestamp>-<scenario>-<id>)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress display or summary table")
-    run.add_argument("--workers", type=int, default=None,
-                     help="shard the replay over N Ray workers (sets execution.backend=ray)")
-    run.add_argument("--ray-address", default=None,
-                     help="Ray cluster address for --workers (default: auto, a local cluster)")
-    run.add_argument("--validate-only", action="store_true", help="load and check the scenario, then exit")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="shard the replay over N Ray workers (sets execution.backend=ray)",
+    )
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster address for --workers (default: auto, a local cluster)",
+    )
+    run.add_argument(
+        "--validate-only", action="store_true", help="load and check the scenario, then exit"
+    )
     run.set_defaults(func=_run)
 
     _register_replay(sub)
@@ -39,9 +60,11 @@ def register(sub) -> None:
     tools = plan.add_subparsers(dest="plan_verb", metavar="PLAN")
     tools.required = True
     pd = tools.add_parser(
-        "pd", help="prefill-to-decode instance ratio from two saturation runs",
+        "pd",
+        help="prefill-to-decode instance ratio from two saturation runs",
         description="P/D = decode_rate / prefill_rate (requests/s at saturation). RUN_A is the "
-                    "prefill-only run (or sweep folder), RUN_B the decode-only one.")
+        "prefill-only run (or sweep folder), RUN_B the decode-only one.",
+    )
     pd.add_argument("prefill_run", metavar="RUN_A")
     pd.add_argument("decode_run", metavar="RUN_B")
     pd.add_argument("--json", action="store_true", help="print one JSON object")
@@ -78,13 +101,21 @@ def _register_replay(sub) -> None:
         "130 when interrupted (Ctrl-C / SIGTERM). See docs/driver.md.",
     )
     p.add_argument("trace", help="trace file (native JSONL, Mooncake or Weka/AgentX; detected)")
-    p.add_argument("-o", "--output", required=True, metavar="RUN_DIR",
-                   help="run folder to create (must not hold records yet)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="RUN_DIR",
+        help="run folder to create (must not hold records yet)",
+    )
     flags.add_target_flags(p)
     flags.add_load_flags(p)
     flags.add_content_flags(p)
-    p.add_argument("--quiet", action="store_true",
-                   help="no live progress display (it is also off when stderr is not a terminal)")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no live progress display (it is also off when stderr is not a terminal)",
+    )
     p.set_defaults(func=_replay)
 
 
@@ -116,8 +147,13 @@ def _replay(args: argparse.Namespace) -> int:
     trace = build_trace(scenario)
     t = scenario.target
     if scenario.load.history == "live" and t.api == "completions" and t.prompt_format == "tokens":
-        print("harness: note: --history live keeps recorded outputs in token-id prompts", file=sys.stderr)
-    result = replay_point(scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet))
+        print(
+            "harness: note: --history live keeps recorded outputs in token-id prompts",
+            file=sys.stderr,
+        )
+    result = replay_point(
+        scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet)
+    )
     _print_replay_summary(result, args.output)
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
@@ -126,10 +162,15 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _print_replay_summary(result, run_dir: str) -> None:
     by = ", ".join(f"{k} {v}" for k, v in sorted(result.by_status.items())) or "none"
-    print(f"harness: {result.status}: {result.requests} requests ({by}) from "
-          f"{result.sessions_started} sessions in {result.duration_s:.1f}s -> {run_dir}", file=sys.stderr)
+    print(
+        f"harness: {result.status}: {result.requests} requests ({by}) from "
+        f"{result.sessions_started} sessions in {result.duration_s:.1f}s -> {run_dir}",
+        file=sys.stderr,
+    )
     if result.errors_by_class:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.errors_by_class.items(), key=lambda kv: -kv[1]))
+        reasons = ", ".join(
+            f"{k} {v}" for k, v in sorted(result.errors_by_class.items(), key=lambda kv: -kv[1])
+        )
         print(f"harness: failures by reason: {reasons}", file=sys.stderr)
 
 
@@ -160,5 +201,7 @@ def _plan_pd(args: argparse.Namespace) -> int:
     else:
         print(f"prefill rate: {plan['prefill_rate_rps']:.4g} req/s ({plan['prefill_source']})")
         print(f"decode rate:  {plan['decode_rate_rps']:.4g} req/s ({plan['decode_source']})")
-        print(f"P/D = decode_rate / prefill_rate = {plan['p_to_d']:.3f} prefill instances per decode instance")
+        print(
+            f"P/D = decode_rate / prefill_rate = {plan['p_to_d']:.3f} prefill instances per decode instance"
+        )
     return 0

@@ -42,7 +42,9 @@ def default_run_dir(scenario: Scenario) -> Path:
     return Path(scenario.results_dir) / f"{stamp}-{scenario.name}-{secrets.token_hex(3)}"
 
 
-def run_scenario(scenario: Scenario, *, out: str | Path | None = None, quiet: bool = False) -> RunResult:
+def run_scenario(
+    scenario: Scenario, *, out: str | Path | None = None, quiet: bool = False
+) -> RunResult:
     run_dir = Path(out) if out else default_run_dir(scenario)
     points = scenario.points()
     if len(points) == 1 and not scenario.sweep:
@@ -60,16 +62,27 @@ def run_scenario(scenario: Scenario, *, out: str | Path | None = None, quiet: bo
             break
     from harness.sweep import finish_sweep
 
-    extra = finish_sweep(run_dir, results, params=tuple(a.param for a in scenario.sweep), quiet=quiet)
-    return RunResult(run_dir, results, interrupted=any(r.status == RunStatus.INTERRUPTED for r in results), extra=extra)
+    extra = finish_sweep(
+        run_dir, results, params=tuple(a.param for a in scenario.sweep), quiet=quiet
+    )
+    return RunResult(
+        run_dir,
+        results,
+        interrupted=any(r.status == RunStatus.INTERRUPTED for r in results),
+        extra=extra,
+    )
 
 
 def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> PointResult:
     if run_dir.exists() and any(run_dir.iterdir()):
-        raise InputError("the run folder already exists and is not empty; choose another with -o", path=run_dir)
+        raise InputError(
+            "the run folder already exists and is not empty; choose another with -o", path=run_dir
+        )
     trace = build_trace(scenario)
     result = replay_point(scenario, trace, run_dir, show_progress=not quiet and os.isatty(1))
-    return PointResult(scenario.name, run_dir, result.status, analyze_point(scenario, run_dir, quiet=quiet))
+    return PointResult(
+        scenario.name, run_dir, result.status, analyze_point(scenario, run_dir, quiet=quiet)
+    )
 
 
 def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progress: bool):
@@ -106,17 +119,31 @@ async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, sh
     from harness.trace.native import write_trace
 
     async with open_target(scenario, run_dir, trace, config) as (target, scrape):
-        with RunFolder(run_dir, config.run_id, n_gpus=scenario.gpus, simulated=simulated(scenario),
-                       scenario=scenario.name) as folder:
+        with RunFolder(
+            run_dir,
+            config.run_id,
+            n_gpus=scenario.gpus,
+            simulated=simulated(scenario),
+            scenario=scenario.name,
+        ) as folder:
             dump_scenario(scenario, run_dir / SCENARIO_FILE)
             write_trace(trace, run_dir / TRACE_FILE)
-            folder.update(**replay_fields(trace, config, target=target.describe(),
-                                          endpoints=target.endpoints, trace_path=run_dir / TRACE_FILE))
+            folder.update(
+                **replay_fields(
+                    trace,
+                    config,
+                    target=target.describe(),
+                    endpoints=target.endpoints,
+                    trace_path=run_dir / TRACE_FILE,
+                )
+            )
             folder.add_server_metrics("before", await scrape())
             if scenario.execution.backend == "ray":
                 result = await _replay_on_ray(scenario, trace, target, config, folder)
             else:
-                result = await replay_into(folder, trace, target, config, show_progress=show_progress)
+                result = await replay_into(
+                    folder, trace, target, config, show_progress=show_progress
+                )
             folder.add_server_metrics("after", await scrape())
             folder.close(result.status)
     return result
@@ -125,16 +152,21 @@ async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, sh
 async def _replay_on_ray(scenario: Scenario, trace: Trace, target, config, folder):
     """Shard the sessions over Ray actors; each runs the same driver against the same HTTP target."""
     if not hasattr(target, "config"):
-        raise InputError("the ray backend needs an HTTP target (engine mode 'http' or endpoints)",
-                         field="execution.backend")
+        raise InputError(
+            "the ray backend needs an HTTP target (engine mode 'http' or endpoints)",
+            field="execution.backend",
+        )
     try:
         from harness.distributed.coordinator import replay_distributed_into
     except ImportError as exc:
-        raise InputError("the ray backend needs Ray: pip install 'agentic-harness[ray]'",
-                         field="execution.backend") from exc
+        raise InputError(
+            "the ray backend needs Ray: pip install 'agentic-harness[ray]'",
+            field="execution.backend",
+        ) from exc
     ex = scenario.execution
-    return await replay_distributed_into(folder, trace, target.config, config, workers=ex.workers,
-                                         address=ex.address)
+    return await replay_distributed_into(
+        folder, trace, target.config, config, workers=ex.workers, address=ex.address
+    )
 
 
 def summary_line(result: RunResult) -> str:

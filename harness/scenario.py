@@ -36,7 +36,9 @@ class Workload(_Strict):
     scale: float | None = Field(default=None, gt=0)
     seed: int = 1  # the generated trace's, and the open-loop arrival draws'
     salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
-    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json (docs/metrics.md)
+    tokenizer: str | None = (
+        None  # a Hugging Face tokenizer folder or tokenizer.json (docs/metrics.md)
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -120,10 +122,18 @@ class Load(_Strict):
     warmup_requests: int = Field(default=0, ge=0)
     cooldown_s: float = Field(default=0.0, ge=0)
     history: Literal["recorded", "live"] = "recorded"
-    cycle_trace: bool = True  # closed loop with max_duration_s: draw the trace again when it runs out
-    mid_trajectory: bool = False  # closed loop: the first `concurrency` tasks start at a random turn
-    window: Literal["phases", "steady"] = "phases"  # the analyzer's measured window (docs/metrics.md)
-    retry: Retry = Field(default_factory=lambda: Retry())  # agent-like retries; off (1 attempt) by default
+    cycle_trace: bool = (
+        True  # closed loop with max_duration_s: draw the trace again when it runs out
+    )
+    mid_trajectory: bool = (
+        False  # closed loop: the first `concurrency` tasks start at a random turn
+    )
+    window: Literal["phases", "steady"] = (
+        "phases"  # the analyzer's measured window (docs/metrics.md)
+    )
+    retry: Retry = Field(
+        default_factory=lambda: Retry()
+    )  # agent-like retries; off (1 attempt) by default
 
     @model_validator(mode="after")
     def _rate_for_open(self) -> Load:
@@ -213,10 +223,16 @@ def set_path(doc: dict, dotted: str, value: Any) -> None:
     yamlconf.set_path(doc, dotted, value, ScenarioError)
 
 
-def validate(doc: Any, *, source: str = "<scenario>", root: yaml.Node | None = None,
-             overrides: tuple[str, ...] = ()) -> Scenario:
-    scenario = yamlconf.validate_model(Scenario, doc, ScenarioError, source=source, root=root,
-                                       what="scenario", overrides=overrides)
+def validate(
+    doc: Any,
+    *,
+    source: str = "<scenario>",
+    root: yaml.Node | None = None,
+    overrides: tuple[str, ...] = (),
+) -> Scenario:
+    scenario = yamlconf.validate_model(
+        Scenario, doc, ScenarioError, source=source, root=root, what="scenario", overrides=overrides
+    )
     _check_parts(scenario, source, root)
     return scenario
 
@@ -235,7 +251,9 @@ def _check_parts(scenario: Scenario, source: str, root: yaml.Node | None) -> Non
         try:
             check()
         except HarnessError as exc:
-            raise ScenarioError(str(exc), path=source, line=yamlconf.line_of(root, loc), field=".".join(loc)) from None
+            raise ScenarioError(
+                str(exc), path=source, line=yamlconf.line_of(root, loc), field=".".join(loc)
+            ) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -72,7 +72,6 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # the run stopped on an error before it could finish
 
 
-
 # Optional, read when present: git_commit, machine, seed, n_gpus, target, trace_sha256,
 # block_size, endpoints, clock ("perf_counter"), t0_wall (wall clock at run clock 0),
 # simulated (bool: the engine's simulated runner produced the timings), server_metrics

@@ -23,9 +23,18 @@ _READY = re.compile(r"serving on (http://\S+)")
 
 
 class LocalServers:
-    def __init__(self, options: dict, replicas: int = 1, *, log_dir: Path,
-                 startup_timeout_s: float = 180.0) -> None:
-        self.argv = [sys.executable, "-m", "harness", "serve", "--port", "0", *engine_flags(options)]
+    def __init__(
+        self, options: dict, replicas: int = 1, *, log_dir: Path, startup_timeout_s: float = 180.0
+    ) -> None:
+        self.argv = [
+            sys.executable,
+            "-m",
+            "harness",
+            "serve",
+            "--port",
+            "0",
+            *engine_flags(options),
+        ]
         self.replicas = replicas
         self.log_dir = Path(log_dir)
         self.startup_timeout_s = startup_timeout_s
@@ -49,12 +58,20 @@ class LocalServers:
         for i in range(self.replicas):
             log = self.log_dir / f"server-{i}.log"
             self.logs.append(log)
-            with log.open("w") as out:  # the child keeps its own handle; a pipe could fill and block it
+            with log.open(
+                "w"
+            ) as out:  # the child keeps its own handle; a pipe could fill and block it
                 # Own session: the terminal's Ctrl-C reaches only the harness, which stops these.
-                self.procs.append(subprocess.Popen(
-                    self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                ))
+                self.procs.append(
+                    subprocess.Popen(
+                        self.argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    )
+                )
         self.urls = [self._wait_ready(p, log) for p, log in zip(self.procs, self.logs, strict=True)]
 
     def _wait_ready(self, proc: subprocess.Popen, log: Path) -> str:
@@ -66,9 +83,13 @@ class LocalServers:
                 return match.group(1)
             if proc.poll() is not None:
                 lines = text.strip().splitlines()
-                raise EngineError(f"the reference engine server exited ({lines[-1] if lines else proc.returncode}); see {log}")
+                raise EngineError(
+                    f"the reference engine server exited ({lines[-1] if lines else proc.returncode}); see {log}"
+                )
             time.sleep(0.1)
-        raise EngineError(f"the reference engine server did not start in {self.startup_timeout_s:.0f} s; see {log}")
+        raise EngineError(
+            f"the reference engine server did not start in {self.startup_timeout_s:.0f} s; see {log}"
+        )
 
     def stop(self) -> None:
         for proc in self.procs:

@@ -64,7 +64,9 @@ def line_of(root: yaml.Node | None, loc: tuple) -> int | None:
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             node = next((v for k, v in node.value if k.value == str(part)), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
             node = node.value[part]
         else:
             return None
@@ -73,11 +75,21 @@ def line_of(root: yaml.Node | None, loc: tuple) -> int | None:
 
 def _overridden(loc: tuple, overrides: tuple[str, ...]) -> bool:
     dotted = ".".join(str(p) for p in loc)
-    return any(dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".") for o in overrides)
+    return any(
+        dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".") for o in overrides
+    )
 
 
-def validate_model(model: type[M], doc: Any, error: type[InputError], *, source: str,
-                   root: yaml.Node | None = None, what: str = "file", overrides: tuple[str, ...] = ()) -> M:
+def validate_model(
+    model: type[M],
+    doc: Any,
+    error: type[InputError],
+    *,
+    source: str,
+    root: yaml.Node | None = None,
+    what: str = "file",
+    overrides: tuple[str, ...] = (),
+) -> M:
     """The validated model; an error names the file, the line (when the value came from the file,
     not from an override) and the dotted field."""
     if not isinstance(doc, dict):

@@ -54,25 +54,45 @@ def test_replay_and_scenario_defaults_agree(trace_file):
     given = set(vars(args)) & (set(FIELDS) | set(NEGATED))
     assert given == {"model"}  # no flag that was not given carries a default of its own
     from_flags = _built(replay_scenario(args))
-    from_yaml = _built(validate({
-        "name": "yaml", "workload": {"trace": str(trace_file)},
-        "target": {"kind": "endpoints", "endpoints": [{"url": URL}], "model": "m"},
-    }))
+    from_yaml = _built(
+        validate(
+            {
+                "name": "yaml",
+                "workload": {"trace": str(trace_file)},
+                "target": {"kind": "endpoints", "endpoints": [{"url": URL}], "model": "m"},
+            }
+        )
+    )
     assert _fields(from_flags[0]) == _fields(from_yaml[0])
     assert _fields(from_flags[1]) == _fields(from_yaml[1])
     # the defaults, enumerated: agentic replay
     config, target = from_yaml
     assert (config.load, config.concurrency, config.api, config.prompt_format, config.routing) == (
-        "closed", 4, "completions", "tokens", "session_sticky")
-    assert (config.history, config.drain_s, config.follow_parent, config.block_size, config.seed) == (
-        "recorded", 60.0, True, 16, 1)
+        "closed",
+        4,
+        "completions",
+        "tokens",
+        "session_sticky",
+    )
+    assert (
+        config.history,
+        config.drain_s,
+        config.follow_parent,
+        config.block_size,
+        config.seed,
+    ) == ("recorded", 60.0, True, 16, 1)
     assert target.timeouts == Timeouts(connect=30, ttft=600, idle=120, total=600)
     assert (target.min_tokens, target.ignore_eos, target.continuous_usage, target.api) == (
-        True, True, False, "completions")
+        True,
+        True,
+        False,
+        "completions",
+    )
     # the driver's own defaults are the same ones (library use, tests)
     library = _fields(ReplayConfig())
     assert {k: v for k, v in library.items() if k != "run_id"} == {
-        k: v for k, v in _fields(config).items() if k != "run_id"}
+        k: v for k, v in _fields(config).items() if k != "run_id"
+    }
     assert Timeouts() == target.timeouts and HTTPTargetConfig((URL,), "m").api == target.api
 
 
@@ -91,29 +111,58 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
     tokenizer = tmp_path / "tokenizer.json"
     tokenizer.write_text("{}")
     doc = {
-        "name": "everything", "run_id": "custom-id",
+        "name": "everything",
+        "run_id": "custom-id",
         "workload": {"trace": str(trace_file), "seed": 9, "salt": "s", "tokenizer": str(tokenizer)},
         "target": {
-            "kind": "endpoints", "endpoints": [{"url": URL}], "model": "m", "api": "chat",
-            "prompt_format": "text", "routing": "least_outstanding", "follow_parent": False,
-            "send_min_tokens": False, "send_ignore_eos": False, "continuous_usage": True,
-            "session_id_field": "sid", "max_connections": 7, "block_size": 32,
-            "headers": {"X-Team": "bench"}, "api_key_file": str(tokenizer.with_name("key")),
+            "kind": "endpoints",
+            "endpoints": [{"url": URL}],
+            "model": "m",
+            "api": "chat",
+            "prompt_format": "text",
+            "routing": "least_outstanding",
+            "follow_parent": False,
+            "send_min_tokens": False,
+            "send_ignore_eos": False,
+            "continuous_usage": True,
+            "session_id_field": "sid",
+            "max_connections": 7,
+            "block_size": 32,
+            "headers": {"X-Team": "bench"},
+            "api_key_file": str(tokenizer.with_name("key")),
             "timeouts": {"connect_s": 1, "ttft_s": 2, "idle_s": 3, "total_s": 4},
         },
         "load": {
-            "mode": "open", "concurrency": 3, "session_rate": 2.5, "arrival": "constant",
-            "time_scale": 0.5, "max_sessions": 5, "max_requests": 6, "max_duration_s": 70,
-            "drain_s": 8, "warmup_s": 1, "warmup_requests": 2, "cooldown_s": 3, "history": "live",
-            "cycle_trace": False, "mid_trajectory": True, "window": "steady", "retry": {"attempts": 3},
+            "mode": "open",
+            "concurrency": 3,
+            "session_rate": 2.5,
+            "arrival": "constant",
+            "time_scale": 0.5,
+            "max_sessions": 5,
+            "max_requests": 6,
+            "max_duration_s": 70,
+            "drain_s": 8,
+            "warmup_s": 1,
+            "warmup_requests": 2,
+            "cooldown_s": 3,
+            "history": "live",
+            "cycle_trace": False,
+            "mid_trajectory": True,
+            "window": "steady",
+            "retry": {"attempts": 3},
             "think_cap_s": 30,
         },
     }
     tokenizer.with_name("key").write_text("sk-test\n")
-    default = _built(validate({
-        "name": "d", "workload": {"trace": str(trace_file)},
-        "target": {"kind": "endpoints", "endpoints": [{"url": URL}], "model": "m"},
-    }))
+    default = _built(
+        validate(
+            {
+                "name": "d",
+                "workload": {"trace": str(trace_file)},
+                "target": {"kind": "endpoints", "endpoints": [{"url": URL}], "model": "m"},
+            }
+        )
+    )
     changed = _built(validate(doc))
     for built, base in zip(changed, default, strict=True):
         same = {k for k, v in _fields(built).items() if v == _fields(base)[k]}
@@ -121,8 +170,11 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
 
 
 def test_block_size_follows_the_engine_unless_set():
-    engine = {"name": "e", "workload": {"profile": "workloads/agentx-cpu.yaml"},
-              "target": {"engine": {"options": {"block_size": 32}}}}
+    engine = {
+        "name": "e",
+        "workload": {"profile": "workloads/agentx-cpu.yaml"},
+        "target": {"engine": {"options": {"block_size": 32}}},
+    }
     assert block_size(validate(engine)) == 32
     engine["target"]["block_size"] = 64
     assert block_size(validate(engine)) == 64
@@ -131,15 +183,27 @@ def test_block_size_follows_the_engine_unless_set():
 def test_a_bad_flag_value_names_the_flag_and_the_field(trace_file):
     from harness.errors import InputError
 
-    args = _replay_args(str(trace_file), "-o", "o", "--endpoint", URL, "--model", "m",
-                        "--concurrency", "0")
+    args = _replay_args(
+        str(trace_file), "-o", "o", "--endpoint", URL, "--model", "m", "--concurrency", "0"
+    )
     with pytest.raises(InputError, match=r"field '--concurrency \(load.concurrency\)'"):
         replay_scenario(args)
 
 
 def test_set_reaches_fields_without_a_flag(trace_file):
-    args = _replay_args(str(trace_file), "-o", "o", "--endpoint", URL, "--model", "m",
-                        "--set", "gpus=8", "--set", "target.headers={X-A: b}")
+    args = _replay_args(
+        str(trace_file),
+        "-o",
+        "o",
+        "--endpoint",
+        URL,
+        "--model",
+        "m",
+        "--set",
+        "gpus=8",
+        "--set",
+        "target.headers={X-A: b}",
+    )
     scenario = replay_scenario(args)
     assert scenario.gpus == 8 and scenario.target.headers == {"X-A": "b"}
 

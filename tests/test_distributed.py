@@ -74,7 +74,10 @@ def test_same_records_and_sessions_as_one_process(runs, load):
     # one ideal prefix cache across workers, as in one process: every prompt after the very
     # first reuses at least the shared system prompt (per-worker caches would miss it twice);
     # the analyzer computes it from the run folder's trace and the records in send order
-    ideal = {name: load_run(out / f"{load}-{name}").records["cached_tokens_ideal"].sum() for name in ("local", "ray")}
+    ideal = {
+        name: load_run(out / f"{load}-{name}").records["cached_tokens_ideal"].sum()
+        for name in ("local", "ray")
+    }
     assert ideal["ray"] == ideal["local"] > 0
 
 

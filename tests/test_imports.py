@@ -54,8 +54,10 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
                 anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             if base == "harness":  # `from harness import x`: x is the unit, or harness/__init__
-                found += [(node.lineno, "harness" if a.name.startswith("__") else f"harness.{a.name}")
-                          for a in node.names]
+                found += [
+                    (node.lineno, "harness" if a.name.startswith("__") else f"harness.{a.name}")
+                    for a in node.names
+                ]
             else:
                 found.append((node.lineno, base))
     return [(line, name) for line, name in found if _unit(name) is not None]
@@ -83,8 +85,10 @@ def violations(root: Path = ROOT) -> list[str]:
         for line, name in _imports(path, module):
             if not _allowed(module, source, _unit(name)):
                 row = sorted(ALLOWED.get(source, set()) | ADAPTERS.get(module, set()))
-                out.append(f"{path}:{line}: {module} imports {name} "
-                           f"(harness.{source or '__init__'} may import {row or 'none'} and low-level)")
+                out.append(
+                    f"{path}:{line}: {module} imports {name} "
+                    f"(harness.{source or '__init__'} may import {row or 'none'} and low-level)"
+                )
     return out
 
 

@@ -14,7 +14,9 @@ def _quickstart_commands() -> list[str]:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    return [line for block in blocks for line in block.splitlines() if line and not line.startswith("#")]
+    return [
+        line for block in blocks for line in block.splitlines() if line and not line.startswith("#")
+    ]
 
 
 def test_quick_start_has_exactly_two_commands():
@@ -41,8 +43,12 @@ OUTSIDE_CITATIONS = re.compile(r"ARCHITECTURE\.md|\.\./shared\b|/work/shared\b")
 def _repo_files() -> list[Path]:
     """Tracked files and untracked ones git does not ignore."""
     try:
-        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-                             cwd=ROOT, capture_output=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     return [ROOT / name for name in out.decode().split("\0") if name]
@@ -55,7 +61,9 @@ def test_nothing_cites_a_document_outside_the_repo():
         if path.resolve() == this or not path.is_file():
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        cited += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
-                  for m in OUTSIDE_CITATIONS.finditer(text)]
+        cited += [
+            f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
+            for m in OUTSIDE_CITATIONS.finditer(text)
+        ]
     assert cited == []
     assert (ROOT / "docs" / "architecture.md").is_file()

@@ -23,7 +23,14 @@ SMALL = ["workload.sessions=2", "load.concurrency=2", "load.max_requests=40"]
 
 
 def _check_run_folder(run_dir: Path, requests: int) -> dict:
-    for name in ("scenario.yaml", "manifest.json", "trace.jsonl", "records.jsonl", "summary.json", "report.html"):
+    for name in (
+        "scenario.yaml",
+        "manifest.json",
+        "trace.jsonl",
+        "records.jsonl",
+        "summary.json",
+        "report.html",
+    ):
         assert (run_dir / name).is_file(), name
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["requests_ok"] + summary["requests_failed"] <= requests
@@ -38,7 +45,9 @@ def _check_run_folder(run_dir: Path, requests: int) -> dict:
 @pytest.mark.slow
 def test_quickstart_in_process(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["run", str(QUICKSTART), "-o", str(out), *sum((["--set", s] for s in SMALL), [])]) == 0
+    assert (
+        main(["run", str(QUICKSTART), "-o", str(out), *sum((["--set", s] for s in SMALL), [])]) == 0
+    )
     summary = _check_run_folder(out, 40)
     # the engine's prefix cache serves what an infinite cache would, on one engine
     assert summary["cache_hit_rate"] == pytest.approx(summary["ideal_cache_hit_rate"], abs=0.02)
@@ -51,7 +60,19 @@ def test_quickstart_in_process(tmp_path, capsys):
 def test_quickstart_over_http_with_chat(tmp_path):
     out = tmp_path / "run"
     sets = [*SMALL, "target.engine.mode=http", "target.api=chat"]
-    assert main(["run", str(QUICKSTART), "-o", str(out), "--quiet", *sum((["--set", s] for s in sets), [])]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(QUICKSTART),
+                "-o",
+                str(out),
+                "--quiet",
+                *sum((["--set", s] for s in sets), []),
+            ]
+        )
+        == 0
+    )
     summary = _check_run_folder(out, 40)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["endpoints"][0].startswith("http://127.0.0.1:")
@@ -64,7 +85,9 @@ def test_quickstart_over_http_with_chat(tmp_path):
         assert (out / "summary.json").read_bytes() == written
     assert main(["report", str(out)]) == 0
     hit = f"{summary['server_cache']['hit_rate']:.3f} ({summary['server_cache']['hits']:.0f} of"
-    assert f"server /metrics prefix-cache hit rate</td><td>{hit}" in (out / "report.html").read_text()
+    assert (
+        f"server /metrics prefix-cache hit rate</td><td>{hit}" in (out / "report.html").read_text()
+    )
     url = (out / "servers" / "server-0.log").read_text().split("serving on ")[1].split()[0]
     with pytest.raises(urllib.error.URLError):  # the server it started is stopped
         urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=2)
@@ -73,9 +96,24 @@ def test_quickstart_over_http_with_chat(tmp_path):
 @pytest.mark.slow
 def test_sweep_of_two_points_gives_two_runs_and_a_frontier(tmp_path):
     out = tmp_path / "sweep"
-    sets = ["workload.sessions=2", "load.max_requests=15",
-            "sweep=[{param: load.concurrency, values: [1, 2]}]"]
-    assert main(["run", str(QUICKSTART), "-o", str(out), "--quiet", *sum((["--set", s] for s in sets), [])]) == 0
+    sets = [
+        "workload.sessions=2",
+        "load.max_requests=15",
+        "sweep=[{param: load.concurrency, values: [1, 2]}]",
+    ]
+    assert (
+        main(
+            [
+                "run",
+                str(QUICKSTART),
+                "-o",
+                str(out),
+                "--quiet",
+                *sum((["--set", s] for s in sets), []),
+            ]
+        )
+        == 0
+    )
     sweep = json.loads((out / "sweep.json").read_text())
     assert [p["point"] for p in sweep["points"]] == ["concurrency=1", "concurrency=2"]
     assert sweep["frontier"] and set(sweep["frontier"]) <= {"concurrency=1", "concurrency=2"}
@@ -87,9 +125,23 @@ def test_sweep_of_two_points_gives_two_runs_and_a_frontier(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
     out = tmp_path / "run"
-    sets = ["workload.sessions=4", "load.concurrency=4", "target.engine.mode=http", "load.max_duration_s=300"]
-    cmd = [sys.executable, "-m", "harness", "run", str(QUICKSTART), "-o", str(out), "--quiet",
-           *sum((["--set", s] for s in sets), [])]
+    sets = [
+        "workload.sessions=4",
+        "load.concurrency=4",
+        "target.engine.mode=http",
+        "load.max_duration_s=300",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        str(QUICKSTART),
+        "-o",
+        str(out),
+        "--quiet",
+        *sum((["--set", s] for s in sets), []),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     records = out / "records.jsonl"
     deadline = time.monotonic() + 120
@@ -115,10 +167,18 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\nload: {concurrency: 0}\n", "field 'load.concurrency'"),
-        ("name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\ntarget: {engine: {options: {block_sise: 16}}}\n",
-         "field 'target.engine.options'"),
-        ("name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\nslos: {ttft_p90: fast}\n", "field 'slos'"),
+        (
+            "name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\nload: {concurrency: 0}\n",
+            "field 'load.concurrency'",
+        ),
+        (
+            "name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\ntarget: {engine: {options: {block_sise: 16}}}\n",
+            "field 'target.engine.options'",
+        ),
+        (
+            "name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\nslos: {ttft_p90: fast}\n",
+            "field 'slos'",
+        ),
         ("name: x\nworkload: {trace: missing.jsonl}\n", "missing.jsonl"),
     ],
 )
@@ -126,8 +186,13 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
 def test_bad_scenarios_fail_with_one_line(tmp_path, text, expected):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(path), "-o", str(tmp_path / "r")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], proc.stderr
@@ -140,8 +205,13 @@ def test_unreachable_endpoint_is_one_line(tmp_path):
         "name: ep\nworkload: {profile: workloads/agentx-cpu.yaml, sessions: 1}\n"
         "target: {kind: endpoints, model: m, endpoints: [{url: 'http://127.0.0.1:9/v1'}]}\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(path), "-o", str(tmp_path / "r")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "127.0.0.1:9" in proc.stderr
 

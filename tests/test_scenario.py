@@ -92,7 +92,9 @@ def test_open_loop_needs_rate_and_one_workload_source(tmp_path, profile):
     with pytest.raises(ScenarioError, match="session_rate"):
         load_scenario(write(tmp_path, BASE.format(profile=profile.name)), ["load.mode=open"])
     with pytest.raises(ScenarioError, match="exactly one of"):
-        load_scenario(write(tmp_path, BASE.format(profile=profile.name)), ["workload.trace=x.jsonl"])
+        load_scenario(
+            write(tmp_path, BASE.format(profile=profile.name)), ["workload.trace=x.jsonl"]
+        )
 
 
 def test_sweep_points_and_resolved_round_trip(tmp_path, profile):

@@ -42,14 +42,22 @@ def attribute_misses(ok: pd.DataFrame, block_size: int | None = None) -> pd.Data
     ideal = np.minimum(np.nan_to_num(ok["cached_tokens_ideal"].to_numpy(dtype=float)), prompt)
     if "ideal_shared_tokens" in ok and block_size is not None:
         shared = np.minimum(ok["ideal_shared_tokens"].to_numpy(dtype=float), prompt)
-        ready = np.minimum(block_hits(ok["ideal_ready_tokens"].to_numpy(dtype=float), prompt, block_size), ideal)
+        ready = np.minimum(
+            block_hits(ok["ideal_ready_tokens"].to_numpy(dtype=float), prompt, block_size), ideal
+        )
     else:  # approximate: alignment folds into cold, in flight into evicted
         shared, ready = ideal, ideal
     hit = np.where(reported, np.nan_to_num(cached), 0.0)
     split = _split(prompt, shared, ideal, ready, hit, reported)
     frame = pd.DataFrame(
-        {"request_id": ok["request_id"].to_numpy(), "prompt": prompt, "cached": cached,
-         "ideal": ok["cached_tokens_ideal"].to_numpy(dtype=float), "reported": reported, **split},
+        {
+            "request_id": ok["request_id"].to_numpy(),
+            "prompt": prompt,
+            "cached": cached,
+            "ideal": ok["cached_tokens_ideal"].to_numpy(dtype=float),
+            "reported": reported,
+            **split,
+        },
         index=ok.index,
     )
     frame["miss_class"] = _classes(frame)
@@ -77,7 +85,11 @@ def _classes(frame: pd.DataFrame) -> np.ndarray:
     """Each request's largest miss category; `hit` when it missed nothing."""
     misses = frame[[f"miss_{c}" for c in CATEGORIES]].to_numpy()
     largest = np.array(CATEGORIES, dtype=object)[misses.argmax(axis=1)]
-    return np.select([~frame["reported"].to_numpy(), misses.max(axis=1) <= 0], ["unreported", "hit"], default=largest)
+    return np.select(
+        [~frame["reported"].to_numpy(), misses.max(axis=1) <= 0],
+        ["unreported", "hit"],
+        default=largest,
+    )
 
 
 def hit_rates(misses: pd.DataFrame) -> dict:
@@ -87,17 +99,23 @@ def hit_rates(misses: pd.DataFrame) -> dict:
     return {
         "cache_hit_rate": float(rep["cached"].sum()) / prompt if prompt > 0 else None,
         "ideal_cache_hit_rate": float(rep["ideal"].sum()) / prompt if prompt > 0 else None,
-        "ideal_cache_hit_rate_all": float(np.nansum(misses["ideal"])) / all_prompt if all_prompt > 0 else None,
+        "ideal_cache_hit_rate_all": float(np.nansum(misses["ideal"])) / all_prompt
+        if all_prompt > 0
+        else None,
         "requests": int(len(misses)),
         "requests_reported": int(len(rep)),
         "prompt_tokens": all_prompt,
         "miss_tokens": {c.removeprefix("miss_"): float(misses[c].sum()) for c in MISS_COLUMNS},
         "beyond_ideal_tokens": float(misses["beyond_ideal"].sum()),
-        "requests_by_miss_class": {str(k): int(v) for k, v in misses["miss_class"].value_counts().sort_index().items()},
+        "requests_by_miss_class": {
+            str(k): int(v) for k, v in misses["miss_class"].value_counts().sort_index().items()
+        },
     }
 
 
-def breakdown(ok: pd.DataFrame, misses: pd.DataFrame, key: str | pd.Series, failed: pd.Series | None = None) -> pd.DataFrame:
+def breakdown(
+    ok: pd.DataFrame, misses: pd.DataFrame, key: str | pd.Series, failed: pd.Series | None = None
+) -> pd.DataFrame:
     """Hit rate vs ideal grouped by a record column (or a Series aligned to `ok`)."""
     groups = ok[key] if isinstance(key, str) else key
     frame = misses.assign(
@@ -117,8 +135,12 @@ def breakdown(ok: pd.DataFrame, misses: pd.DataFrame, key: str | pd.Series, fail
         **{c: (c, "sum") for c in MISS_COLUMNS},
     )
     with np.errstate(divide="ignore", invalid="ignore"):
-        table["hit_rate"] = np.where(table["rep_prompt"] > 0, table["rep_cached"] / table["rep_prompt"], np.nan)
-        table["ideal_hit_rate"] = np.where(table["rep_prompt"] > 0, table["rep_ideal"] / table["rep_prompt"], np.nan)
+        table["hit_rate"] = np.where(
+            table["rep_prompt"] > 0, table["rep_cached"] / table["rep_prompt"], np.nan
+        )
+        table["ideal_hit_rate"] = np.where(
+            table["rep_prompt"] > 0, table["rep_ideal"] / table["rep_prompt"], np.nan
+        )
     if failed is not None:
         table["failed"] = failed.reindex(table.index, fill_value=0).astype(int)
     return table.drop(columns=["rep_prompt", "rep_cached", "rep_ideal"])
@@ -143,7 +165,9 @@ def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
         return None
     sessions, _ = pd.factorize(ok["session_id"].to_numpy())
     endpoints, _ = pd.factorize(ok["endpoint"].to_numpy())  # a missing endpoint is -1
-    order = np.lexsort((ok["t_sent"].to_numpy(dtype=float), ok["turn"].to_numpy(dtype=float), sessions))
+    order = np.lexsort(
+        (ok["t_sent"].to_numpy(dtype=float), ok["turn"].to_numpy(dtype=float), sessions)
+    )
     s, e = sessions[order], endpoints[order]
     has_prev = np.r_[False, s[1:] == s[:-1]]
     moved_sorted = has_prev & np.r_[False, e[1:] != e[:-1]]
@@ -173,7 +197,9 @@ def breakdowns(ok: pd.DataFrame, misses: pd.DataFrame) -> dict:
                 "requests": int(row["requests"]),
                 "reported": int(row["reported"]),
                 "hit_rate": None if np.isnan(row["hit_rate"]) else float(row["hit_rate"]),
-                "ideal_hit_rate": None if np.isnan(row["ideal_hit_rate"]) else float(row["ideal_hit_rate"]),
+                "ideal_hit_rate": None
+                if np.isnan(row["ideal_hit_rate"])
+                else float(row["ideal_hit_rate"]),
             }
             for group, row in table.iterrows()
         }

@@ -39,8 +39,11 @@ def client_check(records: pd.DataFrame, client: dict | None, start: float, end: 
         "loop_cpu_share": None,
         "loop_cpu_share_max": None,
         "process_cpu_share": None,
-        "thresholds": {"send_lag_p99_s": SEND_LAG_P99_S, "loop_lag_p99_s": LOOP_LAG_P99_S,
-                       "loop_cpu_share": LOOP_CPU_SHARE},
+        "thresholds": {
+            "send_lag_p99_s": SEND_LAG_P99_S,
+            "loop_lag_p99_s": LOOP_LAG_P99_S,
+            "loop_cpu_share": LOOP_CPU_SHARE,
+        },
     }
     if client and "workers" in client:
         out.update(_worst_worker(client["workers"], start, end))
@@ -53,12 +56,16 @@ def client_check(records: pd.DataFrame, client: dict | None, start: float, end: 
 def _worst_worker(workers: list[dict], start: float, end: float) -> dict:
     """A Ray run: each worker judged on its own samples; each figure is the worst worker's (loop
     lag: the worker with the highest p99), and `workers` lists them all."""
-    each = [{"worker": w.get("worker"), "host": w.get("host"), **_loop(w, start, end)} for w in workers]
+    each = [
+        {"worker": w.get("worker"), "host": w.get("host"), **_loop(w, start, end)} for w in workers
+    ]
     if not each:
         return {"workers": []}
     laggiest = max(each, key=lambda w: _or_low(w["loop_lag_s"]["p99"]))
-    worst = {key: max((w[key] for w in each if w[key] is not None), default=None)
-             for key in ("loop_cpu_share", "loop_cpu_share_max", "process_cpu_share")}
+    worst = {
+        key: max((w[key] for w in each if w[key] is not None), default=None)
+        for key in ("loop_cpu_share", "loop_cpu_share_max", "process_cpu_share")
+    }
     return {"loop_lag_s": laggiest["loop_lag_s"], **worst, "workers": each}
 
 
@@ -72,7 +79,10 @@ def _loop(client: dict, start: float, end: float) -> dict:
     inside = (lag_t >= start) & (lag_t <= end)
     cpu = client["cpu"]
     t = np.asarray(cpu["t"], dtype=float)
-    loop_cpu, proc_cpu = np.asarray(cpu["loop_thread_s"], dtype=float), np.asarray(cpu["process_s"], dtype=float)
+    loop_cpu, proc_cpu = (
+        np.asarray(cpu["loop_thread_s"], dtype=float),
+        np.asarray(cpu["process_s"], dtype=float),
+    )
     return {
         "loop_lag_s": percentiles(lag[inside] if inside.any() else lag),
         "loop_cpu_share": _share(t, loop_cpu, start, end),
@@ -108,13 +118,19 @@ def _judge(c: dict) -> list[str]:
     out = []
     send_p99, loop_p99 = c["send_lag_s"]["p99"], c["loop_lag_s"]["p99"]
     if send_p99 is not None and send_p99 > SEND_LAG_P99_S:
-        out.append(f"client: sends were late (send lag p99 {send_p99 * 1e3:.1f} ms > "
-                   f"{SEND_LAG_P99_S * 1e3:.0f} ms); latencies include client queueing")
+        out.append(
+            f"client: sends were late (send lag p99 {send_p99 * 1e3:.1f} ms > "
+            f"{SEND_LAG_P99_S * 1e3:.0f} ms); latencies include client queueing"
+        )
     share = c["loop_cpu_share"]
     if share is not None and share > LOOP_CPU_SHARE:
-        out.append(f"client: near saturation (event-loop thread busy {share:.0%} of the time > "
-                   f"{LOOP_CPU_SHARE:.0%}); add workers (--workers, Ray) or lower the load per process")
+        out.append(
+            f"client: near saturation (event-loop thread busy {share:.0%} of the time > "
+            f"{LOOP_CPU_SHARE:.0%}); add workers (--workers, Ray) or lower the load per process"
+        )
     if loop_p99 is not None and loop_p99 > LOOP_LAG_P99_S:
-        out.append(f"client: event loop ran late (loop lag p99 {loop_p99 * 1e3:.1f} ms > "
-                   f"{LOOP_LAG_P99_S * 1e3:.0f} ms); stream timings include the driver's own delay")
+        out.append(
+            f"client: event loop ran late (loop lag p99 {loop_p99 * 1e3:.1f} ms > "
+            f"{LOOP_LAG_P99_S * 1e3:.0f} ms); stream timings include the driver's own delay"
+        )
     return out

@@ -10,44 +10,108 @@ import sys
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="compute a run's metrics: summary.json, histograms, a table")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--gpus", type=float, default=None, help="GPUs serving the run (default: manifest n_gpus, else 1)")
-    p.add_argument("--slo", action="append", default=None, metavar="METRIC=VALUE",
-                   help="e.g. ttft_p90=2s, tpot=50ms, interactivity_p90=20 (repeatable; default: the scenario's)")
-    p.add_argument("--window", choices=("phases", "steady"), default=None,
-                   help="the measured window: the driver's phases, or from when load, hit rate and TTFT"
-                        " hold steady (default: the run's load.window, else phases; docs/metrics.md)")
-    p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
-                   help="block size of the ideal prefix cache (default: the run's; see docs/metrics.md)")
-    p.add_argument("--tokenizer", default=None, metavar="DIR",
-                   help="the server's Hugging Face tokenizer folder (tokenizer.json + chat template): chat and "
-                        "text prompts counted in its tokens (default: the run's tokenizer setting)")
+    p.add_argument(
+        "--gpus",
+        type=float,
+        default=None,
+        help="GPUs serving the run (default: manifest n_gpus, else 1)",
+    )
+    p.add_argument(
+        "--slo",
+        action="append",
+        default=None,
+        metavar="METRIC=VALUE",
+        help="e.g. ttft_p90=2s, tpot=50ms, interactivity_p90=20 (repeatable; default: the scenario's)",
+    )
+    p.add_argument(
+        "--window",
+        choices=("phases", "steady"),
+        default=None,
+        help="the measured window: the driver's phases, or from when load, hit rate and TTFT"
+        " hold steady (default: the run's load.window, else phases; docs/metrics.md)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="block size of the ideal prefix cache (default: the run's; see docs/metrics.md)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="DIR",
+        help="the server's Hugging Face tokenizer folder (tokenizer.json + chat template): chat and "
+        "text prompts counted in its tokens (default: the run's tokenizer setting)",
+    )
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.set_defaults(func=_analyze)
 
     p = sub.add_parser("compare", help="baseline vs run: change, significance, CI thresholds")
-    p.add_argument("runs", nargs="*", metavar="RUN_DIR", help="BASELINE RUN (or use --baseline/--run)")
-    p.add_argument("--baseline", action="append", default=[], help="a baseline run folder or glob (repeatable: pooled)")
-    p.add_argument("--run", action="append", default=[], help="a run folder or glob (repeatable: pooled)")
-    p.add_argument("--fail-on", default=None, metavar="SPEC",
-                   help="e.g. 'ttft_p90:+10%%,tpgs:-5%%,cache_hit_rate:-0.02': exit 1 on a significant change past it")
+    p.add_argument(
+        "runs", nargs="*", metavar="RUN_DIR", help="BASELINE RUN (or use --baseline/--run)"
+    )
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        help="a baseline run folder or glob (repeatable: pooled)",
+    )
+    p.add_argument(
+        "--run", action="append", default=[], help="a run folder or glob (repeatable: pooled)"
+    )
+    p.add_argument(
+        "--fail-on",
+        default=None,
+        metavar="SPEC",
+        help="e.g. 'ttft_p90:+10%%,tpgs:-5%%,cache_hit_rate:-0.02': exit 1 on a significant change past it",
+    )
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    p.add_argument("--alpha", type=float, default=0.01, help="significance level of the Mann-Whitney U test")
-    p.add_argument("--min-change", type=float, default=0.02, help="smallest relative change called significant")
+    p.add_argument(
+        "--alpha", type=float, default=0.01, help="significance level of the Mann-Whitney U test"
+    )
+    p.add_argument(
+        "--min-change", type=float, default=0.02, help="smallest relative change called significant"
+    )
     p.set_defaults(func=_compare)
 
-    p = sub.add_parser("report", help="write a self-contained report.html (several runs: side by side)")
+    p = sub.add_parser(
+        "report", help="write a self-contained report.html (several runs: side by side)"
+    )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or globs")
-    p.add_argument("-o", "--output", default=None,
-                   help="output file (default: RUN_DIR/report.html of the first run; with --trend: trend.html here)")
-    p.add_argument("--trend", action="store_true",
-                   help="the key metrics over the runs in run order, regressions against the previous run marked")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="output file (default: RUN_DIR/report.html of the first run; with --trend: trend.html here)",
+    )
+    p.add_argument(
+        "--trend",
+        action="store_true",
+        help="the key metrics over the runs in run order, regressions against the previous run marked",
+    )
     p.set_defaults(func=_report)
 
-    p = sub.add_parser("import", help="another tool's per-request export as a run folder (aiperf, vllm-bench, guidellm)")
+    p = sub.add_parser(
+        "import",
+        help="another tool's per-request export as a run folder (aiperf, vllm-bench, guidellm)",
+    )
     p.add_argument("tool", choices=("aiperf", "vllm-bench", "guidellm"))
     p.add_argument("source", metavar="PATH", help="the export: a file, or the tool's output folder")
-    p.add_argument("-o", "--output", required=True, metavar="RUN", help="the run folder to write (must not hold records)")
-    p.add_argument("--benchmark", type=int, default=None, metavar="N", help="guidellm: which benchmark of a sweep (0-based)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="RUN",
+        help="the run folder to write (must not hold records)",
+    )
+    p.add_argument(
+        "--benchmark",
+        type=int,
+        default=None,
+        metavar="N",
+        help="guidellm: which benchmark of a sweep (0-based)",
+    )
     p.set_defaults(func=_import)
 
 
@@ -61,8 +125,14 @@ def _analyze(args: argparse.Namespace) -> int:
     skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
     if skipped:
         print(f"harness: {skipped}", file=sys.stderr)
-    summary = analyze_run(args.run_dir, gpus=args.gpus, slos=args.slo, block_size=args.block_size,
-                          tokenizer=args.tokenizer, window_mode=args.window)
+    summary = analyze_run(
+        args.run_dir,
+        gpus=args.gpus,
+        slos=args.slo,
+        block_size=args.block_size,
+        tokenizer=args.tokenizer,
+        window_mode=args.window,
+    )
     print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
     return 0
 
@@ -77,8 +147,12 @@ def _compare(args: argparse.Namespace) -> int:
         baseline.append(positional.pop(0))
     run.extend(positional)
     if not baseline or not run:
-        raise InputError("give a baseline and a run: harness compare BASELINE RUN (or --baseline/--run)")
-    result = compare_runs(baseline, run, fail_on=args.fail_on, alpha=args.alpha, min_change=args.min_change)
+        raise InputError(
+            "give a baseline and a run: harness compare BASELINE RUN (or --baseline/--run)"
+        )
+    result = compare_runs(
+        baseline, run, fail_on=args.fail_on, alpha=args.alpha, min_change=args.min_change
+    )
     print(render(result, args.format))
     for failure in result.failures:
         print(f"harness: regression: {failure}", file=sys.stderr)

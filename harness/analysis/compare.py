@@ -21,7 +21,9 @@ from harness.analysis.records import load_runs
 from harness.analysis.summary import analyze
 from harness.errors import InputError
 
-_SPEC = re.compile(r"^\s*(?P<key>[a-z0-9_]+)\s*:\s*(?P<sign>[+-])(?P<num>\d+(?:\.\d+)?)(?P<pct>%?)\s*$")
+_SPEC = re.compile(
+    r"^\s*(?P<key>[a-z0-9_]+)\s*:\s*(?P<sign>[+-])(?P<num>\d+(?:\.\d+)?)(?P<pct>%?)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -88,22 +90,40 @@ def parse_fail_on(spec: str | None) -> list[Threshold]:
     for item in spec.split(","):
         m = _SPEC.match(item)
         if m is None:
-            raise InputError(f"bad threshold {item.strip()!r}: expected METRIC:+N% or METRIC:-N", field="--fail-on")
+            raise InputError(
+                f"bad threshold {item.strip()!r}: expected METRIC:+N% or METRIC:-N",
+                field="--fail-on",
+            )
         if m["key"] not in known:
-            raise InputError(f"unknown metric {m['key']!r} (known: {', '.join(sorted(known))})", field="--fail-on")
+            raise InputError(
+                f"unknown metric {m['key']!r} (known: {', '.join(sorted(known))})",
+                field="--fail-on",
+            )
         relative = bool(m["pct"])
         amount = float(m["num"]) / (100 if relative else 1)
         out.append(Threshold(m["key"], m["sign"] == "+", amount, relative))
     return out
 
 
-def compare_runs(baseline_dirs, run_dirs, fail_on: str | None = None, alpha: float = 0.01, min_change: float = 0.02) -> CompareResult:
+def compare_runs(
+    baseline_dirs,
+    run_dirs,
+    fail_on: str | None = None,
+    alpha: float = 0.01,
+    min_change: float = 0.02,
+) -> CompareResult:
     base = [analyze(r) for r in load_runs(_as_list(baseline_dirs))]
     cand = [analyze(r) for r in load_runs(_as_list(run_dirs))]
     return compare_analyses(base, cand, fail_on=fail_on, alpha=alpha, min_change=min_change)
 
 
-def compare_analyses(baseline: list, run: list, fail_on: str | None = None, alpha: float = 0.01, min_change: float = 0.02) -> CompareResult:
+def compare_analyses(
+    baseline: list,
+    run: list,
+    fail_on: str | None = None,
+    alpha: float = 0.01,
+    min_change: float = 0.02,
+) -> CompareResult:
     """`compare_runs` on runs already analyzed (the report compares the runs it shows)."""
     thresholds = parse_fail_on(fail_on)
     base, cand = Side(baseline), Side(run)
@@ -134,8 +154,10 @@ def import_notes(analyses: list) -> list[str]:
     for a in analyses:
         imported = a.run.manifest.get("imported")
         if imported:
-            out.append(f"{a.run.name}: imported from {imported['tool']}; defined differently or missing: "
-                       + "; ".join(imported.get("notes", [])))
+            out.append(
+                f"{a.run.name}: imported from {imported['tool']}; defined differently or missing: "
+                + "; ".join(imported.get("notes", []))
+            )
     return out
 
 
@@ -155,7 +177,19 @@ def _change(metric, base: Side, cand: Side, alpha: float, min_change: float) -> 
     if significant:
         worse = ((r - b) > 0) == (metric.better == "lower")
         verdict = "worse" if worse else "better"
-    return MetricChange(metric.key, metric.label, metric.better, b, r, change, p, significant, verdict, len(xb), len(xr))
+    return MetricChange(
+        metric.key,
+        metric.label,
+        metric.better,
+        b,
+        r,
+        change,
+        p,
+        significant,
+        verdict,
+        len(xb),
+        len(xr),
+    )
 
 
 def _p_value(a: np.ndarray, b: np.ndarray) -> float | None:

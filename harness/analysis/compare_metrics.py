@@ -47,7 +47,9 @@ class Side:
         return np.concatenate([a.itl.samples() for a in self.analyses])
 
     def failed_flags(self) -> np.ndarray:
-        return np.concatenate([(a.run.measured["status"] != "ok").to_numpy(dtype=float) for a in self.analyses])
+        return np.concatenate(
+            [(a.run.measured["status"] != "ok").to_numpy(dtype=float) for a in self.analyses]
+        )
 
     def mean_of(self, key: str, sub: str | None = None) -> float | None:
         values = [a.summary[key] if sub is None else a.summary[key][sub] for a in self.analyses]
@@ -64,7 +66,9 @@ def _window_rates(a: Analysis, what: str) -> np.ndarray:
     if end <= start or ok.empty:
         return np.array([])
     width = (end - start) / WINDOWS
-    idx = np.minimum(((ok["t_done"].to_numpy(dtype=float) - start) / width).astype(int), WINDOWS - 1)
+    idx = np.minimum(
+        ((ok["t_done"].to_numpy(dtype=float) - start) / width).astype(int), WINDOWS - 1
+    )
     weights = {
         "requests": np.ones(len(ok)),
         "output": completion_tokens(ok),
@@ -108,24 +112,57 @@ class Headline:
 
 
 def _latency(name: str, label: str, q: int) -> Headline:
-    return Headline(f"{name}_p{q}", f"{label} p{q} (s)", "lower",
-                    lambda s: _pct(s.column(name), q), lambda s: s.column(name))
+    return Headline(
+        f"{name}_p{q}",
+        f"{label} p{q} (s)",
+        "lower",
+        lambda s: _pct(s.column(name), q),
+        lambda s: s.column(name),
+    )
 
 
 HEADLINE: tuple[Headline, ...] = (
     *(_latency("ttft", "TTFT", q) for q in (50, 90, 99)),
     *(_latency("tpot", "TPOT", q) for q in (50, 90, 99)),
-    Headline("itl_p90", "ITL p90 (s, token-weighted)", "lower", lambda s: _pct(s.itl(), 90), Side.itl),
+    Headline(
+        "itl_p90", "ITL p90 (s, token-weighted)", "lower", lambda s: _pct(s.itl(), 90), Side.itl
+    ),
     *(_latency("e2el", "E2EL", q) for q in (50, 90, 99)),
-    Headline("interactivity_p90", "P90 interactivity (tok/s/user)", "higher",
-             lambda s: _inv(_pct(s.column("tpot"), 90)), lambda s: s.column("tpot")),
-    Headline("e2e_interactivity_p90", "E2E-norm. interactivity (tok/s/user)", "higher",
-             lambda s: _inv(_pct(s.column("e2el_per_token"), 90)), lambda s: s.column("e2el_per_token")),
-    Headline("tpgs", "TPGS (tok/s/GPU)", "higher", lambda s: s.mean_of("tpgs"), lambda s: s.windows("tokens")),
-    Headline("requests_per_s", "request throughput (req/s)", "higher",
-             lambda s: s.mean_of("throughput", "requests_per_s"), lambda s: s.windows("requests")),
-    Headline("output_tokens_per_s", "output throughput (tok/s)", "higher",
-             lambda s: s.mean_of("throughput", "output_tokens_per_s"), lambda s: s.windows("output")),
+    Headline(
+        "interactivity_p90",
+        "P90 interactivity (tok/s/user)",
+        "higher",
+        lambda s: _inv(_pct(s.column("tpot"), 90)),
+        lambda s: s.column("tpot"),
+    ),
+    Headline(
+        "e2e_interactivity_p90",
+        "E2E-norm. interactivity (tok/s/user)",
+        "higher",
+        lambda s: _inv(_pct(s.column("e2el_per_token"), 90)),
+        lambda s: s.column("e2el_per_token"),
+    ),
+    Headline(
+        "tpgs",
+        "TPGS (tok/s/GPU)",
+        "higher",
+        lambda s: s.mean_of("tpgs"),
+        lambda s: s.windows("tokens"),
+    ),
+    Headline(
+        "requests_per_s",
+        "request throughput (req/s)",
+        "higher",
+        lambda s: s.mean_of("throughput", "requests_per_s"),
+        lambda s: s.windows("requests"),
+    ),
+    Headline(
+        "output_tokens_per_s",
+        "output throughput (tok/s)",
+        "higher",
+        lambda s: s.mean_of("throughput", "output_tokens_per_s"),
+        lambda s: s.windows("output"),
+    ),
     Headline("cache_hit_rate", "cache hit rate", "higher", _hit_rate, _hit_samples),
     Headline("error_rate", "failed requests (fraction)", "lower", _error_rate, Side.failed_flags),
 )

@@ -40,7 +40,9 @@ def render_table(result: CompareResult) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     lines = _preamble(result) + [""]
     for n, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)]
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)
+        ]
         lines.append("  ".join(cells + [row[-1]]).rstrip())
         if n == 0:
             lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))

@@ -68,18 +68,25 @@ def from_metrics(scraped) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def decide(cached: np.ndarray, manifest: dict, trace_block: int | None, argument: int | None) -> Granularity:
+def decide(
+    cached: np.ndarray, manifest: dict, trace_block: int | None, argument: int | None
+) -> Granularity:
     configured = manifest.get("block_size") if isinstance(manifest.get("block_size"), int) else None
     records, n = from_records(cached, tuple(b for b in (trace_block, configured) if b))
     metrics = from_metrics(manifest.get("server_metrics"))
     seen = f"{n} non-zero cached_tokens"
     if argument is not None:
         if argument <= 0:
-            raise InputError(f"must be a positive number of tokens, got {argument}", field="--block-size")
+            raise InputError(
+                f"must be a positive number of tokens, got {argument}", field="--block-size"
+            )
         return Granularity(argument, "argument", "--block-size", records, n, metrics)
     if metrics is not None and (records is None or records % metrics == 0):
-        why = (f"/metrics block_size {metrics}; the {seen} are multiples of it" if records is not None
-               else f"/metrics block_size {metrics} ({seen}: too few to check, need {MIN_SAMPLES})")
+        why = (
+            f"/metrics block_size {metrics}; the {seen} are multiples of it"
+            if records is not None
+            else f"/metrics block_size {metrics} ({seen}: too few to check, need {MIN_SAMPLES})"
+        )
         return Granularity(metrics, "metrics", why, records, n, metrics)
     if records is not None:
         why = f"the largest block dividing all {seen}"
@@ -88,7 +95,9 @@ def decide(cached: np.ndarray, manifest: dict, trace_block: int | None, argument
         return Granularity(records, "records", why, records, n, metrics)
     fallback = f"not detected ({seen}, need {MIN_SAMPLES}; no /metrics block_size)"
     if configured:
-        return Granularity(configured, "manifest", f"{fallback}: the run's configured block", None, n, metrics)
+        return Granularity(
+            configured, "manifest", f"{fallback}: the run's configured block", None, n, metrics
+        )
     if trace_block:
         return Granularity(trace_block, "trace", f"{fallback}: the trace's block", None, n, metrics)
     return Granularity(DEFAULT_BLOCK_SIZE, "default", fallback, None, n, metrics)

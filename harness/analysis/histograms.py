@@ -70,7 +70,9 @@ def read_histograms(path: Path) -> dict[str, HdrHistogram]:
         payload = json.loads(path.read_text(encoding="utf-8"))
         return {name: HdrHistogram.decode(blob) for name, blob in payload["metrics"].items()}
     except FileNotFoundError:
-        raise RunFolderError("no histograms; run `harness analyze` on the run first", path=path) from None
+        raise RunFolderError(
+            "no histograms; run `harness analyze` on the run first", path=path
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RunFolderError(f"cannot read histograms ({exc})", path=path) from exc
 

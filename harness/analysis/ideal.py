@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from harness.analysis.records import Run
 
 
-
 @dataclass
 class SharedPrefixes:
     """Per record (aligned to the records frame): prompt length in trace tokens, tokens shared
@@ -62,7 +61,9 @@ def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
     return None
 
 
-def shared_prefixes(trace: Trace, records: pd.DataFrame, *, salt: str | None = None, walk=None) -> SharedPrefixes:
+def shared_prefixes(
+    trace: Trace, records: pd.DataFrame, *, salt: str | None = None, walk=None
+) -> SharedPrefixes:
     """Walk every record's prompt in send order (records not sent go last, in file order).
     `walk`: another walk with `send` and `ready` (default: the trace's segments)."""
     n = len(records)
@@ -128,7 +129,9 @@ class _Walk:
         tid, cycle = split_cycled_id(sid)
         content = self.contents.get(cycle)
         if content is None:
-            content = self.contents[cycle] = Content(self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256)
+            content = self.contents[cycle] = Content(
+                self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256
+            )
         if end is not None and end[0] == k - 1 and content.appends_to_previous(tid, k):
             return content.new_segments(tid, k), end[1], end[2]
         return content.segments(tid, k), 0, 0
@@ -146,7 +149,9 @@ def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = 
     miss attribution; without one the recorded values are kept. Chat and text prompts are
     counted in the server's tokens when `tokenizer` (or the run's) allows (analysis.server_tokens)."""
     records = run.records
-    ok_cached = records["cached_tokens"].to_numpy(dtype=float)[(records["status"] == "ok").to_numpy()]
+    ok_cached = records["cached_tokens"].to_numpy(dtype=float)[
+        (records["status"] == "ok").to_numpy()
+    ]
     trace_block = run.trace.header.block_size if run.trace is not None else None
     run.granularity = granularity.decide(ok_cached, run.manifest, trace_block, block_size)
     block = run.granularity.block_size
@@ -158,13 +163,19 @@ def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = 
         walked = shared_prefixes(run.trace, records, salt=_salt(run.manifest))
         problem = _length_mismatch(walked.prompt, records)
     if problem is not None:
-        run.warnings.append(_warn(f"{run.path}: trace.jsonl does not match the records ({problem}); "
-                                  "cached_tokens_ideal kept as recorded"))
+        run.warnings.append(
+            _warn(
+                f"{run.path}: trace.jsonl does not match the records ({problem}); "
+                "cached_tokens_ideal kept as recorded"
+            )
+        )
         run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
         return
     space = token_space(run, records, tokenizer)
     if space.keys is not None:
-        walked = shared_prefixes(run.trace, records, walk=ServerTokenWalk(space.keys, _rows(records)))
+        walked = shared_prefixes(
+            run.trace, records, walk=ServerTokenWalk(space.keys, _rows(records))
+        )
         records["prompt_tokens_expected"] = walked.prompt
     records["ideal_shared_tokens"] = walked.shared
     records["ideal_ready_tokens"] = walked.shared_ready
@@ -177,7 +188,10 @@ def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = 
 
 def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
-    return {(sid, k): i for i, (sid, k) in enumerate(zip(records["session_id"].tolist(), turns, strict=True))}
+    return {
+        (sid, k): i
+        for i, (sid, k) in enumerate(zip(records["session_id"].tolist(), turns, strict=True))
+    }
 
 
 def _salt(manifest: dict) -> str | None:
@@ -191,8 +205,10 @@ def _length_mismatch(prompt: np.ndarray, records: pd.DataFrame) -> str | None:
     if not bad.any():
         return None
     i = int(bad.argmax())
-    return (f"{int(bad.sum())} prompt lengths differ, first request {records['request_id'].iloc[i]}: "
-            f"{expected[i]:.0f} recorded, {prompt[i]:.0f} from the trace")
+    return (
+        f"{int(bad.sum())} prompt lengths differ, first request {records['request_id'].iloc[i]}: "
+        f"{expected[i]:.0f} recorded, {prompt[i]:.0f} from the trace"
+    )
 
 
 def _warn(message: str) -> str:

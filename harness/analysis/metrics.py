@@ -59,7 +59,9 @@ def completion_tokens(ok: pd.DataFrame) -> np.ndarray:
     reported = ok["completion_tokens"].to_numpy(dtype=float)
     missing = np.isnan(reported)
     if missing.any():
-        counted = np.array([sum(c) if c else np.nan for c in ok["chunk_tokens"].to_numpy()[missing]])
+        counted = np.array(
+            [sum(c) if c else np.nan for c in ok["chunk_tokens"].to_numpy()[missing]]
+        )
         reported = reported.copy()
         reported[missing] = counted
     return reported
@@ -68,7 +70,9 @@ def completion_tokens(ok: pd.DataFrame) -> np.ndarray:
 def prompt_tokens(ok: pd.DataFrame) -> np.ndarray:
     """Server-reported prompt tokens; the trace's expected count when the server said nothing."""
     reported = ok["prompt_tokens"].to_numpy(dtype=float)
-    return np.where(np.isnan(reported), ok["prompt_tokens_expected"].to_numpy(dtype=float), reported)
+    return np.where(
+        np.isnan(reported), ok["prompt_tokens_expected"].to_numpy(dtype=float), reported
+    )
 
 
 def request_metrics(ok: pd.DataFrame, itl: InterTokenLatency | None = None) -> pd.DataFrame:
@@ -112,8 +116,12 @@ class InterTokenLatency:
 def itl_of(ok: pd.DataFrame) -> InterTokenLatency:
     times_col = ok["chunk_times"].to_numpy()
     tokens_col = ok["chunk_tokens"].to_numpy()
-    lengths = np.fromiter((len(c) if c else 0 for c in times_col), dtype=np.int64, count=len(times_col))
-    times = np.fromiter(chain.from_iterable(c for c in times_col if c), dtype=float, count=int(lengths.sum()))
+    lengths = np.fromiter(
+        (len(c) if c else 0 for c in times_col), dtype=np.int64, count=len(times_col)
+    )
+    times = np.fromiter(
+        chain.from_iterable(c for c in times_col if c), dtype=float, count=int(lengths.sum())
+    )
     tokens = _chunk_tokens(tokens_col, lengths, ok)
     owner = np.repeat(np.arange(len(lengths)), lengths)
     keep = tokens > 0  # a chunk without output tokens carries no inter-token gap
@@ -132,7 +140,9 @@ def itl_of(ok: pd.DataFrame) -> InterTokenLatency:
 
 
 def _chunk_tokens(tokens_col: np.ndarray, lengths: np.ndarray, ok: pd.DataFrame) -> np.ndarray:
-    counts = np.fromiter((len(c) if c else 0 for c in tokens_col), dtype=np.int64, count=len(tokens_col))
+    counts = np.fromiter(
+        (len(c) if c else 0 for c in tokens_col), dtype=np.int64, count=len(tokens_col)
+    )
     absent = counts == 0
     bad = ~absent & (counts != lengths)
     if bad.any():
@@ -145,7 +155,9 @@ def _chunk_tokens(tokens_col: np.ndarray, lengths: np.ndarray, ok: pd.DataFrame)
         )
     if absent.any() and lengths[absent].any():  # the server gave no counts: one token per chunk
         tokens_col = [c if c else [1] * int(n) for c, n in zip(tokens_col, lengths, strict=True)]
-    return np.fromiter(chain.from_iterable(c for c in tokens_col if c), dtype=float, count=int(lengths.sum()))
+    return np.fromiter(
+        chain.from_iterable(c for c in tokens_col if c), dtype=float, count=int(lengths.sum())
+    )
 
 
 def run_window(ok: pd.DataFrame) -> tuple[float, float]:

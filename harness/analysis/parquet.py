@@ -61,7 +61,9 @@ def save_records(run_dir: Path) -> str | None:
 
     if is_fresh(run_dir):
         return None
-    frame, notes = read_records(run_dir / RECORDS_FILE)  # its warnings (not the manifest's) travel along
+    frame, notes = read_records(
+        run_dir / RECORDS_FILE
+    )  # its warnings (not the manifest's) travel along
     try:
         write_parquet(frame, run_dir, notes)
     except (ParquetSkipped, OSError) as exc:
@@ -72,7 +74,10 @@ def save_records(run_dir: Path) -> str | None:
 def write_parquet(frame: pd.DataFrame, run_dir: Path, notes: list[str]) -> Path:
     """Write `frame` (as `read_records` returns it) to run_dir/records.parquet, atomically."""
     source = run_dir / RECORDS_FILE
-    meta = {"records_jsonl_bytes": source.stat().st_size if source.is_file() else None, "warnings": notes}
+    meta = {
+        "records_jsonl_bytes": source.stat().st_size if source.is_file() else None,
+        "warnings": notes,
+    }
     table = to_table(frame).replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     out = run_dir / PARQUET_FILE
     tmp = out.with_name(out.name + ".tmp")
@@ -103,7 +108,9 @@ def _column(name: str, values: pd.Series) -> pa.Array:
     if name in LISTS:
         return pa.array(values.tolist(), type=LISTS[name])
     if name == "error":
-        return pa.array([None if e is None else orjson.dumps(e).decode() for e in values], type=pa.string())
+        return pa.array(
+            [None if e is None else orjson.dumps(e).decode() for e in values], type=pa.string()
+        )
     return pa.array(values.tolist(), type=pa.string())
 
 
@@ -137,10 +144,17 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         elif name in LISTS:
             frame[name] = pd.Series(_lists(column), dtype=object)
         elif name == "error":
-            frame[name] = [None if e is None else orjson.loads(e) for e in column.to_numpy(zero_copy_only=False)]
+            frame[name] = [
+                None if e is None else orjson.loads(e)
+                for e in column.to_numpy(zero_copy_only=False)
+            ]
         else:
-            frame[name] = pd.Series(column.to_numpy(zero_copy_only=False), dtype=object)  # None for null
-    frame["error_class"] = [(e.get("class") if isinstance(e, dict) else None) for e in frame["error"].tolist()]
+            frame[name] = pd.Series(
+                column.to_numpy(zero_copy_only=False), dtype=object
+            )  # None for null
+    frame["error_class"] = [
+        (e.get("class") if isinstance(e, dict) else None) for e in frame["error"].tolist()
+    ]
     # Line numbers are records.jsonl's, so errors found later name that file.
     source = run_dir / RECORDS_FILE
     frame.attrs["path"] = str(source if source.is_file() else path)

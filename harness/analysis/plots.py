@@ -50,8 +50,12 @@ def _thin(values: np.ndarray) -> np.ndarray:
 
 
 def _long(analyses: list[Analysis], column: str) -> pd.DataFrame:
-    frames = [pd.DataFrame({"value": _thin(a.per_request[column].to_numpy(dtype=float)), "run": a.run.name})
-              for a in analyses]
+    frames = [
+        pd.DataFrame(
+            {"value": _thin(a.per_request[column].to_numpy(dtype=float)), "run": a.run.name}
+        )
+        for a in analyses
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -74,8 +78,14 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
             x = float(np.percentile(full, q * 100))
             ax.plot([x], [q], marker="o", color=color, ms=5)
             if len(analyses) == 1:  # with several runs the values are in the strip and the tables
-                ax.annotate(f"{name} {x:.3g}s", (x, q), textcoords="offset points", xytext=(5, -11),
-                            fontsize="x-small", color=color)
+                ax.annotate(
+                    f"{name} {x:.3g}s",
+                    (x, q),
+                    textcoords="offset points",
+                    xytext=(5, -11),
+                    fontsize="x-small",
+                    color=color,
+                )
     if any(line.get_xdata().size for line in ax.get_lines()):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -95,8 +105,16 @@ def interactivity(analyses: list[Analysis]) -> Figure:
     if not data.empty:
         lo, hi = np.log10(data["value"].min()), np.log10(data["value"].max())
         bins = np.logspace(lo - 0.05, hi + 0.05, 40)
-        sns.histplot(data=data, x="value", hue="run", bins=bins, element="step", stat="density",
-                     common_norm=False, ax=ax)
+        sns.histplot(
+            data=data,
+            x="value",
+            hue="run",
+            bins=bins,
+            element="step",
+            stat="density",
+            common_norm=False,
+            ax=ax,
+        )
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     for a, color in zip(analyses, colors(analyses), strict=False):
@@ -112,26 +130,41 @@ def session_timeline(a: Analysis) -> Figure:
     """Swim lanes of the longest complete task: one lane per session, bars per request,
     arrows for spawns (parent -> subagent) and joins (subagent -> parent)."""
     tasks = a.tasks[a.tasks["complete"]].sort_values("completion_s", ascending=False)
-    fig, ax = _figure(f"Session timeline of the longest task: {a.run.name} (swim lanes)", width=WIDE, height=4.2)
+    fig, ax = _figure(
+        f"Session timeline of the longest task: {a.run.name} (swim lanes)", width=WIDE, height=4.2
+    )
     if tasks.empty:
         ax.text(0.5, 0.5, "no complete task", ha="center", transform=ax.transAxes)
         return fig
     task = tasks.iloc[0]["task"]
     recs = a.graph.recs[a.graph.recs["task"] == task]
-    lanes = {sid: i for i, sid in enumerate(list(dict.fromkeys(recs.sort_values("t_sent")["session_id"]))[:MAX_LANES])}
+    lanes = {
+        sid: i
+        for i, sid in enumerate(
+            list(dict.fromkeys(recs.sort_values("t_sent")["session_id"]))[:MAX_LANES]
+        )
+    }
     critical = set(a.graph.critical_path(task))
     where = {}
     for r in recs.itertuples(index=False):
         if r.session_id not in lanes:
             continue
         y = lanes[r.session_id]
-        color = "tab:red" if r.request_id in critical else ("tab:blue" if r.agent == "main" else "tab:green")
+        color = (
+            "tab:red"
+            if r.request_id in critical
+            else ("tab:blue" if r.agent == "main" else "tab:green")
+        )
         ax.barh(y, r.t_done - r.t_sent, left=r.t_sent, height=0.5, color=color, lw=0)
         where[r.request_id] = (r.t_sent, r.t_done, y)
     for src, dst in a.graph.links(task):
         if src in where and dst in where:
-            ax.annotate("", xy=(where[dst][0], where[dst][2]), xytext=(where[src][1], where[src][2]),
-                        arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
+            ax.annotate(
+                "",
+                xy=(where[dst][0], where[dst][2]),
+                xytext=(where[src][1], where[src][2]),
+                arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8},
+            )
     ax.set_yticks(list(lanes.values()), list(lanes.keys()))
     ax.invert_yaxis()
     ax.set_xlabel("run clock (s); red = critical path, blue = main, green = subagent")

@@ -15,8 +15,17 @@ def cache_by_turn(analyses: list[Analysis]) -> Figure:
     fig, ax = _figure("Prefix-cache hit rate by turn index: server (solid) vs ideal (dashed)")
     for a, color in zip(analyses, colors(analyses), strict=False):
         table = breakdown(a.run.ok, a.misses, "turn")
-        ax.plot(table.index, table["hit_rate"], marker="o", ms=3, color=color, label=f"{a.run.name} server")
-        ax.plot(table.index, table["ideal_hit_rate"], ls="--", color=color, label=f"{a.run.name} ideal")
+        ax.plot(
+            table.index,
+            table["hit_rate"],
+            marker="o",
+            ms=3,
+            color=color,
+            label=f"{a.run.name} server",
+        )
+        ax.plot(
+            table.index, table["ideal_hit_rate"], ls="--", color=color, label=f"{a.run.name} ideal"
+        )
     ax.set_xlabel("turn index")
     ax.set_ylabel("hit rate")
     ax.set_ylim(0, 1.02)
@@ -31,14 +40,19 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
         for key in ("agent", "endpoint"):
             table = breakdown(a.run.ok, a.misses, key)
             for group, row in table.iterrows():
-                name = "n/a" if group is None or group != group else group_label(group)  # NaN: not recorded
+                name = (
+                    "n/a" if group is None or group != group else group_label(group)
+                )  # NaN: not recorded
                 name = name if len(name) <= 24 else "…" + name[-23:]
                 labels.append(f"{key} {name}" + (f"\n{a.run.name}" if len(analyses) > 1 else ""))
                 server.append(row["hit_rate"])
                 ideal.append(row["ideal_hit_rate"])
                 run_of.append(i)
-    fig, ax = _figure("Hit rate by agent and endpoint (bar: server; tick: ideal)", width=HALF,
-                      height=max(3.6, 0.5 + 0.32 * len(labels) * (2 if len(analyses) > 1 else 1)))
+    fig, ax = _figure(
+        "Hit rate by agent and endpoint (bar: server; tick: ideal)",
+        width=HALF,
+        height=max(3.6, 0.5 + 0.32 * len(labels) * (2 if len(analyses) > 1 else 1)),
+    )
     palette = colors(analyses)
     y = np.arange(len(labels))
     ax.barh(y, np.nan_to_num(server), color=[palette[i] for i in run_of], height=0.6)
@@ -62,8 +76,11 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
         parts[k] = [float(a.summary["cache"]["miss_tokens"].get(k) or 0.0) for a in analyses]
     left = np.zeros(len(analyses))
     totals = np.maximum(sum(np.asarray(v) for v in parts.values()), 1e-12)
-    for (label, values), color in zip(parts.items(), ["tab:green", "tab:blue", "tab:red", "tab:grey",
-                                                       "tab:orange", "tab:purple", "tab:brown"], strict=False):
+    for (label, values), color in zip(
+        parts.items(),
+        ["tab:green", "tab:blue", "tab:red", "tab:grey", "tab:orange", "tab:purple", "tab:brown"],
+        strict=False,
+    ):
         share = np.asarray(values) / totals
         ax.barh(names, share, left=left, color=color, label=label, height=0.5)
         left += share
@@ -71,7 +88,9 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     ax.set_xlabel("fraction of prompt tokens")
     ax.invert_yaxis()
     if analyses:  # below the bars, not over them
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize="small", frameon=False)
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize="small", frameon=False
+        )
     else:
         _legend(ax)
     return fig

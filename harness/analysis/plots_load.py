@@ -34,10 +34,21 @@ def measured_span(a: Analysis) -> tuple[float, float] | None:
 
 
 def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
-    fig, (rate, held, hit) = plt.subplots(3, 1, figsize=(WIDE, 7.2), dpi=100, sharex=True,
-                                          layout="constrained", height_ratios=(1, 1.6, 1.2))
-    rate.set_title("Load held over time: output rate; tasks and requests in flight vs target; rolling hit"
-                   " rate vs ideal. Shaded: the analyzer's measured window", loc="left", fontsize="medium")
+    fig, (rate, held, hit) = plt.subplots(
+        3,
+        1,
+        figsize=(WIDE, 7.2),
+        dpi=100,
+        sharex=True,
+        layout="constrained",
+        height_ratios=(1, 1.6, 1.2),
+    )
+    rate.set_title(
+        "Load held over time: output rate; tasks and requests in flight vs target; rolling hit"
+        " rate vs ideal. Shaded: the analyzer's measured window",
+        loc="left",
+        fontsize="medium",
+    )
     for a, color in zip(analyses, colors(analyses), strict=False):
         recs = a.run.records
         if recs["t_sent"].notna().sum() == 0:
@@ -66,21 +77,44 @@ def _in_flight(ax, a: Analysis, t0: float, color) -> None:
     times, tasks = window.level(*window.task_spans(recs))
     ax.step(times - t0, tasks, where="post", color=color, lw=1.6, label=f"{a.run.name} tasks")
     times, reqs = window.level(*window.request_spans(recs))
-    ax.step(times - t0, reqs, where="post", color=color, lw=0.7, alpha=0.8, label=f"{a.run.name} requests")
+    ax.step(
+        times - t0,
+        reqs,
+        where="post",
+        color=color,
+        lw=0.7,
+        alpha=0.8,
+        label=f"{a.run.name} requests",
+    )
     target = load_target(a.run.manifest)
     if target:
-        ax.axhline(target[1], color=color, ls=":", lw=1.4, label=f"{a.run.name} target {target[1]:g} {target[0]}")
+        ax.axhline(
+            target[1],
+            color=color,
+            ls=":",
+            lw=1.4,
+            label=f"{a.run.name} target {target[1]:g} {target[0]}",
+        )
 
 
 def _hit(ax, a: Analysis, t0: float, color) -> None:
     """summary.json `timeline`: the hit rate of the requests sent in the trailing bins."""
     tl = a.summary.get("timeline") or {}
     t = np.asarray(tl.get("t") or [], dtype=float) - t0
-    for key, style, label in (("hit_rate", "-", "server hit"), ("ideal_hit_rate", "--", "ideal hit")):
+    for key, style, label in (
+        ("hit_rate", "-", "server hit"),
+        ("ideal_hit_rate", "--", "ideal hit"),
+    ):
         values = np.array([np.nan if v is None else v for v in tl.get(key) or []], dtype=float)
         if values.size and np.isfinite(values).any():
-            ax.plot(t, values, ls=style, color=color, lw=1.4 if style == "-" else 1.0,
-                    label=f"{a.run.name} {label}")
+            ax.plot(
+                t,
+                values,
+                ls=style,
+                color=color,
+                lw=1.4 if style == "-" else 1.0,
+                label=f"{a.run.name} {label}",
+            )
 
 
 def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:
@@ -90,5 +124,10 @@ def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:
     done = ok["t_done"].to_numpy(dtype=float) - t0
     width = max(done.max(), 1e-9) / bins
     tokens = np.nan_to_num(a.per_request["completion_tokens"].to_numpy(dtype=float))
-    per_bin = np.bincount(np.minimum((done / width).astype(int), bins - 1), weights=tokens, minlength=bins) / width
+    per_bin = (
+        np.bincount(
+            np.minimum((done / width).astype(int), bins - 1), weights=tokens, minlength=bins
+        )
+        / width
+    )
     ax.step(np.arange(bins) * width, per_bin, where="post", color=color, label=a.run.name)

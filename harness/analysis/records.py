@@ -91,8 +91,13 @@ class Run:
         return m[m["status"] == "ok"]
 
 
-def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | None = None,
-             tokenizer: str | None = None) -> Run:
+def load_run(
+    path: str | Path,
+    *,
+    with_trace: bool = True,
+    block_size: int | None = None,
+    tokenizer: str | None = None,
+) -> Run:
     """`block_size`: of the ideal prefix cache (default: the run's; see analysis.ideal);
     `tokenizer`: the server's tokenizer folder, to count chat prompts in its tokens."""
     path = Path(path)
@@ -103,8 +108,10 @@ def load_run(path: str | Path, *, with_trace: bool = True, block_size: int | Non
     run = Run(path=path, records=records, manifest=manifest, warnings=notes)
     capped = manifest.get("think_capped") or {}
     if capped.get("pauses"):
-        run.warnings.append(f"think time capped at {capped['cap_s']:g} s: {capped['pauses']} pauses shortened, "
-                            f"{capped['seconds_cut']:,.0f} s of waiting cut (load.think_cap_s)")
+        run.warnings.append(
+            f"think time capped at {capped['cap_s']:g} s: {capped['pauses']} pauses shortened, "
+            f"{capped['seconds_cut']:,.0f} s of waiting cut (load.think_cap_s)"
+        )
     run.summary = read_optional_json(path / SUMMARY_FILE)
     if with_trace and (path / TRACE_FILE).is_file():
         run.trace = _read_trace(path / TRACE_FILE, run.warnings)
@@ -136,11 +143,18 @@ def _read_trace(path: Path, notes: list[str]) -> Trace | None:
         return None
 
 
-def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True, block_size: int | None = None,
-              tokenizer: str | None = None) -> list[Run]:
+def load_runs(
+    paths: Iterable[str | Path],
+    *,
+    with_trace: bool = True,
+    block_size: int | None = None,
+    tokenizer: str | None = None,
+) -> list[Run]:
     """Several runs, e.g. repeats to pool or runs to compare; globs are expanded."""
-    return [load_run(p, with_trace=with_trace, block_size=block_size, tokenizer=tokenizer)
-            for p in expand_run_dirs(paths)]
+    return [
+        load_run(p, with_trace=with_trace, block_size=block_size, tokenizer=tokenizer)
+        for p in expand_run_dirs(paths)
+    ]
 
 
 def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:
@@ -162,8 +176,13 @@ def read_manifest(path: Path, notes: list[str]) -> dict:
     analyzed with a warning naming what is missing: the run id is then the folder's name, the GPU
     count --gpus (else 1), and server-side figures are absent."""
     if not path.is_file():
-        notes.append(_warn(f"{path}: no {MANIFEST_FILE}; run id from the folder name, GPUs from "
-                           f"--gpus (else 1), no server /metrics", stacklevel=4))
+        notes.append(
+            _warn(
+                f"{path}: no {MANIFEST_FILE}; run id from the folder name, GPUs from "
+                f"--gpus (else 1), no server /metrics",
+                stacklevel=4,
+            )
+        )
         return {}
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -173,8 +192,12 @@ def read_manifest(path: Path, notes: list[str]) -> dict:
         raise RunFolderError("the manifest must be a JSON object", path=path)
     missing = [key for key in MANIFEST_REQUIRED if key not in manifest]
     if missing:
-        notes.append(_warn(f"{path}: partial manifest, missing {', '.join(missing)}; analyzed "
-                           f"without them", stacklevel=4))
+        notes.append(
+            _warn(
+                f"{path}: partial manifest, missing {', '.join(missing)}; analyzed without them",
+                stacklevel=4,
+            )
+        )
     version = manifest.get("schema_version", RECORD_SCHEMA_VERSION)
     if version != RECORD_SCHEMA_VERSION:
         raise RunFolderError(
@@ -233,7 +256,9 @@ def _parse_lines(fh: BinaryIO, path: Path) -> tuple[dict[str, list], list[int], 
     return columns, lines, notes
 
 
-def _drop_truncated_tail(block: list[tuple[int, bytes]], path: Path, notes: list[str]) -> list[tuple[int, bytes]]:
+def _drop_truncated_tail(
+    block: list[tuple[int, bytes]], path: Path, notes: list[str]
+) -> list[tuple[int, bytes]]:
     lineno, raw = block[-1]
     try:
         orjson.loads(raw)
@@ -256,9 +281,13 @@ def _parse_block(block: list[tuple[int, bytes]], path: Path) -> list[dict]:
         except orjson.JSONDecodeError as exc:
             raise RunFolderError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
         if not isinstance(obj, dict):
-            raise RunFolderError("expected a JSON object (one record per line)", path=path, line=lineno)
+            raise RunFolderError(
+                "expected a JSON object (one record per line)", path=path, line=lineno
+            )
     # Each line parses alone but not joined: one line holds several values ("{} {}").
-    raise RunFolderError("a line does not hold exactly one JSON object", path=path, line=block[0][0])
+    raise RunFolderError(
+        "a line does not hold exactly one JSON object", path=path, line=block[0][0]
+    )
 
 
 def _warn(message: str, stacklevel: int = 5) -> str:
@@ -288,7 +317,9 @@ def _numeric(values: list, lines: list[int], path: Path, name: str) -> np.ndarra
     except (TypeError, ValueError):
         for value, line in zip(values, lines, strict=True):
             if value is not None and not isinstance(value, int | float):
-                raise RunFolderError(f"expected a number, got {value!r}", path=path, line=line, field=name) from None
+                raise RunFolderError(
+                    f"expected a number, got {value!r}", path=path, line=line, field=name
+                ) from None
         raise
 
 
@@ -302,7 +333,9 @@ def _check_required(frame: pd.DataFrame, path: Path) -> None:
         _check_present(frame, path, name, ok & frame[name].isna().to_numpy(), " (the record is ok)")
 
 
-def _check_present(frame: pd.DataFrame, path: Path, name: str, missing: np.ndarray, why: str = "") -> None:
+def _check_present(
+    frame: pd.DataFrame, path: Path, name: str, missing: np.ndarray, why: str = ""
+) -> None:
     if missing.any():
         line = int(frame["line"].to_numpy()[missing.argmax()])
         raise RunFolderError(f"missing or null{why}", path=path, line=line, field=name)

@@ -87,8 +87,8 @@ def render_report(analyses: list[Analysis]) -> str:
         _details("Prefix cache by agent, endpoint, turn and time", cache_tables(analyses)),
     ]
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape('report: ' + ', '.join(names))}</title>"
         f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
         + "\n".join(body)
@@ -101,21 +101,31 @@ def _sections(analyses: list[Analysis]) -> list[str]:
     from harness.analysis.plots_cache import cache_by_group, cache_by_turn, miss_categories
     from harness.analysis.plots_load import load_held
 
-    out = ["<h2>Where time went</h2>",
-           _grid(_figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
-                 _figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT"))),
-           _grid(_figure_html("Interactivity", interactivity(analyses)),
-                 _figure_html("Pareto", pareto(analyses)) if len(analyses) > 1 else ""),
-           "<h2>What the cache did</h2>",
-           _grid(_figure_html("Cache hit by turn", cache_by_turn(analyses)),
-                 _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses))),
-           _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
-           "<h2>What load was held</h2>",
-           _figure_html("Load held over time", load_held(analyses)),
-           _window_note(analyses),
-           "<h2>Sessions</h2>"]
+    out = [
+        "<h2>Where time went</h2>",
+        _grid(
+            _figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
+            _figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT")),
+        ),
+        _grid(
+            _figure_html("Interactivity", interactivity(analyses)),
+            _figure_html("Pareto", pareto(analyses)) if len(analyses) > 1 else "",
+        ),
+        "<h2>What the cache did</h2>",
+        _grid(
+            _figure_html("Cache hit by turn", cache_by_turn(analyses)),
+            _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
+        ),
+        _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
+        "<h2>What load was held</h2>",
+        _figure_html("Load held over time", load_held(analyses)),
+        _window_note(analyses),
+        "<h2>Sessions</h2>",
+    ]
     out += [_figure_html(f"Session timeline: {a.run.name}", session_timeline(a)) for a in analyses]
-    out.append(_details("The slowest tasks and their critical paths", task_tables(analyses), opened=True))
+    out.append(
+        _details("The slowest tasks and their critical paths", task_tables(analyses), opened=True)
+    )
     return out
 
 
@@ -127,16 +137,24 @@ def _miss_note(analyses: list[Analysis]) -> str:
     for a in analyses:
         c = a.summary["cache"]
         exact = (c.get("ideal") or {}).get("miss_attribution") == "exact"
-        granularity = f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
+        granularity = (
+            f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
+        )
         space = token_space_line(c.get("token_space"))
-        space = f'<br><span data-token-space>token space: {html.escape(space)}</span>' if space else ""
-        rows.append(f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c['miss_tokens']))}"
-                    f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}{space}</li>")
-    return ('<div class="note"><p>Missed prompt tokens by category (docs/metrics.md, Cache): <b>cold</b> no '
-            "earlier prompt had them; <b>alignment</b> shared but inside the server's partial last block; "
-            "<b>in flight</b> an earlier request had them but was still being prefilled; "
-            "<b>evicted/misrouted</b> an earlier, finished request had them and the server missed them; "
-            f"<b>unreported</b> the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>")
+        space = (
+            f"<br><span data-token-space>token space: {html.escape(space)}</span>" if space else ""
+        )
+        rows.append(
+            f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c['miss_tokens']))}"
+            f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}{space}</li>"
+        )
+    return (
+        '<div class="note"><p>Missed prompt tokens by category (docs/metrics.md, Cache): <b>cold</b> no '
+        "earlier prompt had them; <b>alignment</b> shared but inside the server's partial last block; "
+        "<b>in flight</b> an earlier request had them but was still being prefilled; "
+        "<b>evicted/misrouted</b> an earlier, finished request had them and the server missed them; "
+        f"<b>unreported</b> the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>"
+    )
 
 
 def _window_note(analyses: list[Analysis]) -> str:
@@ -148,17 +166,24 @@ def _window_note(analyses: list[Analysis]) -> str:
         w = a.summary.get("window") or {}
         if not w:
             continue
-        held = (f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"
-                f" ({fmt(w['tasks_held'], '.1%')} held)" if w.get("target_tasks") else
-                f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight")
+        held = (
+            f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"
+            f" ({fmt(w['tasks_held'], '.1%')} held)"
+            if w.get("target_tasks")
+            else f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight"
+        )
         t0 = a.run.records["t_sent"].min()
-        rows.append(f'<li data-window="{fmt(w["start_s"], ".6g")}-{fmt(w["end_s"], ".6g")}"><b>{html.escape(a.run.name)}</b>:'
-                    f" {fmt(w['start_s'] - t0, '.4g')}-{fmt(w['end_s'] - t0, '.4g')} s after the first send"
-                    f" ({html.escape(w['mode'])}{'' if w['stable'] else ', not stable'}):"
-                    f" {html.escape(w['reason'])}{html.escape(held)},"
-                    f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight</li>")
-    return ('<div class="note"><p>The measured window (shaded; every rate and percentile is over it;'
-            f" docs/metrics.md, The measured window):</p><ul>{''.join(rows)}</ul></div>")
+        rows.append(
+            f'<li data-window="{fmt(w["start_s"], ".6g")}-{fmt(w["end_s"], ".6g")}"><b>{html.escape(a.run.name)}</b>:'
+            f" {fmt(w['start_s'] - t0, '.4g')}-{fmt(w['end_s'] - t0, '.4g')} s after the first send"
+            f" ({html.escape(w['mode'])}{'' if w['stable'] else ', not stable'}):"
+            f" {html.escape(w['reason'])}{html.escape(held)},"
+            f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight</li>"
+        )
+    return (
+        '<div class="note"><p>The measured window (shaded; every rate and percentile is over it;'
+        f" docs/metrics.md, The measured window):</p><ul>{''.join(rows)}</ul></div>"
+    )
 
 
 def _grid(*cells: str) -> str:
@@ -182,9 +207,11 @@ def _banners(analyses: list[Analysis]) -> list[str]:
         imported = a.run.manifest.get("imported")
         if imported:
             notes = "".join(f"<li>{html.escape(n)}</li>" for n in imported.get("notes", []))
-            out.append(f'<div class="imported"><b>{html.escape(a.run.name)}</b> was imported from '
-                       f"<b>{html.escape(imported['tool'])}</b> ({html.escape(imported['source'])}); "
-                       f"where its numbers are defined differently or missing:<ul>{notes}</ul></div>")
+            out.append(
+                f'<div class="imported"><b>{html.escape(a.run.name)}</b> was imported from '
+                f"<b>{html.escape(imported['tool'])}</b> ({html.escape(imported['source'])}); "
+                f"where its numbers are defined differently or missing:<ul>{notes}</ul></div>"
+            )
         for w in a.summary.get("warnings", []):
             out.append(f'<p class="warn">{html.escape(a.run.name)}: {html.escape(w)}</p>')
     return out
@@ -194,7 +221,11 @@ def data_points(fig) -> int:
     """How many data points a figure drew: line vertices, bars and scatter points over its axes."""
     n = 0
     for ax in fig.axes:
-        n += sum(len(line.get_xdata()) for line in ax.get_lines() if line.get_label() and not _is_guide(line))
+        n += sum(
+            len(line.get_xdata())
+            for line in ax.get_lines()
+            if line.get_label() and not _is_guide(line)
+        )
         n += sum(1 for p in ax.patches if p.get_width() and p.get_height())
         n += sum(_collection_points(c) for c in ax.collections)
     return n
@@ -220,5 +251,7 @@ def _figure_html(title: str, fig) -> str:
     plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     t = html.escape(title)
-    return (f'<figure data-points="{points}"><img alt="{t}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{t}</figcaption></figure>")
+    return (
+        f'<figure data-points="{points}"><img alt="{t}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{t}</figcaption></figure>"
+    )

@@ -28,20 +28,30 @@ def _slo_line(summary: dict, metric: str) -> tuple[str, str]:
             bound = g["slos"][name]
             sign = ">=" if metric == "interactivity" else "<="
             unit = " tok/s/user" if metric == "interactivity" else " s"
-            verdict = {True: ("met", "ok"), False: ("MISSED", "bad"), None: ("no data", "")}[result["met"]]
+            verdict = {True: ("met", "ok"), False: ("MISSED", "bad"), None: ("no data", "")}[
+                result["met"]
+            ]
             return f"SLO {sign} {bound:g}{unit}: {verdict[0]}", verdict[1]
     return "no SLO set", "none"
 
 
 def _value(s: dict, key: str) -> tuple[str, str]:
     if key == "ttft_p90":
-        return f"{fmt(s['ttft_s']['p90'])} s", f"p50 {fmt(s['ttft_s']['p50'])} s · {s['ttft_s']['count']} requests"
+        return (
+            f"{fmt(s['ttft_s']['p90'])} s",
+            f"p50 {fmt(s['ttft_s']['p50'])} s · {s['ttft_s']['count']} requests",
+        )
     if key == "interactivity_p90":
-        return f"{fmt(s['interactivity_p90'])} tok/s/user", "= 1 / p90(TPOT): 90 % of requests reach it"
+        return (
+            f"{fmt(s['interactivity_p90'])} tok/s/user",
+            "= 1 / p90(TPOT): 90 % of requests reach it",
+        )
     if key == "tpgs":
         parts = s["tpgs_parts"]
-        split = (f"cached {fmt(parts['cached'])} · uncached {fmt(parts['uncached_input'])} · "
-                 f"output {fmt(parts['output'])}")
+        split = (
+            f"cached {fmt(parts['cached'])} · uncached {fmt(parts['uncached_input'])} · "
+            f"output {fmt(parts['output'])}"
+        )
         return f"{fmt(s['tpgs'])} tok/s/GPU", f"{split} (on {fmt(s['n_gpus'], 'g')} GPU)"
     hit, ideal = s["cache_hit_rate"], s["ideal_cache_hit_rate"]
     return f"{fmt(hit, '.3f')} / {fmt(ideal, '.3f')}", "server / ideal (infinite cache)"
@@ -61,16 +71,24 @@ def headline_strip(analyses: list[Analysis]) -> str:
         cards = []
         for key, label, slo_metric in CARDS:
             value, sub = _value(s, key)
-            if key == "cache_hit" and (a.run.manifest.get("imported") and s["ideal_cache_hit_rate"] in (0, None)):
-                value, sub = f"{fmt(s['cache_hit_rate'], '.3f')} / n/a", "server / ideal: no trace, no ideal"
+            if key == "cache_hit" and (
+                a.run.manifest.get("imported") and s["ideal_cache_hit_rate"] in (0, None)
+            ):
+                value, sub = (
+                    f"{fmt(s['cache_hit_rate'], '.3f')} / n/a",
+                    "server / ideal: no trace, no ideal",
+                )
             if key == "cache_hit":
                 sub += _server_side(s, a.run.summary or {})
             slo, cls = _slo_line(s, slo_metric) if slo_metric else ("", "")
             cards.append(
                 f'<div class="card" data-metric="{key}"><div class="label">{html.escape(label)}</div>'
                 f'<div class="value">{html.escape(value)}</div><div class="sub">{html.escape(sub)}</div>'
-                + (f'<div class="slo {cls}">{html.escape(slo)}</div>' if slo else "") + "</div>"
+                + (f'<div class="slo {cls}">{html.escape(slo)}</div>' if slo else "")
+                + "</div>"
             )
         name = f'<div class="runname">{html.escape(a.run.name)}</div>' if len(analyses) > 1 else ""
-        rows.append(f'<div class="strip" data-run="{html.escape(a.run.name)}">{name}{"".join(cards)}</div>')
+        rows.append(
+            f'<div class="strip" data-run="{html.escape(a.run.name)}">{name}{"".join(cards)}</div>'
+        )
     return "\n".join(rows)

@@ -8,34 +8,69 @@ from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bi
 from harness.analysis.summary import Analysis
 from harness.analysis.table import fmt, granularity_line, missed_line, server_hit
 
-MISS_LABELS = {"miss_cold": "cold", "miss_alignment": "alignment", "miss_in_flight": "in flight",
-               "miss_evicted": "evicted/misrouted", "miss_unreported": "unreported"}
+MISS_LABELS = {
+    "miss_cold": "cold",
+    "miss_alignment": "alignment",
+    "miss_in_flight": "in flight",
+    "miss_evicted": "evicted/misrouted",
+    "miss_unreported": "unreported",
+}
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
-    ("errors by class", lambda s: ", ".join(f"{k} {v}" for k, v in s["errors_by_class"].items()) or "none"),
-    ("excluded warm-up / cool-down", lambda s: f"{s['requests_excluded']['warmup']} / {s['requests_excluded']['cooldown']}"),
+    (
+        "errors by class",
+        lambda s: ", ".join(f"{k} {v}" for k, v in s["errors_by_class"].items()) or "none",
+    ),
+    (
+        "excluded warm-up / cool-down",
+        lambda s: f"{s['requests_excluded']['warmup']} / {s['requests_excluded']['cooldown']}",
+    ),
     *(
         (f"{label} {q} (s)", lambda s, k=key, q=q: fmt(s[k][q]))
-        for label, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL (token-weighted)", "itl_s"), ("E2EL", "e2el_s"))
+        for label, key in (
+            ("TTFT", "ttft_s"),
+            ("TPOT", "tpot_s"),
+            ("ITL (token-weighted)", "itl_s"),
+            ("E2EL", "e2el_s"),
+        )
         for q in ("p50", "p90", "p99", "mean", "max")
     ),
     ("P90 interactivity (tok/s/user)", lambda s: fmt(s["interactivity_p90"])),
     ("E2E-normalized interactivity (tok/s/user)", lambda s: fmt(s["e2e_interactivity_p90"])),
     ("TPGS (tok/s/GPU)", lambda s: f"{fmt(s['tpgs'])} on {fmt(s['n_gpus'], 'g')} GPU(s)"),
-    ("  cached / uncached input / output", lambda s: " / ".join(fmt(v) for v in s["tpgs_parts"].values())),
+    (
+        "  cached / uncached input / output",
+        lambda s: " / ".join(fmt(v) for v in s["tpgs_parts"].values()),
+    ),
     ("requests/s", lambda s: fmt(s["throughput"]["requests_per_s"])),
     ("tasks/s", lambda s: fmt(s["throughput"]["sessions_per_s"])),
     ("output tokens/s", lambda s: fmt(s["throughput"]["output_tokens_per_s"])),
     ("goodput req/s (SLOs)", lambda s: _goodput(s)),
-    ("cache hit rate: server / ideal", lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}"),
+    (
+        "cache hit rate: server / ideal",
+        lambda s: f"{fmt(s['cache_hit_rate'], '.3f')} / {fmt(s['ideal_cache_hit_rate'], '.3f')}",
+    ),
     ("server /metrics prefix-cache hit rate", lambda s: server_hit(s.get("server_cache"))),
-    ("cache granularity (tokens, source)", lambda s: f"{s['cache']['granularity']['block_size']} ({s['cache']['granularity']['source']})"),
-    ("missed tokens cold / alignment / in flight / evicted / unreported",
-     lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values())),
-    ("tasks complete / all", lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}"),
+    (
+        "cache granularity (tokens, source)",
+        lambda s: (
+            f"{s['cache']['granularity']['block_size']} ({s['cache']['granularity']['source']})"
+        ),
+    ),
+    (
+        "missed tokens cold / alignment / in flight / evicted / unreported",
+        lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values()),
+    ),
+    (
+        "tasks complete / all",
+        lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}",
+    ),
     ("task completion p50 / p90 (s)", lambda s: _pair(s["sessions"]["task_completion_s"])),
-    ("critical path in server p50 / p90 (s)", lambda s: _pair(s["sessions"]["critical_path_service_s"])),
+    (
+        "critical path in server p50 / p90 (s)",
+        lambda s: _pair(s["sessions"]["critical_path_service_s"]),
+    ),
     ("join wait p50 / p90 (s)", lambda s: _pair(s["sessions"]["join_wait_s"])),
     ("session structure", lambda s: s["sessions"]["structure"]),
     ("timings", lambda s: "SIMULATED engine" if s.get("simulated") else "measured"),
@@ -63,7 +98,11 @@ def table(header: list[str], rows: list[list[str]], note: str = "") -> str:
 
 def _cell(value) -> str:
     text = str(value)
-    return f'<td class="bad">{html.escape(text)}</td>' if text == "worse" else f"<td>{html.escape(text)}</td>"
+    return (
+        f'<td class="bad">{html.escape(text)}</td>'
+        if text == "worse"
+        else f"<td>{html.escape(text)}</td>"
+    )
 
 
 def summary_rows(analyses: list[Analysis]) -> str:
@@ -87,11 +126,17 @@ def compare_section(analyses: list[Analysis]) -> str:
         row = [base_row.label, fmt(base_row.baseline)]
         for result in results:
             r = result.rows[i]
-            row += [fmt(r.run), "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
-                    "n/a" if r.p_value is None else f"{r.p_value:.2g}", r.verdict]
+            row += [
+                fmt(r.run),
+                "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
+                "n/a" if r.p_value is None else f"{r.p_value:.2g}",
+                r.verdict,
+            ]
         rows.append(row)
-    note = (f"Against {analyses[0].run.name}: Mann-Whitney U p < {results[0].alpha:g} and "
-            f"|change| >= {results[0].min_change * 100:g}% is significant; '~' is not (as harness compare).")
+    note = (
+        f"Against {analyses[0].run.name}: Mann-Whitney U p < {results[0].alpha:g} and "
+        f"|change| >= {results[0].min_change * 100:g}% is significant; '~' is not (as harness compare)."
+    )
     return table(header, rows, note)
 
 
@@ -101,21 +146,44 @@ def cache_tables(analyses: list[Analysis]) -> str:
     for a in analyses:  # what the ideal is counted in, and where every missed token went
         c = a.summary["cache"]
         exact = c["ideal"]["miss_attribution"] == "exact"
-        out.append(f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
-                   f"<br>Missed prompt tokens: {html.escape(missed_line(c['miss_tokens']))}"
-                   f"{'' if exact else ' (approximate: no matching trace)'}.</p>")
-    for key, title in (("agent", "agent"), ("endpoint", "endpoint"), ("turn", "turn index"), ("time", "time (s)")):
+        out.append(
+            f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
+            f"<br>Missed prompt tokens: {html.escape(missed_line(c['miss_tokens']))}"
+            f"{'' if exact else ' (approximate: no matching trace)'}.</p>"
+        )
+    for key, title in (
+        ("agent", "agent"),
+        ("endpoint", "endpoint"),
+        ("turn", "turn index"),
+        ("time", "time (s)"),
+    ):
         out.append(f"<h4>By {html.escape(title)}</h4>")
         for a in analyses:
             measured = a.run.measured
             groups = time_bins(measured) if key == "time" else measured[key]
             failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
             t = breakdown(a.run.ok, a.misses, groups.loc[a.run.ok.index], failed=failed)
-            rows = [[group_label(group), int(r["requests"]), int(r["failed"]), int(r["reported"]),
-                     fmt(r["hit_rate"], ".3f"), fmt(r["ideal_hit_rate"], ".3f"), *(f"{r[c]:.0f}" for c in MISS_COLUMNS)]
-                    for group, r in t.head(30).iterrows()]
-            header = [title, "ok requests", "failed", "reported cached", "hit rate", "ideal",
-                      *(f"missed: {MISS_LABELS.get(c, c.removeprefix('miss_'))}" for c in MISS_COLUMNS)]
+            rows = [
+                [
+                    group_label(group),
+                    int(r["requests"]),
+                    int(r["failed"]),
+                    int(r["reported"]),
+                    fmt(r["hit_rate"], ".3f"),
+                    fmt(r["ideal_hit_rate"], ".3f"),
+                    *(f"{r[c]:.0f}" for c in MISS_COLUMNS),
+                ]
+                for group, r in t.head(30).iterrows()
+            ]
+            header = [
+                title,
+                "ok requests",
+                "failed",
+                "reported cached",
+                "hit rate",
+                "ideal",
+                *(f"missed: {MISS_LABELS.get(c, c.removeprefix('miss_'))}" for c in MISS_COLUMNS),
+            ]
             note = f"{a.run.name}: hit rates over ok requests whose server reported cached tokens."
             out.append(table(header, rows, note))
     return "\n".join(out)
@@ -126,12 +194,32 @@ def task_tables(analyses: list[Analysis], top: int = 10) -> str:
     for a in analyses:
         tasks = a.tasks
         done = tasks[tasks["complete"]].sort_values("completion_s", ascending=False).head(top)
-        rows = [[t.task, t.sessions, t.requests, fmt(t.completion_s), fmt(t.critical_path_service_s),
-                 t.critical_path_requests, t.critical_path_sub_requests, fmt(t.join_wait_s)]
-                for t in done.itertuples(index=False)]
-        note = (f"{a.run.name}: the {len(rows)} slowest of {int(tasks['complete'].sum())} complete tasks"
-                f" ({len(tasks)} in all; structure {a.summary['sessions']['structure']}).")
-        header = ["task", "sessions", "requests", "completion (s)", "critical path in server (s)",
-                  "requests on path", "subagent requests on path", "join wait (s)"]
+        rows = [
+            [
+                t.task,
+                t.sessions,
+                t.requests,
+                fmt(t.completion_s),
+                fmt(t.critical_path_service_s),
+                t.critical_path_requests,
+                t.critical_path_sub_requests,
+                fmt(t.join_wait_s),
+            ]
+            for t in done.itertuples(index=False)
+        ]
+        note = (
+            f"{a.run.name}: the {len(rows)} slowest of {int(tasks['complete'].sum())} complete tasks"
+            f" ({len(tasks)} in all; structure {a.summary['sessions']['structure']})."
+        )
+        header = [
+            "task",
+            "sessions",
+            "requests",
+            "completion (s)",
+            "critical path in server (s)",
+            "requests on path",
+            "subagent requests on path",
+            "join wait (s)",
+        ]
         out.append(table(header, rows, note))
     return "\n".join(out)

@@ -15,7 +15,11 @@ from harness.analysis.metrics import percentiles
 
 def split_attempts(records: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(final attempts, superseded attempts). Records without `attempt` are attempt 1."""
-    attempt = records["attempt"].fillna(1) if "attempt" in records else pd.Series(1.0, index=records.index)
+    attempt = (
+        records["attempt"].fillna(1)
+        if "attempt" in records
+        else pd.Series(1.0, index=records.index)
+    )
     if (attempt <= 1).all():
         return records, records.iloc[:0]
     key = [records["session_id"], records["turn"].fillna(-1)]
@@ -26,12 +30,19 @@ def split_attempts(records: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def retry_summary(final: pd.DataFrame, superseded: pd.DataFrame) -> dict:
     if superseded.empty:
-        return {"attempts_retried": 0, "turns_retried": 0, "turns_recovered": 0, "by_class": {},
-                "retry_wait_s": percentiles([])}
+        return {
+            "attempts_retried": 0,
+            "turns_retried": 0,
+            "turns_recovered": 0,
+            "by_class": {},
+            "retry_wait_s": percentiles([]),
+        }
     turns = superseded.groupby(["session_id", "turn"], sort=False)
     first_sent = turns["t_sent"].min()
     last = final.set_index(["session_id", "turn"]).reindex(first_sent.index)
-    classes = superseded["error_class"].where(superseded["error_class"].notna(), superseded["status"])
+    classes = superseded["error_class"].where(
+        superseded["error_class"].notna(), superseded["status"]
+    )
     return {
         "attempts_retried": int(len(superseded)),
         "turns_retried": int(len(first_sent)),

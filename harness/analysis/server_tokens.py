@@ -42,11 +42,18 @@ class TokenSpace:
     keys: list[bytes] | None = field(default=None, repr=False)  # per record: its prompt's tokens
 
     def info(self) -> dict:
-        out = {"space": self.space, "approximate": self.approximate, "reason": self.reason,
-               "tokenizer": self.tokenizer}
+        out = {
+            "space": self.space,
+            "approximate": self.approximate,
+            "reason": self.reason,
+            "tokenizer": self.tokenizer,
+        }
         if self.space == "server":
-            out.update(prompts_checked=self.prompts_checked, prompt_token_mismatches=self.mismatches,
-                       first_mismatch=self.first_mismatch)
+            out.update(
+                prompts_checked=self.prompts_checked,
+                prompt_token_mismatches=self.mismatches,
+                first_mismatch=self.first_mismatch,
+            )
         return out
 
 
@@ -72,7 +79,9 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
     replay = run.manifest.get("replay") if isinstance(run.manifest.get("replay"), dict) else {}
     api, fmt = replay.get("api"), replay.get("prompt_format", "tokens")
     if api is None:
-        return TokenSpace("trace", False, "the run does not say which API it used (manifest replay.api)")
+        return TokenSpace(
+            "trace", False, "the run does not say which API it used (manifest replay.api)"
+        )
     if api == "completions" and fmt == "tokens":
         return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
     server, why_not = _server_tokenizer(tokenizer, replay)
@@ -89,25 +98,33 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
     return space
 
 
-def _server_tokenizer(tokenizer: str | None, replay: dict) -> tuple[ChatTokenizer | None, str | None]:
+def _server_tokenizer(
+    tokenizer: str | None, replay: dict
+) -> tuple[ChatTokenizer | None, str | None]:
     """The server's tokenizer (the argument, else the run's setting) and why it cannot be used."""
     path = tokenizer or replay.get("tokenizer")
     if path is not None and not Path(path).exists():
         if tokenizer is not None:
             raise InputError("no such tokenizer file or folder", path=path, field="--tokenizer")
-        return None, (f"the run's tokenizer {path} is not there: the ideal counts trace tokens, scaled "
-                      "to each request's prompt_tokens (give harness analyze --tokenizer DIR)")
+        return None, (
+            f"the run's tokenizer {path} is not there: the ideal counts trace tokens, scaled "
+            "to each request's prompt_tokens (give harness analyze --tokenizer DIR)"
+        )
     server = ChatTokenizer.load(path) if path is not None else None
     return server, _why_not_server(replay, server, replay["api"])
 
 
 def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str | None:
     if server is None:
-        return ("no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
-                "(give harness analyze --tokenizer DIR)")
+        return (
+            "no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
+            "(give harness analyze --tokenizer DIR)"
+        )
     if api == "chat" and not server.has_template:
-        return (f"{server.path} has no chat template: the ideal counts trace tokens, scaled to each "
-                "request's prompt_tokens")
+        return (
+            f"{server.path} has no chat template: the ideal counts trace tokens, scaled to each "
+            "request's prompt_tokens"
+        )
     if replay.get("history") == "live":
         return "live history: the server's replies are not in the records, so prompts cannot be rebuilt"
     return None
@@ -119,7 +136,10 @@ def _text_counter(run_tokenizer: str | None, server: ChatTokenizer):
     if run_tokenizer is None:
         return None
     run_path = Path(run_tokenizer)
-    if not run_path.exists() or run_path.resolve() in (server.path.resolve(), server.path.resolve() / TOKENIZER_FILE):
+    if not run_path.exists() or run_path.resolve() in (
+        server.path.resolve(),
+        server.path.resolve() / TOKENIZER_FILE,
+    ):
         return server.count
     return ChatTokenizer.load(run_tokenizer).count
 
@@ -130,20 +150,36 @@ def _rendered_how(api: str, server: ChatTokenizer) -> str:
     return f"text prompts tokenized with {server.path}, special tokens added, as the server does"
 
 
-def _server_keys(trace, records: pd.DataFrame, replay: dict, server: ChatTokenizer, counter) -> list[bytes]:
+def _server_keys(
+    trace, records: pd.DataFrame, replay: dict, server: ChatTokenizer, counter
+) -> list[bytes]:
     """Each record's prompt in server tokens, rebuilt in send order (a session's turns in order)."""
     sources: dict[int, RequestSource] = {}  # one per cycle of the trace (harness.trace.cycles)
-    order = np.lexsort((np.arange(len(records)), np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)))
+    order = np.lexsort(
+        (
+            np.arange(len(records)),
+            np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf),
+        )
+    )
     sessions = records["session_id"].tolist()
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     keys: list[bytes] = [b""] * len(records)
     for i in order.tolist():
         sid, cycle = split_cycled_id(sessions[i])
         if cycle not in sources:
-            sources[cycle] = RequestSource(trace, api=replay["api"], prompt_format=replay.get("prompt_format", "tokens"),
-                                           salt=cycle_salt(replay.get("salt"), cycle), token_counter=counter)
+            sources[cycle] = RequestSource(
+                trace,
+                api=replay["api"],
+                prompt_format=replay.get("prompt_format", "tokens"),
+                salt=cycle_salt(replay.get("salt"), cycle),
+                token_counter=counter,
+            )
         prompt = sources[cycle].prompt(sid, turns[i])
-        ids = server.chat_ids(prompt.messages) if prompt.messages is not None else server.text_ids(prompt.body)
+        ids = (
+            server.chat_ids(prompt.messages)
+            if prompt.messages is not None
+            else server.text_ids(prompt.body)
+        )
         keys[i] = token_key(ids)
     return keys
 
@@ -157,8 +193,11 @@ def _check_lengths(space: TokenSpace, records: pd.DataFrame) -> None:
     space.prompts_checked, space.mismatches = int(checked.sum()), int(bad.sum())
     if bad.any():
         i = int(bad.argmax())
-        space.first_mismatch = {"request_id": str(records["request_id"].iloc[i]),
-                                "prompt_tokens": int(reported[i]), "local": int(local[i])}
+        space.first_mismatch = {
+            "request_id": str(records["request_id"].iloc[i]),
+            "prompt_tokens": int(reported[i]),
+            "local": int(local[i]),
+        }
 
 
 def scale_to_server(records: pd.DataFrame) -> None:

@@ -19,8 +19,18 @@ import pandas as pd
 from harness.trace.model import Trace
 
 EPS = 1e-9
-GRAPH_COLUMNS = ("request_id", "session_id", "parent_session_id", "agent", "turn", "t_scheduled", "t_sent",
-                 "t_done", "status", "phase")
+GRAPH_COLUMNS = (
+    "request_id",
+    "session_id",
+    "parent_session_id",
+    "agent",
+    "turn",
+    "t_scheduled",
+    "t_sent",
+    "t_done",
+    "status",
+    "phase",
+)
 MAX_DEPTH = 64  # subagent nesting levels followed up to the main session (a cycle stops here)
 
 
@@ -74,7 +84,9 @@ class TaskGraph:
     def links(self, task: str) -> list[tuple[str, str]]:
         """Spawn and join edges of a task, as (from request_id, to request_id)."""
         ids, tasks = self.recs["request_id"].to_numpy(), self.recs["task"].to_numpy()
-        e = self.edges[(self.edges["kind"] != "turn") & (tasks[self.edges["dst"].to_numpy()] == task)]
+        e = self.edges[
+            (self.edges["kind"] != "turn") & (tasks[self.edges["dst"].to_numpy()] == task)
+        ]
         return list(zip(ids[e["src"].to_numpy()], ids[e["dst"].to_numpy()], strict=True))
 
 
@@ -88,14 +100,22 @@ def task_graph(records: pd.DataFrame, trace: Trace | None) -> TaskGraph:
     recs["task"] = s.ids[task_code]
     recs["session_code"] = codes
     t_done = recs["t_done"].fillna(-np.inf).to_numpy()
-    edges = pd.concat([_turn_edges(codes), *_spawn_join_edges(recs, codes, s, trace)], ignore_index=True)
+    edges = pd.concat(
+        [_turn_edges(codes), *_spawn_join_edges(recs, codes, s, trace)], ignore_index=True
+    )
     best = np.full(len(recs), -1, dtype=np.int64)
     if len(edges):
-        ranked = edges.assign(v=t_done[edges["src"].to_numpy()]).sort_values(["dst", "v"], kind="stable")
+        ranked = edges.assign(v=t_done[edges["src"].to_numpy()]).sort_values(
+            ["dst", "v"], kind="stable"
+        )
         last = ranked.drop_duplicates("dst", keep="last")
         best[last["dst"].to_numpy()] = last["src"].to_numpy()
     by_task = np.lexsort((t_done, task_code))
-    ends = np.flatnonzero(np.r_[task_code[by_task][1:] != task_code[by_task][:-1], True]) if len(recs) else by_task
+    ends = (
+        np.flatnonzero(np.r_[task_code[by_task][1:] != task_code[by_task][:-1], True])
+        if len(recs)
+        else by_task
+    )
     last_row = pd.Series(by_task[ends], index=s.ids[task_code[by_task][ends]])
     return TaskGraph(recs=recs, edges=edges, best_pred=best, task_code=task_code, last_row=last_row)
 
@@ -105,7 +125,9 @@ def _turn_edges(codes: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"src": dst - 1, "dst": dst, "kind": "turn"})
 
 
-def _spawn_join_edges(recs: pd.DataFrame, codes: np.ndarray, s: Sessions, trace: Trace | None) -> list[pd.DataFrame]:
+def _spawn_join_edges(
+    recs: pd.DataFrame, codes: np.ndarray, s: Sessions, trace: Trace | None
+) -> list[pd.DataFrame]:
     n = len(recs)
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n else np.array([], dtype=int)
     t_sent, t_done = recs["t_sent"].to_numpy(dtype=float), recs["t_done"].to_numpy(dtype=float)
@@ -116,7 +138,9 @@ def _spawn_join_edges(recs: pd.DataFrame, codes: np.ndarray, s: Sessions, trace:
         return []
     parent = s.parent[children]
     if trace is not None:
-        spawn_turn, joins = map(np.array, zip(*(_from_trace(trace, s.ids[c]) for c in children), strict=True))
+        spawn_turn, joins = map(
+            np.array, zip(*(_from_trace(trace, s.ids[c]) for c in children), strict=True)
+        )
     else:
         spawn_turn = _spawn_by_timing(recs, codes, children, parent, t_sent[starts[children]])
         joins = np.ones(children.size, dtype=bool)
@@ -127,8 +151,14 @@ def _spawn_join_edges(recs: pd.DataFrame, codes: np.ndarray, s: Sessions, trace:
         joins &= t_sent[np.maximum(join_row, 0)] >= t_done[last[children]] - EPS
     has = spawn_row >= 0
     spawns = pd.DataFrame({"src": spawn_row[has], "dst": starts[children][has], "kind": "spawn"})
-    joined = pd.DataFrame({"src": last[children][joins], "dst": join_row[joins], "kind": "join",
-                           "spawn_row": spawn_row[joins]})
+    joined = pd.DataFrame(
+        {
+            "src": last[children][joins],
+            "dst": join_row[joins],
+            "kind": "join",
+            "spawn_row": spawn_row[joins],
+        }
+    )
     return [spawns, joined]
 
 
@@ -137,7 +167,9 @@ class _TurnLookup:
 
     def __init__(self, codes: np.ndarray, turns: np.ndarray) -> None:
         self.width = int(np.nanmax(turns)) + 2 if np.isfinite(turns).any() else 1
-        keys = np.where(np.isfinite(turns), codes * self.width + np.nan_to_num(turns, nan=-1), -1).astype(np.int64)
+        keys = np.where(
+            np.isfinite(turns), codes * self.width + np.nan_to_num(turns, nan=-1), -1
+        ).astype(np.int64)
         self.keys, self.rows = np.unique(keys, return_index=True)
 
     def __call__(self, codes: np.ndarray, turns: np.ndarray) -> np.ndarray:
@@ -162,7 +194,9 @@ def _spawn_by_timing(recs, codes, children, parent, first_sent) -> np.ndarray:
     """Per child: the parent's last turn that ended before the child's first send."""
     left = pd.DataFrame({"by": parent, "t": first_sent + EPS, "i": np.arange(children.size)})
     left = left.dropna(subset=["t"]).sort_values("t")
-    right = pd.DataFrame({"by": codes, "t": recs["t_done"].to_numpy(dtype=float), "turn": recs["turn"].to_numpy()})
+    right = pd.DataFrame(
+        {"by": codes, "t": recs["t_done"].to_numpy(dtype=float), "turn": recs["turn"].to_numpy()}
+    )
     right = right.dropna(subset=["t"]).sort_values("t")
     merged = pd.merge_asof(left, right, on="t", by="by", direction="backward")
     out = np.full(children.size, np.nan)

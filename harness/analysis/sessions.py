@@ -17,8 +17,17 @@ from harness.trace.model import Trace
 __all__ = ["TaskGraph", "session_summary", "task_graph", "task_roots", "task_table"]
 
 
-TASK_COLUMNS = ["task", "sessions", "requests", "complete", "completion_s", "critical_path_service_s",
-                "critical_path_requests", "critical_path_sub_requests", "join_wait_s"]
+TASK_COLUMNS = [
+    "task",
+    "sessions",
+    "requests",
+    "complete",
+    "completion_s",
+    "critical_path_service_s",
+    "critical_path_requests",
+    "critical_path_sub_requests",
+    "join_wait_s",
+]
 
 
 def task_table(graph: TaskGraph, trace: Trace | None) -> pd.DataFrame:
@@ -29,19 +38,29 @@ def task_table(graph: TaskGraph, trace: Trace | None) -> pd.DataFrame:
     start = recs["t_scheduled"].fillna(recs["t_sent"])
     g = recs.assign(ok=ok, start=start).groupby(graph.task_code, sort=False)
     last_phase = recs["phase"].to_numpy()[graph.last_row.to_numpy()]
-    table = pd.DataFrame({
-        "task": g["task"].first(),
-        "sessions": g["session_code"].nunique(),
-        "requests": g.size(),
-        "complete": g["ok"].all(),
-        "completion_s": g["t_done"].max() - g["start"].min(),
-    })
+    table = pd.DataFrame(
+        {
+            "task": g["task"].first(),
+            "sessions": g["session_code"].nunique(),
+            "requests": g.size(),
+            "complete": g["ok"].all(),
+            "completion_s": g["t_done"].max() - g["start"].min(),
+        }
+    )
     table = table.set_index("task")
-    table["complete"] &= pd.Series(last_phase == "measure", index=graph.last_row.index).reindex(table.index).to_numpy()
+    table["complete"] &= (
+        pd.Series(last_phase == "measure", index=graph.last_row.index)
+        .reindex(table.index)
+        .to_numpy()
+    )
     if trace is not None:
-        expected = {s.id: sum(len(f.turns) for f in trace.family(s.id)) for s in trace.main_sessions}
+        expected = {
+            s.id: sum(len(f.turns) for f in trace.family(s.id)) for s in trace.main_sessions
+        }
         # a later cycle's task (harness.trace.cycles) has its trace session's turns
-        wanted = table.index.map(lambda t: expected.get(split_cycled_id(t)[0])).to_numpy(dtype=float)
+        wanted = table.index.map(lambda t: expected.get(split_cycled_id(t)[0])).to_numpy(
+            dtype=float
+        )
         table["complete"] &= np.isnan(wanted) | (table["requests"].to_numpy() == wanted)
     table = table.join(_walk(graph), how="left").join(_join_waits(graph), how="left")
     table["join_wait_s"] = table["join_wait_s"].fillna(0.0)
@@ -54,7 +73,11 @@ def _walk(graph: TaskGraph) -> pd.DataFrame:
     e2el = (recs["t_done"] - recs["t_sent"]).fillna(0.0).to_numpy()
     sub = (recs["agent"] == "sub").to_numpy()
     cur = graph.last_row.to_numpy().astype(np.int64)
-    service, length, subs = np.zeros(cur.size), np.zeros(cur.size, dtype=int), np.zeros(cur.size, dtype=int)
+    service, length, subs = (
+        np.zeros(cur.size),
+        np.zeros(cur.size, dtype=int),
+        np.zeros(cur.size, dtype=int),
+    )
     active = cur >= 0
     for _ in range(len(recs)):
         if not active.any():
@@ -65,8 +88,14 @@ def _walk(graph: TaskGraph) -> pd.DataFrame:
         subs[active] += sub[rows]
         cur[active] = graph.best_pred[rows]
         active = cur >= 0
-    return pd.DataFrame({"critical_path_service_s": service, "critical_path_requests": length,
-                         "critical_path_sub_requests": subs}, index=graph.last_row.index)
+    return pd.DataFrame(
+        {
+            "critical_path_service_s": service,
+            "critical_path_requests": length,
+            "critical_path_sub_requests": subs,
+        },
+        index=graph.last_row.index,
+    )
 
 
 def _join_waits(graph: TaskGraph) -> pd.DataFrame:
@@ -75,13 +104,17 @@ def _join_waits(graph: TaskGraph) -> pd.DataFrame:
     if joins.empty:
         return pd.DataFrame({"join_wait_s": []})
     t_done = graph.recs["t_done"].to_numpy()
-    wait = np.maximum(0.0, t_done[joins["src"].to_numpy()] - t_done[joins["spawn_row"].to_numpy(dtype=int)])
+    wait = np.maximum(
+        0.0, t_done[joins["src"].to_numpy()] - t_done[joins["spawn_row"].to_numpy(dtype=int)]
+    )
     per_join = pd.Series(wait).groupby(joins["dst"].to_numpy()).max()
     tasks = graph.recs["task"].to_numpy()[per_join.index.to_numpy()]
     return per_join.groupby(tasks).sum().to_frame("join_wait_s")
 
 
-def session_summary(records: pd.DataFrame, ttft: pd.Series, trace: Trace | None) -> tuple[dict, pd.DataFrame, TaskGraph]:
+def session_summary(
+    records: pd.DataFrame, ttft: pd.Series, trace: Trace | None
+) -> tuple[dict, pd.DataFrame, TaskGraph]:
     """Summary dict, the per-task table and the graph. `ttft` is aligned to the measured ok records."""
     graph = task_graph(records, trace)
     tasks = task_table(graph, trace)

@@ -41,7 +41,9 @@ class Slo:
         return within | np.isnan(v)
 
 
-def parse_slos(items: Iterable[str] | Mapping[str, object] | None, *, source: str = "--slo") -> list[Slo]:
+def parse_slos(
+    items: Iterable[str] | Mapping[str, object] | None, *, source: str = "--slo"
+) -> list[Slo]:
     if not items:
         return []
     pairs = items.items() if isinstance(items, Mapping) else (_split(s, source) for s in items)
@@ -59,7 +61,9 @@ def parse_slo(name: str, value: object, *, source: str = "--slo") -> Slo:
     m = _PATTERN.match(name)
     if m is None or m["metric"] not in LATENCIES + RATES:
         known = ", ".join(LATENCIES + RATES)
-        raise InputError(f"unknown SLO metric {name!r} (known: {known}, optionally with _pQ)", field=source)
+        raise InputError(
+            f"unknown SLO metric {name!r} (known: {known}, optionally with _pQ)", field=source
+        )
     q = float(m["q"]) if m["q"] else None
     if q is not None and not 0 < q <= 100:
         raise InputError(f"percentile in {name!r} must be in (0, 100]", field=source)
@@ -78,13 +82,17 @@ def _value(value: object, is_latency: bool, name: str, source: str) -> float:
     try:
         number = float(text) * scale
     except ValueError:
-        raise InputError(f"SLO {name}: {value!r} is not a number (e.g. 2s, 250ms, 20)", field=source) from None
+        raise InputError(
+            f"SLO {name}: {value!r} is not a number (e.g. 2s, 250ms, 20)", field=source
+        ) from None
     if not np.isfinite(number) or number < 0:
         raise InputError(f"SLO {name}: must be a finite number >= 0, got {value!r}", field=source)
     return number
 
 
-def goodput(per_request: pd.DataFrame, slos: list[Slo], duration: float, task_ids: pd.Series) -> dict | None:
+def goodput(
+    per_request: pd.DataFrame, slos: list[Slo], duration: float, task_ids: pd.Series
+) -> dict | None:
     """Requests/s and tasks/s meeting every SLO, and whether each percentile SLO holds run-wide."""
     if not slos:
         return None

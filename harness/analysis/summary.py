@@ -42,13 +42,21 @@ class Analysis:
         return h
 
 
-def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
-            window_mode: str | None = None) -> Analysis:
-    run.records, superseded = retries.split_attempts(run.records)  # a turn counts by its last attempt
+def analyze(
+    run: Run,
+    gpus: float | None = None,
+    slos: list[Slo] | None = None,
+    window_mode: str | None = None,
+) -> Analysis:
+    run.records, superseded = retries.split_attempts(
+        run.records
+    )  # a turn counts by its last attempt
     if "task" not in run.records:  # the main session each record's task belongs to
         run.records["task"] = sessions.task_roots(run.records).to_numpy()
     measured_window = window.measure_window(run, window_mode)  # may re-mark phases: before run.ok
-    client = client_check(run.records, read_client(run.path), measured_window["start_s"], measured_window["end_s"])
+    client = client_check(
+        run.records, read_client(run.path), measured_window["start_s"], measured_window["end_s"]
+    )
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
@@ -56,7 +64,9 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
         fill_ideal(run)
         ok = run.ok
     misses = cache.attribute_misses(ok, run.granularity.block_size)
-    session_info, tasks, graph = sessions.session_summary(run.records, per_request["ttft"], run.trace)
+    session_info, tasks, graph = sessions.session_summary(
+        run.records, per_request["ttft"], run.trace
+    )
     n_gpus, gpu_source = _n_gpus(run, gpus)
     slos = slos if slos is not None else scenario_slos(run.path)
     rates = metrics.throughput(ok)
@@ -88,10 +98,14 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
         "goodput": goodput(per_request, slos, duration, run.records.loc[ok.index, "task"]),
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
-        "cache": {**hit, "granularity": run.granularity.as_dict(), "ideal": _ideal_info(run),
-                  "token_space": run.token_space,
-                  "session_moves": cache.session_moves(ok, misses),
-                  **cache.breakdowns(ok, misses)},
+        "cache": {
+            **hit,
+            "granularity": run.granularity.as_dict(),
+            "ideal": _ideal_info(run),
+            "token_space": run.token_space,
+            "session_moves": cache.session_moves(ok, misses),
+            **cache.breakdowns(ok, misses),
+        },
         "server_cache": server_cache(run.manifest),
         "sessions": session_info,
         "retries": retries.retry_summary(run.records, superseded),
@@ -103,9 +117,14 @@ def analyze(run: Run, gpus: float | None = None, slos: list[Slo] | None = None,
     return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
-def analyze_run(run_dir: str | Path, gpus: float | None = None, slos: list[str] | dict | None = None,
-                block_size: int | None = None, tokenizer: str | None = None,
-                window_mode: str | None = None) -> dict:
+def analyze_run(
+    run_dir: str | Path,
+    gpus: float | None = None,
+    slos: list[str] | dict | None = None,
+    block_size: int | None = None,
+    tokenizer: str | None = None,
+    window_mode: str | None = None,
+) -> dict:
     run = load_run(run_dir, block_size=block_size, tokenizer=tokenizer)
     parsed = parse_slos(slos) if slos else None
     result = analyze(run, gpus=gpus, slos=parsed, window_mode=window_mode)
@@ -119,15 +138,23 @@ def _imported(manifest: dict) -> dict | None:
     imported = manifest.get("imported")
     if not imported:
         return None
-    return {"tool": imported.get("tool"), "source": imported.get("source"), "notes": list(imported.get("notes", []))}
+    return {
+        "tool": imported.get("tool"),
+        "source": imported.get("source"),
+        "notes": list(imported.get("notes", [])),
+    }
 
 
 def _ideal_info(run: Run) -> dict:
     """How `cached_tokens_ideal` was obtained: its block size and where the values came from."""
     exact = "ideal_shared_tokens" in run.records
-    return {"block_size": run.granularity.block_size, "computed_from": run.ideal_source,
-            "miss_attribution": "exact" if exact else "approximate: no matching trace, so alignment"
-            " counts as cold and in flight as evicted"}
+    return {
+        "block_size": run.granularity.block_size,
+        "computed_from": run.ideal_source,
+        "miss_attribution": "exact"
+        if exact
+        else "approximate: no matching trace, so alignment counts as cold and in flight as evicted",
+    }
 
 
 def server_cache(manifest: dict) -> dict | None:
@@ -142,8 +169,12 @@ def server_cache(manifest: dict) -> dict | None:
         return None
     queries = sum(a["prefix_cache_queries"] - b["prefix_cache_queries"] for b, a in pairs)
     hits = sum(a["prefix_cache_hits"] - b["prefix_cache_hits"] for b, a in pairs)
-    return {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries > 0 else None,
-            "endpoints_scraped": len(pairs)}
+    return {
+        "queries": queries,
+        "hits": hits,
+        "hit_rate": hits / queries if queries > 0 else None,
+        "endpoints_scraped": len(pairs),
+    }
 
 
 def write_summary(summary: dict, run_dir: Path) -> Path:
@@ -162,7 +193,9 @@ def _counts(run: Run) -> dict:
         "requests_ok": int((measured["status"] == "ok").sum()),
         "requests_failed": int((measured["status"] != "ok").sum()),
         "requests_excluded": {p: int(phases.get(p, 0)) for p in ("warmup", "cooldown")},
-        "status_counts": {str(k): int(v) for k, v in measured["status"].value_counts().sort_index().items()},
+        "status_counts": {
+            str(k): int(v) for k, v in measured["status"].value_counts().sort_index().items()
+        },
     }
 
 

@@ -27,7 +27,9 @@ def coverage(s: dict) -> str:
 
 
 def summary_table(s: dict) -> str:
-    head = f"run {s['run_id']}" + ("  [timings from a SIMULATED engine]" if s.get("simulated") else "")
+    head = f"run {s['run_id']}" + (
+        "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
+    )
     lines = [head, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
     lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
@@ -38,8 +40,10 @@ def summary_table(s: dict) -> str:
 def _imported(imported: dict | None) -> list[str]:
     if not imported:
         return []
-    return [f"imported from {imported['tool']} ({imported['source']}); defined differently or missing:",
-            *(f"  - {note}" for note in imported["notes"])]
+    return [
+        f"imported from {imported['tool']} ({imported['source']}); defined differently or missing:",
+        *(f"  - {note}" for note in imported["notes"]),
+    ]
 
 
 def _latency_table(s: dict) -> list[str]:
@@ -48,8 +52,12 @@ def _latency_table(s: dict) -> list[str]:
     rows = [header, "-" * len(header)]
     for label, key in LATENCY_ROWS:
         p = s[key]
-        rows.append(f"{label:<{width}}{p['count']:>8}" + "".join(f"{fmt(p[c]):>10}" for c in COLUMNS))
-    rows.append(f"(over {s['requests_ok']} ok requests; {s['requests_failed']} failed requests not included)")
+        rows.append(
+            f"{label:<{width}}{p['count']:>8}" + "".join(f"{fmt(p[c]):>10}" for c in COLUMNS)
+        )
+    rows.append(
+        f"(over {s['requests_ok']} ok requests; {s['requests_failed']} failed requests not included)"
+    )
     return rows
 
 
@@ -68,7 +76,8 @@ def _headline(s: dict) -> list[str]:
     if g:
         slos = ", ".join(f"{k}={v:g}" for k, v in g["slos"].items())
         attained = ", ".join(
-            f"{k} {fmt(a['value'])} {'met' if a['met'] else 'MISSED'}" for k, a in g["attained"].items()
+            f"{k} {fmt(a['value'])} {'met' if a['met'] else 'MISSED'}"
+            for k, a in g["attained"].items()
         )
         out.append(
             f"goodput                  {fmt(g['requests_per_s'])} req/s, {fmt(g['sessions_per_s'])} tasks/s"
@@ -88,7 +97,9 @@ def _cache(s: dict) -> list[str]:
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"cache granularity        {granularity_line(c['granularity'])}",
         f"missed prompt tokens     {missed_line(miss)}"
-        + ("" if c["ideal"]["miss_attribution"] == "exact" else " (approximate: no matching trace)"),
+        + (
+            "" if c["ideal"]["miss_attribution"] == "exact" else " (approximate: no matching trace)"
+        ),
     ]
     server = s.get("server_cache")
     if server:
@@ -97,8 +108,10 @@ def _cache(s: dict) -> list[str]:
     for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
-            parts = [f"{g} {fmt(v['hit_rate'], '.3f')} (ideal {fmt(v['ideal_hit_rate'], '.3f')}, {v['requests']} req)"
-                     for g, v in groups.items()]
+            parts = [
+                f"{g} {fmt(v['hit_rate'], '.3f')} (ideal {fmt(v['ideal_hit_rate'], '.3f')}, {v['requests']} req)"
+                for g, v in groups.items()
+            ]
             out.append(f"{label:<25}" + "; ".join(parts))
     moves = c.get("session_moves")
     if moves:
@@ -122,8 +135,10 @@ def token_space_line(t: dict | None) -> str:
         return ""
     if t["approximate"]:
         return f"APPROXIMATE, compare rates not token counts: {t['reason']}"
-    line = (f"server's tokens: {t['prompts_checked']} prompt_tokens checked against"
-            f" the local count, {t['prompt_token_mismatches']} differ")
+    line = (
+        f"server's tokens: {t['prompts_checked']} prompt_tokens checked against"
+        f" the local count, {t['prompt_token_mismatches']} differ"
+    )
     first = t.get("first_mismatch")
     if first:
         line += f" (first: request {first['request_id']}, server {first['prompt_tokens']}, local {first['local']})"
@@ -131,17 +146,25 @@ def token_space_line(t: dict | None) -> str:
 
 
 def granularity_line(g: dict) -> str:
-    seen = [f"records {g['from_records'] if g['from_records'] is not None else '-'}"
-            f" ({g['nonzero_samples']} non-zero)", f"/metrics {g['from_metrics'] or '-'}"]
+    seen = [
+        f"records {g['from_records'] if g['from_records'] is not None else '-'}"
+        f" ({g['nonzero_samples']} non-zero)",
+        f"/metrics {g['from_metrics'] or '-'}",
+    ]
     return f"{g['block_size']} tokens from {g['source']}: {g['reason']} [{', '.join(seen)}]"
 
 
 def missed_line(miss: dict) -> str:
     total = sum(miss.values())
-    parts = [f"{name.replace('_', ' ')} {miss[name]:.0f}" + (f" ({miss[name] / total:.1%})" if total else "")
-             for name in ("cold", "alignment", "in_flight", "evicted")]
+    parts = [
+        f"{name.replace('_', ' ')} {miss[name]:.0f}"
+        + (f" ({miss[name] / total:.1%})" if total else "")
+        for name in ("cold", "alignment", "in_flight", "evicted")
+    ]
     parts[-1] = parts[-1].replace("evicted", "evicted/misrouted", 1)
-    return ", ".join(parts) + (f"; unreported {miss['unreported']:.0f}" if miss.get("unreported") else "")
+    return ", ".join(parts) + (
+        f"; unreported {miss['unreported']:.0f}" if miss.get("unreported") else ""
+    )
 
 
 def _sessions(s: dict) -> list[str]:
@@ -160,14 +183,22 @@ def _window(s: dict) -> list[str]:
     w, c = s.get("window"), s.get("client")
     if not w:
         return []
-    target = f" (target {w['target_tasks']}, {fmt(w['tasks_held'], '.1%')} held)" if w.get("target_tasks") else ""
-    out = [f"load held                {fmt(w['tasks_in_flight_mean'], '.3g')} tasks,"
-           f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight{target}"
-           f" over {fmt(w['start_s'], '.4g')}-{fmt(w['end_s'], '.4g')} s ({w['mode']})"]
+    target = (
+        f" (target {w['target_tasks']}, {fmt(w['tasks_held'], '.1%')} held)"
+        if w.get("target_tasks")
+        else ""
+    )
+    out = [
+        f"load held                {fmt(w['tasks_in_flight_mean'], '.3g')} tasks,"
+        f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight{target}"
+        f" over {fmt(w['start_s'], '.4g')}-{fmt(w['end_s'], '.4g')} s ({w['mode']})"
+    ]
     if c:
-        out.append(f"client                   send lag p99 {fmt(c['send_lag_s']['p99'], '.3g')} s,"
-                   f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
-                   f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}")
+        out.append(
+            f"client                   send lag p99 {fmt(c['send_lag_s']['p99'], '.3g')} s,"
+            f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
+            f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}"
+        )
     return out
 
 
@@ -175,5 +206,7 @@ def server_hit(server: dict | None) -> str:
     """The summary's `server_cache` in words."""
     if not server:
         return "not scraped"
-    return (f"{fmt(server['hit_rate'], '.3f')} ({server['hits']:.0f} of {server['queries']:.0f} prompt"
-            f" tokens, {server['endpoints_scraped']} endpoint(s))")
+    return (
+        f"{fmt(server['hit_rate'], '.3f')} ({server['hits']:.0f} of {server['queries']:.0f} prompt"
+        f" tokens, {server['endpoints_scraped']} endpoint(s))"
+    )

@@ -23,7 +23,15 @@ from harness.analysis.summary import Analysis, analyze
 from harness.schema import REPORT_FILE
 
 # The metrics drawn, by their `harness compare` keys.
-TREND_METRICS = ("ttft_p90", "tpot_p90", "e2el_p90", "interactivity_p90", "tpgs", "cache_hit_rate", "error_rate")
+TREND_METRICS = (
+    "ttft_p90",
+    "tpot_p90",
+    "e2el_p90",
+    "interactivity_p90",
+    "tpgs",
+    "cache_hit_rate",
+    "error_rate",
+)
 
 
 @dataclass
@@ -32,7 +40,9 @@ class TrendPoint:
     path: Path
     started_at: str | None
     values: dict[str, float | None]  # metric key -> the run's value
-    changes: dict[str, MetricChange]  # metric key -> against the previous run (absent for the first)
+    changes: dict[
+        str, MetricChange
+    ]  # metric key -> against the previous run (absent for the first)
 
     @property
     def regressions(self) -> list[str]:
@@ -65,10 +75,15 @@ def trend(run_dirs, alpha: float = 0.01, min_change: float = 0.02) -> tuple[Tren
         if i:
             rows = compare_analyses([analyses[i - 1]], [a], alpha=alpha, min_change=min_change).rows
             changes = {r.key: r for r in rows if r.key in TREND_METRICS}
-        points.append(TrendPoint(
-            run=a.run.name, path=a.run.path, started_at=a.run.manifest.get("started_at"),
-            values={m.key: m.value(Side([a])) for m in metrics}, changes=changes,
-        ))
+        points.append(
+            TrendPoint(
+                run=a.run.name,
+                path=a.run.path,
+                started_at=a.run.manifest.get("started_at"),
+                values={m.key: m.value(Side([a])) for m in metrics},
+                changes=changes,
+            )
+        )
     return Trend(points, {m.key: m.label for m in metrics}, alpha, min_change), analyses
 
 
@@ -78,12 +93,18 @@ def trend_regressions(result: Trend) -> list[str]:
     for p in result.points:
         for k in p.regressions:
             c = p.changes[k]
-            lines.append(f"regression: {p.run} {result.labels[k]} {c.baseline:.4g} -> {c.run:.4g} "
-                         f"({c.change * 100:+.1f}%, p={c.p_value:.2g})" if c.change is not None else f"regression: {p.run} {k}")
+            lines.append(
+                f"regression: {p.run} {result.labels[k]} {c.baseline:.4g} -> {c.run:.4g} "
+                f"({c.change * 100:+.1f}%, p={c.p_value:.2g})"
+                if c.change is not None
+                else f"regression: {p.run} {k}"
+            )
     return lines or [f"no significant regression over {len(result.points)} runs"]
 
 
-def write_trend(run_dirs, out_path: str | Path, alpha: float = 0.01, min_change: float = 0.02) -> tuple[Path, Trend]:
+def write_trend(
+    run_dirs, out_path: str | Path, alpha: float = 0.01, min_change: float = 0.02
+) -> tuple[Path, Trend]:
     from harness.analysis.report import render_report
 
     result, analyses = trend(run_dirs, alpha, min_change)
@@ -103,8 +124,12 @@ def render_trend(result: Trend, base: Path) -> str:
 
     links = [os.path.relpath(p.path / REPORT_FILE, base) for p in result.points]
     marked = result.regressions
-    summary = (f"{len(marked)} significant regression(s): " + "; ".join(
-        f"{html.escape(run)} {html.escape(result.labels[k])}" for run, k in marked) if marked else "no significant regression")
+    summary = (
+        f"{len(marked)} significant regression(s): "
+        + "; ".join(f"{html.escape(run)} {html.escape(result.labels[k])}" for run, k in marked)
+        if marked
+        else "no significant regression"
+    )
     body = [
         f"<h1>Trend over {len(result.points)} runs</h1>",
         f'<p class="note">Each run against the run before it: Mann-Whitney U p &lt; {result.alpha:g} and '
@@ -112,11 +137,15 @@ def render_trend(result: Trend, base: Path) -> str:
         "the same decision as <code>harness compare</code>. Click a point or a run name for its report.</p>",
         f'<p class="{"warn" if marked else "note"}" id="regressions">{summary}</p>',
     ]
-    body += [_svg_figure(metric_svg(result, key, links), result.labels[key]) for key in result.labels]
+    body += [
+        _svg_figure(metric_svg(result, key, links), result.labels[key]) for key in result.labels
+    ]
     body += ["<h2>Runs</h2>", trend_table(result, links)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>trend</title>'
-        f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
     )
 
 
@@ -127,5 +156,5 @@ def _svg_figure(fig, title: str) -> str:
     fig.savefig(buf, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
+    svg = svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inline in HTML
     return f'<figure class="trend">{svg}<figcaption>{html.escape(title)}</figcaption></figure>'

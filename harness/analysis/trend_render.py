@@ -28,13 +28,27 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
         if y is None:
             continue
         worse = key in p.regressions
-        dot = ax.scatter([x], [y], s=90 if worse else 36, color="tab:red" if worse else "tab:blue",
-                         edgecolor="black" if worse else "none", zorder=2)
+        dot = ax.scatter(
+            [x],
+            [y],
+            s=90 if worse else 36,
+            color="tab:red" if worse else "tab:blue",
+            edgecolor="black" if worse else "none",
+            zorder=2,
+        )
         dot.set_urls([link])
         if worse:
             change = p.changes[key]
-            ax.annotate(f"{change.change * 100:+.1f}% (p={change.p_value:.1g})" if change.change is not None else "worse",
-                        (x, y), textcoords="offset points", xytext=(6, 6), color="tab:red", fontsize="small")
+            ax.annotate(
+                f"{change.change * 100:+.1f}% (p={change.p_value:.1g})"
+                if change.change is not None
+                else "worse",
+                (x, y),
+                textcoords="offset points",
+                xytext=(6, 6),
+                color="tab:red",
+                fontsize="small",
+            )
     ax.set_xticks(xs, [p.run for p in points], rotation=20, ha="right", fontsize="small")
     ax.margins(x=0.03, y=0.25)
     return fig
@@ -44,16 +58,24 @@ def _mark(change) -> str:
     """' (worse +38.3%)' beside a significant change; nothing beside '~' or the first run."""
     if change is None or change.verdict == "~":
         return ""
-    return f" ({change.verdict}" + ("" if change.change is None else f" {change.change * 100:+.1f}%") + ")"
+    return (
+        f" ({change.verdict}"
+        + ("" if change.change is None else f" {change.change * 100:+.1f}%")
+        + ")"
+    )
 
 
 def trend_table(result, links: list[str]) -> str:
     keys = list(result.labels)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["run", "started", *(result.labels[k] for k in keys)])
+    head = "".join(
+        f"<th>{html.escape(h)}</th>" for h in ["run", "started", *(result.labels[k] for k in keys)]
+    )
     rows = []
     for p, link in zip(result.points, links, strict=True):
-        cells = [f'<td><a href="{html.escape(link)}">{html.escape(p.run)}</a></td>',
-                 f"<td>{html.escape(str(p.started_at or ''))}</td>"]
+        cells = [
+            f'<td><a href="{html.escape(link)}">{html.escape(p.run)}</a></td>',
+            f"<td>{html.escape(str(p.started_at or ''))}</td>",
+        ]
         for k in keys:
             change = p.changes.get(k)
             cls = ' class="bad"' if change is not None and change.verdict == "worse" else ""

@@ -54,7 +54,9 @@ def task_spans(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     sent = records["t_sent"]
     start = records["t_scheduled"].fillna(sent)
     end = records["t_done"].fillna(sent)
-    g = pd.DataFrame({"task": records["task"].to_numpy(), "start": start, "end": end}).groupby("task")
+    g = pd.DataFrame({"task": records["task"].to_numpy(), "start": start, "end": end}).groupby(
+        "task"
+    )
     return g["start"].min().to_numpy(dtype=float), g["end"].max().to_numpy(dtype=float)
 
 
@@ -85,7 +87,9 @@ def mean_level(times: np.ndarray, levels: np.ndarray, a: float, b: float) -> flo
 
 
 def binned_level(times: np.ndarray, levels: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    return np.array([mean_level(times, levels, a, b) or 0.0 for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    return np.array(
+        [mean_level(times, levels, a, b) or 0.0 for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    )
 
 
 class Signals:
@@ -96,14 +100,22 @@ class Signals:
         self.t = ok["t_sent"].to_numpy(dtype=float)
         self.cached = ok["cached_tokens"].to_numpy(dtype=float)
         prompt = ok["prompt_tokens"].to_numpy(dtype=float)
-        self.prompt = np.where(np.isnan(prompt), ok["prompt_tokens_expected"].to_numpy(dtype=float), prompt)
-        ideal = ok["cached_tokens_ideal"] if "cached_tokens_ideal" in ok else pd.Series(np.nan, index=ok.index)
+        self.prompt = np.where(
+            np.isnan(prompt), ok["prompt_tokens_expected"].to_numpy(dtype=float), prompt
+        )
+        ideal = (
+            ok["cached_tokens_ideal"]
+            if "cached_tokens_ideal" in ok
+            else pd.Series(np.nan, index=ok.index)
+        )
         self.ideal = ideal.to_numpy(dtype=float)
         self.ttft = (ok["t_first_token"] - ok["t_sent"]).to_numpy(dtype=float)
         self.reported = bool(np.isfinite(self.cached).any())
 
     def _slice(self, a: float, b: float) -> slice:
-        return slice(np.searchsorted(self.t, a, side="left"), np.searchsorted(self.t, b, side="left"))
+        return slice(
+            np.searchsorted(self.t, a, side="left"), np.searchsorted(self.t, b, side="left")
+        )
 
     def hit_rate(self, a: float, b: float, ideal: bool = False) -> float | None:
         s = self._slice(a, b)
@@ -123,7 +135,13 @@ def phase_window(records: pd.DataFrame) -> Window:
     if m.empty:
         return Window(0.0, 0.0, "phases", True, "phases: no measured request")
     end = float(m["t_done"].fillna(m["t_sent"]).max())
-    return Window(float(m["t_sent"].min()), end, "phases", True, "phases: the requests the driver marked measure")
+    return Window(
+        float(m["t_sent"].min()),
+        end,
+        "phases",
+        True,
+        "phases: the requests the driver marked measure",
+    )
 
 
 def steady_window(records: pd.DataFrame, target: int, rule: SteadyRule) -> Window:
@@ -148,11 +166,15 @@ def steady_window(records: pd.DataFrame, target: int, rule: SteadyRule) -> Windo
         why = _unsteady_because(sig, float(edges[i]), end, hold, rule)
         first_why = first_why or why
         if not why:
-            reason = (f"steady: from {edges[i]:.3g} s, tasks in flight >= {need:.3g} and every"
-                      f" {hold:.3g} s chunk's hit rate within {rule.hit_tolerance} of the window's;"
-                      f" until {end:.3g} s (tasks still at target)")
+            reason = (
+                f"steady: from {edges[i]:.3g} s, tasks in flight >= {need:.3g} and every"
+                f" {hold:.3g} s chunk's hit rate within {rule.hit_tolerance} of the window's;"
+                f" until {end:.3g} s (tasks still at target)"
+            )
             return Window(float(edges[i]), end, "steady", True, reason)
-    return _unstable(phases, f"never steady ({first_why or f'tasks in flight never held >= {need:.3g}'})")
+    return _unstable(
+        phases, f"never steady ({first_why or f'tasks in flight never held >= {need:.3g}'})"
+    )
 
 
 def _unstable(phases: Window, why: str) -> Window:
@@ -178,7 +200,11 @@ def _unsteady_because(sig: Signals, a: float, b: float, hold: float, rule: Stead
     if rule.ttft_tolerance is not None:
         whole = sig.ttft_p50(a, b)
         ttfts = [sig.ttft_p50(x, y) for x, y in spans]
-        if not whole or None in ttfts or max(max(t / whole, whole / t) for t in ttfts) > 1 + rule.ttft_tolerance:
+        if (
+            not whole
+            or None in ttfts
+            or max(max(t / whole, whole / t) for t in ttfts) > 1 + rule.ttft_tolerance
+        ):
             return f"the TTFT p50 of a {hold:.3g} s chunk was off by more than x{1 + rule.ttft_tolerance:g}"
     return ""
 
@@ -188,8 +214,12 @@ def load_held(records: pd.DataFrame, window: Window, target: int | None) -> dict
     tasks = mean_level(*level(*task_spans(records)), window.start, window.end)
     reqs = mean_level(*level(*request_spans(records)), window.start, window.end)
     held = tasks / target if tasks is not None and target else None
-    return {"target_tasks": target, "tasks_in_flight_mean": tasks, "tasks_held": held,
-            "requests_in_flight_mean": reqs}
+    return {
+        "target_tasks": target,
+        "tasks_in_flight_mean": tasks,
+        "tasks_held": held,
+        "requests_in_flight_mean": reqs,
+    }
 
 
 def timeline(records: pd.DataFrame, rolling_bins: int = 5) -> dict:
@@ -197,8 +227,15 @@ def timeline(records: pd.DataFrame, rolling_bins: int = 5) -> dict:
     (server and ideal) and TTFT p50 of the requests sent in the trailing `rolling_bins` bins."""
     sent = records["t_sent"].dropna()
     if sent.empty:
-        return {"bin_s": None, "t": [], "tasks_in_flight": [], "requests_in_flight": [],
-                "hit_rate": [], "ideal_hit_rate": [], "ttft_p50_s": []}
+        return {
+            "bin_s": None,
+            "t": [],
+            "tasks_in_flight": [],
+            "requests_in_flight": [],
+            "hit_rate": [],
+            "ideal_hit_rate": [],
+            "ttft_p50_s": [],
+        }
     a, b = float(sent.min()), float(records["t_done"].max())
     width = max((b - a) / MAX_BINS, 0.5)
     edges = np.arange(a, b + width, width)
@@ -234,8 +271,16 @@ def apply_window(records: pd.DataFrame, window: Window) -> int:
 
 
 def window_summary(window: Window, held: dict, rule: SteadyRule, moved: int) -> dict:
-    return {"mode": window.mode, "start_s": window.start, "end_s": window.end, "stable": window.stable,
-            "reason": window.reason, "requests_remarked": moved, "rule": asdict(rule), **held}
+    return {
+        "mode": window.mode,
+        "start_s": window.start,
+        "end_s": window.end,
+        "stable": window.stable,
+        "reason": window.reason,
+        "requests_remarked": moved,
+        "rule": asdict(rule),
+        **held,
+    }
 
 
 def measure_window(run, mode: str | None = None, rule: SteadyRule | None = None) -> dict:
@@ -258,6 +303,8 @@ def warnings(summary: dict) -> list[str]:
         out.append(f"window: {summary['reason']}")
     held = summary["tasks_held"]
     if held is not None and abs(held - 1) > summary["rule"]["tolerance"]:
-        out.append(f"load: {summary['tasks_in_flight_mean']:.3g} tasks in flight on average over the measured"
-                   f" window, not the target {summary['target_tasks']} ({held:.0%} held)")
+        out.append(
+            f"load: {summary['tasks_in_flight_mean']:.3g} tasks in flight on average over the measured"
+            f" window, not the target {summary['target_tasks']} ({held:.0%} held)"
+        )
     return out

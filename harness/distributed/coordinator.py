@@ -62,8 +62,13 @@ async def run_replay_distributed(
 ) -> DistributedReplayResult:
     """`run_replay`, with the sessions sharded over `workers` Ray actors (see module doc)."""
     _check(target_config, workers)
-    fields = replay_fields(trace, config, target=OpenAIHTTPTarget(target_config).describe(),
-                           endpoints=target_config.endpoints, trace_path=trace_path)
+    fields = replay_fields(
+        trace,
+        config,
+        target=OpenAIHTTPTarget(target_config).describe(),
+        endpoints=target_config.endpoints,
+        trace_path=trace_path,
+    )
     with RunFolder(run_dir, config.run_id, **fields, **(manifest_extra or {})) as folder:
         result = await replay_distributed_into(
             folder, trace, target_config, config, workers=workers, address=address

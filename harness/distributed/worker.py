@@ -139,7 +139,11 @@ class ReplayWorker:
 
     def _client(self) -> dict | None:
         """The self-check samples on the shared run clock (t0 is this machine's view of the start)."""
-        return None if self.t0 is None else {"worker": self.worker_id, **self.where(), **self.probe.as_dict(self.t0)}
+        return (
+            None
+            if self.t0 is None
+            else {"worker": self.worker_id, **self.where(), **self.probe.as_dict(self.t0)}
+        )
 
     def _done(self) -> bool:
         return self.task is not None and self.task.done()

@@ -29,7 +29,9 @@ class ReplayConfig:
     session_rate: float | None = None  # main sessions per second (open loop)
     arrival: str = "poisson"
     time_scale: float = 1.0  # timestamps: intended arrival = (arrival_s - first) * time_scale
-    think_cap_s: float | None = None  # a longer think time waits only this long (manifest: think_capped)
+    think_cap_s: float | None = (
+        None  # a longer think time waits only this long (manifest: think_capped)
+    )
     max_sessions: int | None = None  # main sessions started (subagents come with them)
     max_requests: int | None = None
     max_duration: float | None = None  # stop sending at this time; in-flight requests drain
@@ -44,10 +46,14 @@ class ReplayConfig:
     follow_parent: bool = True  # subagents use their root session's sticky key
     block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
     salt: str | None = None
-    tokenizer: str | None = None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
+    tokenizer: str | None = (
+        None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
+    )
     seed: int = 1  # open-loop arrival draws, mid-trajectory start turns
     cycle_trace: bool = True  # closed loop with max_duration: draw the trace again when it runs out
-    mid_trajectory: bool = False  # closed loop: the first `concurrency` tasks start at a random turn
+    mid_trajectory: bool = (
+        False  # closed loop: the first `concurrency` tasks start at a random turn
+    )
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # off (1 attempt) unless configured
     window: str = "phases"  # the analyzer's measured window: "phases" or "steady" (analysis.window)
     run_id: str = "run"

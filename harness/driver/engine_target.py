@@ -89,7 +89,12 @@ class EngineTarget:
                     yield Chunk(now, len(out.new_token_ids), text)
                 if out.finished:
                     if out.finish_reason in ("error", "abort"):
-                        yield Failure(now, "error", f"Engine{out.finish_reason.title()}", out.error or out.finish_reason)
+                        yield Failure(
+                            now,
+                            "error",
+                            f"Engine{out.finish_reason.title()}",
+                            out.error or out.finish_reason,
+                        )
                         return
                     yield Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
                     yield Done(now)

@@ -203,7 +203,9 @@ class Replay:
                     return
                 prev_end = rec["t_done"]
                 if turn.spawns:
-                    kids = [self._session(self.trace.session(c), cycle, prev_end) for c in turn.spawns]
+                    kids = [
+                        self._session(self.trace.session(c), cycle, prev_end) for c in turn.spawns
+                    ]
                     await asyncio.gather(*kids)
                     prev_end = self.now()
         finally:

@@ -18,7 +18,15 @@ from harness.errors import InputError
 
 # Connection refused / reset before a response, no connection in time, dropped mid-stream, 429, 503, 529 (Anthropic's
 # "overloaded"), and an error object in the stream that says the server is overloaded.
-RETRY_ON = ("ConnectError", "ConnectTimeout", "ConnectionClosed", "HTTP429", "HTTP503", "HTTP529", "Overloaded")
+RETRY_ON = (
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionClosed",
+    "HTTP429",
+    "HTTP503",
+    "HTTP529",
+    "Overloaded",
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,11 @@ class RetryPolicy:
     def delay(self, rec: dict) -> float | None:
         """Seconds to wait after the failed attempt `rec` before the next one; None: no retry."""
         attempt = rec.get("attempt") or 1
-        if rec["status"] == "ok" or attempt >= self.attempts or failure_kind(rec) not in self.retry_on:
+        if (
+            rec["status"] == "ok"
+            or attempt >= self.attempts
+            or failure_kind(rec) not in self.retry_on
+        ):
             return None
         base = min(self.max_backoff_s, self.backoff_s * self.multiplier ** (attempt - 1))
         base *= 1 - self.jitter * random.Random(f"{rec['request_id']}#{attempt}").random()

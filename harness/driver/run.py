@@ -75,8 +75,9 @@ async def run_replay(
     On SIGINT/SIGTERM: in-flight requests are recorded `cancelled`, the manifest says
     "interrupted", and the result's status is "interrupted".
     """
-    fields = replay_fields(trace, config, target=target.describe(), endpoints=target.endpoints,
-                           trace_path=trace_path)
+    fields = replay_fields(
+        trace, config, target=target.describe(), endpoints=target.endpoints, trace_path=trace_path
+    )
     with RunFolder(run_dir, config.run_id, **fields, **(manifest_extra or {})) as folder:
         result = await replay_into(folder, trace, target, config, show_progress=show_progress)
         folder.close(result.status)
@@ -122,6 +123,11 @@ async def replay_into(
             counts=folder.counts(),
         )
         if config.think_cap_s is not None:
-            folder.update(think_capped={"cap_s": config.think_cap_s, "pauses": replay.think_capped["pauses"],
-                                        "seconds_cut": round(replay.think_capped["seconds_cut"], 3)})
+            folder.update(
+                think_capped={
+                    "cap_s": config.think_cap_s,
+                    "pauses": replay.think_capped["pauses"],
+                    "seconds_cut": round(replay.think_capped["seconds_cut"], 3),
+                }
+            )
         gc.unfreeze()

@@ -81,7 +81,9 @@ class LoopProbe:
         }
 
 
-def write_client_check(run_dir: str | Path, probe: LoopProbe, t0: float, *, name: str = CLIENT_FILE) -> Path:
+def write_client_check(
+    run_dir: str | Path, probe: LoopProbe, t0: float, *, name: str = CLIENT_FILE
+) -> Path:
     return write_client_samples(run_dir, probe.as_dict(t0), name=name)
 
 

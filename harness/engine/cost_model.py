@@ -36,7 +36,9 @@ class StepShape:
     @classmethod
     def of(cls, chunks: list[ScheduledChunk]) -> StepShape:
         tokens = sum(c.num_tokens for c in chunks)
-        attended = sum(c.num_tokens * c.start + c.num_tokens * (c.num_tokens + 1) // 2 for c in chunks)
+        attended = sum(
+            c.num_tokens * c.start + c.num_tokens * (c.num_tokens + 1) // 2 for c in chunks
+        )
         return cls(tokens, attended, sum(1 for c in chunks if c.samples))
 
     def features(self) -> list[float]:
@@ -112,14 +114,18 @@ def _time_step(runner, chunks: list[ScheduledChunk], reps: int) -> float:
     return statistics.median(times)
 
 
-def calibrate(config: EngineConfig, out_path: str, *, max_context: int = 20_480, reps: int = 3) -> dict:
+def calibrate(
+    config: EngineConfig, out_path: str, *, max_context: int = 20_480, reps: int = 3
+) -> dict:
     """Time the torch runner on this device, fit the cost model, write it as JSON; return it."""
     from harness.engine.runner_torch import TorchRunner
 
     max_context = min(max_context, config.model_len)
     steps = _shapes(max_context)
     need = max(sum(-(-(s + n) // config.block_size) for s, n in step) for step in steps)
-    runner = TorchRunner(config.replace(runner="torch", num_gpu_blocks=need + 1, cpu_offload_blocks=0))
+    runner = TorchRunner(
+        config.replace(runner="torch", num_gpu_blocks=need + 1, cpu_offload_blocks=0)
+    )
     rows, ys = [], []
     for step in steps:
         chunks = _chunks(step, config.block_size)
@@ -131,10 +137,18 @@ def calibrate(config: EngineConfig, out_path: str, *, max_context: int = 20_480,
     # Relative error is what matters (a 2 ms decode step as much as a 2 s prefill): weight by 1/y.
     coef, _ = nnls(x / y[:, None], np.ones_like(y))
     rel = np.abs(x @ coef - y) / y
-    model = CostModel(*map(float, coef), meta={
-        "device": runner.device_name, "machine": platform.processor() or platform.machine(),
-        "preset": config.preset, "dtype": config.dtype, "block_size": config.block_size,
-        "steps_timed": len(steps), "median_rel_error": float(np.median(rel)),
-        "max_rel_error": float(rel.max())})
+    model = CostModel(
+        *map(float, coef),
+        meta={
+            "device": runner.device_name,
+            "machine": platform.processor() or platform.machine(),
+            "preset": config.preset,
+            "dtype": config.dtype,
+            "block_size": config.block_size,
+            "steps_timed": len(steps),
+            "median_rel_error": float(np.median(rel)),
+            "max_rel_error": float(rel.max()),
+        },
+    )
     model.save(out_path)
     return asdict(model)

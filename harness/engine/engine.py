@@ -76,11 +76,17 @@ class LLMEngine:
         self.runner = runner if runner is not None else make_runner(config)
         tier = CpuTier(config.cpu_offload_blocks) if config.cpu_offload_blocks else None
         model = config.model
-        self.pool = BlockPool(config.total_blocks, config.block_size,
-                              enable_caching=config.enable_prefix_caching, cpu_tier=tier, mover=self.runner,
-                              kinds=tuple(g.kind for g in model.kv_groups),
-                              sliding_window=model.sliding_window, retention=config.prefix_cache_retention,
-                              reclaim=config.sliding_window_reclaim)
+        self.pool = BlockPool(
+            config.total_blocks,
+            config.block_size,
+            enable_caching=config.enable_prefix_caching,
+            cpu_tier=tier,
+            mover=self.runner,
+            kinds=tuple(g.kind for g in model.kv_groups),
+            sliding_window=model.sliding_window,
+            retention=config.prefix_cache_retention,
+            reclaim=config.sliding_window_reclaim,
+        )
         self.scheduler = Scheduler(config, self.pool)
         self.requests: dict[str, Request] = {}
         self.prompt_tokens_total = 0
@@ -107,9 +113,12 @@ class LLMEngine:
         if total > self.config.model_len:
             raise EngineRequestError(
                 f"prompt ({len(prompt)} tokens) + max_tokens ({params.max_tokens}) = {total} "
-                f"exceeds max_model_len {self.config.model_len}")
+                f"exceeds max_model_len {self.config.model_len}"
+            )
         if self._pages_for(total) > self.pool.num_blocks:
-            raise EngineRequestError(f"{total} tokens do not fit in the KV cache ({self.pool.num_blocks} blocks)")
+            raise EngineRequestError(
+                f"{total} tokens do not fit in the KV cache ({self.pool.num_blocks} blocks)"
+            )
 
     def _pages_for(self, num_tokens: int) -> int:
         """Pages one request of `num_tokens` can hold at once: every block in full-attention
@@ -127,14 +136,23 @@ class LLMEngine:
             arr = prompt
         else:
             arr = np.asarray(prompt) if type(prompt[0]) is int else None
-        if arr is not None and arr.ndim == 1 and arr.dtype.kind in "iu" and arr.min() >= 0 and arr.max() < self.vocab_size:
+        if (
+            arr is not None
+            and arr.ndim == 1
+            and arr.dtype.kind in "iu"
+            and arr.min() >= 0
+            and arr.max() < self.vocab_size
+        ):
             return
         for i, t in enumerate(prompt):
             if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
-                raise EngineRequestError(f"prompt token {i}: {t!r} is not an id in [0, {self.vocab_size})")
+                raise EngineRequestError(
+                    f"prompt token {i}: {t!r} is not an id in [0, {self.vocab_size})"
+                )
 
-    def add_request(self, request_id: str, prompt: list[int], params: SamplingParams, *,
-                    validated: bool = False) -> Request:
+    def add_request(
+        self, request_id: str, prompt: list[int], params: SamplingParams, *, validated: bool = False
+    ) -> Request:
         """Queue a request; `validated` skips re-checking what `validate` already passed."""
         if not validated:
             self.validate(request_id, prompt, params)
@@ -190,16 +208,24 @@ class LLMEngine:
         self.requests_finished += 1
         return self._output(req, finished=True)
 
-    def _output(self, req: Request, finished: bool = False, error: str | None = None) -> RequestOutput:
-        new = req.token_ids[req.num_prompt_tokens + req.num_emitted:]
+    def _output(
+        self, req: Request, finished: bool = False, error: str | None = None
+    ) -> RequestOutput:
+        new = req.token_ids[req.num_prompt_tokens + req.num_emitted :]
         req.num_emitted = req.num_output_tokens
         return RequestOutput(
-            request_id=req.request_id, new_token_ids=new, finished=finished,
+            request_id=req.request_id,
+            new_token_ids=new,
+            finished=finished,
             finish_reason=req.finish_reason if finished else None,
-            prompt_tokens=req.num_prompt_tokens, completion_tokens=req.num_output_tokens,
-            cached_tokens=req.cached_tokens, cached_tokens_device=max(req.cached_tokens_device, 0),
-            cached_tokens_cpu=req.cached_tokens_cpu, first_scheduled_at=req.first_scheduled_at,
-            error=error)
+            prompt_tokens=req.num_prompt_tokens,
+            completion_tokens=req.num_output_tokens,
+            cached_tokens=req.cached_tokens,
+            cached_tokens_device=max(req.cached_tokens_device, 0),
+            cached_tokens_cpu=req.cached_tokens_cpu,
+            first_scheduled_at=req.first_scheduled_at,
+            error=error,
+        )
 
     def fail_all(self, message: str) -> list[RequestOutput]:
         """Finish every request with an error (the runner failed mid-step)."""
@@ -215,19 +241,30 @@ class LLMEngine:
     def stats(self) -> EngineStats:
         s = self.scheduler
         return EngineStats(
-            num_running=len(s.running), num_waiting=len(s.waiting), kv_cache_usage=self.pool.usage,
-            prefix_cache_queries=s.prefix_cache_queries, prefix_cache_hits=s.prefix_cache_hits,
-            cpu_cache_hits=s.cpu_cache_hits, num_preemptions=s.num_preemptions,
+            num_running=len(s.running),
+            num_waiting=len(s.waiting),
+            kv_cache_usage=self.pool.usage,
+            prefix_cache_queries=s.prefix_cache_queries,
+            prefix_cache_hits=s.prefix_cache_hits,
+            cpu_cache_hits=s.cpu_cache_hits,
+            num_preemptions=s.num_preemptions,
             prompt_tokens_total=self.prompt_tokens_total,
-            generation_tokens_total=self.generation_tokens_total, num_steps=s.num_steps,
-            requests_finished=self.requests_finished, **self._kv_stats())
+            generation_tokens_total=self.generation_tokens_total,
+            num_steps=s.num_steps,
+            requests_finished=self.requests_finished,
+            **self._kv_stats(),
+        )
 
     def _kv_stats(self) -> dict[str, int]:
         p = self.pool
-        return dict(kv_blocks_full=p.in_use[FULL], kv_blocks_sliding=p.in_use[SLIDING],
-                    kv_blocks_full_peak=p.peak_in_use[FULL], kv_blocks_sliding_peak=p.peak_in_use[SLIDING],
-                    kv_snapshot_blocks=p.cached_pages(SLIDING) if p.hybrid else 0,
-                    kv_snapshots_total=p.num_snapshots)
+        return dict(
+            kv_blocks_full=p.in_use[FULL],
+            kv_blocks_sliding=p.in_use[SLIDING],
+            kv_blocks_full_peak=p.peak_in_use[FULL],
+            kv_blocks_sliding_peak=p.peak_in_use[SLIDING],
+            kv_snapshot_blocks=p.cached_pages(SLIDING) if p.hybrid else 0,
+            kv_snapshots_total=p.num_snapshots,
+        )
 
 
 def _check_params(p: SamplingParams, vocab: int) -> None:
@@ -236,9 +273,17 @@ def _check_params(p: SamplingParams, vocab: int) -> None:
 
     if isinstance(p.max_tokens, bool) or not isinstance(p.max_tokens, int) or p.max_tokens < 1:
         raise bad("max_tokens", f"must be an integer >= 1, got {p.max_tokens!r}")
-    if isinstance(p.min_tokens, bool) or not isinstance(p.min_tokens, int) or not 0 <= p.min_tokens <= p.max_tokens:
+    if (
+        isinstance(p.min_tokens, bool)
+        or not isinstance(p.min_tokens, int)
+        or not 0 <= p.min_tokens <= p.max_tokens
+    ):
         raise bad("min_tokens", f"must be an integer in [0, max_tokens], got {p.min_tokens!r}")
-    if not isinstance(p.temperature, int | float) or not math.isfinite(p.temperature) or p.temperature < 0:
+    if (
+        not isinstance(p.temperature, int | float)
+        or not math.isfinite(p.temperature)
+        or p.temperature < 0
+    ):
         raise bad("temperature", f"must be a finite number >= 0, got {p.temperature!r}")
     for t in p.stop_token_ids:
         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:

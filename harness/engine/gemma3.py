@@ -53,7 +53,7 @@ class GemmaAttention(nn.Module):
         q = apply_rope(self.q_norm(self.q_proj(x).view(t, p.num_heads, p.head_dim)), cos, sin)
         k = apply_rope(self.k_norm(self.k_proj(x).view(t, p.num_kv_heads, p.head_dim)), cos, sin)
         v = self.v_proj(x).view(t, p.num_kv_heads, p.head_dim)
-        out = paged_attention(q, k, v, group, k_cache, v_cache, scale=p.head_dim ** -0.5)
+        out = paged_attention(q, k, v, group, k_cache, v_cache, scale=p.head_dim**-0.5)
         return self.o_proj(out.view(t, -1))
 
 
@@ -98,16 +98,23 @@ class Gemma3(nn.Module):
         self.p = p
         self.model = GemmaBody(p)
         # layer -> (its KV group, its index inside the group's pages)
-        self.placement = {layer: (g, i) for g, group in enumerate(p.kv_groups)
-                          for i, layer in enumerate(group.layers)}
+        self.placement = {
+            layer: (g, i)
+            for g, group in enumerate(p.kv_groups)
+            for i, layer in enumerate(group.layers)
+        }
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, batch: ForwardBatch, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> torch.Tensor:
         """Logits [S, vocab] at batch.sample_index; K/V of every token written to the cache."""
         p, embed = self.p, self.model.embed_tokens
-        h = embed(batch.input_ids) * torch.tensor(p.hidden_size ** 0.5, dtype=embed.weight.dtype)
-        ropes = {FULL: rope_cos_sin(batch.positions, p.head_dim, p.rope_theta, h.dtype),
-                 SLIDING: rope_cos_sin(batch.positions, p.head_dim, p.rope_local_theta, h.dtype)}
+        h = embed(batch.input_ids) * torch.tensor(p.hidden_size**0.5, dtype=embed.weight.dtype)
+        ropes = {
+            FULL: rope_cos_sin(batch.positions, p.head_dim, p.rope_theta, h.dtype),
+            SLIDING: rope_cos_sin(batch.positions, p.head_dim, p.rope_local_theta, h.dtype),
+        }
         kinds = p.layer_kinds
         for i, layer in enumerate(self.model.layers):
             g, j = self.placement[i]

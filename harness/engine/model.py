@@ -69,7 +69,9 @@ class RMSNorm(nn.Module):
 
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim)
+    inv_freq = 1.0 / theta ** (
+        torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim
+    )
     freqs = positions.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype)[:, None, :], emb.sin().to(dtype)[:, None, :]
@@ -94,8 +96,13 @@ def paged_attention(q, k, v, group: GroupBatch, k_cache, v_cache, scale: float |
     out = torch.empty_like(q)
     for span in group.spans:
         sl = slice(span.start, span.start + span.length)
-        out[sl] = _attend(q[sl], k_flat.index_select(0, span.context_slots),
-                          v_flat.index_select(0, span.context_slots), span.mask, scale)
+        out[sl] = _attend(
+            q[sl],
+            k_flat.index_select(0, span.context_slots),
+            v_flat.index_select(0, span.context_slots),
+            span.mask,
+            scale,
+        )
     if group.decode is not None:
         out[group.decode.index] = _attend_decode(q, k_flat, v_flat, group.decode, scale)
     return out
@@ -107,8 +114,13 @@ def _attend(q, k, v, mask, scale) -> torch.Tensor:
     if mask is None and q_len > 1:
         mask = causal_lower_right(q_len, kv_len)
     o = F.scaled_dot_product_attention(
-        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-        attn_mask=mask, enable_gqa=True, scale=scale)
+        q.transpose(0, 1)[None],
+        k.transpose(0, 1)[None],
+        v.transpose(0, 1)[None],
+        attn_mask=mask,
+        enable_gqa=True,
+        scale=scale,
+    )
     return o[0].transpose(0, 1)
 
 
@@ -117,8 +129,9 @@ def _attend_decode(q, k_flat, v_flat, group: DecodeGroup, scale) -> torch.Tensor
     shape = (b, width, k_flat.shape[1], k_flat.shape[2])
     k = k_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
     v = v_flat.index_select(0, group.slots).view(shape).transpose(1, 2)
-    o = F.scaled_dot_product_attention(q[group.index][:, :, None], k, v, attn_mask=group.mask,
-                                       enable_gqa=True, scale=scale)
+    o = F.scaled_dot_product_attention(
+        q[group.index][:, :, None], k, v, attn_mask=group.mask, enable_gqa=True, scale=scale
+    )
     return o[:, :, 0]
 
 
@@ -180,7 +193,9 @@ class TinyLlama(nn.Module):
         self.lm_head = nn.Linear(p.hidden_size, p.vocab_size, bias=False)
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, batch: ForwardBatch, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> torch.Tensor:
         """Logits [S, vocab] at batch.sample_index; K/V of every token written to the cache."""
         h = self.model.embed_tokens(batch.input_ids)
         cos, sin = rope_cos_sin(batch.positions, self.p.head_dim, self.p.rope_theta, h.dtype)
@@ -202,7 +217,7 @@ def build_model(p: ModelPreset, seed: int, device: torch.device, dtype: torch.dt
             # std 1/sqrt(fan_in) keeps activations O(1) through the layers; logits stay spread
             # out, so greedy argmax is far from ties and exact across batchings.
             fan_in = param.shape[-1] if not name.endswith("embed_tokens.weight") else 1
-            state[name] = torch.randn(param.shape, generator=gen) / fan_in ** 0.5
+            state[name] = torch.randn(param.shape, generator=gen) / fan_in**0.5
     model = model.to_empty(device="cpu")
     model.load_state_dict(state)
     return model.to(device=device, dtype=dtype).eval()

@@ -36,7 +36,7 @@ def hash_blocks(req: Request, block_size: int, num_blocks: int) -> list[bytes]:
     parent = known[-1] if known else ROOT_HASH
     data = req.token_bytes
     for i in range(len(known), num_blocks):
-        parent = block_hash(parent, bytes(data[i * width:(i + 1) * width]))
+        parent = block_hash(parent, bytes(data[i * width : (i + 1) * width]))
         known.append(parent)
     return known
 
@@ -96,8 +96,9 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
     return hit
 
 
-def _sliding_hit(pool: BlockPool, req: Request, groups: list[int], k: int,
-                 hashes: list[bytes]) -> int:
+def _sliding_hit(
+    pool: BlockPool, req: Request, groups: list[int], k: int, hashes: list[bytes]
+) -> int:
     """The largest hit <= k whose window blocks every sliding group holds (scan back once)."""
     bs, window = pool.block_size, pool.sliding_window
     while k > 0:

@@ -51,7 +51,9 @@ class TorchRunner:
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]
         if self.device.type == "cpu" and self.dtype is not torch.float32:
-            raise EngineError(f"field 'dtype': {config.dtype} is slow or unsupported on CPU; use float32")
+            raise EngineError(
+                f"field 'dtype': {config.dtype} is slow or unsupported on CPU; use float32"
+            )
         self.model = _build(self.preset, config.seed, self.device, self.dtype)
         p, bs = self.preset, config.block_size
         shape = (p.group_size, config.total_blocks, bs, p.num_kv_heads, p.head_dim)
@@ -59,7 +61,9 @@ class TorchRunner:
             self.k_cache = torch.zeros(shape, device=self.device, dtype=self.dtype)
             self.v_cache = torch.zeros(shape, device=self.device, dtype=self.dtype)
         except (RuntimeError, torch.OutOfMemoryError) as exc:
-            raise EngineError(f"cannot allocate a KV cache of {config.total_blocks} blocks: {exc}") from exc
+            raise EngineError(
+                f"cannot allocate a KV cache of {config.total_blocks} blocks: {exc}"
+            ) from exc
         self._gen = torch.Generator(device=self.device).manual_seed(config.seed)
         self.last_step_s = 0.0
 
@@ -86,7 +90,7 @@ class TorchRunner:
         ids, positions, sample_index, offset = [], [], [], 0
         for c in chunks:
             end = c.start + c.num_tokens
-            ids.extend(c.request.token_ids[c.start:end])
+            ids.extend(c.request.token_ids[c.start : end])
             positions.append(torch.arange(c.start, end))
             offset += c.num_tokens
             if c.samples:
@@ -94,7 +98,9 @@ class TorchRunner:
         return ForwardBatch(
             input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
             positions=torch.cat(positions).to(dev),
-            groups=[self._group_batch(chunks, g, group) for g, group in enumerate(self.preset.kv_groups)],
+            groups=[
+                self._group_batch(chunks, g, group) for g, group in enumerate(self.preset.kv_groups)
+            ],
             sample_index=torch.tensor(sample_index, dtype=torch.long, device=dev),
         )
 
@@ -106,31 +112,32 @@ class TorchRunner:
             # A sliding layer's chunk reads from the first key its first query sees.
             first = max(0, c.start - window + 1) if window else 0
             slots = self._slots(c.request.block_tables[g], first, end)
-            writes.append(slots[c.start - first:])
+            writes.append(slots[c.start - first :])
             if c.num_tokens == 1:
                 decodes.append((offset, slots))
             else:
                 mask = _window_mask(first, c.start, end, window, dev) if window else None
                 spans.append(SeqSpan(offset, c.num_tokens, slots.to(dev), mask))
             offset += c.num_tokens
-        return GroupBatch(torch.cat(writes).to(dev), spans,
-                          self._decode_group(decodes) if decodes else None)
+        return GroupBatch(
+            torch.cat(writes).to(dev), spans, self._decode_group(decodes) if decodes else None
+        )
 
     def _slots(self, block_table: list[int], first: int, end: int) -> torch.Tensor:
         """Cache slots of positions [first, end) (their blocks are present in the table)."""
         bs = self.config.block_size
         lo = first // bs
-        table = torch.tensor(block_table[lo:-(-end // bs)], dtype=torch.long)
+        table = torch.tensor(block_table[lo : -(-end // bs)], dtype=torch.long)
         slots = (table[:, None] * bs + torch.arange(bs)[None, :]).flatten()
-        return slots[first - lo * bs:end - lo * bs]
+        return slots[first - lo * bs : end - lo * bs]
 
     def _decode_group(self, decodes: list[tuple[int, torch.Tensor]]) -> DecodeGroup:
         width = max(len(slots) for _, slots in decodes)
         padded = torch.zeros((len(decodes), width), dtype=torch.long)
         mask = torch.zeros((len(decodes), 1, 1, width), dtype=torch.bool)
         for i, (_, slots) in enumerate(decodes):
-            padded[i, :len(slots)] = slots
-            mask[i, ..., :len(slots)] = True
+            padded[i, : len(slots)] = slots
+            mask[i, ..., : len(slots)] = True
         index = torch.tensor([off for off, _ in decodes], dtype=torch.long)
         dev = self.device
         return DecodeGroup(index.to(dev), padded.flatten().to(dev), mask.to(dev))
@@ -150,7 +157,9 @@ class TorchRunner:
     # ---- KV mover for the CPU tier ------------------------------------------------------
 
     def save_block(self, block_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.k_cache[:, block_id].to("cpu", copy=True), self.v_cache[:, block_id].to("cpu", copy=True)
+        return self.k_cache[:, block_id].to("cpu", copy=True), self.v_cache[:, block_id].to(
+            "cpu", copy=True
+        )
 
     def load_block(self, block_id: int, payload: tuple[torch.Tensor, torch.Tensor]) -> None:
         k, v = payload

@@ -83,8 +83,9 @@ class Scheduler:
         cap = self.config.long_prefill_token_threshold
         return min(remaining, budget, cap) if cap > 0 else min(remaining, budget)
 
-    def _schedule_running(self, chunks: list[ScheduledChunk], budget: int,
-                          prefill_ok: bool) -> tuple[int, bool]:
+    def _schedule_running(
+        self, chunks: list[ScheduledChunk], budget: int, prefill_ok: bool
+    ) -> tuple[int, bool]:
         preempted = False
         i = 0
         while i < len(self.running) and budget > 0:

@@ -30,8 +30,14 @@ class SamplingParams:
 
 
 class Request:
-    def __init__(self, request_id: str, prompt_token_ids, params: SamplingParams,
-                 arrival: float, eos_ids: tuple[int, ...] = (EOS_ID,)) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids,
+        params: SamplingParams,
+        arrival: float,
+        eos_ids: tuple[int, ...] = (EOS_ID,),
+    ) -> None:
         self.request_id = request_id
         self.params = params
         self.arrival = arrival
@@ -69,7 +75,7 @@ class Request:
 
     @property
     def output_token_ids(self) -> list[int]:
-        return self.token_ids[self.num_prompt_tokens:]
+        return self.token_ids[self.num_prompt_tokens :]
 
     @property
     def num_output_tokens(self) -> int:
@@ -94,7 +100,7 @@ class Request:
 
     def block_tokens(self, i: int, block_size: int) -> bytes:
         width = block_size * TOKEN_BYTES
-        return bytes(self.token_bytes[i * width:(i + 1) * width])
+        return bytes(self.token_bytes[i * width : (i + 1) * width])
 
     def append_token(self, token: int) -> None:
         self.token_ids.append(token)
@@ -103,5 +109,7 @@ class Request:
         n = self.num_output_tokens
         if n >= p.max_tokens:
             self.finish_reason = "length"
-        elif n >= p.min_tokens and (token in p.stop_token_ids or (token in self.eos_ids and not p.ignore_eos)):
+        elif n >= p.min_tokens and (
+            token in p.stop_token_ids or (token in self.eos_ids and not p.ignore_eos)
+        ):
             self.finish_reason = "stop"

@@ -70,8 +70,9 @@ class AsyncEngine:
 
     # ---- requests -----------------------------------------------------------------------
 
-    def generate(self, request_id: str, prompt_token_ids: list[int],
-                 params: SamplingParams) -> AsyncIterator[RequestOutput]:
+    def generate(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> AsyncIterator[RequestOutput]:
         """Validate now (raises EngineRequestError), then stream the request's outputs.
 
         `prompt_token_ids` may also be a 1-D numpy integer array (no list conversion: faster for
@@ -87,7 +88,9 @@ class AsyncEngine:
         self._post("add", (request_id, prompt_token_ids, params))
         return self._stream(request_id, queue)
 
-    async def _stream(self, request_id: str, queue: asyncio.Queue[RequestOutput]) -> AsyncIterator[RequestOutput]:
+    async def _stream(
+        self, request_id: str, queue: asyncio.Queue[RequestOutput]
+    ) -> AsyncIterator[RequestOutput]:
         finished = False
         try:
             while not finished:
@@ -143,8 +146,21 @@ class AsyncEngine:
                 try:
                     engine.add_request(request_id, prompt, params, validated=True)
                 except EngineRequestError as exc:  # raced with a duplicate id; report, don't die
-                    self._deliver(RequestOutput(request_id, [], True, "error", len(prompt), 0, 0, 0, 0,
-                                                None, error=str(exc)))
+                    self._deliver(
+                        RequestOutput(
+                            request_id,
+                            [],
+                            True,
+                            "error",
+                            len(prompt),
+                            0,
+                            0,
+                            0,
+                            0,
+                            None,
+                            error=str(exc),
+                        )
+                    )
             else:
                 out = engine.abort_request(item)
                 if out is not None:

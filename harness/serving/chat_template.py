@@ -51,10 +51,16 @@ def chat_prompt_ids(messages: object, tokenizer, tools: object = None) -> list[i
 
 
 def apply_chat_template(
-    messages: object, tokenizer: Tokenizer, *, tools: object = None, add_generation_prompt: bool = True
+    messages: object,
+    tokenizer: Tokenizer,
+    *,
+    tools: object = None,
+    add_generation_prompt: bool = True,
 ) -> list[int]:
     if not isinstance(messages, list) or not messages:
-        raise ChatTemplateError("'messages' must be a non-empty array of message objects", "messages")
+        raise ChatTemplateError(
+            "'messages' must be a non-empty array of message objects", "messages"
+        )
     ids: list[int] = []
     if tools:
         ids += [TOOLS_ID, *tokenizer.encode(tools_text(tools)), END_ID]
@@ -76,7 +82,9 @@ def role_and_text(message: object, where: str) -> tuple[str, str]:
     role = message.get("role")
     if role not in ROLE_IDS:
         roles = ", ".join(ROLE_IDS)
-        raise ChatTemplateError(f"{where}.role must be one of {roles}; got {role!r}", f"{where}.role")
+        raise ChatTemplateError(
+            f"{where}.role must be one of {roles}; got {role!r}", f"{where}.role"
+        )
     return role, _content_text(message.get("content"), f"{where}.content", role)
 
 
@@ -91,9 +99,14 @@ def tool_calls(message: dict, where: str) -> list[str]:
     calls = message.get("tool_calls")
     if calls is None:
         return []
-    if message.get("role") != "assistant" or not isinstance(calls, list) or not all(
-            isinstance(c, dict) for c in calls):
-        raise ChatTemplateError(f"{where} must be an array of tool calls on an assistant message", where)
+    if (
+        message.get("role") != "assistant"
+        or not isinstance(calls, list)
+        or not all(isinstance(c, dict) for c in calls)
+    ):
+        raise ChatTemplateError(
+            f"{where} must be an array of tool calls on an assistant message", where
+        )
     return [_canonical_json(c.get("function", c)) for c in calls]
 
 
@@ -110,9 +123,13 @@ def _content_text(content: object, where: str, role: str) -> str:
     if isinstance(content, list):
         texts = []
         for k, part in enumerate(content):
-            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            if not (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
                 raise ChatTemplateError(
-                    f"{where}[{k}] must be a text part {{\"type\": \"text\", \"text\": ...}}; "
+                    f'{where}[{k}] must be a text part {{"type": "text", "text": ...}}; '
                     "this engine reads text only",
                     f"{where}[{k}]",
                 )

@@ -23,33 +23,71 @@ from harness.errors import EngineError
 # (flag, EngineConfig field, type, help)
 _VALUE_FLAGS = (
     ("--block-size", "block_size", int, "tokens per KV block (16)"),
-    ("--num-gpu-blocks-override", "num_gpu_blocks", int,
-     "KV blocks on the device, overriding the memory budget (also --num-gpu-blocks)"),
-    ("--kv-cache-memory-gb", "kv_cache_memory_gb", float,
-     "KV cache budget in GiB when the block count is not given (1 GiB on CPU)"),
-    ("--max-num-batched-tokens", "max_num_batched_tokens", int, "token budget per engine step (2048)"),
+    (
+        "--num-gpu-blocks-override",
+        "num_gpu_blocks",
+        int,
+        "KV blocks on the device, overriding the memory budget (also --num-gpu-blocks)",
+    ),
+    (
+        "--kv-cache-memory-gb",
+        "kv_cache_memory_gb",
+        float,
+        "KV cache budget in GiB when the block count is not given (1 GiB on CPU)",
+    ),
+    (
+        "--max-num-batched-tokens",
+        "max_num_batched_tokens",
+        int,
+        "token budget per engine step (2048)",
+    ),
     ("--max-num-seqs", "max_num_seqs", int, "most requests running at once (64)"),
     ("--max-model-len", "max_model_len", int, "context limit in tokens (the preset's)"),
-    ("--long-prefill-token-threshold", "long_prefill_token_threshold", int,
-     "most prompt tokens one request may prefill per step; 0 = no cap (0)"),
-    ("--prefill-schedule-interval", "prefill_schedule_interval", int,
-     "admit prefill work only every N steps (1)"),
+    (
+        "--long-prefill-token-threshold",
+        "long_prefill_token_threshold",
+        int,
+        "most prompt tokens one request may prefill per step; 0 = no cap (0)",
+    ),
+    (
+        "--prefill-schedule-interval",
+        "prefill_schedule_interval",
+        int,
+        "admit prefill work only every N steps (1)",
+    ),
     ("--cpu-offload-blocks", "cpu_offload_blocks", int, "CPU-tier capacity in blocks; 0 = off (0)"),
     ("--seed", "seed", int, "weights and sampling seed (0)"),
     ("--cost-model", "cost_model", str, "calibrated cost model file for --runner simulated"),
-    ("--served-model-name", "served_model_name", str,
-     "the model name clients send and /v1/models lists (agentic-harness-reference)"),
-    ("--sim-time-scale", "sim_time_scale", float,
-     "simulated runner: wall seconds slept per modelled second; 0 = no sleeping (1.0)"),
+    (
+        "--served-model-name",
+        "served_model_name",
+        str,
+        "the model name clients send and /v1/models lists (agentic-harness-reference)",
+    ),
+    (
+        "--sim-time-scale",
+        "sim_time_scale",
+        float,
+        "simulated runner: wall seconds slept per modelled second; 0 = no sleeping (1.0)",
+    ),
 )
 _CHOICE_FLAGS = (
     ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),
-    ("--preset", "preset", tuple(PRESETS), "model: seeded Llama sizes, or gemma3-270m (also --model) (tiny)"),
+    (
+        "--preset",
+        "preset",
+        tuple(PRESETS),
+        "model: seeded Llama sizes, or gemma3-270m (also --model) (tiny)",
+    ),
     ("--device", "device", None, f"{' | '.join(DEVICES)} | cuda:N (auto)"),
     ("--dtype", "dtype", tuple(DTYPES), "KV cache and weights dtype (float32)"),
-    ("--prefix-cache-retention", "prefix_cache_retention", RETENTION_POLICIES,
-     "sliding-window states kept past their request: none, interval (turn ends), "
-     "interval+selective (also prefixes seen twice) (interval+selective)"),
+    (
+        "--prefix-cache-retention",
+        "prefix_cache_retention",
+        RETENTION_POLICIES,
+        "sliding-window states kept past their request: none, interval (turn ends), "
+        "interval+selective (also prefixes seen twice) (interval+selective)",
+    ),
 )
 _BOOL_FLAGS = (
     ("enable_prefix_caching", "reuse KV blocks across requests with a shared prefix (on)"),
@@ -65,13 +103,20 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, dest, kind, help_ in _VALUE_FLAGS:
         extra = ("--num-gpu-blocks",) if dest == "num_gpu_blocks" else ()
         metavar = "FILE" if dest == "cost_model" else _METAVARS[kind]
-        group.add_argument(flag, *extra, dest=dest, type=kind, default=None, metavar=metavar, help=help_)
+        group.add_argument(
+            flag, *extra, dest=dest, type=kind, default=None, metavar=metavar, help=help_
+        )
     for flag, dest, choices, help_ in _CHOICE_FLAGS:
         extra = ("--model",) if dest == "preset" else ()
         group.add_argument(flag, *extra, dest=dest, choices=choices, default=None, help=help_)
     for dest, help_ in _BOOL_FLAGS:
-        group.add_argument(f"--{dest.replace('_', '-')}", dest=dest, action=argparse.BooleanOptionalAction,
-                           default=None, help=help_)
+        group.add_argument(
+            f"--{dest.replace('_', '-')}",
+            dest=dest,
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=help_,
+        )
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
@@ -104,13 +149,21 @@ def engine_flags(options: dict) -> list[str]:
 
 def register(subparsers) -> None:
     serve = subparsers.add_parser(
-        "serve", help="serve the reference engine over OpenAI-compatible HTTP",
+        "serve",
+        help="serve the reference engine over OpenAI-compatible HTTP",
         description="Serve the reference engine: /v1/completions, /v1/chat/completions, /v1/models, "
-                    "/health, /metrics. Prints 'serving on URL' once ready; SIGINT/SIGTERM stop it.")
-    serve.add_argument("--engine", choices=("reference",), default="reference",
-                       help="the engine to serve (only the built-in reference engine)")
+        "/health, /metrics. Prints 'serving on URL' once ready; SIGINT/SIGTERM stop it.",
+    )
+    serve.add_argument(
+        "--engine",
+        choices=("reference",),
+        default="reference",
+        help="the engine to serve (only the built-in reference engine)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port; 0 = pick a free one and print it (8000)")
+    serve.add_argument(
+        "--port", type=int, default=8000, help="port; 0 = pick a free one and print it (8000)"
+    )
     add_engine_arguments(serve)
     serve.set_defaults(func=_serve)
 
@@ -118,8 +171,11 @@ def register(subparsers) -> None:
     tools = engine.add_subparsers(dest="engine_verb", metavar="TOOL")
     tools.required = True
     calibrate = tools.add_parser(
-        "calibrate", help="time the torch runner and write a cost model for --runner simulated")
-    calibrate.add_argument("--preset", choices=tuple(PRESETS), default=None, help="model size (tiny)")
+        "calibrate", help="time the torch runner and write a cost model for --runner simulated"
+    )
+    calibrate.add_argument(
+        "--preset", choices=tuple(PRESETS), default=None, help="model size (tiny)"
+    )
     calibrate.add_argument("--device", default=None, help=f"{' | '.join(DEVICES)} | cuda:N (auto)")
     calibrate.add_argument("--dtype", choices=tuple(DTYPES), default=None, help="dtype (float32)")
     calibrate.add_argument("-o", "--output", required=True, help="cost model file to write (JSON)")

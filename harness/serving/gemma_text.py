@@ -29,8 +29,11 @@ def _merges(tokens: list[str]) -> list[tuple[str, str]]:
     vocab = {t: i for i, t in enumerate(tokens)}
     found = []
     for token, rank in vocab.items():
-        local = [(token[:j], token[j:]) for j in range(1, len(token))
-                 if token[:j] in vocab and token[j:] in vocab]
+        local = [
+            (token[:j], token[j:])
+            for j in range(1, len(token))
+            if token[:j] in vocab and token[j:] in vocab
+        ]
         local.sort(key=lambda lr: (vocab[lr[0]], vocab[lr[1]]))
         found += [(rank, -len(left), -len(right), left, right) for left, right in local]
     found.sort(key=lambda m: m[:3])  # stable: equal keys keep their order
@@ -41,16 +44,35 @@ def build_tokenizer(v: Vocabulary) -> Tokenizer:
     # A run of spaces is stored as real spaces, but looked up as "▁▁" once spaces are normalized.
     tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in v.tokens]
     vocab = {t: i for i, t in enumerate(tokens)}
-    tok = Tokenizer(BPE(vocab=vocab, merges=_merges(tokens), unk_token=tokens[v.unk_id],
-                        fuse_unk=True, byte_fallback=True))
+    tok = Tokenizer(
+        BPE(
+            vocab=vocab,
+            merges=_merges(tokens),
+            unk_token=tokens[v.unk_id],
+            fuse_unk=True,
+            byte_fallback=True,
+        )
+    )
     tok.normalizer = normalizers.Replace(" ", "\u2581")
     tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
-    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
     types = v.token_types
-    tok.add_special_tokens([AddedToken(t, normalized=False, special=True)
-                            for t, k in zip(v.tokens, types, strict=True) if k == _CONTROL])
-    tok.add_tokens([AddedToken(t, normalized=False, special=False)
-                    for t, k in zip(v.tokens, types, strict=True) if k == _USER_DEFINED and t in vocab])
+    tok.add_special_tokens(
+        [
+            AddedToken(t, normalized=False, special=True)
+            for t, k in zip(v.tokens, types, strict=True)
+            if k == _CONTROL
+        ]
+    )
+    tok.add_tokens(
+        [
+            AddedToken(t, normalized=False, special=False)
+            for t, k in zip(v.tokens, types, strict=True)
+            if k == _USER_DEFINED and t in vocab
+        ]
+    )
     return tok
 
 
@@ -103,7 +125,9 @@ class GemmaDecodeStream:
 
 def render_chat(messages: object, tools: object = None) -> str:
     if not isinstance(messages, list) or not messages:
-        raise ChatTemplateError("'messages' must be a non-empty array of message objects", "messages")
+        raise ChatTemplateError(
+            "'messages' must be a non-empty array of message objects", "messages"
+        )
     prefix = tools_text(tools) + "\n\n" if tools else ""
     turns = []
     for k, message in enumerate(messages):

@@ -23,13 +23,33 @@ COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for /v1/comp
 class ApiError(Exception):
     """An HTTP error with an OpenAI-style body: {"error": {message, type, param, code}}."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 code: str | None = None, type: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
-        self.status, self.message, self.param, self.code, self.type = status, message, param, code, type
+        self.status, self.message, self.param, self.code, self.type = (
+            status,
+            message,
+            param,
+            code,
+            type,
+        )
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 def bad(message: str, param: str | None = None) -> ApiError:
@@ -90,8 +110,12 @@ def check_model(body: dict, model: ServedModel) -> None:
     if not isinstance(name, str):
         raise bad("'model' must be a string", "model")
     if name != model.name:
-        raise ApiError(404, f"The model `{name}` does not exist. This server serves `{model.name}`.",
-                       param="model", code="model_not_found")
+        raise ApiError(
+            404,
+            f"The model `{name}` does not exist. This server serves `{model.name}`.",
+            param="model",
+            code="model_not_found",
+        )
 
 
 def _prompt_ids(prompt: object, model: ServedModel, tokenizer: Tokenizer) -> list[int]:
@@ -100,19 +124,31 @@ def _prompt_ids(prompt: object, model: ServedModel, tokenizer: Tokenizer) -> lis
         raise bad("Missing required parameter: 'prompt'", "prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(p, (list, str)) for p in prompt):
         if len(prompt) != 1:
-            raise bad(f"a batch of {len(prompt)} prompts: this server takes one prompt per request", "prompt")
+            raise bad(
+                f"a batch of {len(prompt)} prompts: this server takes one prompt per request",
+                "prompt",
+            )
         prompt = prompt[0]
     if isinstance(prompt, str):  # a model's own tokenizer may open with <bos> (as vLLM adds it)
-        ids = tokenizer.prompt_ids(prompt) if hasattr(tokenizer, "prompt_ids") else tokenizer.encode(prompt)
+        ids = (
+            tokenizer.prompt_ids(prompt)
+            if hasattr(tokenizer, "prompt_ids")
+            else tokenizer.encode(prompt)
+        )
     elif isinstance(prompt, list) and all(type(i) is int for i in prompt):
         ids = prompt
     else:
-        raise bad("'prompt' must be a string, an array of token ids, or an array of one of either", "prompt")
+        raise bad(
+            "'prompt' must be a string, an array of token ids, or an array of one of either",
+            "prompt",
+        )
     if not ids:
         raise bad("The prompt is empty", "prompt")
     bad_ids = [i for i in ids if not 0 <= i < model.vocab_size]
     if bad_ids:
-        raise bad(f"token id {bad_ids[0]} is outside the vocabulary (0..{model.vocab_size - 1})", "prompt")
+        raise bad(
+            f"token id {bad_ids[0]} is outside the vocabulary (0..{model.vocab_size - 1})", "prompt"
+        )
     return ids
 
 
@@ -121,7 +157,10 @@ def _request(body: dict, model: ServedModel, prompt_ids: list[int], *, chat: boo
     stream = _bool(body, "stream", False)
     options = body.get("stream_options")
     if options is not None and (not isinstance(options, dict) or not stream):
-        raise bad("'stream_options' must be an object, and is only allowed with 'stream': true", "stream_options")
+        raise bad(
+            "'stream_options' must be an object, and is only allowed with 'stream': true",
+            "stream_options",
+        )
     options = options or {}
     return ApiRequest(
         chat=chat,
@@ -129,29 +168,48 @@ def _request(body: dict, model: ServedModel, prompt_ids: list[int], *, chat: boo
         params=_sampling_params(body, model, len(prompt_ids), chat=chat),
         stream=stream,
         include_usage=_bool(options, "include_usage", False, "stream_options.include_usage"),
-        continuous_usage=_bool(options, "continuous_usage_stats", False, "stream_options.continuous_usage_stats"),
+        continuous_usage=_bool(
+            options, "continuous_usage_stats", False, "stream_options.continuous_usage_stats"
+        ),
         return_token_ids=_bool(body, "return_token_ids", False),
         stop=_stop_strings(body),
     )
 
 
-def _sampling_params(body: dict, model: ServedModel, prompt_len: int, *, chat: bool) -> SamplingParams:
+def _sampling_params(
+    body: dict, model: ServedModel, prompt_len: int, *, chat: bool
+) -> SamplingParams:
     room = model.max_model_len - prompt_len
     if room <= 0:
-        raise bad(f"This model's maximum context length is {model.max_model_len} tokens. However, your "
-                  f"prompt has {prompt_len} tokens, leaving no room for a completion.",
-                  "messages" if chat else "prompt")
-    name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+        raise bad(
+            f"This model's maximum context length is {model.max_model_len} tokens. However, your "
+            f"prompt has {prompt_len} tokens, leaving no room for a completion.",
+            "messages" if chat else "prompt",
+        )
+    name = (
+        "max_completion_tokens"
+        if chat and body.get("max_completion_tokens") is not None
+        else "max_tokens"
+    )
     # chat's default is "the rest of the context", as vLLM's, but never more than the cache holds
-    default = max(1, min(room, model.kv_cache_tokens - prompt_len)) if chat else COMPLETION_DEFAULT_MAX_TOKENS
+    default = (
+        max(1, min(room, model.kv_cache_tokens - prompt_len))
+        if chat
+        else COMPLETION_DEFAULT_MAX_TOKENS
+    )
     max_tokens = _int(body, name, default, minimum=1)
     if max_tokens > room:
-        raise bad(f"This model's maximum context length is {model.max_model_len} tokens. However, you "
-                  f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the prompt, "
-                  f"{max_tokens} in the completion). Please reduce the prompt or the completion.", name)
+        raise bad(
+            f"This model's maximum context length is {model.max_model_len} tokens. However, you "
+            f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the prompt, "
+            f"{max_tokens} in the completion). Please reduce the prompt or the completion.",
+            name,
+        )
     min_tokens = _int(body, "min_tokens", 0, minimum=0)
     if min_tokens > max_tokens:
-        raise bad(f"'min_tokens' ({min_tokens}) must be at most '{name}' ({max_tokens})", "min_tokens")
+        raise bad(
+            f"'min_tokens' ({min_tokens}) must be at most '{name}' ({max_tokens})", "min_tokens"
+        )
     return SamplingParams(
         max_tokens=max_tokens,
         min_tokens=min_tokens,
@@ -171,7 +229,10 @@ def _reject_unsupported(body: dict) -> None:
         if body.get(name) not in (None, False, 0):
             raise bad(f"'{name}' is not supported by the reference engine", name)
     if body.get("response_format") not in (None, {"type": "text"}):
-        raise bad("'response_format' other than text is not supported by the reference engine", "response_format")
+        raise bad(
+            "'response_format' other than text is not supported by the reference engine",
+            "response_format",
+        )
 
 
 def _stop_strings(body: dict) -> tuple[str, ...]:
@@ -197,8 +258,13 @@ def _stop_token_ids(body: dict, model: ServedModel) -> tuple[int, ...]:
     value = body.get("stop_token_ids")
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(type(i) is int and 0 <= i < model.vocab_size for i in value):
-        raise bad(f"'stop_token_ids' must be an array of token ids in 0..{model.vocab_size - 1}", "stop_token_ids")
+    if not isinstance(value, list) or not all(
+        type(i) is int and 0 <= i < model.vocab_size for i in value
+    ):
+        raise bad(
+            f"'stop_token_ids' must be an array of token ids in 0..{model.vocab_size - 1}",
+            "stop_token_ids",
+        )
     return tuple(value)
 
 
@@ -220,4 +286,3 @@ def _bool(body: dict, name: str, default: bool, param: str | None = None) -> boo
     if not isinstance(value, bool):
         raise bad(f"'{param or name}' must be a boolean", param or name)
     return value
-

@@ -31,15 +31,19 @@ class StopStrings:
         hits = [i for s in self.stops if (i := self.text.find(s, start)) >= 0]
         if hits:
             self.text, self.stopped = self.text[: min(hits)], True
-        end = len(self.text) if final or self.stopped else max(self.sent, len(self.text) - self.hold)
-        out, self.sent = self.text[self.sent: end], end
+        end = (
+            len(self.text) if final or self.stopped else max(self.sent, len(self.text) - self.hold)
+        )
+        out, self.sent = self.text[self.sent : end], end
         return out
 
 
 class ResponseBuilder:
     """Engine outputs -> OpenAI response bodies and stream chunks, for one request."""
 
-    def __init__(self, request_id: str, api: ApiRequest, model_name: str, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self, request_id: str, api: ApiRequest, model_name: str, tokenizer: Tokenizer
+    ) -> None:
         self.request_id, self.api, self.model = request_id, api, model_name
         self.created = int(time.time())
         self._decoder = tokenizer.decode_stream()
@@ -124,7 +128,9 @@ class ResponseBuilder:
     def _chunk_object(self) -> str:
         return "chat.completion.chunk" if self.api.chat else "text_completion"
 
-    def _chunk(self, delta: dict | str, finish_reason: str | None, out: RequestOutput | None) -> dict:
+    def _chunk(
+        self, delta: dict | str, finish_reason: str | None, out: RequestOutput | None
+    ) -> dict:
         choice = {"index": 0, "delta": delta} if self.api.chat else {"index": 0, "text": delta}
         choice |= {"logprobs": None, "finish_reason": finish_reason}
         chunk = self._envelope(self._chunk_object, [choice])
@@ -135,5 +141,10 @@ class ResponseBuilder:
         return chunk
 
     def _envelope(self, obj: str, choices: list[dict]) -> dict:
-        return {"id": self.request_id, "object": obj, "created": self.created, "model": self.model,
-                "choices": choices}
+        return {
+            "id": self.request_id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }

@@ -85,8 +85,12 @@ def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
     app = web.Application(middlewares=[_openai_errors], client_max_size=256 * 2**20)
     app[ENGINE_KEY] = engine
     app[STATE_KEY] = ServerState(
-        model=ServedModel(engine.config.served_model_name, engine.max_model_len, engine.vocab_size,
-                          engine.config.total_blocks * engine.config.block_size),
+        model=ServedModel(
+            engine.config.served_model_name,
+            engine.max_model_len,
+            engine.vocab_size,
+            engine.config.total_blocks * engine.config.block_size,
+        ),
         tokenizer=tokenizer_for(engine.config),
         metrics=metrics.ServerMetrics(),
         started=time.time(),
@@ -132,7 +136,9 @@ async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse
         failure = _failure(build.last)
         if failure is not None:
             raise failure
-        return web.json_response(build.response(), dumps=_dumps, headers={"X-Request-Id": build.request_id})
+        return web.json_response(
+            build.response(), dumps=_dumps, headers={"X-Request-Id": build.request_id}
+        )
     finally:
         await outputs.aclose()  # aborts the request in the engine if it is still running
         _request_done(state, build, t0)
@@ -154,7 +160,9 @@ def _failure(out: RequestOutput | None) -> ApiError | None:
     if out.finish_reason == "error":
         return ApiError(500, f"the engine failed this request: {out.error}", type="server_error")
     if out.finish_reason == "abort":
-        return ApiError(503, "the request was aborted: the engine is shutting down", type="server_error")
+        return ApiError(
+            503, "the request was aborted: the engine is shutting down", type="server_error"
+        )
     return None
 
 
@@ -166,8 +174,13 @@ def _observe_first(state: ServerState, build: ResponseBuilder, t0: float) -> Non
 async def _stream(request, build, outputs, state, t0) -> web.StreamResponse:
     # Headers go out at once, as vLLM's do, so a long queue wait never looks like a dead server;
     # the engine has validated the request already, so a bad one never gets here.
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                       "X-Request-Id": build.request_id})
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Request-Id": build.request_id,
+        }
+    )
     await resp.prepare(request)
     try:
         for chunk in build.opening_chunks():
@@ -201,9 +214,15 @@ def _request_done(state: ServerState, build: ResponseBuilder, t0: float) -> None
 
 async def _models(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
-    card = {"id": state.model.name, "object": "model", "created": int(state.started),
-            "owned_by": "agentic-harness", "root": state.model.name, "parent": None,
-            "max_model_len": state.model.max_model_len}
+    card = {
+        "id": state.model.name,
+        "object": "model",
+        "created": int(state.started),
+        "owned_by": "agentic-harness",
+        "root": state.model.name,
+        "parent": None,
+        "max_model_len": state.model.max_model_len,
+    }
     return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
 
 
@@ -220,9 +239,15 @@ async def _health(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
     _check_ready(state)
-    text = metrics.render(engine.stats(), state.metrics, state.model.name, block_size=engine.config.block_size)
-    return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                        headers={"X-Content-Type-Options": "nosniff"})
+    text = metrics.render(
+        engine.stats(), state.metrics, state.model.name, block_size=engine.config.block_size
+    )
+    return web.Response(
+        text=text,
+        content_type="text/plain",
+        charset="utf-8",
+        headers={"X-Content-Type-Options": "nosniff"},
+    )
 
 
 async def _version(request: web.Request) -> web.Response:
@@ -244,7 +269,9 @@ class RunningServer:
         await self._runner.cleanup()
 
 
-async def start_server(engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+async def start_server(
+    engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0
+) -> RunningServer:
     """Bind first (a busy port fails at once), then build the engine; /health is 503 until then."""
     engine = AsyncEngine(engine_config)
     server = await serve_engine(engine, host, port, ready=False)
@@ -258,10 +285,13 @@ async def start_server(engine_config: EngineConfig, host: str = "127.0.0.1", por
     return server
 
 
-async def serve_engine(engine: AsyncEngine, host: str = "127.0.0.1", port: int = 0, *,
-                       ready: bool = True) -> RunningServer:
+async def serve_engine(
+    engine: AsyncEngine, host: str = "127.0.0.1", port: int = 0, *, ready: bool = True
+) -> RunningServer:
     """Serve an engine the caller started (and keeps ownership of)."""
-    runner = web.AppRunner(build_app(engine, ready=ready), handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(
+        build_app(engine, ready=ready), handler_cancellation=True, access_log=None
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -274,7 +304,9 @@ async def serve_engine(engine: AsyncEngine, host: str = "127.0.0.1", port: int =
     return RunningServer(url=f"http://{shown}:{bound}", port=bound, engine=engine, _runner=runner)
 
 
-def serve(engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0, *, announce=print) -> None:
+def serve(
+    engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0, *, announce=print
+) -> None:
     """Block until SIGINT/SIGTERM; `announce` gets "serving on URL" once the server is ready."""
     asyncio.run(_serve_until_signal(engine_config, host, port, announce))
 
@@ -287,9 +319,12 @@ async def _serve_until_signal(engine_config, host, port, announce) -> None:
     server = await start_server(engine_config, host, port)
     try:
         c = engine_config
-        print(f"engine: {c.runner} runner, preset {c.preset}, device {c.device}, {c.total_blocks} KV blocks x "
-              f"{c.block_size} tokens, max_model_len {c.model_len}, prefix caching "
-              f"{'on' if c.enable_prefix_caching else 'off'}, model '{c.served_model_name}'", file=sys.stderr)
+        print(
+            f"engine: {c.runner} runner, preset {c.preset}, device {c.device}, {c.total_blocks} KV blocks x "
+            f"{c.block_size} tokens, max_model_len {c.model_len}, prefix caching "
+            f"{'on' if c.enable_prefix_caching else 'off'}, model '{c.served_model_name}'",
+            file=sys.stderr,
+        )
         announce(f"serving on {server.url}")
         await stop.wait()
     finally:
@@ -303,7 +338,9 @@ class BackgroundServer:
     def __init__(self, engine_config: EngineConfig, host: str = "127.0.0.1", port: int = 0) -> None:
         self._args = (engine_config, host, port)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="harness-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="harness-server", daemon=True
+        )
         self.server: RunningServer | None = None
 
     def __enter__(self) -> RunningServer:

@@ -100,7 +100,9 @@ class Tokenizer:
 
     @staticmethod
     def _joins_words(ids: list[int], pieces: list[str], k: int) -> bool:
-        return bool(ids) and _is_word(ids[-1]) and k + 1 < len(pieces) and pieces[k + 1] in WORD_INDEX
+        return (
+            bool(ids) and _is_word(ids[-1]) and k + 1 < len(pieces) and pieces[k + 1] in WORD_INDEX
+        )
 
     def decode(self, ids: Iterable[int]) -> str:
         ids = list(ids)

@@ -130,7 +130,11 @@ class IdChain:
             keep = k + 1 if values[k] == prev[k] else k
             ids = HashIds(self._checked(values[keep:], keep), prev_ids, keep)
         else:
-            ids = HashIds.after(self._checked(values, 0), prev_ids, prev_ids.array() if prev_ids is not None else None)
+            ids = HashIds.after(
+                self._checked(values, 0),
+                prev_ids,
+                prev_ids.array() if prev_ids is not None else None,
+            )
         self._list, self._ids = values, ids
         return ids
 
@@ -140,7 +144,9 @@ class IdChain:
             raise ValueError(start + bad_id(values))
         if self.offset is not None and len(arr):
             if arr.min() < 0 or arr.max() >> LOCAL_BITS:
-                raise ValueError(start + int(np.flatnonzero((arr < 0) | (arr >> LOCAL_BITS != 0))[0]))
+                raise ValueError(
+                    start + int(np.flatnonzero((arr < 0) | (arr >> LOCAL_BITS != 0))[0])
+                )
             arr += self.offset
         return arr
 
@@ -216,6 +222,7 @@ class BlockHasher:
 
     def hash_ids(self, segments: Sequence[Segment]) -> list[int]:
         return self.ids(self.extend(segments))
+
 
 def block_turns(
     rows: Sequence[tuple[int, int, float, Sequence[int]]],

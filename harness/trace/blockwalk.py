@@ -57,7 +57,9 @@ class Families:
 
     def __init__(self, trace: Trace) -> None:
         self.root = {m.id: s.id for s in trace.main_sessions for m in trace.family(s.id)}
-        self._left = {s.id: sum(len(m.turns) for m in trace.family(s.id)) for s in trace.main_sessions}
+        self._left = {
+            s.id: sum(len(m.turns) for m in trace.family(s.id)) for s in trace.main_sessions
+        }
         for s in trace.sessions:  # a subagent whose parent lists it nowhere is a family of its own
             if s.id not in self.root:
                 self.root[s.id], self._left[s.id] = s.id, len(s.turns)
@@ -79,7 +81,9 @@ class BlockPaths:
         self.nodes = 1
         self._child: dict[int, int] = {}  # parent node << 64 | block id (as unsigned) -> node
         self._keys: dict[str, list[int]] | None = {} if private else None  # family -> its entries
-        self._last: dict[str, tuple[HashIds | None, np.ndarray, np.ndarray]] = {}  # ids obj, ids, nodes
+        self._last: dict[
+            str, tuple[HashIds | None, np.ndarray, np.ndarray]
+        ] = {}  # ids obj, ids, nodes
         self.ref: str | None = None
 
     def _ids(self, sid: str, hash_ids, parent: str | None) -> tuple[np.ndarray, np.ndarray, int]:
@@ -91,12 +95,27 @@ class BlockPaths:
         else:
             ref_obj, ref_ids, ref_nodes = self._last[self.ref]
         if isinstance(hash_ids, HashIds) and ref_obj is not None and hash_ids.base is ref_obj:
-            return np.concatenate((ref_ids[: hash_ids.keep], hash_ids.tail)), ref_nodes, hash_ids.keep
-        ids = hash_ids.array() if isinstance(hash_ids, HashIds) else np.asarray(list(hash_ids), dtype=np.int64)
+            return (
+                np.concatenate((ref_ids[: hash_ids.keep], hash_ids.tail)),
+                ref_nodes,
+                hash_ids.keep,
+            )
+        ids = (
+            hash_ids.array()
+            if isinstance(hash_ids, HashIds)
+            else np.asarray(list(hash_ids), dtype=np.int64)
+        )
         return ids, ref_nodes, common_prefix(ids, ref_ids)
 
-    def walk(self, sid: str, turn: Turn, *, parent: str | None = None, last: bool = False,
-             family: str | None = None) -> Path:
+    def walk(
+        self,
+        sid: str,
+        turn: Turn,
+        *,
+        parent: str | None = None,
+        last: bool = False,
+        family: str | None = None,
+    ) -> Path:
         """The trie path of a block-mode turn's prompt; `last`: the session sends no more;
         `family`: its main session (for `finish`)."""
         total, b = int(turn.input_tokens or 0), self.block_size
@@ -105,10 +124,17 @@ class BlockPaths:
         shared = min(shared, n, len(prev_nodes))
         nodes = np.empty(n + 1, dtype=np.int64)
         nodes[:shared] = prev_nodes[:shared]
-        parent, known, child, walked = (int(nodes[shared - 1]) if shared else 0), None, self._child, []
+        parent, known, child, walked = (
+            (int(nodes[shared - 1]) if shared else 0),
+            None,
+            self._child,
+            [],
+        )
         keys = self._keys.setdefault(family or sid, []) if self._keys is not None else None
         for i, h in enumerate(ids[shared:n].tolist(), start=shared):
-            key = parent << 64 | h & _ID_MASK  # one int, not a tuple: the trie has millions of nodes
+            key = (
+                parent << 64 | h & _ID_MASK
+            )  # one int, not a tuple: the trie has millions of nodes
             parent = child.get(key)
             if parent is None:
                 known = i if known is None else known
@@ -129,9 +155,21 @@ class BlockPaths:
         if last:
             self._last.pop(sid, None)
         else:
-            self._last[sid] = (turn.hash_ids if isinstance(turn.hash_ids, HashIds) else None, ids, nodes[:n])
-        return Path(nodes, lengths, n if known is None else known, total, self.ref, shared, len(prev_nodes), n)
-
+            self._last[sid] = (
+                turn.hash_ids if isinstance(turn.hash_ids, HashIds) else None,
+                ids,
+                nodes[:n],
+            )
+        return Path(
+            nodes,
+            lengths,
+            n if known is None else known,
+            total,
+            self.ref,
+            shared,
+            len(prev_nodes),
+            n,
+        )
 
     def finish(self, family: str) -> None:
         """A private family sent its last request: forget its trie entries."""
@@ -166,7 +204,9 @@ class IdealBlocks:
         whole = max(0, min(p.shared, p.ref_blocks - 1, p.blocks - 1))
         rest, lengths = p.nodes[whole:], p.lengths[whole:]
         seen = longest[rest]
-        shared = whole * self.paths_block + _resident_prefix(seen == lengths, seen, lengths, p.known - whole)
+        shared = whole * self.paths_block + _resident_prefix(
+            seen == lengths, seen, lengths, p.known - whole
+        )
         longest[rest] = np.maximum(seen, lengths)
         return block_hit(shared, p.total, self.block_size)
 

@@ -34,7 +34,13 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
 SPECIAL_TOKEN_NAMES = (
-    "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
 )
 
 
@@ -62,7 +68,9 @@ def _raise_exception(message):
 
 
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def compile_template(source: str) -> jinja2.Template:
@@ -78,7 +86,9 @@ def compile_template(source: str) -> jinja2.Template:
 class ChatTokenizer:
     """A Hugging Face tokenizer folder (or its tokenizer.json): counts, renders and tokenizes."""
 
-    def __init__(self, tokenizer, template: str | None, special_tokens: dict[str, str], path: Path) -> None:
+    def __init__(
+        self, tokenizer, template: str | None, special_tokens: dict[str, str], path: Path
+    ) -> None:
         self.tokenizer = tokenizer
         self.template_source = template
         self.special_tokens = special_tokens
@@ -98,8 +108,10 @@ class ChatTokenizer:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - optional dependency
-            raise InputError("a tokenizer needs the 'tokenizers' package: "
-                             "pip install 'agentic-harness[tokenizers]'") from exc
+            raise InputError(
+                "a tokenizer needs the 'tokenizers' package: "
+                "pip install 'agentic-harness[tokenizers]'"
+            ) from exc
         try:
             tokenizer = Tokenizer.from_file(str(file))
         except Exception as exc:  # the Rust library raises plain Exception for a bad file
@@ -108,7 +120,9 @@ class ChatTokenizer:
         try:
             return cls(tokenizer, template, _special_tokens(config), folder)
         except jinja2.exceptions.TemplateSyntaxError as exc:
-            raise InputError(f"the chat template does not parse: {exc}", path=folder, line=exc.lineno) from exc
+            raise InputError(
+                f"the chat template does not parse: {exc}", path=folder, line=exc.lineno
+            ) from exc
 
     @property
     def has_template(self) -> bool:
@@ -118,19 +132,30 @@ class ChatTokenizer:
         """Tokens of a plain text, without special tokens (for fitting trace text)."""
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def render(self, messages: list[dict], *, tools: list | None = None, add_generation_prompt: bool = True) -> str:
+    def render(
+        self, messages: list[dict], *, tools: list | None = None, add_generation_prompt: bool = True
+    ) -> str:
         if self._template is None:
-            raise ChatTemplateError(f"{self.path} has no chat template ({TEMPLATE_FILE} or "
-                                    f"'chat_template' in {CONFIG_FILE})")
+            raise ChatTemplateError(
+                f"{self.path} has no chat template ({TEMPLATE_FILE} or "
+                f"'chat_template' in {CONFIG_FILE})"
+            )
         try:
-            return self._template.render(messages=messages, tools=tools, documents=None,
-                                         add_generation_prompt=add_generation_prompt, **self.special_tokens)
+            return self._template.render(
+                messages=messages,
+                tools=tools,
+                documents=None,
+                add_generation_prompt=add_generation_prompt,
+                **self.special_tokens,
+            )
         except jinja2.exceptions.TemplateError as exc:
             raise ChatTemplateError(f"the chat template refused the conversation: {exc}") from exc
 
     def chat_ids(self, messages: list[dict], *, tools: list | None = None) -> list[int]:
         """The prompt tokens of a chat request, as vLLM's /v1/chat/completions counts them."""
-        return self.tokenizer.encode(self.render(messages, tools=tools), add_special_tokens=False).ids
+        return self.tokenizer.encode(
+            self.render(messages, tools=tools), add_special_tokens=False
+        ).ids
 
     def text_ids(self, text: str) -> list[int]:
         """The prompt tokens of a /v1/completions text prompt (special tokens added)."""
@@ -158,8 +183,11 @@ def _template(folder: Path, config: dict) -> str | None:
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default")
     if template is not None and not isinstance(template, str):
-        raise InputError("must be a string or a list of named templates", path=folder / CONFIG_FILE,
-                         field="chat_template")
+        raise InputError(
+            "must be a string or a list of named templates",
+            path=folder / CONFIG_FILE,
+            field="chat_template",
+        )
     return template
 
 

@@ -22,39 +22,142 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_generate(verbs) -> None:
     p = verbs.add_parser("generate", help="draw a trace from a workload profile")
-    p.add_argument("--profile", type=Path, default=None, help="workload profile YAML (default: workloads/agentx.yaml)")
-    p.add_argument("--sessions", type=int, default=None, help="main sessions to draw (default: the profile's)")
-    p.add_argument("--seed", type=int, default=1, help="random seed; the same seed and profile give the same bytes (default: 1)")
-    p.add_argument("--scale", type=float, default=None, help="multiply every token count by this (e.g. 0.01 for a CPU)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a profile field by dotted key, value read as YAML (repeatable)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="native trace file to write (JSONL)")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="workload profile YAML (default: workloads/agentx.yaml)",
+    )
+    p.add_argument(
+        "--sessions", type=int, default=None, help="main sessions to draw (default: the profile's)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="random seed; the same seed and profile give the same bytes (default: 1)",
+    )
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="multiply every token count by this (e.g. 0.01 for a CPU)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a profile field by dotted key, value read as YAML (repeatable)",
+    )
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, help="native trace file to write (JSONL)"
+    )
     p.set_defaults(func=cmd_generate)
 
 
 def _register_convert(verbs) -> None:
     p = verbs.add_parser("convert", help="convert between trace formats")
-    p.add_argument("input", type=Path, help="trace file (or a directory of Weka/AgentX files) to read")
-    p.add_argument("-o", "--output", type=Path, required=True, help="file to write (Weka: a directory, or a .jsonl file)")
-    p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
-    p.add_argument("--to", dest="dst", default="native", choices=["native", "mooncake", "weka"], help="output format (default: native)")
-    p.add_argument("--block-size", type=int, default=None, help="tokens per hash block: of a Mooncake input, and of a Mooncake output (default: 512)")
-    p.add_argument("--group-sessions", action="store_true", help="Mooncake input: join requests whose hash ids extend an earlier request into sessions")
-    p.add_argument("--salt", default=None, help="Mooncake output: prefix every prompt with this salt's content")
-    p.add_argument("--hash-id-scope", dest="scope", default="local", choices=["local", "global"], help="Weka output: block ids private to each trace (local, what AIPerf reads) or shared across traces (default: local)")
-    p.add_argument("--model", default="agentic-harness", help="Weka output: the model name each request records (default: agentic-harness)")
+    p.add_argument(
+        "input", type=Path, help="trace file (or a directory of Weka/AgentX files) to read"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="file to write (Weka: a directory, or a .jsonl file)",
+    )
+    p.add_argument(
+        "--from",
+        dest="src",
+        default="auto",
+        choices=["auto", "native", "mooncake", "weka"],
+        help="input format (default: detect)",
+    )
+    p.add_argument(
+        "--to",
+        dest="dst",
+        default="native",
+        choices=["native", "mooncake", "weka"],
+        help="output format (default: native)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="tokens per hash block: of a Mooncake input, and of a Mooncake output (default: 512)",
+    )
+    p.add_argument(
+        "--group-sessions",
+        action="store_true",
+        help="Mooncake input: join requests whose hash ids extend an earlier request into sessions",
+    )
+    p.add_argument(
+        "--salt", default=None, help="Mooncake output: prefix every prompt with this salt's content"
+    )
+    p.add_argument(
+        "--hash-id-scope",
+        dest="scope",
+        default="local",
+        choices=["local", "global"],
+        help="Weka output: block ids private to each trace (local, what AIPerf reads) or shared across traces (default: local)",
+    )
+    p.add_argument(
+        "--model",
+        default="agentic-harness",
+        help="Weka output: the model name each request records (default: agentic-harness)",
+    )
     p.set_defaults(func=cmd_convert)
 
 
 def _register_stats(verbs) -> None:
-    p = verbs.add_parser("stats", help="fidelity table, distributions and prefix-cache hit of a trace")
-    p.add_argument("trace", type=Path, help="trace file (native, Mooncake or Weka/AgentX) or a directory of Weka/AgentX files")
-    p.add_argument("--from", dest="src", default="auto", choices=["auto", "native", "mooncake", "weka"], help="input format (default: detect)")
+    p = verbs.add_parser(
+        "stats", help="fidelity table, distributions and prefix-cache hit of a trace"
+    )
+    p.add_argument(
+        "trace",
+        type=Path,
+        help="trace file (native, Mooncake or Weka/AgentX) or a directory of Weka/AgentX files",
+    )
+    p.add_argument(
+        "--from",
+        dest="src",
+        default="auto",
+        choices=["auto", "native", "mooncake", "weka"],
+        help="input format (default: detect)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("--block-size", type=int, default=16, help="cache block size for the hit rates (default: 16)")
-    p.add_argument("--cache-tokens", type=int, default=None, help="also simulate an LRU prefix cache of this many tokens")
-    p.add_argument("--group-sessions", action="store_true", help="Mooncake input: group requests into sessions by prefix chains")
-    p.add_argument("--mooncake-block-size", type=int, default=None, help="Mooncake input: tokens per hash block (default: 512)")
-    p.add_argument("--profile", type=Path, default=None, help="workload profile whose think-time model is shown beside the trace's (default: workloads/agentx.yaml)")
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=16,
+        help="cache block size for the hit rates (default: 16)",
+    )
+    p.add_argument(
+        "--cache-tokens",
+        type=int,
+        default=None,
+        help="also simulate an LRU prefix cache of this many tokens",
+    )
+    p.add_argument(
+        "--group-sessions",
+        action="store_true",
+        help="Mooncake input: group requests into sessions by prefix chains",
+    )
+    p.add_argument(
+        "--mooncake-block-size",
+        type=int,
+        default=None,
+        help="Mooncake input: tokens per hash block (default: 512)",
+    )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="workload profile whose think-time model is shown beside the trace's (default: workloads/agentx.yaml)",
+    )
     p.set_defaults(func=cmd_stats)
 
 
@@ -95,8 +198,10 @@ class _Progress:
         now = time.perf_counter()
         if now - self.last >= self.every_s:
             self.last = now
-            print(f"converting: {done:,}/{self.total:,} {self.unit} ({done / self.total:.0%}, {now - self.t0:.0f} s)",
-                  file=sys.stderr)
+            print(
+                f"converting: {done:,}/{self.total:,} {self.unit} ({done / self.total:.0%}, {now - self.t0:.0f} s)",
+                file=sys.stderr,
+            )
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -105,13 +210,33 @@ def cmd_convert(args: argparse.Namespace) -> int:
     _positive(args.block_size, "--block-size")
     t0 = time.perf_counter()
     in_block = args.block_size if args.src in ("auto", "mooncake") else None
-    trace = load_trace(args.input, args.src, block_size=in_block, group_sessions=args.group_sessions)
-    print(f"read {args.input}: {trace.num_requests:,} requests ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    total, unit = (len(trace.main_sessions), "traces") if args.dst == "weka" else (trace.num_requests, "requests")
-    save_trace(trace, args.output, args.dst, block_size=args.block_size, salt=args.salt, scope=args.scope,
-               model=args.model, progress=_Progress(total, unit))
-    print(f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests "
-          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    trace = load_trace(
+        args.input, args.src, block_size=in_block, group_sessions=args.group_sessions
+    )
+    print(
+        f"read {args.input}: {trace.num_requests:,} requests ({time.perf_counter() - t0:.1f} s)",
+        file=sys.stderr,
+    )
+    total, unit = (
+        (len(trace.main_sessions), "traces")
+        if args.dst == "weka"
+        else (trace.num_requests, "requests")
+    )
+    save_trace(
+        trace,
+        args.output,
+        args.dst,
+        block_size=args.block_size,
+        salt=args.salt,
+        scope=args.scope,
+        model=args.model,
+        progress=_Progress(total, unit),
+    )
+    print(
+        f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests "
+        f"({time.perf_counter() - t0:.1f} s)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -125,9 +250,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
     _positive(args.mooncake_block_size, "--mooncake-block-size")
     if args.cache_tokens is not None and args.cache_tokens < 0:
         raise InputError(f"--cache-tokens must be >= 0, got {args.cache_tokens}")
-    trace = load_trace(args.trace, args.src, block_size=args.mooncake_block_size, group_sessions=args.group_sessions)
+    trace = load_trace(
+        args.trace,
+        args.src,
+        block_size=args.mooncake_block_size,
+        group_sessions=args.group_sessions,
+    )
     profile = load_profile(args.profile)
-    stats = compute_stats(trace, block_size=args.block_size, cache_tokens=args.cache_tokens, profile=profile)
+    stats = compute_stats(
+        trace, block_size=args.block_size, cache_tokens=args.cache_tokens, profile=profile
+    )
     if args.json:
         print(json.dumps(stats, indent=None, separators=(",", ":")))
     else:

@@ -128,9 +128,15 @@ class Content:
             parent = self.trace.session(s.parent)
             fork = s.fork_turn or 0
             base = self._context(parent, fork) + self._new_input(parent, fork)
-            base.append(Segment(("out", parent.id, fork), parent.turns[fork].output_tokens, "assistant"))
+            base.append(
+                Segment(("out", parent.id, fork), parent.turns[fork].output_tokens, "assistant")
+            )
         else:
-            base = [Segment(("sys", s.system_id), s.system_tokens, "system")] if s.system_tokens else []
+            base = (
+                [Segment(("sys", s.system_id), s.system_tokens, "system")]
+                if s.system_tokens
+                else []
+            )
         for j in range(turn):
             base += self._new_input(s, j)
             base.append(Segment(("out", s.id, j), s.turns[j].output_tokens, "assistant"))

@@ -55,7 +55,9 @@ def detect_format(path: str | Path) -> str:
     if first in (b"{", b"[") or isinstance(first, list):
         return "weka"
     raise TraceFormatError(
-        "unrecognized trace format (expected native, Mooncake or Weka/AgentX JSON)", path=path, line=1
+        "unrecognized trace format (expected native, Mooncake or Weka/AgentX JSON)",
+        path=path,
+        line=1,
     )
 
 
@@ -73,10 +75,14 @@ def load_trace(
     if fmt == "native":
         return read_trace(path)
     if fmt == "mooncake":
-        return read_mooncake(path, block_size=block_size or MOONCAKE_BLOCK, group_sessions=group_sessions)
+        return read_mooncake(
+            path, block_size=block_size or MOONCAKE_BLOCK, group_sessions=group_sessions
+        )
     if fmt == "weka":
         return read_weka(path)
-    raise TraceFormatError(f"unknown trace format {fmt!r} (one of: auto, {', '.join(FORMATS)})", path=path)
+    raise TraceFormatError(
+        f"unknown trace format {fmt!r} (one of: auto, {', '.join(FORMATS)})", path=path
+    )
 
 
 def save_trace(
@@ -95,8 +101,12 @@ def save_trace(
     if fmt == "native":
         write_trace(trace, path)
     elif fmt == "mooncake":
-        write_mooncake(trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt, progress=progress)
+        write_mooncake(
+            trace, path, block_size=block_size or MOONCAKE_BLOCK, salt=salt, progress=progress
+        )
     elif fmt == "weka":
         write_weka(trace, path, scope=scope, model=model, progress=progress)
     else:
-        raise TraceFormatError(f"cannot write format {fmt!r} (one of: {', '.join(FORMATS)})", path=path)
+        raise TraceFormatError(
+            f"cannot write format {fmt!r} (one of: {', '.join(FORMATS)})", path=path
+        )

@@ -48,11 +48,15 @@ def _tokens(raw: np.ndarray, scale: float) -> np.ndarray:
     return np.maximum(1, np.rint(raw * scale)).astype(np.int64)
 
 
-def _thinks(rng: np.random.Generator, d: Dist, n: int, pause: HumanPause | None = None) -> list[float]:
+def _thinks(
+    rng: np.random.Generator, d: Dist, n: int, pause: HumanPause | None = None
+) -> list[float]:
     """Think time before each turn; the first turn is sent at the session's start. With a human
     pause model, each gap is a person's break with its probability, else tool execution."""
     gaps = _draw(rng, d, n - 1)
-    if pause is not None and pause.probability > 0:  # no extra draws otherwise: same bytes as before
+    if (
+        pause is not None and pause.probability > 0
+    ):  # no extra draws otherwise: same bytes as before
         human = rng.random(n - 1) < pause.probability
         gaps = np.where(human, _draw(rng, pause.duration, n - 1), gaps)
     return [0.0] + np.round(gaps, 3).tolist()
@@ -68,9 +72,13 @@ def _cap_turns(base: float, inputs: np.ndarray, outputs: np.ndarray, cap: float)
 class _SessionDraw:
     """Raw (unscaled) counts of one session; `shape` is the profile or its `subagents` part."""
 
-    def __init__(self, rng: np.random.Generator, shape: Profile | Subagents, base: float, cap: float):
+    def __init__(
+        self, rng: np.random.Generator, shape: Profile | Subagents, base: float, cap: float
+    ):
         n = max(1, int(np.rint(_draw(rng, shape.turns, 1)[0])))
-        inputs = np.concatenate((_draw(rng, shape.first_input_tokens, 1), _draw(rng, shape.new_input_tokens, n - 1)))
+        inputs = np.concatenate(
+            (_draw(rng, shape.first_input_tokens, 1), _draw(rng, shape.new_input_tokens, n - 1))
+        )
         outputs = _draw(rng, shape.output_tokens, n)
         n = _cap_turns(base, inputs, outputs, cap)
         self.inputs, self.outputs = inputs[:n], outputs[:n]
@@ -82,7 +90,9 @@ class _SessionDraw:
     def context_after(self, k: int) -> float:
         return float(np.sum(self.inputs[: k + 1]) + np.sum(self.outputs[: k + 1]))
 
-    def turns(self, scale: float, joined: dict[int, int], spawns: dict[int, list[str]]) -> tuple[Turn, ...]:
+    def turns(
+        self, scale: float, joined: dict[int, int], spawns: dict[int, list[str]]
+    ) -> tuple[Turn, ...]:
         """Scaled turns; `joined[k]` report tokens are added to turn k's new input."""
         inputs = _tokens(self.inputs, scale).tolist()
         outputs = _tokens(self.outputs, scale).tolist()
@@ -142,17 +152,23 @@ class Generator:
         at = np.sort(rng.choice(n_turns - 1, size=len(sizes), replace=False)).tolist()
         return list(zip(at, sizes, strict=True))
 
-    def _child(self, rng, cid: str, parent: str, k: int, arrival: float, sys_j: int, context: float) -> Session:
+    def _child(
+        self, rng, cid: str, parent: str, k: int, arrival: float, sys_j: int, context: float
+    ) -> Session:
         sub = self.p.subagents
         fork = sub.mode == "fork" or (sub.mode == "mix" and rng.random() < sub.fork_fraction)
         base = context if fork else float(self.system_raw[sys_j])
         turns = _SessionDraw(rng, sub, base, self.p.max_context_tokens).turns(self.scale, {}, {})
         mode = "fork" if fork else "spawn"
         sys_tokens = self.system_tokens[sys_j]
-        return Session(cid, arrival, sys_tokens, f"sys{sys_j}", turns, parent=parent, fork_turn=k, mode=mode)
+        return Session(
+            cid, arrival, sys_tokens, f"sys{sys_j}", turns, parent=parent, fork_turn=k, mode=mode
+        )
 
 
-def generate(profile: Profile, *, seed: int = 1, sessions: int | None = None, scale: float | None = None) -> Trace:
+def generate(
+    profile: Profile, *, seed: int = 1, sessions: int | None = None, scale: float | None = None
+) -> Trace:
     """A trace of `sessions` main sessions (default: the profile's) drawn from `profile`."""
     if scale is not None:
         profile = profile.model_copy(update={"scale": scale})
@@ -164,6 +180,11 @@ def generate(profile: Profile, *, seed: int = 1, sessions: int | None = None, sc
     out: list[Session] = []
     for i, arrival in enumerate(gen.arrivals(n)):
         out.extend(gen.family(i, arrival, width))
-    meta = {"generator": GENERATOR_VERSION, "sessions": n, "scale": profile.scale, "knobs": profile.knobs()}
+    meta = {
+        "generator": GENERATOR_VERSION,
+        "sessions": n,
+        "scale": profile.scale,
+        "knobs": profile.knobs(),
+    }
     header = TraceHeader(seed=seed, profile=profile.name, block_size=16, meta=meta)
     return Trace(header, tuple(out))

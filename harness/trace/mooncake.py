@@ -29,18 +29,24 @@ _FIELDS = {"timestamp": (int, float), "input_length": int, "output_length": int,
 
 def _check_request(obj, path: Path, line: int) -> None:
     if not isinstance(obj, dict):
-        raise TraceFormatError("expected a JSON object (one request per line)", path=path, line=line)
+        raise TraceFormatError(
+            "expected a JSON object (one request per line)", path=path, line=line
+        )
     for name, kind in _FIELDS.items():
         if name not in obj:
             raise TraceFormatError("missing", path=path, line=line, field=name)
         value = obj[name]
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise TraceFormatError(f"wrong type {type(value).__name__}", path=path, line=line, field=name)
+            raise TraceFormatError(
+                f"wrong type {type(value).__name__}", path=path, line=line, field=name
+            )
         if name != "hash_ids" and value < 0:
             raise TraceFormatError(f"must be >= 0, got {value}", path=path, line=line, field=name)
     for i, h in enumerate(obj["hash_ids"]):
         if isinstance(h, bool) or not isinstance(h, int):
-            raise TraceFormatError("must be an integer", path=path, line=line, field=f"hash_ids[{i}]")
+            raise TraceFormatError(
+                "must be an integer", path=path, line=line, field=f"hash_ids[{i}]"
+            )
     if obj["input_length"] < 1:
         raise TraceFormatError("must be >= 1", path=path, line=line, field="input_length")
 
@@ -62,7 +68,9 @@ class _Grouper:
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
-        self.tails: dict[tuple[int, int], int] = {}  # (full blocks, id at last full block) -> session
+        self.tails: dict[
+            tuple[int, int], int
+        ] = {}  # (full blocks, id at last full block) -> session
 
     def _full_blocks(self, req: dict) -> int:
         return min(len(req["hash_ids"]), req["input_length"] // self.block_size)
@@ -93,11 +101,16 @@ class _Grouper:
 def _turns(reqs: list[dict]) -> tuple[Turn, ...]:
     """Think time is the gap between sends (so it includes the previous request's service)."""
     thinks = [0.0] + [max(0.0, b["t"] - a["t"]) for a, b in itertools.pairwise(reqs)]
-    rows = [(r["input_length"], r["output_length"], th, r["hash_ids"]) for r, th in zip(reqs, thinks, strict=True)]
+    rows = [
+        (r["input_length"], r["output_length"], th, r["hash_ids"])
+        for r, th in zip(reqs, thinks, strict=True)
+    ]
     return block_turns(rows)
 
 
-def read_mooncake(path: str | Path, *, block_size: int = MOONCAKE_BLOCK, group_sessions: bool = False) -> Trace:
+def read_mooncake(
+    path: str | Path, *, block_size: int = MOONCAKE_BLOCK, group_sessions: bool = False
+) -> Trace:
     path = Path(path)
     if block_size <= 0:
         raise TraceFormatError(f"block size must be positive, got {block_size}", path=path)
@@ -137,7 +150,9 @@ class _BlockRecut:
     start of every prompt (a test checks it). A prompt reuses the ids of the blocks it shares
     with the prompt it was walked from and only computes the rest."""
 
-    def __init__(self, hasher: BlockHasher, source_block: int, salt_tokens: int, private: bool) -> None:
+    def __init__(
+        self, hasher: BlockHasher, source_block: int, salt_tokens: int, private: bool
+    ) -> None:
         self.hasher, self.salt = hasher, salt_tokens
         self.paths = BlockPaths(source_block, private=private)
         self._full: dict[str, list[int]] = {}  # session -> full-block ids of its last prompt
@@ -149,7 +164,9 @@ class _BlockRecut:
         if self._keys is not None:
             self.hasher.forget(self._keys.pop(family, ()))
 
-    def ids(self, sid: str, turn: Turn, parent: str | None, last: bool, family: str) -> tuple[int, list[int]]:
+    def ids(
+        self, sid: str, turn: Turn, parent: str | None, last: bool, family: str
+    ) -> tuple[int, list[int]]:
         p = self.paths.walk(sid, turn, parent=parent, last=last, family=family)
         keys = self._keys.setdefault(family, []) if self._keys is not None else None
         big, salt = self.hasher.block_size, self.salt
@@ -180,8 +197,13 @@ class _BlockRecut:
         return total, out
 
 
-def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str | None = None,
-                   progress: Callable[[int], None] | None = None) -> Iterator[str]:
+def mooncake_lines(
+    trace: Trace,
+    *,
+    block_size: int = MOONCAKE_BLOCK,
+    salt: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[str]:
     """One Mooncake request per trace request, in estimated send order."""
     content = Content(trace, salt=salt, cache_size=64)
     hasher = BlockHasher(block_size)
@@ -213,8 +235,13 @@ def mooncake_lines(trace: Trace, *, block_size: int = MOONCAKE_BLOCK, salt: str 
         yield orjson.dumps(obj).decode()
 
 
-def write_mooncake(trace: Trace, path: str | Path, block_size: int = MOONCAKE_BLOCK, salt: str | None = None,
-                   progress: Callable[[int], None] | None = None) -> None:
+def write_mooncake(
+    trace: Trace,
+    path: str | Path,
+    block_size: int = MOONCAKE_BLOCK,
+    salt: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> None:
     if block_size <= 0:
         raise TraceFormatError(f"block size must be positive, got {block_size}", path=path)
     write_lines(mooncake_lines(trace, block_size=block_size, salt=salt, progress=progress), path)

@@ -75,7 +75,9 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
     n = len(t.new_input_tokens)
     for name in ("output_tokens", "think_s"):
         if len(getattr(t, name)) != n:
-            raise _fail(path, line, f"turns.{name}", f"has {len(getattr(t, name))} entries, expected {n}")
+            raise _fail(
+                path, line, f"turns.{name}", f"has {len(getattr(t, name))} entries, expected {n}"
+            )
     if n == 0:
         raise _fail(path, line, "turns", "a session needs at least one turn")
     for name in ("new_input_tokens", "output_tokens"):
@@ -93,7 +95,9 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
                 raise _fail(path, line, f"turns.{name}.{key}", f"is not a turn index below {n}")
             sparse[name][int(key)] = value
     if set(sparse["hash_ids"]) != set(sparse["input_tokens"]):
-        raise _fail(path, line, "turns.input_tokens", "must name exactly the turns that have hash_ids")
+        raise _fail(
+            path, line, "turns.input_tokens", "must name exactly the turns that have hash_ids"
+        )
     chain = IdChain()  # consecutive prompts share their leading ids: store each once
     hashed = {i: chain.add(sparse["hash_ids"][i]) for i in sorted(sparse["hash_ids"])}
     turns = tuple(
@@ -143,7 +147,9 @@ def _check_links(sessions: list[Session], lines: dict[str, int], path: Path) -> 
             for child in turn.spawns:
                 c = by_id.get(child)
                 if c is None or c.parent != s.id:
-                    raise _fail(path, line, f"turns.spawns.{i}", f"{child!r} is not a subagent of {s.id!r}")
+                    raise _fail(
+                        path, line, f"turns.spawns.{i}", f"{child!r} is not a subagent of {s.id!r}"
+                    )
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -184,9 +190,16 @@ def read_trace(path: str | Path) -> Trace:
 
 def _parse_header(obj: Any, path: Path, lineno: int) -> TraceHeader:
     if not isinstance(obj, dict) or obj.get("format") != TRACE_FORMAT:
-        raise _fail(path, lineno, "format", f"first line must be a header with format {TRACE_FORMAT!r}")
+        raise _fail(
+            path, lineno, "format", f"first line must be a header with format {TRACE_FORMAT!r}"
+        )
     if obj.get("version") != TRACE_VERSION:
-        raise _fail(path, lineno, "version", f"unsupported version {obj.get('version')!r} (this harness reads {TRACE_VERSION})")
+        raise _fail(
+            path,
+            lineno,
+            "version",
+            f"unsupported version {obj.get('version')!r} (this harness reads {TRACE_VERSION})",
+        )
     try:
         h = _HeaderModel.model_validate(obj)
     except ValidationError as exc:
@@ -229,7 +242,9 @@ def session_obj(s: Session) -> dict:
     hashed = {str(i): list(t.hash_ids) for i, t in enumerate(s.turns) if t.hash_ids is not None}
     if hashed:
         turns["hash_ids"] = hashed
-        turns["input_tokens"] = {str(i): t.input_tokens for i, t in enumerate(s.turns) if t.hash_ids is not None}
+        turns["input_tokens"] = {
+            str(i): t.input_tokens for i, t in enumerate(s.turns) if t.hash_ids is not None
+        }
     obj: dict[str, Any] = {
         "id": s.id,
         "arrival_s": s.arrival_s,

@@ -81,13 +81,16 @@ class SessionWalks:
         end = self._end.get(session_id)
         return end is not None and end[0] == turn - 1
 
-    def observe(self, session_id: str, turn: int, segments: Sequence[Segment], *,
-                appended: bool) -> tuple[int, int]:
+    def observe(
+        self, session_id: str, turn: int, segments: Sequence[Segment], *, appended: bool
+    ) -> tuple[int, int]:
         """(ideal hit, prompt tokens). `segments` is the whole prompt, or, when `appended`, what
         the turn appends to the previous turn's prompt (then `resumes` must hold)."""
         node, length = self._end[session_id][1:] if appended else (0, 0)
         total = length + sum(s.length for s in segments)
-        hit = block_hit(length + self.cache.shared_prefix(segments, node), total, self.cache.block_size)
+        hit = block_hit(
+            length + self.cache.shared_prefix(segments, node), total, self.cache.block_size
+        )
         self._end[session_id] = (turn, self.cache.insert(segments, node), total)
         return hit, total
 

@@ -104,9 +104,12 @@ def parse_set(item: str) -> tuple[str, Any]:
     return yamlconf.parse_set(item, ProfileError)
 
 
-def validate_profile(doc: Any, *, source: str = "<profile>", root=None, overrides: tuple[str, ...] = ()) -> Profile:
-    return yamlconf.validate_model(Profile, doc, ProfileError, source=source, root=root, what="profile",
-                                   overrides=overrides)
+def validate_profile(
+    doc: Any, *, source: str = "<profile>", root=None, overrides: tuple[str, ...] = ()
+) -> Profile:
+    return yamlconf.validate_model(
+        Profile, doc, ProfileError, source=source, root=root, what="profile", overrides=overrides
+    )
 
 
 def load_profile(

@@ -121,7 +121,11 @@ class RequestSource:
         """`prompt`, in steps: None after each ~STEP_TOKENS new tokens of token ids, the prompt
         last. The session's state changes only at the end."""
         last = self._sessions.get(session_id)
-        if last is not None and last.turn == turn - 1 and self.content.appends_to_previous(session_id, turn):
+        if (
+            last is not None
+            and last.turn == turn - 1
+            and self.content.appends_to_previous(session_id, turn)
+        ):
             new = self.content.new_segments(session_id, turn)
             segments = last.segments + new
         else:

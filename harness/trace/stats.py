@@ -45,8 +45,20 @@ AGENTX_TARGETS = (
     Target("ideal_cache_hit", "ideal prefix reuse, token-weighted", 0.96, "above"),
     Target("main_sessions_with_subagents", "main sessions with >= 1 subagent", 0.44, "mean"),
     Target("subagents_per_parent", "subagents per main session with any (mean)", 4.0, "mean"),
-    Target("think_s", "think time before a request, s (median)", CORPUS_THINK_S["p50"], "median", tolerance=0.10),
-    Target("think_s", "think time before a request, s (p90)", CORPUS_THINK_S["p90"], "p90", tolerance=0.10),
+    Target(
+        "think_s",
+        "think time before a request, s (median)",
+        CORPUS_THINK_S["p50"],
+        "median",
+        tolerance=0.10,
+    ),
+    Target(
+        "think_s",
+        "think time before a request, s (p90)",
+        CORPUS_THINK_S["p90"],
+        "p90",
+        tolerance=0.10,
+    ),
 )
 
 
@@ -58,7 +70,9 @@ def dist(values) -> dict:
     return {"count": int(a.size), "p50": p50, "p90": p90, "p99": p99, "mean": float(a.mean())}
 
 
-def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iterator[tuple[int, int, int | None]]:
+def _cache_hits(
+    trace: Trace, block_size: int, cache_tokens: int | None
+) -> Iterator[tuple[int, int, int | None]]:
     """Per request in send order: (prompt tokens, ideal hit, LRU hit or None).
 
     Generated turns walk content segments (`SessionWalks`, `LruPrefixCache`); block-mode turns
@@ -67,7 +81,9 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iter
     content = Content(trace, cache_size=256)
     ideal = SessionWalks(block_size)
     lru = LruPrefixCache(cache_tokens, block_size) if cache_tokens is not None else None
-    paths = BlockPaths(trace.header.block_size, private=trace.header.meta.get("hash_id_scope") == "local")
+    paths = BlockPaths(
+        trace.header.block_size, private=trace.header.meta.get("hash_id_scope") == "local"
+    )
     families = Families(trace)
     ideal_blocks = IdealBlocks(block_size, trace.header.block_size)
     lru_blocks = LruBlocks(cache_tokens, block_size) if cache_tokens is not None else None
@@ -99,8 +115,13 @@ def _cache_hits(trace: Trace, block_size: int, cache_tokens: int | None) -> Iter
         yield total, hit, lru_hit
 
 
-def compute_stats(trace: Trace, *, block_size: int = 16, cache_tokens: int | None = None,
-                  profile: Profile | None = None) -> dict:
+def compute_stats(
+    trace: Trace,
+    *,
+    block_size: int = 16,
+    cache_tokens: int | None = None,
+    profile: Profile | None = None,
+) -> dict:
     """`profile`: also report its think-time model (`profile_think_s`) beside the trace's."""
     mains = trace.main_sessions
     turns = [t for s in trace.sessions for t in s.turns]
@@ -128,7 +149,9 @@ def compute_stats(trace: Trace, *, block_size: int = 16, cache_tokens: int | Non
     }
     if cache_tokens is not None:
         stats["cache_tokens"] = cache_tokens
-        stats["lru_cache_hit"] = sum(h for _, _, h in per_req) / total_prompt if total_prompt else 0.0
+        stats["lru_cache_hit"] = (
+            sum(h for _, _, h in per_req) / total_prompt if total_prompt else 0.0
+        )
     stats["corpus_think_s"] = dict(CORPUS_THINK_S)
     if profile is not None:
         stats["profile"] = profile.name

@@ -26,7 +26,10 @@ def _num(v) -> str:
 def _table(rows: list[list[str]], out: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for j, row in enumerate(rows):
-        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         out.write("  ".join(cells).rstrip() + "\n")
         if j == 0:
             out.write("  ".join("-" * w for w in widths) + "\n")
@@ -37,8 +40,14 @@ def _think_table(stats: dict, out: TextIO) -> None:
     rows = [["think time before a request (s)", "p50", "p90", "p99"]]
     rows.append(["this trace"] + [_num(stats["think_s"][q]) for q in ("p50", "p90", "p99")])
     if "profile_think_s" in stats:
-        rows.append([f"profile {stats['profile']} (model)"] + [_num(stats["profile_think_s"][q]) for q in ("p50", "p90", "p99")])
-    rows.append(["public Claude Code corpus"] + [_num(stats["corpus_think_s"][q]) for q in ("p50", "p90", "p99")])
+        rows.append(
+            [f"profile {stats['profile']} (model)"]
+            + [_num(stats["profile_think_s"][q]) for q in ("p50", "p90", "p99")]
+        )
+    rows.append(
+        ["public Claude Code corpus"]
+        + [_num(stats["corpus_think_s"][q]) for q in ("p50", "p90", "p99")]
+    )
     out.write("\n")
     _table(rows, out)
 
@@ -51,7 +60,11 @@ def render(stats: dict, name: str, out: TextIO) -> None:
     rows = [["fidelity (AgentX)", "target", "trace", "met"]]
     for r in stats["fidelity"]:
         value = r["value"]
-        shown = f"{value:.1%}" if r["key"] in ("ideal_cache_hit", "main_sessions_with_subagents") else _num(value)
+        shown = (
+            f"{value:.1%}"
+            if r["key"] in ("ideal_cache_hit", "main_sessions_with_subagents")
+            else _num(value)
+        )
         rows.append([r["property"], r["target"], shown, "yes" if r["met"] else "NO"])
     _table(rows, out)
     out.write("\n")

@@ -44,7 +44,9 @@ def send_order(trace: Trace) -> list[tuple[float, str, int]]:
     return [(t, sid, k) for t, _, sid, k in out]
 
 
-def prompt_steps(trace: Trace, content: Content) -> Iterator[tuple[float, str, int, bool, list[Segment]]]:
+def prompt_steps(
+    trace: Trace, content: Content
+) -> Iterator[tuple[float, str, int, bool, list[Segment]]]:
     """`(send time, session id, turn, extends, segments)` in send order.
 
     When `extends` is true, `segments` are what the turn appends to the same session's previous

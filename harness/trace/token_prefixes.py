@@ -38,7 +38,7 @@ class TokenPrefixes:
     def shared_prefix(self, key: bytes) -> int:
         """Tokens of `key` at its start that some kept sequence also starts with."""
         i = bisect_left(self._keys, key)
-        near = self._keys[max(i - 1, 0): i + 1]
+        near = self._keys[max(i - 1, 0) : i + 1]
         return max((common_prefix(key, k) for k in near), default=0)
 
     def add(self, key: bytes) -> None:

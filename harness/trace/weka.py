@@ -63,7 +63,9 @@ def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
     think = float(_number(r, "think_time", (int, float), ctx, where, default=0.0))
     raw = r.get("hash_ids")
     if not isinstance(raw, list):
-        raise ctx.fail(f"{where}hash_ids", "missing" if raw is None else f"wrong type {type(raw).__name__}")
+        raise ctx.fail(
+            f"{where}hash_ids", "missing" if raw is None else f"wrong type {type(raw).__name__}"
+        )
     if n_in < 1:
         raise ctx.fail(f"{where}in", "must be >= 1")
     try:
@@ -107,7 +109,9 @@ class _Builder:
                 raise self.ctx.fail(f"{at}type", f"unknown request type {kind!r} (one of {known})")
         if not calls:
             raise self.ctx.fail(f"{where}requests", "has no API calls (type 'n' or 's')")
-        turns = block_turns([(n_in, n_out, think, ids) for _, n_in, n_out, think, ids in calls], spawns)
+        turns = block_turns(
+            [(n_in, n_out, think, ids) for _, n_in, n_out, think, ids in calls], spawns
+        )
         self.sessions[slot] = Session(
             id=sid,
             arrival_s=float(calls[0][0]),
@@ -120,7 +124,9 @@ class _Builder:
         )
 
 
-def _trace_sessions(obj, path: Path, line: int | None, index: int, seen: set[str]) -> tuple[int, str, list[Session]]:
+def _trace_sessions(
+    obj, path: Path, line: int | None, index: int, seen: set[str]
+) -> tuple[int, str, list[Session]]:
     """(block size, scope, sessions) of the `index`-th trace of a load."""
     ctx = _Ctx(path, line, -1)
     if not isinstance(obj, dict):
@@ -147,11 +153,14 @@ def _trace_sessions(obj, path: Path, line: int | None, index: int, seen: set[str
     return block, scope, builder.sessions
 
 
-def _json_error(path: Path, data: bytes, exc: orjson.JSONDecodeError, skipped: int) -> TraceFormatError:
+def _json_error(
+    path: Path, data: bytes, exc: orjson.JSONDecodeError, skipped: int
+) -> TraceFormatError:
     """`skipped`: blank lines before `data` began."""
     cut = " (the file ends there: truncated?)" if exc.pos >= len(data.rstrip()) else ""
-    return TraceFormatError(f"invalid JSON at column {exc.colno}: {exc.msg}{cut}", path=path,
-                            line=exc.lineno + skipped)
+    return TraceFormatError(
+        f"invalid JSON at column {exc.colno}: {exc.msg}{cut}", path=path, line=exc.lineno + skipped
+    )
 
 
 def read_units(path: Path) -> Iterator[tuple[object, int | None]]:
@@ -202,7 +211,9 @@ def trace_files(path: Path) -> list[Path]:
     """A file, or the `*.json` / `*.jsonl` files of a directory (a published corpus) by name."""
     if not path.is_dir():
         return [path]
-    files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and not p.name.startswith("."))
+    files = sorted(
+        p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and not p.name.startswith(".")
+    )
     if not files:
         raise TraceFormatError("directory holds no .json or .jsonl trace files", path=path)
     return files
@@ -223,7 +234,9 @@ def read_weka(path: str | Path) -> Trace:
     if not sessions:
         raise TraceFormatError("no traces in file", path=path)
     if len(blocks) > 1:
-        raise TraceFormatError(f"traces disagree on block_size: {sorted(blocks)}", path=path, field="block_size")
+        raise TraceFormatError(
+            f"traces disagree on block_size: {sorted(blocks)}", path=path, field="block_size"
+        )
     scope = scopes.pop() if len(scopes) == 1 else "mixed"
     meta = {"source": path.name, "source_format": "weka", "hash_id_scope": scope}
     return Trace(TraceHeader(profile="weka", block_size=blocks.pop(), meta=meta), tuple(sessions))

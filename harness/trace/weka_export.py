@@ -59,7 +59,11 @@ class _Family:
 def _prefix_tokens(s: Session) -> tuple[int, int]:
     """(system_tokens, tool_tokens): an imported trace's split, else all system prompt."""
     m = _SYSTEM_ID.match(s.system_id)
-    return (int(m[1]), int(m[2])) if m and int(m[1]) + int(m[2]) == s.system_tokens else (s.system_tokens, 0)
+    return (
+        (int(m[1]), int(m[2]))
+        if m and int(m[1]) + int(m[2]) == s.system_tokens
+        else (s.system_tokens, 0)
+    )
 
 
 class WekaWriter:
@@ -106,8 +110,14 @@ class WekaWriter:
         return out
 
 
-def write_weka(trace: Trace, path: str | Path, *, model: str = DEFAULT_MODEL, scope: str = "local",
-               progress: Callable[[int], None] | None = None) -> int:
+def write_weka(
+    trace: Trace,
+    path: str | Path,
+    *,
+    model: str = DEFAULT_MODEL,
+    scope: str = "local",
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Write one JSON file per main session into directory `path` (as the corpora are published),
     or one trace per line when `path` ends in `.jsonl`. Returns the number of traces."""
     path = Path(path)
@@ -123,7 +133,9 @@ def write_weka(trace: Trace, path: str | Path, *, model: str = DEFAULT_MODEL, sc
         tmp.replace(path)
         return n
     if path.exists() and not path.is_dir():
-        raise TraceFormatError("Weka output is a directory (or a .jsonl file), and a file is in the way", path=path)
+        raise TraceFormatError(
+            "Weka output is a directory (or a .jsonl file), and a file is in the way", path=path
+        )
     path.mkdir(parents=True, exist_ok=True)
     n = 0
     for n, obj in enumerate(traces, start=1):

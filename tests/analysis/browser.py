@@ -38,7 +38,12 @@ class PageView:
     dom: str
 
 
-def view(page: Path, screenshot: Path | None = None, timeout: float = 60, size: tuple[int, int] = (1400, 3200)) -> PageView:
+def view(
+    page: Path,
+    screenshot: Path | None = None,
+    timeout: float = 60,
+    size: tuple[int, int] = (1400, 3200),
+) -> PageView:
     binary = chromium()
     if binary is None:
         raise FileNotFoundError("chromium")
@@ -46,15 +51,28 @@ def view(page: Path, screenshot: Path | None = None, timeout: float = 60, size: 
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
             [binary, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as profile:
             subprocess.run(
-                [binary, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={screenshot}",
-                 f"--window-size={size[0]},{size[1]}", "--hide-scrollbars", url],
-                capture_output=True, text=True, timeout=timeout, check=False,
+                [
+                    binary,
+                    *FLAGS,
+                    f"--user-data-dir={profile}",
+                    f"--screenshot={screenshot}",
+                    f"--window-size={size[0]},{size[1]}",
+                    "--hide-scrollbars",
+                    url,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
             )
     marker = re.search(r'data-figures="(\d+)/(\d+)"', done.stdout)
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]

@@ -13,8 +13,20 @@ from pathlib import Path
 from harness.schema import RECORD_FIELDS, RECORD_SCHEMA_VERSION
 
 
-def rec(request_id, session_id, turn, t, chunks=((), ()), tokens=(None, None, None), expected=(None, None, None),
-        parent=None, endpoint="e1", status="ok", phase="measure", error=None):
+def rec(
+    request_id,
+    session_id,
+    turn,
+    t,
+    chunks=((), ()),
+    tokens=(None, None, None),
+    expected=(None, None, None),
+    parent=None,
+    endpoint="e1",
+    status="ok",
+    phase="measure",
+    error=None,
+):
     t_sched, t_sent, t_first, t_last, t_done = t
     prompt, completion, cached = tokens
     return {
@@ -45,16 +57,77 @@ def rec(request_id, session_id, turn, t, chunks=((), ()), tokens=(None, None, No
 
 
 GOLDEN_RECORDS = [
-    rec("w0-0", "w0", 0, (0.0, 0.0, 0.3, 0.5, 0.5), ([0.3, 0.5], [1, 1]), (10, 2, 0), (10, 2, 0), phase="warmup"),
-    rec("m1-0", "m1", 0, (1.0, 1.0, 1.5, 2.0, 2.0), ([1.5, 1.7, 2.0], [1, 2, 2]), (100, 5, 0), (100, 5, 0)),
-    rec("m2-0", "m2", 0, (1.2, 1.2, None, None, 31.2), status="timeout", expected=(90, 4, 0),
-        error={"class": "TimeoutError", "message": "no reply in 30 s"}),
-    rec("m3-0", "m3", 0, (1.1, 1.1, 1.9, 2.9, 3.0), ([1.9, 2.4, 2.9], [1, 1, 1]), (None, None, None), (80, 3, 0)),
-    rec("s1-0", "s1", 0, (2.0, 2.1, 2.4, 2.6, 2.6), ([2.4, 2.6], [1, 1]), (50, 2, 32), (50, 2, 48),
-        parent="m1", endpoint="e2"),
-    rec("m1-1", "m1", 1, (2.6, 2.7, 3.1, 3.4, 3.5), ([3.1, 3.4], [2, 3]), (120, 5, 96), (120, 5, 96)),
-    rec("m1-2", "m1", 2, (3.9, 4.0, 4.2, 4.2, 4.3), ([4.2], [1]), (130, 1, None), (130, 1, 112), endpoint="e2"),
-    rec("m9-0", "m9", 0, (4.4, 4.4, 4.6, 4.8, 4.8), ([4.6, 4.8], [1, 1]), (10, 2, 0), (10, 2, 0), phase="cooldown"),
+    rec(
+        "w0-0",
+        "w0",
+        0,
+        (0.0, 0.0, 0.3, 0.5, 0.5),
+        ([0.3, 0.5], [1, 1]),
+        (10, 2, 0),
+        (10, 2, 0),
+        phase="warmup",
+    ),
+    rec(
+        "m1-0",
+        "m1",
+        0,
+        (1.0, 1.0, 1.5, 2.0, 2.0),
+        ([1.5, 1.7, 2.0], [1, 2, 2]),
+        (100, 5, 0),
+        (100, 5, 0),
+    ),
+    rec(
+        "m2-0",
+        "m2",
+        0,
+        (1.2, 1.2, None, None, 31.2),
+        status="timeout",
+        expected=(90, 4, 0),
+        error={"class": "TimeoutError", "message": "no reply in 30 s"},
+    ),
+    rec(
+        "m3-0",
+        "m3",
+        0,
+        (1.1, 1.1, 1.9, 2.9, 3.0),
+        ([1.9, 2.4, 2.9], [1, 1, 1]),
+        (None, None, None),
+        (80, 3, 0),
+    ),
+    rec(
+        "s1-0",
+        "s1",
+        0,
+        (2.0, 2.1, 2.4, 2.6, 2.6),
+        ([2.4, 2.6], [1, 1]),
+        (50, 2, 32),
+        (50, 2, 48),
+        parent="m1",
+        endpoint="e2",
+    ),
+    rec(
+        "m1-1", "m1", 1, (2.6, 2.7, 3.1, 3.4, 3.5), ([3.1, 3.4], [2, 3]), (120, 5, 96), (120, 5, 96)
+    ),
+    rec(
+        "m1-2",
+        "m1",
+        2,
+        (3.9, 4.0, 4.2, 4.2, 4.3),
+        ([4.2], [1]),
+        (130, 1, None),
+        (130, 1, 112),
+        endpoint="e2",
+    ),
+    rec(
+        "m9-0",
+        "m9",
+        0,
+        (4.4, 4.4, 4.6, 4.8, 4.8),
+        ([4.6, 4.8], [1, 1]),
+        (10, 2, 0),
+        (10, 2, 0),
+        phase="cooldown",
+    ),
 ]
 
 MANIFEST = {
@@ -74,14 +147,25 @@ def _session(sid, turns, parent=None, spawns=None):
     line = {"id": sid, "arrival_s": 0.0, "system_tokens": 10, "system_id": "sys"}
     if parent:
         line.update(parent=parent, fork_turn=None, mode="spawn")
-    line["turns"] = {"new_input_tokens": [10] * turns, "output_tokens": [2] * turns, "think_s": [0.0] * turns}
+    line["turns"] = {
+        "new_input_tokens": [10] * turns,
+        "output_tokens": [2] * turns,
+        "think_s": [0.0] * turns,
+    }
     if spawns:
         line["turns"]["spawns"] = spawns
     return line
 
 
 GOLDEN_TRACE = [
-    {"format": "agentic-harness-trace", "version": 1, "seed": 1, "profile": "golden", "block_size": 16, "meta": {}},
+    {
+        "format": "agentic-harness-trace",
+        "version": 1,
+        "seed": 1,
+        "profile": "golden",
+        "block_size": 16,
+        "meta": {},
+    },
     _session("w0", 1),
     _session("m1", 3, spawns={"0": ["s1"]}),
     _session("s1", 1, parent="m1"),

@@ -12,7 +12,9 @@ import numpy as np
 from tests.analysis.golden import MANIFEST, rec, write_run
 
 
-def synthetic_records(n_tasks: int = 300, seed: int = 0, ttft_scale: float = 1.0, endpoints=("e1",)) -> list[dict]:
+def synthetic_records(
+    n_tasks: int = 300, seed: int = 0, ttft_scale: float = 1.0, endpoints=("e1",)
+) -> list[dict]:
     rng = np.random.default_rng(seed)
     out: list[dict] = []
     for task in range(n_tasks):
@@ -21,7 +23,9 @@ def synthetic_records(n_tasks: int = 300, seed: int = 0, ttft_scale: float = 1.0
         for turn in range(3):
             t, prompt = _turn(out, rng, f"t{task}", turn, t, prompt, ttft_scale, endpoints)
             if turn == 0:  # a subagent spawned after turn 0; turn 1 joins it
-                t_sub, _ = _turn(out, rng, f"t{task}.sub", 0, t, 0, ttft_scale, endpoints, parent=f"t{task}")
+                t_sub, _ = _turn(
+                    out, rng, f"t{task}.sub", 0, t, 0, ttft_scale, endpoints, parent=f"t{task}"
+                )
                 t = max(t, t_sub)
             t += float(rng.exponential(0.5))
     return out
@@ -40,8 +44,17 @@ def _turn(out, rng, sid, turn, t, prompt, ttft_scale, endpoints, parent=None):
     cached = ideal if rng.random() > 0.1 else ideal // 2
     endpoint = endpoints[int(rng.integers(len(endpoints)))]
     out.append(
-        rec(f"{sid}-{turn}", sid, turn, (t, t, first, times[-1], times[-1] + 0.001), (times, sizes),
-            (prompt, sum(sizes), cached), (prompt, n_out, ideal), parent=parent, endpoint=endpoint)
+        rec(
+            f"{sid}-{turn}",
+            sid,
+            turn,
+            (t, t, first, times[-1], times[-1] + 0.001),
+            (times, sizes),
+            (prompt, sum(sizes), cached),
+            (prompt, n_out, ideal),
+            parent=parent,
+            endpoint=endpoint,
+        )
     )
     return times[-1] + 0.001, prompt + sum(sizes)
 

@@ -41,7 +41,10 @@ class TemplateServer(SSETestServer):
             return self.tokenizer.encode(body["prompt"]).ids
         if "messages" not in body:
             return super()._tokens(body)
-        text = "".join(f"<s>{m['role']}\n{m['content']}</s>\n" for m in body["messages"]) + "<s>assistant\n"
+        text = (
+            "".join(f"<s>{m['role']}\n{m['content']}</s>\n" for m in body["messages"])
+            + "<s>assistant\n"
+        )
         return self.tokenizer.encode(text, add_special_tokens=self.add_bos).ids
 
 
@@ -62,26 +65,40 @@ async def template_server():
 
 def _by_turn(run_dir, **kw):
     records = load_run(run_dir, **kw).records.sort_values("turn")
-    return {c: records[c].tolist() for c in ("prompt_tokens", "prompt_tokens_expected", "cached_tokens",
-                                             "cached_tokens_ideal")}
+    return {
+        c: records[c].tolist()
+        for c in ("prompt_tokens", "prompt_tokens_expected", "cached_tokens", "cached_tokens_ideal")
+    }
 
 
 def _report_cache_section(run_dir, **kw) -> str:
     text = render_report([analyze(load_run(run_dir, **kw))])
-    return text[text.index("<h2>What the cache did</h2>"):text.index("<h2>What load was held</h2>")]
+    return text[
+        text.index("<h2>What the cache did</h2>") : text.index("<h2>What load was held</h2>")
+    ]
 
 
 async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_server, tmp_path):
     server = await template_server()
     folder = tokenizer_dir(tmp_path / "tok")
-    await replay(TRACE, server.url, tmp_path / "run", api="chat", block_size=4, tokenizer=str(folder))
+    await replay(
+        TRACE, server.url, tmp_path / "run", api="chat", block_size=4, tokenizer=str(folder)
+    )
     got = _by_turn(tmp_path / "run")
-    assert got == {"prompt_tokens": [22, 36], "prompt_tokens_expected": [22, 36], "cached_tokens": [0, 20],
-                   "cached_tokens_ideal": [0, 20]}
+    assert got == {
+        "prompt_tokens": [22, 36],
+        "prompt_tokens_expected": [22, 36],
+        "cached_tokens": [0, 20],
+        "cached_tokens_ideal": [0, 20],
+    }
     summary = analyze_run(tmp_path / "run")
     space = summary["cache"]["token_space"]
-    assert (space["space"], space["approximate"], space["prompts_checked"], space["prompt_token_mismatches"]) == (
-        "server", False, 2, 0)
+    assert (
+        space["space"],
+        space["approximate"],
+        space["prompts_checked"],
+        space["prompt_token_mismatches"],
+    ) == ("server", False, 2, 0)
     assert summary["cache_hit_rate"] == summary["ideal_cache_hit_rate"] == 20 / 58
     assert "2 prompt_tokens checked against the local count, 0 differ" in summary_table(summary)
 
@@ -89,7 +106,9 @@ async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_se
 async def test_a_run_whose_tokenizer_folder_is_gone(template_server, tmp_path):
     server = await template_server()
     folder = tokenizer_dir(tmp_path / "tok")
-    await replay(TRACE, server.url, tmp_path / "run", api="chat", block_size=4, tokenizer=str(folder))
+    await replay(
+        TRACE, server.url, tmp_path / "run", api="chat", block_size=4, tokenizer=str(folder)
+    )
     folder.rename(tmp_path / "moved")
     space = analyze_run(tmp_path / "run")["cache"]["token_space"]
     assert space["approximate"] and "is not there" in space["reason"]
@@ -110,7 +129,9 @@ async def test_a_server_that_adds_a_bos_is_reported_as_a_mismatch(template_serve
     first = space["first_mismatch"]
     assert (first["prompt_tokens"], first["local"]) in ((23, 22), (37, 36))
     assert "2 differ (first: request" in summary_table(summary)
-    assert "2 differ (first: request" in _report_cache_section(tmp_path / "run", tokenizer=str(folder))
+    assert "2 differ (first: request" in _report_cache_section(
+        tmp_path / "run", tokenizer=str(folder)
+    )
 
 
 async def test_without_a_template_the_chat_ideal_is_approximate(template_server, tmp_path):
@@ -124,7 +145,9 @@ async def test_without_a_template_the_chat_ideal_is_approximate(template_server,
     summary = analyze_run(tmp_path / "run")
     assert summary["cache"]["token_space"]["approximate"] is True
     assert "APPROXIMATE, compare rates not token counts: no tokenizer" in summary_table(summary)
-    assert "APPROXIMATE, compare rates not token counts: no tokenizer" in _report_cache_section(tmp_path / "run")
+    assert "APPROXIMATE, compare rates not token counts: no tokenizer" in _report_cache_section(
+        tmp_path / "run"
+    )
 
 
 async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
@@ -138,8 +161,14 @@ async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
 
 async def test_text_prompts_counted_with_the_bos(template_server, tmp_path):
     server = await template_server()
-    await replay(TRACE, server.url, tmp_path / "run", api="completions", prompt_format="text", block_size=4)
+    await replay(
+        TRACE, server.url, tmp_path / "run", api="completions", prompt_format="text", block_size=4
+    )
     got = _by_turn(tmp_path / "run", tokenizer=str(tokenizer_dir(tmp_path / "tok", template=None)))
     # <bos> + 14 words, then <bos> + 22 words; turn 0's 15 tokens are a prefix of turn 1's
-    assert got == {"prompt_tokens": [15, 23], "prompt_tokens_expected": [15, 23], "cached_tokens": [0, 12],
-                   "cached_tokens_ideal": [0, 12]}
+    assert got == {
+        "prompt_tokens": [15, 23],
+        "prompt_tokens_expected": [15, 23],
+        "cached_tokens": [0, 12],
+        "cached_tokens_ideal": [0, 12],
+    }

@@ -57,17 +57,39 @@ def test_repeats_are_pooled_and_globs_expand(runs):
 def test_cli_exit_codes_and_formats(runs, capsys):
     assert main(["compare", str(runs["a"]), str(runs["b"]), "--fail-on", FAIL_ON]) == 0
     assert "~" in capsys.readouterr().out
-    assert main(["compare", str(runs["a"]), str(runs["slow"]), "--fail-on", FAIL_ON, "--format", "json"]) == 1
+    assert (
+        main(
+            ["compare", str(runs["a"]), str(runs["slow"]), "--fail-on", FAIL_ON, "--format", "json"]
+        )
+        == 1
+    )
     out = capsys.readouterr()
     payload = json.loads(out.out)
     assert payload["failures"] and "regression: ttft_p90" in out.err
-    assert main(["compare", "--baseline", str(runs["a"]), "--run", str(runs["slow"]), "--format", "markdown"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--baseline",
+                str(runs["a"]),
+                "--run",
+                str(runs["slow"]),
+                "--format",
+                "markdown",
+            ]
+        )
+        == 0
+    )
     assert "| TTFT p90 (s) |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("ttft_p90:10%", "expected METRIC"), ("latency:+10%", "unknown metric 'latency'"), ("tpgs", "expected")],
+    [
+        ("ttft_p90:10%", "expected METRIC"),
+        ("latency:+10%", "unknown metric 'latency'"),
+        ("tpgs", "expected"),
+    ],
 )
 def test_bad_fail_on_specs_are_clear_errors(spec, message):
     with pytest.raises(InputError, match=message):

@@ -26,7 +26,9 @@ def pct(values, q):
 
 @pytest.fixture
 def golden(tmp_path):
-    return analyze(load_run(write_run(tmp_path / "golden")), slos=parse_slos(["ttft_p90=0.6s", "tpot=300ms"]))
+    return analyze(
+        load_run(write_run(tmp_path / "golden")), slos=parse_slos(["ttft_p90=0.6s", "tpot=300ms"])
+    )
 
 
 def test_counts_exclude_warmup_and_cooldown_and_name_failures(golden):
@@ -71,14 +73,18 @@ def test_itl_is_token_weighted(golden):
     assert s["mean"] == pytest.approx(0.2, **APPROX)  # unweighted per-chunk mean would be 0.258
     assert s["p50"] == pytest.approx(0.125, **APPROX)
     assert s["p90"] == pytest.approx(pct(samples, 90), **APPROX)
-    per_request = dict(zip(golden.per_request["request_id"], golden.per_request["itl"], strict=True))
+    per_request = dict(
+        zip(golden.per_request["request_id"], golden.per_request["itl"], strict=True)
+    )
     assert per_request["m1-0"] == pytest.approx(0.5 / 4, **APPROX)
     assert np.isnan(per_request["m1-2"])
 
 
 def test_e2e_normalized_interactivity(golden):
     per_token = [1.0 / 5, 1.9 / 3, 0.5 / 2, 0.8 / 5, 0.3 / 1]
-    assert golden.summary["e2e_interactivity_p90"] == pytest.approx(1 / pct(per_token, 90), **APPROX)
+    assert golden.summary["e2e_interactivity_p90"] == pytest.approx(
+        1 / pct(per_token, 90), **APPROX
+    )
 
 
 def test_tpgs_and_its_parts_use_manifest_gpus(golden):
@@ -119,14 +125,27 @@ def test_cache_hit_rate_and_miss_attribution(golden):
     # The golden trace does not match the records, so the recorded ideal is kept and the split is
     # the approximate one: cold = prompt - ideal: m1-0 100, s1-0 50-48, m1-1 24, m1-2 130-112,
     # m3-0 80; evicted = ideal - cached: s1-0 48-32; unreported = the ideal of m1-2 (112).
-    assert s["cache"]["miss_tokens"] == {"cold": 224.0, "alignment": 0.0, "in_flight": 0.0, "evicted": 16.0,
-                                         "unreported": 112.0}
+    assert s["cache"]["miss_tokens"] == {
+        "cold": 224.0,
+        "alignment": 0.0,
+        "in_flight": 0.0,
+        "evicted": 16.0,
+        "unreported": 112.0,
+    }
     assert s["cache"]["ideal"]["miss_attribution"].startswith("approximate")
     classes = dict(zip(golden.misses["request_id"], golden.misses["miss_class"], strict=True))
-    assert classes == {"m1-0": "cold", "m3-0": "unreported", "s1-0": "evicted", "m1-1": "cold", "m1-2": "unreported"}
+    assert classes == {
+        "m1-0": "cold",
+        "m3-0": "unreported",
+        "s1-0": "evicted",
+        "m1-1": "cold",
+        "m1-2": "unreported",
+    }
     moves = s["cache"]["session_moves"]
     assert moves["moved"]["requests"] == 1  # m1-2 went to e2 after m1-1 on e1
-    assert moves["stayed"]["requests"] == 1 and moves["stayed"]["cache_hit_rate"] == pytest.approx(0.8)
+    assert moves["stayed"]["requests"] == 1 and moves["stayed"]["cache_hit_rate"] == pytest.approx(
+        0.8
+    )
 
 
 def test_cache_breakdown_by_turn(golden):
@@ -145,7 +164,12 @@ def test_sessions_critical_path_and_join_wait(tmp_path, with_trace):
     tasks = result.tasks.set_index("task")
     m1 = tasks.loc["m1"]
     assert m1["complete"] and m1["requests"] == 4
-    assert result.graph.critical_path("m1") == ["m1-0", "s1-0", "m1-1", "m1-2"]  # the join waited on s1
+    assert result.graph.critical_path("m1") == [
+        "m1-0",
+        "s1-0",
+        "m1-1",
+        "m1-2",
+    ]  # the join waited on s1
     assert sorted(result.graph.links("m1")) == [("m1-0", "s1-0"), ("s1-0", "m1-1")]
     assert m1["critical_path_service_s"] == pytest.approx(1.0 + 0.5 + 0.8 + 0.3)
     assert m1["join_wait_s"] == pytest.approx(2.6 - 2.0)
@@ -164,8 +188,18 @@ def test_analyze_run_writes_summary_with_stable_keys(tmp_path):
     assert on_disk == summary
     for key in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):
         assert set(on_disk[key]) == {"p50", "p90", "p95", "p99", "mean", "max", "count"}
-    for key in ("interactivity_p90", "e2e_interactivity_p90", "tpgs", "tpgs_parts", "cache_hit_rate",
-                "ideal_cache_hit_rate", "requests_ok", "requests_failed", "throughput", "sessions"):
+    for key in (
+        "interactivity_p90",
+        "e2e_interactivity_p90",
+        "tpgs",
+        "tpgs_parts",
+        "cache_hit_rate",
+        "ideal_cache_hit_rate",
+        "requests_ok",
+        "requests_failed",
+        "throughput",
+        "sessions",
+    ):
         assert key in on_disk
     assert on_disk["n_gpus_source"] == "argument"
     assert (run_dir / "histograms.json").is_file()

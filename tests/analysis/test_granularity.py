@@ -20,8 +20,10 @@ from tests.trace.tiny import CPU_PROFILE
 
 
 def no_think(tr: Trace) -> Trace:
-    sessions = tuple(dataclasses.replace(s, turns=tuple(dataclasses.replace(t, think_s=0.0) for t in s.turns))
-                     for s in tr.sessions)
+    sessions = tuple(
+        dataclasses.replace(s, turns=tuple(dataclasses.replace(t, think_s=0.0) for t in s.turns))
+        for s in tr.sessions
+    )
     return Trace(tr.header, sessions)
 
 
@@ -38,7 +40,12 @@ async def test_a_server_that_hits_in_blocks_of_n_is_detected_and_matches_its_ide
         await srv.stop()
     summary = analyze_run(tmp_path)
     g = summary["cache"]["granularity"]
-    assert (g["block_size"], g["source"], g["from_records"], g["from_metrics"]) == (block, "records", block, None)
+    assert (g["block_size"], g["source"], g["from_records"], g["from_metrics"]) == (
+        block,
+        "records",
+        block,
+        None,
+    )
     assert g["nonzero_samples"] >= MIN_SAMPLES
     assert summary["cache_hit_rate"] > 0.5
     assert summary["cache_hit_rate"] / summary["ideal_cache_hit_rate"] == pytest.approx(1.0)
@@ -54,19 +61,36 @@ def test_detection_from_records():
     rng = np.random.default_rng(1)
     for block in (16, 64, 128):
         values = rng.integers(1, 40, size=MIN_SAMPLES) * block
-        values[::2] = values[::2] // (2 * block) * (2 * block) + block  # odd multiples: not 2x block
+        values[::2] = (
+            values[::2] // (2 * block) * (2 * block) + block
+        )  # odd multiples: not 2x block
         cached = np.r_[values, 0, np.nan].astype(float)
         assert from_records(cached) == (block, MIN_SAMPLES)
-    assert from_records(np.array([48.0] * MIN_SAMPLES), extra=(48,)) == (48, MIN_SAMPLES)  # the trace's block
+    assert from_records(np.array([48.0] * MIN_SAMPLES), extra=(48,)) == (
+        48,
+        MIN_SAMPLES,
+    )  # the trace's block
     assert from_records(np.array([128.0] * (MIN_SAMPLES - 1))) == (None, MIN_SAMPLES - 1)  # too few
-    assert from_records(np.full(MIN_SAMPLES * 2, np.nan)) == (None, 0)  # a server that reports nothing
-    assert from_records(np.array([17.0, 5.0] * MIN_SAMPLES)) == (1, 2 * MIN_SAMPLES)  # token-granular
+    assert from_records(np.full(MIN_SAMPLES * 2, np.nan)) == (
+        None,
+        0,
+    )  # a server that reports nothing
+    assert from_records(np.array([17.0, 5.0] * MIN_SAMPLES)) == (
+        1,
+        2 * MIN_SAMPLES,
+    )  # token-granular
 
 
 def test_the_choice_and_its_reason():
     many16 = np.array([16.0, 48.0] * MIN_SAMPLES)
     many128 = np.array([128.0, 384.0] * MIN_SAMPLES)
-    vllm = {"block_size": 16, "server_metrics": {"before": [{"cache_block_size": 128}], "after": [{"cache_block_size": 128}]}}
+    vllm = {
+        "block_size": 16,
+        "server_metrics": {
+            "before": [{"cache_block_size": 128}],
+            "after": [{"cache_block_size": 128}],
+        },
+    }
     g = decide(many128, vllm, None, None)
     assert (g.block_size, g.source, g.from_records, g.from_metrics) == (128, "metrics", 128, 128)
     g = decide(np.array([128.0]), vllm, None, None)  # too few to check: /metrics alone
@@ -75,20 +99,39 @@ def test_the_choice_and_its_reason():
     assert (g.block_size, g.source) == (16, "records") and "/metrics says 128" in g.reason
     g = decide(np.array([np.nan] * 40), {"block_size": 32}, 16, None)  # nothing reported
     assert (g.block_size, g.source, g.from_records) == (32, "manifest", None)
-    assert (decide(np.array([]), {}, 64, None).source, decide(np.array([]), {}, None, None).block_size) == ("trace", 16)
+    assert (
+        decide(np.array([]), {}, 64, None).source,
+        decide(np.array([]), {}, None, None).block_size,
+    ) == ("trace", 16)
     assert decide(many128, vllm, None, 8).as_dict() | {"reason": ""} == {
-        "block_size": 8, "source": "argument", "reason": "", "from_records": 128, "nonzero_samples": 32,
-        "from_metrics": 128, "min_samples": MIN_SAMPLES}
+        "block_size": 8,
+        "source": "argument",
+        "reason": "",
+        "from_records": 128,
+        "nonzero_samples": 32,
+        "from_metrics": 128,
+        "min_samples": MIN_SAMPLES,
+    }
 
 
 def test_block_size_from_metrics_text_and_manifest():
-    text = ('# TYPE vllm:cache_config_info gauge\n'
-            'vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True"} 1.0\n'
-            'vllm:prefix_cache_hits_total{model_name="m"} 5.0\n')
+    text = (
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True"} 1.0\n'
+        'vllm:prefix_cache_hits_total{model_name="m"} 5.0\n'
+    )
     assert cache_block_size(text) == 128
     assert cache_block_size('vllm:prefix_cache_hits_total{model_name="m"} 5.0\n') is None
-    assert from_metrics({"before": [None, {"cache_block_size": 64}], "after": [{"cache_block_size": 64}]}) == 64
-    assert from_metrics({"before": [{"cache_block_size": 16}], "after": [{"cache_block_size": 64}]}) is None
+    assert (
+        from_metrics(
+            {"before": [None, {"cache_block_size": 64}], "after": [{"cache_block_size": 64}]}
+        )
+        == 64
+    )
+    assert (
+        from_metrics({"before": [{"cache_block_size": 16}], "after": [{"cache_block_size": 64}]})
+        is None
+    )
     assert from_metrics(None) is None
 
 
@@ -102,6 +145,11 @@ def test_summary_says_which_block_was_used_and_why(tmp_path):
     (folder / "manifest.json").write_text(json.dumps(manifest))
     summary = analyze_run(folder)
     g = summary["cache"]["granularity"]
-    assert (g["block_size"], g["source"], g["from_metrics"], g["nonzero_samples"]) == (8, "metrics", 8, 0)
+    assert (g["block_size"], g["source"], g["from_metrics"], g["nonzero_samples"]) == (
+        8,
+        "metrics",
+        8,
+        0,
+    )
     assert summary["cache"]["ideal"]["block_size"] == 8
     assert summary["ideal_cache_hit_rate"] == pytest.approx(72 / 134)  # b:0 32, a:0 0, a:1 40

@@ -25,7 +25,9 @@ def test_merge_equals_pooled_within_hdr_precision(tmp_path):
     merged = merge_histograms(read_histograms(tmp_path / f"w{i}") for i in range(3))["ttft"]
     pooled = np.concatenate(parts)
     assert merged.get_total_count() == pooled.size
-    assert merged.equals(histogram_of(pooled))  # merging loses nothing against recording pooled data
+    assert merged.equals(
+        histogram_of(pooled)
+    )  # merging loses nothing against recording pooled data
     got = hdr_percentiles(merged)
     for q in (50, 90, 95, 99):
         exact = np.percentile(pooled, q, method="inverted_cdf")  # HDR reports a recorded value

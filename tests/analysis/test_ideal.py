@@ -37,17 +37,37 @@ def tiny_run(folder: Path, *, with_trace: bool = True, ideal=None) -> Path:
     Sent b:0 at 0.5, a:0 at 0.0, a:1 at 1.0 (file order is not send order)."""
     tr = trace(sess("a", [(10, 5, 0), (10, 5, 0)]), sess("b", [(3, 2, 0)]))
     folder.mkdir()
-    manifest = {"schema_version": RECORD_SCHEMA_VERSION, "run_id": "tiny", "status": "complete",
-                "harness_version": "0", "started_at": "2026-01-01T00:00:00Z", "ended_at": None,
-                "block_size": 16, "replay": {"salt": None}}
+    manifest = {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "run_id": "tiny",
+        "status": "complete",
+        "harness_version": "0",
+        "started_at": "2026-01-01T00:00:00Z",
+        "ended_at": None,
+        "block_size": 16,
+        "replay": {"salt": None},
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     rows = [("b:0", "b", 0, 0.5, 42.0 - 7), ("a:0", "a", 0, 0.0, 42), ("a:1", "a", 1, 1.0, 57)]
     lines = []
     for rid, sid, k, t, prompt in rows:
-        lines.append({"request_id": rid, "session_id": sid, "turn": k, "status": "ok", "phase": "measure",
-                      "t_sent": t, "t_first_token": t + 0.1, "t_done": t + 0.2, "prompt_tokens_expected": prompt,
-                      "prompt_tokens": prompt, "completion_tokens": 1, "cached_tokens": 0,
-                      "cached_tokens_ideal": ideal})
+        lines.append(
+            {
+                "request_id": rid,
+                "session_id": sid,
+                "turn": k,
+                "status": "ok",
+                "phase": "measure",
+                "t_sent": t,
+                "t_first_token": t + 0.1,
+                "t_done": t + 0.2,
+                "prompt_tokens_expected": prompt,
+                "prompt_tokens": prompt,
+                "completion_tokens": 1,
+                "cached_tokens": 0,
+                "cached_tokens_ideal": ideal,
+            }
+        )
     (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     if with_trace:
         write_trace(tr, folder / "trace.jsonl")
@@ -63,7 +83,11 @@ def test_block_size_recomputes_the_ideal(tmp_path):
     assert load_run(folder, block_size=1).records["cached_tokens_ideal"].tolist() == [32, 0, 42]
     assert load_run(folder, block_size=64).records["cached_tokens_ideal"].tolist() == [0, 0, 0]
     summary = analyze_run(folder, block_size=8)
-    assert summary["cache"]["ideal"] == {"block_size": 8, "computed_from": "trace", "miss_attribution": "exact"}
+    assert summary["cache"]["ideal"] == {
+        "block_size": 8,
+        "computed_from": "trace",
+        "miss_attribution": "exact",
+    }
     assert summary["cache"]["granularity"]["source"] == "argument"
     assert summary["ideal_cache_hit_rate"] == pytest.approx(72 / 134)
 
@@ -71,7 +95,9 @@ def test_block_size_recomputes_the_ideal(tmp_path):
 def test_older_records_keep_their_ideal_without_a_trace(tmp_path):
     folder = tiny_run(tmp_path / "r", with_trace=False, ideal=7)
     run = load_run(folder, block_size=8)
-    assert run.records["cached_tokens_ideal"].tolist() == [7, 7, 7] and run.ideal_source == "records"
+    assert (
+        run.records["cached_tokens_ideal"].tolist() == [7, 7, 7] and run.ideal_source == "records"
+    )
     with_trace = load_run(tiny_run(tmp_path / "t", ideal=7))  # recomputed when the trace is there
     assert with_trace.records["cached_tokens_ideal"].tolist() == [32, 0, 32]
 
@@ -81,6 +107,11 @@ def test_a_trace_that_does_not_match_the_records_is_not_used(tmp_path):
     lines = (folder / "records.jsonl").read_text().splitlines()
     bad = json.loads(lines[0]) | {"prompt_tokens_expected": 99}
     (folder / "records.jsonl").write_text("\n".join([json.dumps(bad), *lines[1:]]) + "\n")
-    with pytest.warns(UserWarning, match=r"does not match the records \(1 prompt lengths differ, first request b:0"):
+    with pytest.warns(
+        UserWarning,
+        match=r"does not match the records \(1 prompt lengths differ, first request b:0",
+    ):
         run = load_run(folder)
-    assert run.records["cached_tokens_ideal"].tolist() == [5, 5, 5] and run.ideal_source == "records"
+    assert (
+        run.records["cached_tokens_ideal"].tolist() == [5, 5, 5] and run.ideal_source == "records"
+    )

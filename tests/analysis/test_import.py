@@ -25,7 +25,9 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("imported")
     return {
         "aiperf": import_run("aiperf", IMPORTS / "aiperf", root / "aiperf"),
-        "vllm-bench": import_run("vllm-bench", IMPORTS / "vllm-bench" / "vllm-bench.json", root / "vllm"),
+        "vllm-bench": import_run(
+            "vllm-bench", IMPORTS / "vllm-bench" / "vllm-bench.json", root / "vllm"
+        ),
     }
 
 
@@ -40,8 +42,13 @@ def test_vllm_bench_import_reproduces_vllms_own_statistics(runs):
     assert ms(a.summary["tpot_s"]["p99"]) == pytest.approx(own["p99_tpot_ms"])
     # vLLM's ITL is per chunk; the import counts a chunk as one token, so ours equals it here.
     assert ms(a.summary["itl_s"]["p50"]) == pytest.approx(own["median_itl_ms"])
-    assert a.summary["requests_ok"] == own["completed"] and a.summary["requests_failed"] == own["failed"]
-    assert a.summary["throughput"]["output_tokens_per_s"] == pytest.approx(own["output_throughput"], rel=0.01)
+    assert (
+        a.summary["requests_ok"] == own["completed"]
+        and a.summary["requests_failed"] == own["failed"]
+    )
+    assert a.summary["throughput"]["output_tokens_per_s"] == pytest.approx(
+        own["output_throughput"], rel=0.01
+    )
 
 
 def test_aiperf_import_reproduces_aiperfs_own_statistics(runs):
@@ -62,7 +69,9 @@ def test_imported_runs_are_marked_and_say_what_differs(runs, capsys):
         assert manifest["imported"]["tool"] == tool and manifest["imported"]["notes"]
         assert any("cached_tokens_ideal" in n for n in manifest["imported"]["notes"])
     result = compare_runs(runs["vllm-bench"], runs["aiperf"])
-    assert len(result.rows) > 10 and any(n.startswith("aiperf: imported from aiperf") for n in result.notes)
+    assert len(result.rows) > 10 and any(
+        n.startswith("aiperf: imported from aiperf") for n in result.notes
+    )
     assert main(["compare", str(runs["vllm-bench"]), str(runs["aiperf"])]) == 0
     assert "defined differently" in capsys.readouterr().out
 
@@ -76,7 +85,10 @@ def test_cli_import_then_analyze_and_report(tmp_path, capsys):
     assert main(["analyze", str(out)]) == 0  # the terminal table lists the import notes too
     table = capsys.readouterr().out
     assert "imported from vllm-bench" in table and "vLLM's ITL is every gap" in table
-    assert analyze_run(out)["imported"]["notes"] == json.loads((out / "manifest.json").read_text())["imported"]["notes"]
+    assert (
+        analyze_run(out)["imported"]["notes"]
+        == json.loads((out / "manifest.json").read_text())["imported"]["notes"]
+    )
     assert main(["report", str(out)]) == 0
     text = (out / "report.html").read_text()
     assert "was imported from" in text and "vllm-bench" in text
@@ -95,8 +107,16 @@ def test_failed_requests_are_records(tmp_path):
 @pytest.mark.parametrize(
     ("tool", "content", "message"),
     [
-        ("aiperf", '{"metadata": {"request_start_ns": 1}}\nnot json\n', r"export.jsonl:2: invalid JSON"),
-        ("vllm-bench", '{"duration": 1.0}', r"field 'start_times': missing 'start_times'.*--save-detailed"),
+        (
+            "aiperf",
+            '{"metadata": {"request_start_ns": 1}}\nnot json\n',
+            r"export.jsonl:2: invalid JSON",
+        ),
+        (
+            "vllm-bench",
+            '{"duration": 1.0}',
+            r"field 'start_times': missing 'start_times'.*--save-detailed",
+        ),
     ],
 )
 def test_bad_exports_name_file_line_and_field(tmp_path, tool, content, message):
@@ -120,11 +140,17 @@ def test_chunk_times_rebuild_the_streams_arrival_times(runs):
 
 
 def test_guidellm_import_reproduces_guidellms_own_means(tmp_path):
-    own = json.loads((IMPORTS / "guidellm" / "benchmarks.json").read_text())["benchmarks"][0]["metrics"]
+    own = json.loads((IMPORTS / "guidellm" / "benchmarks.json").read_text())["benchmarks"][0][
+        "metrics"
+    ]
     a = analyze(load_run(import_run("guidellm", IMPORTS / "guidellm", tmp_path / "g")))
-    assert a.summary["ttft_s"]["mean"] * 1e3 == pytest.approx(own["time_to_first_token_ms"]["successful"]["mean"])
+    assert a.summary["ttft_s"]["mean"] * 1e3 == pytest.approx(
+        own["time_to_first_token_ms"]["successful"]["mean"]
+    )
     # GuideLLM's inter_token_latency is our TPOT; its TPOT includes TTFT, so it is larger than ours.
-    assert a.summary["tpot_s"]["mean"] * 1e3 == pytest.approx(own["inter_token_latency_ms"]["successful"]["mean"])
+    assert a.summary["tpot_s"]["mean"] * 1e3 == pytest.approx(
+        own["inter_token_latency_ms"]["successful"]["mean"]
+    )
     assert own["time_per_output_token_ms"]["successful"]["mean"] > a.summary["tpot_s"]["mean"] * 1e3
     assert a.summary["itl_s"]["count"] == 0  # no chunk times in its report
     assert a.summary["requests_ok"] == 24

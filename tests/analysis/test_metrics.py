@@ -17,7 +17,11 @@ def test_weighted_percentiles_equal_percentiles_of_the_repeated_samples(seed):
     got = weighted_percentiles(values, weights)
     assert got["count"] == expected["count"]
     for key in ("p50", "p90", "p95", "p99", "mean", "max"):
-        assert got[key] == pytest.approx(expected[key], rel=1e-12, abs=0) if expected[key] is not None else got[key] is None
+        assert (
+            got[key] == pytest.approx(expected[key], rel=1e-12, abs=0)
+            if expected[key] is not None
+            else got[key] is None
+        )
 
 
 def test_percentiles_of_nothing_are_null_with_count_zero():

@@ -31,22 +31,49 @@ TRACE = trace(
     sess("e", [(30, 2, 0)]),
 )
 # (request, t_sent, t_first_token, prompt, cached)
-SENT = [("a:0", 0.0, 0.1, 42, 0), ("f1:0", 1.0, 1.5, 92, 32), ("f2:0", 1.1, 1.6, 92, 32),
-        ("b:0", 2.0, 2.1, 40, 0), ("c:0", 3.0, 3.1, 36, None), ("e:0", 4.0, 4.1, 62, 48)]
+SENT = [
+    ("a:0", 0.0, 0.1, 42, 0),
+    ("f1:0", 1.0, 1.5, 92, 32),
+    ("f2:0", 1.1, 1.6, 92, 32),
+    ("b:0", 2.0, 2.1, 40, 0),
+    ("c:0", 3.0, 3.1, 36, None),
+    ("e:0", 4.0, 4.1, 62, 48),
+]
 
 
 def write_run(folder: Path) -> Path:
     folder.mkdir()
-    manifest = {"schema_version": RECORD_SCHEMA_VERSION, "run_id": "misses", "harness_version": "0",
-                "started_at": "2026-01-01T00:00:00Z", "ended_at": None, "status": "complete", "block_size": 16}
+    manifest = {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "run_id": "misses",
+        "harness_version": "0",
+        "started_at": "2026-01-01T00:00:00Z",
+        "ended_at": None,
+        "status": "complete",
+        "block_size": 16,
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     lines = []
     for rid, t, first, prompt, cached in reversed(SENT):  # file order is not send order
         sid, k = rid.split(":")
-        lines.append({"request_id": rid, "session_id": sid, "turn": int(k), "status": "ok", "phase": "measure",
-                      "endpoint": "e1", "t_sent": t, "t_first_token": first, "t_last_token": first,
-                      "t_done": first + 0.05, "prompt_tokens_expected": prompt, "prompt_tokens": prompt,
-                      "completion_tokens": 1, "cached_tokens": cached})
+        lines.append(
+            {
+                "request_id": rid,
+                "session_id": sid,
+                "turn": int(k),
+                "status": "ok",
+                "phase": "measure",
+                "endpoint": "e1",
+                "t_sent": t,
+                "t_first_token": first,
+                "t_last_token": first,
+                "t_done": first + 0.05,
+                "prompt_tokens_expected": prompt,
+                "prompt_tokens": prompt,
+                "completion_tokens": 1,
+                "cached_tokens": cached,
+            }
+        )
     (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     write_trace(TRACE, folder / "trace.jsonl")
     return folder
@@ -59,7 +86,14 @@ def analysis(tmp_path):
 
 def test_each_request_s_misses(analysis):
     m = analysis.misses.set_index("request_id")
-    cols = ["miss_cold", "miss_alignment", "miss_in_flight", "miss_evicted", "miss_unreported", "beyond_ideal"]
+    cols = [
+        "miss_cold",
+        "miss_alignment",
+        "miss_in_flight",
+        "miss_evicted",
+        "miss_unreported",
+        "beyond_ideal",
+    ]
     got = {rid: [int(v) for v in m.loc[rid, cols]] for rid in m.index}
     assert got == {
         "a:0": [42, 0, 0, 0, 0, 0],  # nothing earlier
@@ -69,8 +103,14 @@ def test_each_request_s_misses(analysis):
         "c:0": [4, 0, 0, 0, 32, 0],  # no report: its ideal hit's fate is unknown
         "e:0": [14, 0, 0, 0, 0, 16],  # a 48-token hit over a 32 ideal: 16 of the cold 30 were warm
     }
-    assert dict(m["miss_class"]) == {"a:0": "cold", "f1:0": "cold", "f2:0": "in_flight", "b:0": "evicted",
-                                     "c:0": "unreported", "e:0": "cold"}
+    assert dict(m["miss_class"]) == {
+        "a:0": "cold",
+        "f1:0": "cold",
+        "f2:0": "in_flight",
+        "b:0": "evicted",
+        "c:0": "unreported",
+        "e:0": "cold",
+    }
     reported = m[m["reported"]]  # the categories add up to what the server missed
     missed = reported[cols[:4]].sum(axis=1)
     assert (missed == reported["prompt"] - reported["cached"]).all()
@@ -78,8 +118,13 @@ def test_each_request_s_misses(analysis):
 
 def test_totals_in_summary_and_table(analysis):
     c = analysis.summary["cache"]
-    assert c["miss_tokens"] == {"cold": 138.0, "alignment": 18.0, "in_flight": 32.0, "evicted": 32.0,
-                                "unreported": 32.0}
+    assert c["miss_tokens"] == {
+        "cold": 138.0,
+        "alignment": 18.0,
+        "in_flight": 32.0,
+        "evicted": 32.0,
+        "unreported": 32.0,
+    }
     assert c["beyond_ideal_tokens"] == 16.0
     assert c["requests_by_miss_class"] == {"cold": 3, "evicted": 1, "in_flight": 1, "unreported": 1}
     assert c["ideal"] == {"block_size": 16, "computed_from": "trace", "miss_attribution": "exact"}

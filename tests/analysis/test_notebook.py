@@ -22,7 +22,10 @@ FIXTURES = ROOT / "tests" / "analysis" / "fixtures"
 
 @pytest.mark.parametrize(
     ("env", "expected"),
-    [(None, "baseline -> candidate"), (f"{FIXTURES / 'golden'}{os.pathsep}{FIXTURES / 'baseline'}", "golden -> baseline")],
+    [
+        (None, "baseline -> candidate"),
+        (f"{FIXTURES / 'golden'}{os.pathsep}{FIXTURES / 'baseline'}", "golden -> baseline"),
+    ],
 )
 def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch, env, expected):
     if env is None:
@@ -30,15 +33,30 @@ def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch, en
     else:
         monkeypatch.setenv("HARNESS_COMPARE_RUNS", env)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    ).execute()
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert errors == []
     text = "\n".join(
         str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-        for c in nb.cells if c.cell_type == "code" for o in c.outputs
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
     )
     assert expected in text and "TTFT p90 (s)" in text
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "image/png" in o.get("data", {})
+    ]
     assert len(images) >= 3
 
 
@@ -46,7 +64,9 @@ def test_committed_fixtures_are_what_the_generator_writes(tmp_path):
     for made in make(tmp_path):
         committed = ROOT / "tests" / "analysis" / "fixtures" / made.name
         for f in made.iterdir():
-            assert (committed / f.name).read_bytes() == f.read_bytes(), f"regenerate: {committed / f.name}"
+            assert (committed / f.name).read_bytes() == f.read_bytes(), (
+                f"regenerate: {committed / f.name}"
+            )
 
 
 TREND = ROOT / "dashboards" / "trend.ipynb"
@@ -54,14 +74,26 @@ TREND = ROOT / "dashboards" / "trend.ipynb"
 
 def _execute(path: Path) -> str:
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert errors == []
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "image/png" in o.get("data", {})
+    ]
     assert images
     return "\n".join(
         str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-        for c in nb.cells if c.cell_type == "code" for o in c.outputs
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
     )
 
 

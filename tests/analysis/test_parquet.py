@@ -14,10 +14,22 @@ from tests.analysis.golden import GOLDEN_RECORDS, rec, write_run
 
 # Every shape a field takes: nulls in each column, empty and null lists, an error with an extra key.
 ODD = [
-    rec("x1-0", "x1", 3, (5.0, 5.1, None, None, 5.2), status="error", tokens=(None, None, None),
-        error={"class": "HTTPError", "message": "500", "status": 500}),
-    dict(rec("x2-0", "x2", 0, (None, 5.3, 5.4, 5.4, 5.5), ([5.4], [7]), (0, 7, 0)), chunk_times=None, chunk_tokens=None,
-         endpoint=None, parent_session_id=None),
+    rec(
+        "x1-0",
+        "x1",
+        3,
+        (5.0, 5.1, None, None, 5.2),
+        status="error",
+        tokens=(None, None, None),
+        error={"class": "HTTPError", "message": "500", "status": 500},
+    ),
+    dict(
+        rec("x2-0", "x2", 0, (None, 5.3, 5.4, 5.4, 5.5), ([5.4], [7]), (0, 7, 0)),
+        chunk_times=None,
+        chunk_tokens=None,
+        endpoint=None,
+        parent_session_id=None,
+    ),
 ]
 
 
@@ -31,8 +43,12 @@ def test_parquet_round_trips_every_field_including_lists_and_nulls(tmp_path):
     from_json, _ = read_records(path / "records.jsonl")
     from_parquet, notes = read_parquet(path)
     pd.testing.assert_frame_equal(from_parquet, from_json)
-    assert from_parquet["chunk_times"].iloc[1] == [1.5, 1.7, 2.0] and from_parquet["chunk_tokens"].iloc[1] == [1, 2, 2]
-    assert from_parquet["chunk_times"].iloc[-1] is None and from_parquet["chunk_times"].iloc[2] == []
+    assert from_parquet["chunk_times"].iloc[1] == [1.5, 1.7, 2.0] and from_parquet[
+        "chunk_tokens"
+    ].iloc[1] == [1, 2, 2]
+    assert (
+        from_parquet["chunk_times"].iloc[-1] is None and from_parquet["chunk_times"].iloc[2] == []
+    )
     assert from_parquet["error"].iloc[-2] == {"class": "HTTPError", "message": "500", "status": 500}
     assert notes == []
 
@@ -45,7 +61,9 @@ def test_loader_prefers_fresh_parquet_and_ignores_a_stale_one(tmp_path):
     with (path / "records.jsonl").open("a") as fh:  # the run goes on: the copy is now stale
         fh.write('{"run_id": "golden", "request_id": "cut')
     stale = path / PARQUET_FILE
-    os.utime(stale, ns=(stale.stat().st_atime_ns, (path / "records.jsonl").stat().st_mtime_ns + 10**9))
+    os.utime(
+        stale, ns=(stale.stat().st_atime_ns, (path / "records.jsonl").stat().st_mtime_ns + 10**9)
+    )
     assert not is_fresh(path)  # newer but written from a shorter records.jsonl
     with pytest.warns(RunFolderWarning, match="truncated final record"):
         run = load_run(path)

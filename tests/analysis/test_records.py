@@ -55,7 +55,10 @@ def test_bad_fields_name_line_and_field(tmp_path, field, value, message):
 
 def test_unknown_schema_version(tmp_path):
     path = write_run(tmp_path / "r", manifest={**MANIFEST, "schema_version": 99})
-    with pytest.raises(RunFolderError, match=r"manifest.json: field 'schema_version': unknown record schema version 99"):
+    with pytest.raises(
+        RunFolderError,
+        match=r"manifest.json: field 'schema_version': unknown record schema version 99",
+    ):
         load_run(path)
 
 
@@ -69,7 +72,9 @@ def test_missing_records_is_an_error(tmp_path):
 def test_records_without_a_manifest_load_with_a_warning(tmp_path):
     path = write_run(tmp_path / "r")
     (path / "manifest.json").unlink()
-    with pytest.warns(RunFolderWarning, match=r"manifest.json: no manifest.json; run id from the folder name"):
+    with pytest.warns(
+        RunFolderWarning, match=r"manifest.json: no manifest.json; run id from the folder name"
+    ):
         run = load_run(path)
     assert run.name == "r" and not run.simulated and len(run.records) == len(GOLDEN_RECORDS)
 
@@ -85,8 +90,13 @@ def test_a_partial_manifest_names_the_missing_keys(tmp_path):
 def test_cli_analyzes_records_from_elsewhere_with_one_warning(tmp_path):
     path = write_run(tmp_path / "elsewhere")
     (path / "manifest.json").unlink()
-    proc = subprocess.run([sys.executable, "-m", "harness", "analyze", str(path), "--gpus", "2", "--json"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "analyze", str(path), "--gpus", "2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [
         f"harness: warning: {path / 'manifest.json'}: no manifest.json; run id from the folder name, "

@@ -17,7 +17,8 @@ from tests.analysis.synthetic import write_synthetic_run
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 needs_chromium = pytest.mark.skipif(
-    browser.chromium() is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)"
+    browser.chromium() is None,
+    reason="chromium is not installed (apt-get install chromium; .ci/run does)",
 )
 
 
@@ -53,7 +54,10 @@ def test_report_opens_in_chromium_with_every_figure_and_no_console_errors(report
     assert total >= 8 and loaded == total
     assert page.console == []
     assert shot.is_file() and shot.stat().st_size > 10_000
-    assert struct.unpack(">II", shot.read_bytes()[16:24]) == (1400, 3600)  # PNG header: width, height
+    assert struct.unpack(">II", shot.read_bytes()[16:24]) == (
+        1400,
+        3600,
+    )  # PNG header: width, height
 
 
 @needs_chromium
@@ -62,7 +66,12 @@ def test_headline_strip_holds_the_four_numbers_and_every_figure_has_data(report)
     strips = re.findall(r'<div class="strip" data-run="([^"]+)">(.*?)</div></div></div>', dom, re.S)
     assert [name for name, _ in strips][:1] == ["golden"] and len(strips) == 3
     for _, strip in strips:
-        values = dict(re.findall(r'data-metric="(\w+)"><div class="label">[^<]*</div><div class="value">([^<]*)<', strip))
+        values = dict(
+            re.findall(
+                r'data-metric="(\w+)"><div class="label">[^<]*</div><div class="value">([^<]*)<',
+                strip,
+            )
+        )
         assert list(values) == ["ttft_p90", "interactivity_p90", "tpgs", "cache_hit"]
         assert all(re.search(r"\d", v) for v in values.values()), values
     points = [int(n) for n in re.findall(r'<figure data-points="(\d+)"', dom)]
@@ -73,7 +82,7 @@ def test_headline_strip_gives_slo_verdicts(tmp_path):
     run = write_synthetic_run(tmp_path / "r", "r", n_tasks=20, seed=3)
     (run / "scenario.yaml").write_text("slos: {ttft_p90: 1ms, interactivity_p90: 1}\n")
     text = write_report([run], tmp_path / "report.html").read_text()
-    strip = text[text.index('<div class="strip"'):text.index("<h2>")]
+    strip = text[text.index('<div class="strip"') : text.index("<h2>")]
     assert "SLO &lt;= 0.001 s: MISSED" in strip and "SLO &gt;= 1 tok/s/user: met" in strip
 
 
@@ -82,7 +91,7 @@ def test_headline_strip_gives_slo_verdicts(tmp_path):
 def test_the_browser_check_catches_a_broken_page(tmp_path):
     broken = tmp_path / "broken.html"
     broken.write_text(
-        f'<!DOCTYPE html><html><head><script>{SCRIPT}</script></head><body>'
+        f"<!DOCTYPE html><html><head><script>{SCRIPT}</script></head><body>"
         '<img src="missing.png"><script>console.error("boom")</script></body></html>'
     )
     page = browser.view(broken)
@@ -109,10 +118,15 @@ def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
     from harness.analysis.summary import analyze_run
     from tests.analysis.golden import GOLDEN_RECORDS
 
-    failed = [dict(r, status="error", error={"class": "HTTPError", "message": "500"}) for r in GOLDEN_RECORDS]
+    failed = [
+        dict(r, status="error", error={"class": "HTTPError", "message": "500"})
+        for r in GOLDEN_RECORDS
+    ]
     run = write_run(tmp_path / "r", records=failed if kind == "all failed" else [])
     summary = analyze_run(run)
-    assert summary["requests_ok"] == 0 and summary["ttft_s"]["count"] == 0 and summary["tpgs"] is None
+    assert (
+        summary["requests_ok"] == 0 and summary["ttft_s"]["count"] == 0 and summary["tpgs"] is None
+    )
     assert summary["requests_failed"] == (6 if kind == "all failed" else 0)
     text = write_report([run], tmp_path / "report.html").read_text()
     assert "requests ok / failed" in text
@@ -123,7 +137,9 @@ def test_cache_card_shows_the_servers_own_counters_when_scraped(tmp_path):
     import json
 
     run = write_synthetic_run(tmp_path / "r", "r", n_tasks=10, seed=4)
-    (run / "summary.json").write_text(json.dumps({"server_cache": {"hit_rate": 0.5, "queries": 2, "hits": 1}}))
+    (run / "summary.json").write_text(
+        json.dumps({"server_cache": {"hit_rate": 0.5, "queries": 2, "hits": 1}})
+    )
     text = write_report([run], tmp_path / "report.html").read_text()
-    card = text[text.index('data-metric="cache_hit"'):]
+    card = text[text.index('data-metric="cache_hit"') :]
     assert "server /metrics 0.500" in card[:400]

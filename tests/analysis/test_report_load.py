@@ -19,7 +19,9 @@ def analysis(tmp_path_factory):
     a = analyze(load_run(run))
     t0 = float(a.run.records["t_sent"].min())
     # a window the driver's phases would never give: only the summary can say it
-    a.summary["window"].update(start_s=t0 + 10.0, end_s=t0 + 20.0, reason="steady: from 10 s (test window)")
+    a.summary["window"].update(
+        start_s=t0 + 10.0, end_s=t0 + 20.0, reason="steady: from 10 s (test window)"
+    )
     return a
 
 
@@ -59,6 +61,6 @@ def test_the_hit_panel_draws_the_rolling_server_and_ideal_hit_rate(analysis):
 
 def test_the_report_states_the_windows_reason_under_the_figure(analysis):
     text = render_report([analysis])
-    section = text[text.index("<h2>What load was held</h2>"):text.index("<h2>Sessions</h2>")]
+    section = text[text.index("<h2>What load was held</h2>") : text.index("<h2>Sessions</h2>")]
     assert "steady: from 10 s (test window)" in section
     assert "10-20 s after the first send" in section

@@ -15,9 +15,16 @@ SLOW_NIGHT = 3  # its time to first token is 1.4x the others'
 
 
 def _nightly(root, night: int):
-    manifest = {**MANIFEST, "run_id": f"nightly-2026-11-0{night}", "simulated": False, "n_gpus": 1,
-                "started_at": f"2026-11-0{night}T02:00:00Z"}
-    records = synthetic_records(n_tasks=60, seed=night, ttft_scale=1.4 if night == SLOW_NIGHT else 1.0)
+    manifest = {
+        **MANIFEST,
+        "run_id": f"nightly-2026-11-0{night}",
+        "simulated": False,
+        "n_gpus": 1,
+        "started_at": f"2026-11-0{night}T02:00:00Z",
+    }
+    records = synthetic_records(
+        n_tasks=60, seed=night, ttft_scale=1.4 if night == SLOW_NIGHT else 1.0
+    )
     return write_run(root / f"nightly-2026-11-0{night}", records, manifest)
 
 
@@ -45,17 +52,23 @@ def test_trend_marks_exactly_the_injected_regression(nightly):
 def test_trend_page_links_every_point_to_its_run_report(nightly, tmp_path):
     out, _ = write_trend([str(nightly / "nightly-*")], tmp_path / "trend.html")
     text = out.read_text()
-    assert not re.search(r'(src|href)="https?:', text) and "<link" not in text and "<img" not in text
+    assert (
+        not re.search(r'(src|href)="https?:', text) and "<link" not in text and "<img" not in text
+    )
     for n in range(1, 6):
         run = nightly / f"nightly-2026-11-0{n}"
         assert (run / "report.html").is_file()
         assert (run / "report.html").stat().st_size > 10_000 if n == 1 else True
         link = re.escape(f"nightly-2026-11-0{n}/report.html")
-        assert len(re.findall(rf'<a [^>]*href="[^"]*{link}"', text)) >= 2  # a figure point and the table
+        assert (
+            len(re.findall(rf'<a [^>]*href="[^"]*{link}"', text)) >= 2
+        )  # a figure point and the table
     assert text.count('class="bad"') == len(trend([str(nightly / "nightly-*")])[0].regressions)
     assert "1 significant regression" not in text or "nightly-2026-11-03" in text
 
 
 def test_cli_report_trend(nightly, tmp_path, capsys):
-    assert main(["report", "--trend", str(nightly / "nightly-*"), "-o", str(tmp_path / "t.html")]) == 0
+    assert (
+        main(["report", "--trend", str(nightly / "nightly-*"), "-o", str(tmp_path / "t.html")]) == 0
+    )
     assert "regression" in capsys.readouterr().out

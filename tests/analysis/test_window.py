@@ -7,15 +7,30 @@ from harness.analysis import window
 from harness.analysis.window import SteadyRule
 
 
-def _records(tasks: int, until, hit=lambda t: 0.9, ttft=lambda t: 0.05, step: float = 1.0) -> pd.DataFrame:
+def _records(
+    tasks: int, until, hit=lambda t: 0.9, ttft=lambda t: 0.05, step: float = 1.0
+) -> pd.DataFrame:
     """`tasks` tasks; task i sends a 0.5 s request every `step` s from 0 until `until(i)`."""
     rows = []
     for i in range(tasks):
         for k, t in enumerate(np.arange(0.0, until(i), step)):
-            rows.append({"task": f"t{i}", "session_id": f"t{i}", "turn": k, "t_scheduled": t, "t_sent": t,
-                         "t_first_token": t + ttft(t), "t_done": t + 0.5, "status": "ok", "phase": "measure",
-                         "prompt_tokens": 1000.0, "prompt_tokens_expected": 1000.0,
-                         "cached_tokens": 1000.0 * hit(t), "cached_tokens_ideal": 950.0})
+            rows.append(
+                {
+                    "task": f"t{i}",
+                    "session_id": f"t{i}",
+                    "turn": k,
+                    "t_scheduled": t,
+                    "t_sent": t,
+                    "t_first_token": t + ttft(t),
+                    "t_done": t + 0.5,
+                    "status": "ok",
+                    "phase": "measure",
+                    "prompt_tokens": 1000.0,
+                    "prompt_tokens_expected": 1000.0,
+                    "cached_tokens": 1000.0 * hit(t),
+                    "cached_tokens_ideal": 950.0,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -56,7 +71,9 @@ def test_timeline_bins_load_and_rolling_hit_rate():
     recs = _records(4, lambda i: 60, hit=lambda t: 0.0 if t < 30 else 0.9)
     tl = window.timeline(recs)
     t = np.array(tl["t"])
-    assert len(t) == len(tl["tasks_in_flight"]) == len(tl["hit_rate"]) == len(tl["requests_in_flight"])
+    assert (
+        len(t) == len(tl["tasks_in_flight"]) == len(tl["hit_rate"]) == len(tl["requests_in_flight"])
+    )
     hits = np.array(tl["hit_rate"], dtype=float)
     assert hits[t < 25].max() == 0 and abs(hits[t > 40].min() - 0.9) < 1e-9
     assert np.allclose(np.array(tl["tasks_in_flight"])[(t > 2) & (t < 55)], 4, atol=0.01)

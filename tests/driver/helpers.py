@@ -66,7 +66,9 @@ def ideal_by_id(run_dir: Path, block_size: int | None = None) -> dict[str, int]:
     from harness.analysis.records import load_run
 
     recs = load_run(run_dir, block_size=block_size).records
-    return dict(zip(recs["request_id"], recs["cached_tokens_ideal"].astype(int).tolist(), strict=True))
+    return dict(
+        zip(recs["request_id"], recs["cached_tokens_ideal"].astype(int).tolist(), strict=True)
+    )
 
 
 def by_id(records: list[dict]) -> dict[str, dict]:

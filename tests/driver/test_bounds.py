@@ -13,7 +13,9 @@ def three_by_three():
 
 
 async def test_max_requests(server, tmp_path):
-    result, records, manifest = await replay(three_by_three(), server.url, tmp_path, max_requests=4, concurrency=1)
+    result, records, manifest = await replay(
+        three_by_three(), server.url, tmp_path, max_requests=4, concurrency=1
+    )
     assert len(records) == 4 and result.stopped_by == manifest["stopped_by"] == "max_requests"
     assert [r["request_id"] for r in records] == ["s0:0", "s0:1", "s0:2", "s1:0"]
 
@@ -44,8 +46,9 @@ async def test_max_duration_stops_sending_and_drains(make_server, tmp_path):
 async def test_drain_window_cancels_what_is_left(make_server, tmp_path):
     srv = await make_server(token_delay=0.02)
     tr = trace(sess("slow", [(8, 200, 0)]))
-    result, records, manifest = await replay(tr, srv.url, tmp_path, concurrency=1, max_duration=0.1,
-                                             drain_s=0.1)
+    result, records, manifest = await replay(
+        tr, srv.url, tmp_path, concurrency=1, max_duration=0.1, drain_s=0.1
+    )
     (r,) = records
     assert r["status"] == "cancelled" and r["error"]["class"] == "Cancelled"
     assert 0.2 <= r["t_done"] < 0.6 and 0 < len(r["chunk_times"]) < 200

@@ -25,8 +25,10 @@ def test_open_write_close(tmp_path):
     folder.close(RunStatus.PARTIAL, workers_lost=1)
     m = load_manifest(tmp_path / "run")
     assert m["status"] == "partial" and m["ended_at"] and m["workers_lost"] == 1
-    assert m["server_metrics"] == {"before": [{"prefix_cache_hits": 0}, None],
-                                   "after": [{"prefix_cache_hits": 5}, None]}
+    assert m["server_metrics"] == {
+        "before": [{"prefix_cache_hits": 0}, None],
+        "after": [{"prefix_cache_hits": 5}, None],
+    }
     assert [r["request_id"] for r in load_records(tmp_path / "run")] == ["a:0"]
 
 
@@ -44,12 +46,23 @@ def test_only_schema_statuses(tmp_path):
     folder = RunFolder(tmp_path, "r")
     with pytest.raises(ValueError):
         folder.close("done")
-    assert {s.value for s in RunStatus} == {"running", "complete", "partial", "interrupted", "failed"}
+    assert {s.value for s in RunStatus} == {
+        "running",
+        "complete",
+        "partial",
+        "interrupted",
+        "failed",
+    }
 
 
-@pytest.mark.parametrize(("error", "status"), [
-    (RuntimeError, "failed"), (KeyboardInterrupt, "interrupted"), (asyncio.CancelledError, "interrupted"),
-])
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (RuntimeError, "failed"),
+        (KeyboardInterrupt, "interrupted"),
+        (asyncio.CancelledError, "interrupted"),
+    ],
+)
 def test_an_exception_closes_the_run(tmp_path, error, status):
     with pytest.raises(error), RunFolder(tmp_path, "r"):
         raise error()

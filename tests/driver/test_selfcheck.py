@@ -57,10 +57,17 @@ def test_a_busy_loop_thread_is_called_near_saturation():
 
     from harness.analysis.client_check import client_check
 
-    records = pd.DataFrame({"phase": ["measure"] * 3, "t_sent": [1.0, 2.0, 3.0], "t_scheduled": [1.0, 2.0, 3.0]})
-    samples = {"loop_lag": {"t": [1.0, 2.0], "lag_s": [0.001, 0.002]},
-               "cpu": {"t": [0.0, 1.0, 2.0, 3.0, 4.0], "loop_thread_s": [0.0, 0.9, 1.85, 2.8, 3.1],
-                       "process_s": [0.0, 1.0, 2.0, 3.0, 3.5]}}
+    records = pd.DataFrame(
+        {"phase": ["measure"] * 3, "t_sent": [1.0, 2.0, 3.0], "t_scheduled": [1.0, 2.0, 3.0]}
+    )
+    samples = {
+        "loop_lag": {"t": [1.0, 2.0], "lag_s": [0.001, 0.002]},
+        "cpu": {
+            "t": [0.0, 1.0, 2.0, 3.0, 4.0],
+            "loop_thread_s": [0.0, 0.9, 1.85, 2.8, 3.1],
+            "process_s": [0.0, 1.0, 2.0, 3.0, 3.5],
+        },
+    }
     busy = client_check(records, samples, 0.0, 3.0)
     assert busy["loop_cpu_share"] > 0.9 and busy["loop_cpu_share_max"] >= 0.95
     assert [w for w in busy["warnings"] if "near saturation" in w]
@@ -73,17 +80,29 @@ def test_a_ray_runs_worst_worker_is_judged():
 
     from harness.analysis.client_check import client_check
 
-    records = pd.DataFrame({"phase": ["measure"] * 3, "t_sent": [1.0, 2.0, 3.0], "t_scheduled": [1.0, 2.0, 3.0]})
+    records = pd.DataFrame(
+        {"phase": ["measure"] * 3, "t_sent": [1.0, 2.0, 3.0], "t_scheduled": [1.0, 2.0, 3.0]}
+    )
 
     def worker(i: int, loop_cpu: list[float], lag: float) -> dict:
-        return {"worker": i, "host": "h", "loop_lag": {"t": [1.0, 2.0], "lag_s": [lag, lag]},
-                "cpu": {"t": [0.0, 1.0, 2.0, 3.0], "loop_thread_s": loop_cpu, "process_s": [0.0, 1.0, 2.0, 3.0]}}
+        return {
+            "worker": i,
+            "host": "h",
+            "loop_lag": {"t": [1.0, 2.0], "lag_s": [lag, lag]},
+            "cpu": {
+                "t": [0.0, 1.0, 2.0, 3.0],
+                "loop_thread_s": loop_cpu,
+                "process_s": [0.0, 1.0, 2.0, 3.0],
+            },
+        }
 
     idle = worker(0, [0.0, 0.1, 0.2, 0.3], 0.001)
     busy = worker(1, [0.0, 0.95, 1.9, 2.85], 0.2)
     both = client_check(records, {"client_version": 1, "workers": [idle, busy]}, 0.0, 3.0)
     assert [w["worker"] for w in both["workers"]] == [0, 1]
-    assert both["loop_cpu_share"] == pytest.approx(0.95) and both["loop_lag_s"]["p99"] == pytest.approx(0.2)
+    assert both["loop_cpu_share"] == pytest.approx(0.95) and both["loop_lag_s"][
+        "p99"
+    ] == pytest.approx(0.2)
     assert any("near saturation" in w for w in both["warnings"])
     assert any("event loop ran late" in w for w in both["warnings"])
     calm = client_check(records, {"client_version": 1, "workers": [idle, idle]}, 0.0, 3.0)

@@ -32,8 +32,9 @@ class SlowEncodingTarget(OpenAIHTTPTarget):
 async def test_body_is_encoded_before_t_sent(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 0.0)]), sess("b", [(8, 4, 0.0)]))
     tgt = SlowEncodingTarget(
-        HTTPTargetConfig(endpoints=(server.url,), model="m", api="completions",
-                         timeouts=TEST_TIMEOUTS)
+        HTTPTargetConfig(
+            endpoints=(server.url,), model="m", api="completions", timeouts=TEST_TIMEOUTS
+        )
     )
     tgt.encoded_at = {}
     # one session at a time: another request's (blocking) encoding cannot delay this one's send
@@ -73,8 +74,13 @@ async def test_wait_for_a_pooled_connection_is_send_lag_not_ttft(make_server, tm
     server = await make_server(token_delay=0.02)
     tr = trace(sess("a", [(8, 10, 0.0)]), sess("b", [(8, 10, 0.0)]))
     tgt = OpenAIHTTPTarget(
-        HTTPTargetConfig(endpoints=(server.url,), model="m", api="completions",
-                         timeouts=TEST_TIMEOUTS, max_connections=1)
+        HTTPTargetConfig(
+            endpoints=(server.url,),
+            model="m",
+            api="completions",
+            timeouts=TEST_TIMEOUTS,
+            max_connections=1,
+        )
     )
     cfg = ReplayConfig(concurrency=2, api="completions", prompt_format="tokens", run_id="t")
     await run_replay(tr, tgt, cfg, tmp_path)

@@ -27,8 +27,9 @@ def _mixed_trace():
 
 async def test_the_closed_loop_holds_its_concurrency_until_max_duration(make_server, tmp_path):
     srv = await make_server(token_delay=0.002)
-    result, records, _ = await replay(_mixed_trace(), srv.url, tmp_path, concurrency=3, max_duration=2.0,
-                                      salt="run")
+    result, records, _ = await replay(
+        _mixed_trace(), srv.url, tmp_path, concurrency=3, max_duration=2.0, salt="run"
+    )
     assert result.stopped_by == "max_duration"
     cycles = {split_cycled_id(r["session_id"])[1] for r in records}
     assert len(cycles) >= 3  # the trace ran out and was drawn again
@@ -48,8 +49,12 @@ async def test_a_new_cycle_hits_only_its_own_cycle(make_server, tmp_path):
     await replay(_mixed_trace(), srv.url, tmp_path, concurrency=2, max_duration=2.5, salt="run")
     recs = load_run(tmp_path).records
     recs["cycle"] = [split_cycled_id(s)[1] for s in recs["session_id"]]
-    per_cycle = recs.groupby("cycle").agg(n=("request_id", "size"), ideal=("cached_tokens_ideal", "sum"),
-                                          server=("cached_tokens", "sum"), prompt=("prompt_tokens", "sum"))
+    per_cycle = recs.groupby("cycle").agg(
+        n=("request_id", "size"),
+        ideal=("cached_tokens_ideal", "sum"),
+        server=("cached_tokens", "sum"),
+        prompt=("prompt_tokens", "sum"),
+    )
     full = per_cycle[per_cycle["n"] == 2 + 6 + 3 + 3 + 4]
     assert len(full) >= 2
     assert full["ideal"].nunique() == 1 and full["prompt"].nunique() == 1
@@ -59,7 +64,9 @@ async def test_a_new_cycle_hits_only_its_own_cycle(make_server, tmp_path):
 
 async def test_mid_trajectory_start_sends_the_history_as_warmup(server, tmp_path):
     tr = trace(*[sess(f"s{i}", [(16, 4, 0)] + [(16, 4, 0.01)] * 7) for i in range(4)])
-    _, records, _ = await replay(tr, server.url, tmp_path, concurrency=4, mid_trajectory=True, seed=3)
+    _, records, _ = await replay(
+        tr, server.url, tmp_path, concurrency=4, mid_trajectory=True, seed=3
+    )
     turns = defaultdict(list)
     for r in records:
         turns[r["session_id"]].append(r)
@@ -86,7 +93,9 @@ async def test_mid_trajectory_history_is_one_request_without_earlier_subagents(s
         sess("c", [(16, 4, 0), (8, 4, 0.01, ["c.sub"]), (8, 4, 0.01)]),
         sess("c.sub", [(8, 4, 0.01)] * 3, parent="c", fork_turn=1, mode="fork"),
     )
-    _, records, _ = await replay(tr, server.url, tmp_path, concurrency=1, mid_trajectory=True, seed=3)  # turn 2
+    _, records, _ = await replay(
+        tr, server.url, tmp_path, concurrency=1, mid_trajectory=True, seed=3
+    )  # turn 2
     assert {r["request_id"]: r["phase"] for r in records} == {"c:1": "warmup", "c:2": "measure"}
 
 
@@ -104,8 +113,14 @@ async def test_retries_carry_every_turn_through_a_server_restart(tmp_path):
 
     outage = asyncio.create_task(restart())
     try:
-        result, records, _ = await replay(tr, url, tmp_path, concurrency=3, retry=policy,
-                                          target_kw={"timeouts": Timeouts(connect=5, ttft=10, idle=5, total=30)})
+        result, records, _ = await replay(
+            tr,
+            url,
+            tmp_path,
+            concurrency=3,
+            retry=policy,
+            target_kw={"timeouts": Timeouts(connect=5, ttft=10, idle=5, total=30)},
+        )
     finally:
         await outage
         await srv.stop()
@@ -114,14 +129,18 @@ async def test_retries_carry_every_turn_through_a_server_restart(tmp_path):
     for r in sorted(records, key=lambda r: r["attempt"]):
         final[(r["session_id"], r["turn"])] = r
     assert len(final) == 36 and all(r["status"] == "ok" for r in final.values()), [
-        (r["request_id"], r["error"]) for r in final.values() if r["status"] != "ok"]
+        (r["request_id"], r["error"]) for r in final.values() if r["status"] != "ok"
+    ]
     assert failed and {r["error"]["class"] for r in failed} <= {"ConnectError", "ConnectionClosed"}
     for r in failed:  # each failed attempt has its own record, and a later attempt followed it
         later = by_id(records)[f"{r['session_id']}:{r['turn']}#{r['attempt'] + 1}"]
         assert later["t_scheduled"] >= r["t_done"] + 0.8 * 0.05
     s = analyze_run(tmp_path)
     assert s["requests_ok"] == 36 and s["requests_failed"] == 0
-    assert s["retries"]["attempts_retried"] == len(failed) and s["retries"]["turns_recovered"] == s["retries"]["turns_retried"]
+    assert (
+        s["retries"]["attempts_retried"] == len(failed)
+        and s["retries"]["turns_recovered"] == s["retries"]["turns_retried"]
+    )
 
 
 async def test_retries_are_off_by_default(make_server, tmp_path):

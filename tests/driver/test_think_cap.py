@@ -13,7 +13,9 @@ async def test_long_think_times_wait_only_the_cap_and_the_run_says_so(server, tm
     for prev, cur, think in zip(records[:-1], records[1:], (0.05, 0.02), strict=True):
         assert cur["t_scheduled"] == pytest.approx(prev["t_done"] + think, abs=2e-6)
     assert manifest["think_capped"] == {"cap_s": 0.05, "pauses": 1, "seconds_cut": 3599.95}
-    assert any("think time capped at 0.05 s: 1 pauses shortened" in w for w in load_run(tmp_path).warnings)
+    assert any(
+        "think time capped at 0.05 s: 1 pauses shortened" in w for w in load_run(tmp_path).warnings
+    )
 
 
 async def test_no_cap_no_entry(server, tmp_path):

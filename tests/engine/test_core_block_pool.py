@@ -35,10 +35,14 @@ def compute(pool: BlockPool, req: Request) -> int:
 
 
 def test_hash_is_stable_across_processes():
-    code = ("from harness.engine.block_pool import hash_blocks; from harness.engine.sequence import *;"
-            "print(hash_blocks(Request('r', [1, 2, 3, 4], SamplingParams(1), 0.0), 4, 1)[0].hex())")
+    code = (
+        "from harness.engine.block_pool import hash_blocks; from harness.engine.sequence import *;"
+        "print(hash_blocks(Request('r', [1, 2, 3, 4], SamplingParams(1), 0.0), 4, 1)[0].hex())"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    other = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert other.stdout.strip() == hash_blocks(make([1, 2, 3, 4]), BS, 1)[0].hex()
     assert block_hash(ROOT_HASH, b"1234") != block_hash(ROOT_HASH, b"1235")
 

@@ -8,27 +8,30 @@ from harness.engine.config import PRESETS, EngineConfig
 from harness.errors import EngineError
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("block_size", 0, "must be positive"),
-    ("block_size", 16.0, "expected int"),
-    ("num_gpu_blocks", -3, "must be positive"),
-    ("num_gpu_blocks", 1, "need >= 2"),
-    ("kv_cache_memory_gb", 0.0, "positive number"),
-    ("kv_cache_memory_gb", float("nan"), "positive number"),
-    ("max_num_batched_tokens", 0, "must be positive"),
-    ("max_num_seqs", True, "expected int"),
-    ("max_model_len", 40_000, "exceeds preset 'tiny' limit 32768"),
-    ("enable_prefix_caching", "yes", "expected bool"),
-    ("long_prefill_token_threshold", -1, ">= 0"),
-    ("prefill_schedule_interval", 0, "must be positive"),
-    ("cpu_offload_blocks", -1, ">= 0"),
-    ("runner", "vllm", "not one of torch, simulated"),
-    ("preset", "huge", "not one of"),
-    ("device", "tpu", "not one of"),
-    ("dtype", "int8", "not one of"),
-    ("sim_time_scale", -1.0, ">= 0"),
-    ("cost_model", 3, "expected str or null"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("block_size", 0, "must be positive"),
+        ("block_size", 16.0, "expected int"),
+        ("num_gpu_blocks", -3, "must be positive"),
+        ("num_gpu_blocks", 1, "need >= 2"),
+        ("kv_cache_memory_gb", 0.0, "positive number"),
+        ("kv_cache_memory_gb", float("nan"), "positive number"),
+        ("max_num_batched_tokens", 0, "must be positive"),
+        ("max_num_seqs", True, "expected int"),
+        ("max_model_len", 40_000, "exceeds preset 'tiny' limit 32768"),
+        ("enable_prefix_caching", "yes", "expected bool"),
+        ("long_prefill_token_threshold", -1, ">= 0"),
+        ("prefill_schedule_interval", 0, "must be positive"),
+        ("cpu_offload_blocks", -1, ">= 0"),
+        ("runner", "vllm", "not one of torch, simulated"),
+        ("preset", "huge", "not one of"),
+        ("device", "tpu", "not one of"),
+        ("dtype", "int8", "not one of"),
+        ("sim_time_scale", -1.0, ">= 0"),
+        ("cost_model", 3, "expected str or null"),
+    ],
+)
 def test_bad_values_name_the_field(field, value, match):
     with pytest.raises(EngineError, match=match) as info:
         EngineConfig(**{field: value})

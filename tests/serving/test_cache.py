@@ -22,11 +22,24 @@ BLOCK = 16
 
 
 def trace() -> Trace:
-    main = Session("main", 0.0, 37, "sys", (
-        Turn(29, 6), Turn(21, 5, spawns=("fork",)), Turn(18, 4), Turn(40, 3),
-    ))
-    fork = Session("fork", 0.0, 37, "sys", (Turn(12, 4), Turn(9, 3)), parent="main", fork_turn=1, mode="fork")
-    other = Session("other", 0.0, 37, "sys", (Turn(25, 4), Turn(14, 3)))  # shares only the system prompt
+    main = Session(
+        "main",
+        0.0,
+        37,
+        "sys",
+        (
+            Turn(29, 6),
+            Turn(21, 5, spawns=("fork",)),
+            Turn(18, 4),
+            Turn(40, 3),
+        ),
+    )
+    fork = Session(
+        "fork", 0.0, 37, "sys", (Turn(12, 4), Turn(9, 3)), parent="main", fork_turn=1, mode="fork"
+    )
+    other = Session(
+        "other", 0.0, 37, "sys", (Turn(25, 4), Turn(14, 3))
+    )  # shares only the system prompt
     return Trace(TraceHeader(seed=11), (main, fork, other))
 
 
@@ -57,15 +70,23 @@ class Replay:
             messages = self.content.messages(sid, k)
             prompt = apply_chat_template(messages, Tokenizer())
             stream = self.client.chat.completions.create(
-                model=MODEL, messages=messages, max_tokens=max_tokens, stream=True,
-                stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+                model=MODEL,
+                messages=messages,
+                max_tokens=max_tokens,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body={"ignore_eos": True},
+            )
             usage = list(stream)[-1].usage
         else:
             prompt = self.content.prompt_token_ids(sid, k)
             text = api == "text"
             usage = self.client.completions.create(
-                model=MODEL, prompt=self.content.prompt_text(sid, k) if text else prompt,
-                max_tokens=max_tokens, extra_body={"ignore_eos": True}).usage
+                model=MODEL,
+                prompt=self.content.prompt_text(sid, k) if text else prompt,
+                max_tokens=max_tokens,
+                extra_body={"ignore_eos": True},
+            ).usage
         assert usage.prompt_tokens == len(prompt)
         expected = expected_cached(prompt, self.sent)
         self.sent.append(prompt)
@@ -82,7 +103,9 @@ def server():
 
 @pytest.fixture(scope="module")
 def replay(server):
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60) as client:
+    with openai.OpenAI(
+        base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60
+    ) as client:
         yield Replay(client, Content(trace()))
 
 
@@ -119,29 +142,51 @@ def test_metrics_hit_counter_is_the_sum_of_reported_cached_tokens(replay, server
     assert cached > 0
     assert metric_total(text, "vllm:prefix_cache_hits_total") == cached
     assert metric_total(text, "harness:cached_tokens_reported_total") == cached
-    assert metric_total(text, "vllm:prefix_cache_queries_total") == sum(u.prompt_tokens for u in replay.usages)
-    assert metric_total(text, "vllm:generation_tokens_total") == sum(u.completion_tokens for u in replay.usages)
-    assert metric_total(text, "vllm:request_success_total", finished_reason="length") == len(replay.usages)
+    assert metric_total(text, "vllm:prefix_cache_queries_total") == sum(
+        u.prompt_tokens for u in replay.usages
+    )
+    assert metric_total(text, "vllm:generation_tokens_total") == sum(
+        u.completion_tokens for u in replay.usages
+    )
+    assert metric_total(text, "vllm:request_success_total", finished_reason="length") == len(
+        replay.usages
+    )
     assert metric_total(text, "vllm:num_requests_running") == 0
     assert metric_total(text, "vllm:e2e_request_latency_seconds_count") == len(replay.usages)
 
 
 def test_cpu_tier_hits_are_reported_per_request_and_in_metrics():
     # 20 device blocks: the second prompt evicts the first to the CPU tier; the third brings it back
-    config = EngineConfig(runner="simulated", sim_time_scale=0.0, num_gpu_blocks=20, cpu_offload_blocks=64,
-                          device="cpu", max_model_len=300)
+    config = EngineConfig(
+        runner="simulated",
+        sim_time_scale=0.0,
+        num_gpu_blocks=20,
+        cpu_offload_blocks=64,
+        device="cpu",
+        max_model_len=300,
+    )
     first = [1000 + i % 500 for i in range(200)]
     second = [1100 + i % 400 for i in range(200)]
-    with BackgroundServer(config) as server, openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused",
-                                                           max_retries=0) as client:
-        usages = [client.completions.create(model=MODEL, prompt=p, max_tokens=2).usage
-                  for p in (first, second, first)]
+    with (
+        BackgroundServer(config) as server,
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
+        usages = [
+            client.completions.create(model=MODEL, prompt=p, max_tokens=2).usage
+            for p in (first, second, first)
+        ]
         with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:
             text = resp.read().decode()
     details = [u.prompt_tokens_details for u in usages]
     assert details[2].cached_tokens == 192
     assert details[2].model_extra["cached_tokens_cpu"] > 0
-    assert details[2].model_extra["cached_tokens_cpu"] + details[2].model_extra["cached_tokens_device"] == 192
+    assert (
+        details[2].model_extra["cached_tokens_cpu"] + details[2].model_extra["cached_tokens_device"]
+        == 192
+    )
     assert metric_total(text, "harness:cpu_prefix_cache_hits_total") == sum(
-        d.model_extra["cached_tokens_cpu"] for d in details)
-    assert metric_total(text, "vllm:prefix_cache_hits_total") == sum(d.cached_tokens for d in details)
+        d.model_extra["cached_tokens_cpu"] for d in details
+    )
+    assert metric_total(text, "vllm:prefix_cache_hits_total") == sum(
+        d.cached_tokens for d in details
+    )

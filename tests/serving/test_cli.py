@@ -28,16 +28,54 @@ def parse(*argv: str) -> EngineConfig:
 
 def test_flags_map_to_engine_config_and_unset_flags_keep_its_defaults():
     assert parse() == EngineConfig()
-    config = parse("--block-size", "32", "--num-gpu-blocks-override", "100", "--max-num-batched-tokens", "512",
-                   "--max-num-seqs", "8", "--max-model-len", "4096", "--no-enable-prefix-caching",
-                   "--long-prefill-token-threshold", "256", "--prefill-schedule-interval", "2",
-                   "--cpu-offload-blocks", "50", "--runner", "simulated", "--preset", "small", "--seed", "3",
-                   "--device", "cpu", "--dtype", "bfloat16", "--served-model-name", "m")
+    config = parse(
+        "--block-size",
+        "32",
+        "--num-gpu-blocks-override",
+        "100",
+        "--max-num-batched-tokens",
+        "512",
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "4096",
+        "--no-enable-prefix-caching",
+        "--long-prefill-token-threshold",
+        "256",
+        "--prefill-schedule-interval",
+        "2",
+        "--cpu-offload-blocks",
+        "50",
+        "--runner",
+        "simulated",
+        "--preset",
+        "small",
+        "--seed",
+        "3",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "--served-model-name",
+        "m",
+    )
     assert config == EngineConfig(
-        block_size=32, num_gpu_blocks=100, max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096,
-        enable_prefix_caching=False, long_prefill_token_threshold=256, prefill_schedule_interval=2,
-        cpu_offload_blocks=50, runner="simulated", preset="small", seed=3, device="cpu", dtype="bfloat16",
-        served_model_name="m")
+        block_size=32,
+        num_gpu_blocks=100,
+        max_num_batched_tokens=512,
+        max_num_seqs=8,
+        max_model_len=4096,
+        enable_prefix_caching=False,
+        long_prefill_token_threshold=256,
+        prefill_schedule_interval=2,
+        cpu_offload_blocks=50,
+        runner="simulated",
+        preset="small",
+        seed=3,
+        device="cpu",
+        dtype="bfloat16",
+        served_model_name="m",
+    )
     assert parse("--num-gpu-blocks", "64").num_gpu_blocks == 64
     assert parse("--kv-cache-memory-gb", "0.5").kv_cache_memory_gb == 0.5
     assert parse("--sim-time-scale", "0").sim_time_scale == 0.0
@@ -65,14 +103,19 @@ def test_a_port_in_use_is_a_one_line_error(capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["serve", "--port", str(port), "--num-gpu-blocks", "64", "--device", "cpu"]) == 2
+        assert (
+            main(["serve", "--port", str(port), "--num-gpu-blocks", "64", "--device", "cpu"]) == 2
+        )
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
 def open_stream(url: str):
     body = {"prompt": [1000] * 8, "max_tokens": 1000, "ignore_eos": True, "stream": True}
-    req = urllib.request.Request(f"{url}/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     resp = urllib.request.urlopen(req, timeout=30)
     assert resp.readline().startswith(b"data: ")
     return resp
@@ -81,12 +124,29 @@ def open_stream(url: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
-    cmd = [sys.executable, "-m", "harness", "serve", "--engine", "reference", "--port", "0",
-           "--num-gpu-blocks", "64", "--device", "cpu", "--served-model-name", "cli-model"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "serve",
+        "--engine",
+        "reference",
+        "--port",
+        "0",
+        "--num-gpu-blocks",
+        "64",
+        "--device",
+        "cpu",
+        "--served-model-name",
+        "cli-model",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline().strip()
-        assert line.startswith("serving on http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() else "")
+        assert line.startswith("serving on http://127.0.0.1:"), (
+            line,
+            proc.stderr.read() if proc.poll() else "",
+        )
         url = line.removeprefix("serving on ")
         assert int(url.rsplit(":", 1)[1]) > 0
         with urllib.request.urlopen(f"{url}/health", timeout=10) as resp:
@@ -96,7 +156,9 @@ def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
         stream = open_stream(url)  # in flight when the signal comes: aborted, not waited for
         proc.send_signal(sig)
         tail = stream.read().decode()
-        assert tail.endswith("data: [DONE]\n\n") and '"code"' in tail  # an error event, then the end
+        assert (
+            tail.endswith("data: [DONE]\n\n") and '"code"' in tail
+        )  # an error event, then the end
         assert proc.wait(timeout=30) == 0
         assert "Traceback" not in proc.stderr.read()
     finally:

@@ -10,10 +10,20 @@ from harness.errors import EngineError
 from harness.serving.commands import add_engine_arguments, engine_config_from_args, engine_flags
 
 OPTIONS = {
-    "block_size": 8, "num_gpu_blocks": 512, "max_num_batched_tokens": 1024, "max_num_seqs": 7,
-    "enable_prefix_caching": False, "long_prefill_token_threshold": 512, "prefill_schedule_interval": 2,
-    "cpu_offload_blocks": 64, "runner": "simulated", "preset": "tiny", "seed": 3, "sim_time_scale": 0.5,
-    "served_model_name": "m", "debug_checks": True,
+    "block_size": 8,
+    "num_gpu_blocks": 512,
+    "max_num_batched_tokens": 1024,
+    "max_num_seqs": 7,
+    "enable_prefix_caching": False,
+    "long_prefill_token_threshold": 512,
+    "prefill_schedule_interval": 2,
+    "cpu_offload_blocks": 64,
+    "runner": "simulated",
+    "preset": "tiny",
+    "seed": 3,
+    "sim_time_scale": 0.5,
+    "served_model_name": "m",
+    "debug_checks": True,
 }
 
 

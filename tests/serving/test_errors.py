@@ -26,7 +26,9 @@ def server():
         yield running
 
 
-def request(url: str, method: str, path: str, body: bytes | dict | None = None, timeout: float = 30):
+def request(
+    url: str, method: str, path: str, body: bytes | dict | None = None, timeout: float = 30
+):
     """(status, parsed JSON body or text) of one plain HTTP request."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
@@ -46,7 +48,12 @@ def ok_completion(**fields) -> dict:
 
 
 def ok_chat(**fields) -> dict:
-    return {"model": MODEL, "messages": [{"role": "user", "content": "the"}], "max_tokens": 2, **fields}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "the"}],
+        "max_tokens": 2,
+        **fields,
+    }
 
 
 CASES = [
@@ -57,38 +64,130 @@ CASES = [
     ("missing prompt", "POST", "/v1/completions", {"model": MODEL, "max_tokens": 2}, 400, "prompt"),
     ("missing messages", "POST", "/v1/chat/completions", {"model": MODEL}, 400, "messages"),
     ("prompt wrong type", "POST", "/v1/completions", ok_completion(prompt=5), 400, "prompt"),
-    ("prompt of floats", "POST", "/v1/completions", ok_completion(prompt=[1.5, 2.0]), 400, "prompt"),
+    (
+        "prompt of floats",
+        "POST",
+        "/v1/completions",
+        ok_completion(prompt=[1.5, 2.0]),
+        400,
+        "prompt",
+    ),
     ("prompt of bools", "POST", "/v1/completions", ok_completion(prompt=[True]), 400, "prompt"),
     ("empty prompt", "POST", "/v1/completions", ok_completion(prompt=[]), 400, "prompt"),
-    ("batch of two", "POST", "/v1/completions", ok_completion(prompt=[[1000], [1001]]), 400, "prompt"),
+    (
+        "batch of two",
+        "POST",
+        "/v1/completions",
+        ok_completion(prompt=[[1000], [1001]]),
+        400,
+        "prompt",
+    ),
     ("id 32000", "POST", "/v1/completions", ok_completion(prompt=[1000, 32000]), 400, "prompt"),
     ("negative id", "POST", "/v1/completions", ok_completion(prompt=[-1]), 400, "prompt"),
-    ("over-long prompt", "POST", "/v1/completions", ok_completion(prompt=[1000] * (MAX_LEN + 1)), 400, "prompt"),
-    ("prompt + max_tokens too long", "POST", "/v1/completions",
-     ok_completion(prompt=[1000] * (MAX_LEN - 10), max_tokens=11), 400, "max_tokens"),
+    (
+        "over-long prompt",
+        "POST",
+        "/v1/completions",
+        ok_completion(prompt=[1000] * (MAX_LEN + 1)),
+        400,
+        "prompt",
+    ),
+    (
+        "prompt + max_tokens too long",
+        "POST",
+        "/v1/completions",
+        ok_completion(prompt=[1000] * (MAX_LEN - 10), max_tokens=11),
+        400,
+        "max_tokens",
+    ),
     ("max_tokens 0", "POST", "/v1/completions", ok_completion(max_tokens=0), 400, "max_tokens"),
-    ("max_tokens negative", "POST", "/v1/chat/completions", ok_chat(max_tokens=-3), 400, "max_tokens"),
-    ("max_tokens a string", "POST", "/v1/completions", ok_completion(max_tokens="5"), 400, "max_tokens"),
-    ("max_completion_tokens 0", "POST", "/v1/chat/completions",
-     ok_chat(max_tokens=None, max_completion_tokens=0), 400, "max_completion_tokens"),
+    (
+        "max_tokens negative",
+        "POST",
+        "/v1/chat/completions",
+        ok_chat(max_tokens=-3),
+        400,
+        "max_tokens",
+    ),
+    (
+        "max_tokens a string",
+        "POST",
+        "/v1/completions",
+        ok_completion(max_tokens="5"),
+        400,
+        "max_tokens",
+    ),
+    (
+        "max_completion_tokens 0",
+        "POST",
+        "/v1/chat/completions",
+        ok_chat(max_tokens=None, max_completion_tokens=0),
+        400,
+        "max_completion_tokens",
+    ),
     ("min over max", "POST", "/v1/completions", ok_completion(min_tokens=5), 400, "min_tokens"),
-    ("ignore_eos not bool", "POST", "/v1/completions", ok_completion(ignore_eos="yes"), 400, "ignore_eos"),
-    ("temperature too high", "POST", "/v1/completions", ok_completion(temperature=3), 400, "temperature"),
+    (
+        "ignore_eos not bool",
+        "POST",
+        "/v1/completions",
+        ok_completion(ignore_eos="yes"),
+        400,
+        "ignore_eos",
+    ),
+    (
+        "temperature too high",
+        "POST",
+        "/v1/completions",
+        ok_completion(temperature=3),
+        400,
+        "temperature",
+    ),
     ("stream not bool", "POST", "/v1/completions", ok_completion(stream=1), 400, "stream"),
-    ("stream_options without stream", "POST", "/v1/completions",
-     ok_completion(stream_options={"include_usage": True}), 400, "stream_options"),
+    (
+        "stream_options without stream",
+        "POST",
+        "/v1/completions",
+        ok_completion(stream_options={"include_usage": True}),
+        400,
+        "stream_options",
+    ),
     ("n = 2", "POST", "/v1/chat/completions", ok_chat(n=2), 400, "n"),
     ("logprobs", "POST", "/v1/completions", ok_completion(logprobs=2), 400, "logprobs"),
     ("tools not an array", "POST", "/v1/chat/completions", ok_chat(tools="read"), 400, "tools"),
-    ("json response_format", "POST", "/v1/chat/completions",
-     ok_chat(response_format={"type": "json_object"}), 400, "response_format"),
+    (
+        "json response_format",
+        "POST",
+        "/v1/chat/completions",
+        ok_chat(response_format={"type": "json_object"}),
+        400,
+        "response_format",
+    ),
     ("empty stop string", "POST", "/v1/completions", ok_completion(stop=["\n", ""]), 400, "stop"),
     ("stop not a string", "POST", "/v1/completions", ok_completion(stop=5), 400, "stop"),
-    ("bad stop ids", "POST", "/v1/completions", ok_completion(stop_token_ids=[40000]), 400, "stop_token_ids"),
-    ("bad role", "POST", "/v1/chat/completions",
-     ok_chat(messages=[{"role": "robot", "content": "x"}]), 400, "messages[0].role"),
-    ("image part", "POST", "/v1/chat/completions",
-     ok_chat(messages=[{"role": "user", "content": [{"type": "image_url"}]}]), 400, "messages[0].content[0]"),
+    (
+        "bad stop ids",
+        "POST",
+        "/v1/completions",
+        ok_completion(stop_token_ids=[40000]),
+        400,
+        "stop_token_ids",
+    ),
+    (
+        "bad role",
+        "POST",
+        "/v1/chat/completions",
+        ok_chat(messages=[{"role": "robot", "content": "x"}]),
+        400,
+        "messages[0].role",
+    ),
+    (
+        "image part",
+        "POST",
+        "/v1/chat/completions",
+        ok_chat(messages=[{"role": "user", "content": [{"type": "image_url"}]}]),
+        400,
+        "messages[0].content[0]",
+    ),
     ("model not a string", "POST", "/v1/completions", ok_completion(model=7), 400, "model"),
     ("unknown model", "POST", "/v1/completions", ok_completion(model="gpt-5"), 404, "model"),
     ("unknown model, chat", "POST", "/v1/chat/completions", ok_chat(model="llama"), 404, "model"),
@@ -99,9 +198,12 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, method, path, body, status, param", CASES, ids=[c[0] for c in CASES])
-def test_bad_request_gets_an_openai_error_and_the_server_keeps_serving(server, name, method, path, body,
-                                                                       status, param):
+@pytest.mark.parametrize(
+    "name, method, path, body, status, param", CASES, ids=[c[0] for c in CASES]
+)
+def test_bad_request_gets_an_openai_error_and_the_server_keeps_serving(
+    server, name, method, path, body, status, param
+):
     got, payload = request(server.url, method, path, body)
     assert got == status, payload
     error = payload["error"]
@@ -116,7 +218,9 @@ def test_bad_request_gets_an_openai_error_and_the_server_keeps_serving(server, n
 
 def running_and_generated(url: str) -> tuple[float, float]:
     _, text = request(url, "GET", "/metrics")
-    return metric_total(text, "vllm:num_requests_running"), metric_total(text, "vllm:generation_tokens_total")
+    return metric_total(text, "vllm:num_requests_running"), metric_total(
+        text, "vllm:generation_tokens_total"
+    )
 
 
 def wait_until_idle(url: str, timeout: float = 20.0) -> float:
@@ -137,7 +241,12 @@ def test_a_client_that_disconnects_aborts_its_request(server, stream):
     parts = urllib.parse.urlsplit(server.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     body = ok_completion(max_tokens=MAX_LEN - 10, ignore_eos=True, stream=stream)
-    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    conn.request(
+        "POST",
+        "/v1/completions",
+        body=json.dumps(body),
+        headers={"Content-Type": "application/json"},
+    )
     if stream:
         resp = conn.getresponse()
         assert resp.status == 200 and resp.readline().startswith(b"data: ")

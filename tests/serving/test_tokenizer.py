@@ -31,11 +31,33 @@ def agent_trace() -> Trace:
 
     Every turn has some new input and some output: `Content.messages` merges adjacent messages of
     one role, so a turn with none would fold two turns into one message (see docs/serving.md)."""
-    main = Session("main", 0.0, 40, "sys-a", (
-        Turn(30, 12), Turn(25, 9, spawns=("fork", "spawn")), Turn(20, 7), Turn(3, 5), Turn(18, 1), Turn(11, 4),
-    ))
-    fork = Session("fork", 0.0, 40, "sys-a", (Turn(15, 6), Turn(10, 8)), parent="main", fork_turn=1, mode="fork")
-    spawn = Session("spawn", 0.0, 40, "sys-a", (Turn(22, 5),), parent="main", fork_turn=1, mode="spawn")
+    main = Session(
+        "main",
+        0.0,
+        40,
+        "sys-a",
+        (
+            Turn(30, 12),
+            Turn(25, 9, spawns=("fork", "spawn")),
+            Turn(20, 7),
+            Turn(3, 5),
+            Turn(18, 1),
+            Turn(11, 4),
+        ),
+    )
+    fork = Session(
+        "fork",
+        0.0,
+        40,
+        "sys-a",
+        (Turn(15, 6), Turn(10, 8)),
+        parent="main",
+        fork_turn=1,
+        mode="fork",
+    )
+    spawn = Session(
+        "spawn", 0.0, 40, "sys-a", (Turn(22, 5),), parent="main", fork_turn=1, mode="spawn"
+    )
     return Trace(TraceHeader(seed=7), (main, fork, spawn))
 
 
@@ -50,19 +72,42 @@ def test_content_text_encodes_to_content_token_ids_and_back(salt):
         text, ids = content.prompt_text(sid, turn), content.prompt_token_ids(sid, turn)
         assert TOK.encode(text) == ids
         assert TOK.decode(ids) == text
-        assert TOK.encode(content.output_text(sid, turn)) == content.segment_token_ids(
-            content.output_segment(sid, turn)).tolist()
+        assert (
+            TOK.encode(content.output_text(sid, turn))
+            == content.segment_token_ids(content.output_segment(sid, turn)).tolist()
+        )
 
 
 def test_every_word_is_its_content_id():
     assert TOK.encode(" ".join(WORDS)) == list(range(TOKEN_BASE, TOKEN_BASE + len(WORDS)))
 
 
-@pytest.mark.parametrize("text", [
-    "", " ", "the", " the ", "the  of", "the\nof\tand", "Hello, World!", "thethe", "the,of",
-    "naïve café — 日本語 🙂", "<", "<|", "<|user|>", "<|nope|>", "<|tok_0|>", "<|tok_20000|>",
-    "<|tok_020000|>", "<|tok_1000|>", "a<|eos|>b", "x" * 300, "line\r\nbreak",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "the",
+        " the ",
+        "the  of",
+        "the\nof\tand",
+        "Hello, World!",
+        "thethe",
+        "the,of",
+        "naïve café — 日本語 🙂",
+        "<",
+        "<|",
+        "<|user|>",
+        "<|nope|>",
+        "<|tok_0|>",
+        "<|tok_20000|>",
+        "<|tok_020000|>",
+        "<|tok_1000|>",
+        "a<|eos|>b",
+        "x" * 300,
+        "line\r\nbreak",
+    ],
+)
 def test_any_text_round_trips(text):
     ids = TOK.encode(text)
     assert all(0 <= i < VOCAB_SIZE for i in ids)
@@ -109,8 +154,19 @@ def test_invalid_utf8_bytes_decode_to_replacement_characters():
 
 
 def test_chat_template_layout():
-    ids = apply_chat_template([{"role": "system", "content": "the"}, {"role": "user", "content": "of and"}], TOK)
-    assert ids == [3, TOKEN_BASE, END_ID, USER_ID, TOKEN_BASE + 1, TOKEN_BASE + 2, END_ID, ASSISTANT_ID]
+    ids = apply_chat_template(
+        [{"role": "system", "content": "the"}, {"role": "user", "content": "of and"}], TOK
+    )
+    assert ids == [
+        3,
+        TOKEN_BASE,
+        END_ID,
+        USER_ID,
+        TOKEN_BASE + 1,
+        TOKEN_BASE + 2,
+        END_ID,
+        ASSISTANT_ID,
+    ]
 
 
 @pytest.mark.parametrize("salt", [None, "s"])
@@ -124,7 +180,9 @@ def test_chat_prompt_of_a_turn_is_a_prefix_of_the_next_turns(salt):
             # and the continuation is exactly the recorded reply, closed, then the new input
             reply = content.output_text(s.id, turn)
             if reply:
-                assert nxt[len(now): len(now) + len(TOK.encode(reply)) + 1] == TOK.encode(reply) + [END_ID]
+                assert nxt[len(now) : len(now) + len(TOK.encode(reply)) + 1] == TOK.encode(
+                    reply
+                ) + [END_ID]
 
 
 def test_chat_prompt_of_a_fork_extends_its_parents_context():
@@ -136,51 +194,86 @@ def test_chat_prompt_of_a_fork_extends_its_parents_context():
 
 def test_chat_content_parts_and_null_assistant_content():
     parts = [{"type": "text", "text": "the"}, {"type": "text", "text": "of"}]
-    ids = apply_chat_template([{"role": "user", "content": parts}, {"role": "assistant", "content": None}],
-                              TOK, add_generation_prompt=False)
+    ids = apply_chat_template(
+        [{"role": "user", "content": parts}, {"role": "assistant", "content": None}],
+        TOK,
+        add_generation_prompt=False,
+    )
     assert TOK.decode(ids[1:-3]) == "the\nof"
 
 
-@pytest.mark.parametrize("messages, param", [
-    ([], "messages"),
-    ("hi", "messages"),
-    ([{"role": "wizard", "content": "x"}], "messages[0].role"),
-    ([{"content": "x"}], "messages[0].role"),
-    (["x"], "messages[0]"),
-    ([{"role": "user", "content": 5}], "messages[0].content"),
-    ([{"role": "user"}], "messages[0].content"),
-    ([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "messages[0].content[0]"),
-])
+@pytest.mark.parametrize(
+    "messages, param",
+    [
+        ([], "messages"),
+        ("hi", "messages"),
+        ([{"role": "wizard", "content": "x"}], "messages[0].role"),
+        ([{"content": "x"}], "messages[0].role"),
+        (["x"], "messages[0]"),
+        ([{"role": "user", "content": 5}], "messages[0].content"),
+        ([{"role": "user"}], "messages[0].content"),
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],
+            "messages[0].content[0]",
+        ),
+    ],
+)
 def test_chat_template_rejects_bad_messages_naming_the_field(messages, param):
     with pytest.raises(ChatTemplateError) as info:
         apply_chat_template(messages, TOK)
     assert info.value.param == param
 
 
-TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "read the file",
-                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "read the file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
 
 
 def test_tools_open_the_prompt_and_tool_calls_follow_the_text_keeping_the_prefix_property():
-    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}
-    turn1 = [{"role": "system", "content": "the system"}, {"role": "user", "content": "read the file"}]
-    turn2 = turn1 + [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": "c1", "content": "the code"}]
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+    }
+    turn1 = [
+        {"role": "system", "content": "the system"},
+        {"role": "user", "content": "read the file"},
+    ]
+    turn2 = turn1 + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "the code"},
+    ]
     first = apply_chat_template(turn1, TOK, tools=TOOLS)
     second = apply_chat_template(turn2, TOK, tools=TOOLS)
     assert second[: len(first)] == first
     assert first[0] == TOK.encode("<|tools|>")[0] and TOK.decode(first).count("read_file") == 1
-    assert '"name":"read_file"' in TOK.decode(second[len(first):])
-    assert TOK.encode("<|tool_call|>")[0] in second[len(first):]
+    assert '"name":"read_file"' in TOK.decode(second[len(first) :])
+    assert TOK.encode("<|tool_call|>")[0] in second[len(first) :]
     assert apply_chat_template(turn1, TOK, tools=[]) == apply_chat_template(turn1, TOK)
 
 
-@pytest.mark.parametrize("kwargs, param", [
-    ({"tools": "read"}, "tools"),
-    ({"tools": ["read"]}, "tools"),
-    ({"messages": [{"role": "user", "content": "x", "tool_calls": []}]}, "messages[0].tool_calls"),
-    ({"messages": [{"role": "assistant", "content": "x", "tool_calls": "f"}]}, "messages[0].tool_calls"),
-])
+@pytest.mark.parametrize(
+    "kwargs, param",
+    [
+        ({"tools": "read"}, "tools"),
+        ({"tools": ["read"]}, "tools"),
+        (
+            {"messages": [{"role": "user", "content": "x", "tool_calls": []}]},
+            "messages[0].tool_calls",
+        ),
+        (
+            {"messages": [{"role": "assistant", "content": "x", "tool_calls": "f"}]},
+            "messages[0].tool_calls",
+        ),
+    ],
+)
 def test_bad_tools_and_tool_calls_name_the_field(kwargs, param):
     messages = kwargs.pop("messages", [{"role": "user", "content": "x"}])
     with pytest.raises(ChatTemplateError) as info:

@@ -31,17 +31,24 @@ def build_tokenizer() -> Tokenizer:
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.add_special_tokens(list(SPECIALS))
     bos = names.index("<bos>")
-    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", bos)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", bos)]
+    )
     return tok
 
 
-def tokenizer_dir(folder: Path, *, template: str | None = TEMPLATE, in_config: bool = False) -> Path:
+def tokenizer_dir(
+    folder: Path, *, template: str | None = TEMPLATE, in_config: bool = False
+) -> Path:
     """tokenizer.json + tokenizer_config.json (+ chat_template.jinja unless `in_config`)."""
     folder.mkdir(parents=True, exist_ok=True)
     build_tokenizer().save(str(folder / "tokenizer.json"))
     config: dict = {"bos_token": {"content": "<bos>"}, "eos_token": "</s>"}
     if template is not None and in_config:
-        config["chat_template"] = [{"name": "tool_use", "template": "unused"}, {"name": "default", "template": template}]
+        config["chat_template"] = [
+            {"name": "tool_use", "template": "unused"},
+            {"name": "default", "template": template},
+        ]
     elif template is not None:
         (folder / "chat_template.jinja").write_text(template)
     (folder / "tokenizer_config.json").write_text(json.dumps(config))

@@ -23,7 +23,10 @@ def test_renders_with_trimmed_blocks_and_the_generation_prompt(tmp_path):
     assert tok.render(CONVERSATION) == (
         "<s>system\nthe time is up</s>\n<s>user\nmake it work</s>\n<s>assistant\ndone</s>\n<s>assistant\n"
     )
-    assert tok.render(CONVERSATION[:1], add_generation_prompt=False) == "<s>system\nthe time is up</s>\n"
+    assert (
+        tok.render(CONVERSATION[:1], add_generation_prompt=False)
+        == "<s>system\nthe time is up</s>\n"
+    )
 
 
 def test_chat_tokens_counted_by_hand(tmp_path):
@@ -32,8 +35,22 @@ def test_chat_tokens_counted_by_hand(tmp_path):
     assert len(tok.chat_ids(CONVERSATION)) == words + 3 * PER_MESSAGE + GENERATION_PROMPT == 19
     ids = tok.chat_ids(CONVERSATION[:1])
     assert [tok.tokenizer.id_to_token(i) for i in ids] == [
-        "<s>", "system", "the", "time", "is", "up", "</s>", "<s>", "assistant"]  # no <bos>
-    assert [tok.tokenizer.id_to_token(i) for i in tok.text_ids("make it work")] == ["<bos>", "make", "it", "work"]
+        "<s>",
+        "system",
+        "the",
+        "time",
+        "is",
+        "up",
+        "</s>",
+        "<s>",
+        "assistant",
+    ]  # no <bos>
+    assert [tok.tokenizer.id_to_token(i) for i in tok.text_ids("make it work")] == [
+        "<bos>",
+        "make",
+        "it",
+        "work",
+    ]
     assert tok.count("make it work") == 3
 
 
@@ -41,13 +58,17 @@ def test_template_from_tokenizer_config_and_special_tokens(tmp_path):
     template = "{{ bos_token }}{% for m in messages %}{{ m['content'] | tojson }}{% endfor %}"
     tok = ChatTokenizer.load(tokenizer_dir(tmp_path, template=template, in_config=True))
     assert tok.special_tokens == {"bos_token": "<bos>", "eos_token": "</s>"}
-    assert tok.render([{"role": "user", "content": "a <b> é"}]) == '<bos>"a <b> é"'  # no HTML escaping
+    assert (
+        tok.render([{"role": "user", "content": "a <b> é"}]) == '<bos>"a <b> é"'
+    )  # no HTML escaping
 
 
 def test_template_helpers(tmp_path):
-    template = ("{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
-                "{% generation %}{{ m['content'] }}{% endgeneration %}{% if loop.index == 1 %}{% break %}{% endif %}"
-                "{% endfor %}")
+    template = (
+        "{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
+        "{% generation %}{{ m['content'] }}{% endgeneration %}{% if loop.index == 1 %}{% break %}{% endif %}"
+        "{% endfor %}"
+    )
     tok = ChatTokenizer.load(tokenizer_dir(tmp_path, template=template))
     assert tok.render(CONVERSATION) == "the time is up"
     with pytest.raises(ChatTemplateError, match="no tools"):

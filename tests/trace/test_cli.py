@@ -15,7 +15,14 @@ def test_generate_then_stats_json(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().err
     assert main(["trace", "stats", str(out), "--json", "--cache-tokens", "5000"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    for key in ("sessions", "main_sessions", "requests", "ideal_cache_hit", "lru_cache_hit", "subagents_per_parent"):
+    for key in (
+        "sessions",
+        "main_sessions",
+        "requests",
+        "ideal_cache_hit",
+        "lru_cache_hit",
+        "subagents_per_parent",
+    ):
         assert key in stats
     for key in ("turns_per_main_session", "prompt_tokens", "output_tokens"):
         assert set(stats[key]) >= {"p50", "p90", "p99", "mean"}
@@ -40,7 +47,9 @@ def test_convert_mooncake_grouped_to_native_and_back(tmp_path, capsys):
     assert main(["trace", "convert", str(src), "-o", str(native), "--group-sessions"]) == 0
     assert [len(s.turns) for s in load_trace(native).sessions] == [3, 1]
     assert main(["trace", "convert", str(native), "-o", str(back), "--to", "mooncake"]) == 0
-    assert [json.loads(x) for x in back.read_text().splitlines()] == [json.loads(x) for x in MOONCAKE.splitlines()]
+    assert [json.loads(x) for x in back.read_text().splitlines()] == [
+        json.loads(x) for x in MOONCAKE.splitlines()
+    ]
 
 
 def test_user_errors_are_one_line_exit_2(tmp_path, capsys):
@@ -51,7 +60,9 @@ def test_user_errors_are_one_line_exit_2(tmp_path, capsys):
     assert main(["trace", "generate", "--set", "turns.nope=1", "-o", str(tmp_path / "x")]) == 2
     assert "field 'turns.nope': unknown key" in capsys.readouterr().err
     assert main(["trace", "generate", "--sessions", "0", "-o", str(tmp_path / "x")]) == 2
-    assert main(["trace", "convert", str(bad), "-o", str(tmp_path / "y"), "--block-size", "-1"]) == 2
+    assert (
+        main(["trace", "convert", str(bad), "-o", str(tmp_path / "y"), "--block-size", "-1"]) == 2
+    )
 
 
 def test_stats_reads_weka_files(tmp_path, capsys):
@@ -66,9 +77,16 @@ def test_stats_reads_weka_files(tmp_path, capsys):
 
 def test_convert_to_weka_then_stats_of_the_directory(tmp_path, capsys):
     src = tmp_path / "t.jsonl"
-    assert main(["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "3", "-o", str(src)]) == 0
+    assert (
+        main(
+            ["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "3", "-o", str(src)]
+        )
+        == 0
+    )
     out = tmp_path / "weka"
-    assert main(["trace", "convert", str(src), "--to", "weka", "-o", str(out), "--model", "m1"]) == 0
+    assert (
+        main(["trace", "convert", str(src), "--to", "weka", "-o", str(out), "--model", "m1"]) == 0
+    )
     assert "wrote" in capsys.readouterr().err
     files = sorted(out.iterdir())
     assert len(files) == 3 and json.loads(files[0].read_text())["models"] == ["m1"]

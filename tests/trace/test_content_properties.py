@@ -40,7 +40,10 @@ def test_chat_prompt_is_previous_messages_plus_assistant_output_plus_user_input(
         for k in range(1, len(s.turns)):
             msgs = content.messages(s.id, k)
             assert msgs[: len(prev)] == prev
-            assert msgs[len(prev)] == {"role": "assistant", "content": content.output_text(s.id, k - 1)}
+            assert msgs[len(prev)] == {
+                "role": "assistant",
+                "content": content.output_text(s.id, k - 1),
+            }
             assert [m["role"] for m in msgs[len(prev) + 1 :]] == ["user"]
             new_words = msgs[-1]["content"].split()
             assert len(new_words) == s.turns[k].new_input_tokens
@@ -83,11 +86,16 @@ def test_salts_share_nothing_and_the_same_salt_is_deterministic(trace):
     for s in trace.sessions:
         for k in range(len(s.turns)):
             cache.insert(a.segments(s.id, k))
-    hits = [cache.shared_prefix(b.segments(s.id, k)) for s in trace.sessions for k in range(len(s.turns))]
+    hits = [
+        cache.shared_prefix(b.segments(s.id, k))
+        for s in trace.sessions
+        for k in range(len(s.turns))
+    ]
     assert sum(hits) == 0
     ids_a = np.array(a.prompt_token_ids(sid, 0)[:SALT_TOKENS])
     ids_b = np.array(b.prompt_token_ids(sid, 0)[:SALT_TOKENS])
     assert (ids_a != ids_b).any()
+
 
 def test_chat_prefix_holds_with_empty_inputs_and_outputs():
     """A turn with no new input or no output still yields its own messages, so turn k's chat
@@ -105,7 +113,16 @@ def test_chat_prefix_holds_with_empty_inputs_and_outputs():
             assert ids[: len(prev)] == prev
         prev = ids
     roles = [m["role"] for m in content.messages("s", 3)]
-    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert roles == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
 
 
 def test_a_user_tokenizer_gets_exact_segment_lengths(tmp_path):
@@ -121,7 +138,9 @@ def test_a_user_tokenizer_gets_exact_segment_lengths(tmp_path):
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     rng = random.Random(0)
     corpus = [" ".join(rng.choices(WORDS, k=50)) for _ in range(200)]
-    tok.train_from_iterator(corpus, tokenizers.trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"]))
+    tok.train_from_iterator(
+        corpus, tokenizers.trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"])
+    )
     path = tmp_path / "tokenizer.json"
     tok.save(str(path))
     count = load_hf_token_counter(str(path))

@@ -50,7 +50,11 @@ def test_mooncake_import_keeps_timestamps_lengths_and_blocks(tmp_path):
     t = trace.sessions[2].turns[0]
     assert (t.input_tokens, t.output_tokens, t.hash_ids) == (1300, 7, (0, 1, 5))
     segs = Content(trace).segments(trace.sessions[2].id, 0)
-    assert [(s.key, s.length) for s in segs] == [(("blk", 0), 512), (("blk", 1), 512), (("blk", 5), 276)]
+    assert [(s.key, s.length) for s in segs] == [
+        (("blk", 0), 512),
+        (("blk", 1), 512),
+        (("blk", 5), 276),
+    ]
 
 
 def test_mooncake_grouping_follows_prefix_chains(tmp_path):
@@ -92,7 +96,9 @@ def test_mooncake_export_ids_equal_chained_hash_of_token_ids(tmp_path, block_siz
     assert [r["hash_ids"] for r in rows] == _reference_ids(trace, block_size, salt)
     order = send_order(trace)
     assert [r["timestamp"] for r in rows] == [round(t * 1000) for t, _, _ in order]
-    assert [r["output_length"] for r in rows] == [trace.session(s).turns[k].output_tokens for _, s, k in order]
+    assert [r["output_length"] for r in rows] == [
+        trace.session(s).turns[k].output_tokens for _, s, k in order
+    ]
 
 
 def test_weka_import_builds_spawned_subagents_that_the_parent_joins(tmp_path):
@@ -159,8 +165,16 @@ def test_bad_native_files_fail_with_line_and_field(tmp_path):
 
 
 def test_weka_nested_groups_and_export_to_mooncake(tmp_path):
-    inner = {"t": 2, "type": "subagent", "requests": [{"t": 2, "type": "n", "in": 70, "out": 3, "hash_ids": [1, 7]}]}
-    child = {"t": 1, "type": "subagent", "requests": [WEKA["requests"][0], inner, WEKA["requests"][3]]}
+    inner = {
+        "t": 2,
+        "type": "subagent",
+        "requests": [{"t": 2, "type": "n", "in": 70, "out": 3, "hash_ids": [1, 7]}],
+    }
+    child = {
+        "t": 1,
+        "type": "subagent",
+        "requests": [WEKA["requests"][0], inner, WEKA["requests"][3]],
+    }
     doc = {**WEKA, "requests": [WEKA["requests"][0], child, WEKA["requests"][3]]}
     trace = load_trace(write(tmp_path / "w.json", json.dumps(doc)))
     assert [s.id for s in trace.sessions] == ["task-1", "task-1.a1", "task-1.a1.a1"]
@@ -187,7 +201,9 @@ def test_native_wrong_type_names_the_field(tmp_path):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("block_size,salt", [(8, None), (4, None), (20, "s"), (3, "s"), (64, None)])
-def test_mooncake_export_of_block_traces_equals_hashing_every_prompt_from_its_start(tmp_path, seed, block_size, salt):
+def test_mooncake_export_of_block_traces_equals_hashing_every_prompt_from_its_start(
+    tmp_path, seed, block_size, salt
+):
     from harness.trace.blocks import BlockHasher
 
     from .test_stats import _random_block_trace

@@ -58,7 +58,9 @@ def test_an_error_in_the_file_names_its_line(tmp_path):
 
     lines = DEFAULT_PROFILE.read_text().splitlines()
     start = lines.index("subagents:")
-    at = next(i for i, line in enumerate(lines) if i > start and line.strip().startswith("probability:"))
+    at = next(
+        i for i, line in enumerate(lines) if i > start and line.strip().startswith("probability:")
+    )
     lines[at] = "  probability: 2.0"
     path = tmp_path / "p.yaml"
     path.write_text("\n".join(lines) + "\n")

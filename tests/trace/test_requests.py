@@ -12,7 +12,9 @@ from harness.trace.timeline import send_order
 from tests.trace.tiny import small_generated
 
 
-@pytest.mark.parametrize(("api", "fmt"), [("completions", "tokens"), ("completions", "text"), ("chat", "tokens")])
+@pytest.mark.parametrize(
+    ("api", "fmt"), [("completions", "tokens"), ("completions", "text"), ("chat", "tokens")]
+)
 def test_extended_prompts_equal_whole_prompts(api, fmt):
     tr = small_generated(sessions=4)
     assert any(t.spawns for s in tr.sessions for t in s.turns)
@@ -88,7 +90,9 @@ def test_prompt_steps_pause_in_long_builds_and_give_the_same_prompt(monkeypatch)
     # a second continuation of an earlier prompt (a retried turn's source) copies, not clobbers
     again = RequestSource(tr, api="completions", prompt_format="tokens")
     first = again.prompt(s.id, 0)
-    ids = requests.SessionPrompt(0, [], first, again._sessions[s.id].ids, again._sessions[s.id].json)
+    ids = requests.SessionPrompt(
+        0, [], first, again._sessions[s.id].ids, again._sessions[s.id].json
+    )
     again.prompt(s.id, 1)
     again._extend_ids(ids, content.new_segments(s.id, 1)[:1])
     assert again._sessions[s.id].prompt.body.tolist() == content.prompt_token_ids(s.id, 1)

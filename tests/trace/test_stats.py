@@ -60,12 +60,20 @@ def test_fork_child_hits_parent_prompt_and_subagent_counts():
     spawn = Session("P.a2", 0.0, 32, "sys", (turn(16, 16),), parent="P", fork_turn=0, mode="spawn")
     lone = Session("L", 9.0, 32, "sys", (turn(16, 16),))
     trace = make_trace(parent, fork, spawn, lone)
-    assert [(s, k) for _, s, k in send_order(trace)] == [("P", 0), ("P.a1", 0), ("P.a2", 0), ("P", 1), ("L", 0)]
+    assert [(s, k) for _, s, k in send_order(trace)] == [
+        ("P", 0),
+        ("P.a1", 0),
+        ("P.a2", 0),
+        ("P", 1),
+        ("L", 0),
+    ]
     stats = compute_stats(trace, block_size=16)
     # P0 48:0. a1 = P0 + out 16 + in 16 = 80: hits 48. a2 = 32 + 16: hits 32.
     # P1 = 48 + 16 + 48 (join: both reports 16 + 16, then 16 own) = 112: hits P0 + P's output
     # (which a1 sent) = 64. L0 48: hits 32.
-    assert stats["ideal_cache_hit"] == pytest.approx((0 + 48 + 32 + 64 + 32) / (48 + 80 + 48 + 112 + 48))
+    assert stats["ideal_cache_hit"] == pytest.approx(
+        (0 + 48 + 32 + 64 + 32) / (48 + 80 + 48 + 112 + 48)
+    )
     assert stats["main_sessions"] == 2 and stats["sessions"] == 4
     assert stats["main_sessions_with_subagents"] == 0.5
     assert stats["subagents_per_parent"] == 2.0
@@ -117,7 +125,9 @@ def _random_block_trace(seed: int, block: int = 8):
     rng = np.random.default_rng(seed)
     sessions, fresh = [], iter(range(1000, 10**6))
     for i in range(6):
-        ids = [1, 2, 3][: int(rng.integers(0, 4))] + [next(fresh)]  # sessions share a "system prompt"
+        ids = [1, 2, 3][: int(rng.integers(0, 4))] + [
+            next(fresh)
+        ]  # sessions share a "system prompt"
         rows, n_in = [], len(ids) * block - int(rng.integers(0, block))
         for _ in range(int(rng.integers(1, 9))):
             rows.append((n_in, int(rng.integers(1, 20)), float(rng.integers(0, 3)), list(ids)))
@@ -126,7 +136,9 @@ def _random_block_trace(seed: int, block: int = 8):
             if rng.random() < 0.5:
                 ids[-1] = next(fresh)  # the partial last block changed
             ids += [next(fresh) for _ in range(int(rng.integers(0, 4)))]
-            n_in = max(1, len(ids) * block - int(rng.integers(0, block)) + int(rng.integers(0, 3)) * block)
+            n_in = max(
+                1, len(ids) * block - int(rng.integers(0, block)) + int(rng.integers(0, 3)) * block
+            )
         sessions.append(Session(f"r{i}", float(rng.integers(0, 4)), 0, "none", block_turns(rows)))
     return Trace(TraceHeader(profile="blocks", block_size=block), tuple(sessions))
 

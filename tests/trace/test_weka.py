@@ -23,7 +23,10 @@ def test_a_directory_of_trace_files_is_one_trace(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     write(corpus / "b.json", json.dumps(_trace("b", [_call(0, 100, 5, [1, 2])]), indent=2))
-    write(corpus / "a.json", json.dumps(_trace("a", [_call(0, 70, 5, [1, 2]), _call(3, 140, 5, [1, 2, 3])])))
+    write(
+        corpus / "a.json",
+        json.dumps(_trace("a", [_call(0, 70, 5, [1, 2]), _call(3, 140, 5, [1, 2, 3])])),
+    )
     write(corpus / "notes.txt", "not a trace")
     assert detect_format(corpus) == "weka"
     trace = load_trace(corpus)
@@ -35,9 +38,15 @@ def test_a_directory_of_trace_files_is_one_trace(tmp_path):
 def test_streaming_calls_are_requests_and_unknown_types_are_named(tmp_path):
     doc = _trace("t", [_call(0, 100, 5, [1, 2], kind="s"), _call(1, 150, 5, [1, 2, 3], think=0.5)])
     trace = load_trace(write(tmp_path / "s.json", json.dumps(doc)))
-    assert [(t.input_tokens, t.think_s) for t in trace.sessions[0].turns] == [(100, 0.0), (150, 0.5)]
+    assert [(t.input_tokens, t.think_s) for t in trace.sessions[0].turns] == [
+        (100, 0.0),
+        (150, 0.5),
+    ]
     doc["requests"].append({"t": 2, "type": "tool"})
-    with pytest.raises(TraceFormatError, match=r"requests\[2\]\.type': unknown request type 'tool' \(one of 'n', 's', 'subagent'\)"):
+    with pytest.raises(
+        TraceFormatError,
+        match=r"requests\[2\]\.type': unknown request type 'tool' \(one of 'n', 's', 'subagent'\)",
+    ):
         load_trace(write(tmp_path / "x.json", json.dumps(doc)))
 
 
@@ -50,7 +59,9 @@ def test_local_ids_are_private_to_their_trace_and_global_ids_are_shared(tmp_path
     local = _two_traces_same_ids(tmp_path, "local")
     assert compute_stats(local, block_size=64)["ideal_cache_hit"] == 0.0
     shared = _two_traces_same_ids(tmp_path, "global")
-    assert compute_stats(shared, block_size=64)["ideal_cache_hit"] == 64 / 256  # y hits one block of x
+    assert (
+        compute_stats(shared, block_size=64)["ideal_cache_hit"] == 64 / 256
+    )  # y hits one block of x
 
 
 def test_local_scope_is_shared_within_a_trace_with_its_subagents(tmp_path):
@@ -61,14 +72,22 @@ def test_local_scope_is_shared_within_a_trace_with_its_subagents(tmp_path):
 
 
 def test_bad_scope_and_bad_local_ids(tmp_path):
-    with pytest.raises(TraceFormatError, match="field 'hash_id_scope': must be 'local' or 'global'"):
-        load_trace(write(tmp_path / "a.json", json.dumps(_trace("a", [_call(0, 1, 1, [1])], "world"))))
-    with pytest.raises(TraceFormatError, match=r"requests\[0\]\.hash_ids\[0\]': local ids must be in"):
+    with pytest.raises(
+        TraceFormatError, match="field 'hash_id_scope': must be 'local' or 'global'"
+    ):
+        load_trace(
+            write(tmp_path / "a.json", json.dumps(_trace("a", [_call(0, 1, 1, [1])], "world")))
+        )
+    with pytest.raises(
+        TraceFormatError, match=r"requests\[0\]\.hash_ids\[0\]': local ids must be in"
+    ):
         load_trace(write(tmp_path / "b.json", json.dumps(_trace("b", [_call(0, 1, 1, [-1])]))))
 
 
 def test_a_truncated_pretty_printed_trace_says_where_it_was_cut(tmp_path):
-    text = json.dumps(_trace("t", [_call(0, 100, 5, [1, 2]), _call(1, 150, 5, [1, 2, 3])]), indent=2)
+    text = json.dumps(
+        _trace("t", [_call(0, 100, 5, [1, 2]), _call(1, 150, 5, [1, 2, 3])]), indent=2
+    )
     cut = text[: text.index('"think_time"', text.index("150"))]
     path = write(tmp_path / "cut.json", cut)
     with pytest.raises(TraceFormatError) as exc:
@@ -160,10 +179,17 @@ def test_forgetting_finished_local_traces_changes_no_hit(tmp_path):
 
     save_trace(small_generated(sessions=8, seed=4), tmp_path / "w.jsonl", "weka")  # local scope
     local = load_trace(tmp_path / "w.jsonl")
-    kept = dataclasses.replace(local, header=dataclasses.replace(local.header, meta={}))  # nothing dropped
+    kept = dataclasses.replace(
+        local, header=dataclasses.replace(local.header, meta={})
+    )  # nothing dropped
     for cache in (None, 3000):
         a, b = compute_stats(local, cache_tokens=cache), compute_stats(kept, cache_tokens=cache)
-        assert (a["ideal_cache_hit"], a.get("lru_cache_hit")) == (b["ideal_cache_hit"], b.get("lru_cache_hit"))
+        assert (a["ideal_cache_hit"], a.get("lru_cache_hit")) == (
+            b["ideal_cache_hit"],
+            b.get("lru_cache_hit"),
+        )
     for name, trace in (("local", local), ("kept", kept)):
         save_trace(trace, tmp_path / f"{name}.mooncake.jsonl", "mooncake", block_size=100)
-    assert (tmp_path / "local.mooncake.jsonl").read_bytes() == (tmp_path / "kept.mooncake.jsonl").read_bytes()
+    assert (tmp_path / "local.mooncake.jsonl").read_bytes() == (
+        tmp_path / "kept.mooncake.jsonl"
+    ).read_bytes()

@@ -76,7 +76,9 @@ def _record(row: dict, t0: int, path: Path, lineno: int) -> dict:
     status = "cancelled" if meta.get("was_cancelled") else ("error" if error else "ok")
     return record(
         request_id=meta.get("x_request_id") or f"aiperf-{lineno}",
-        session_id=str(meta.get("conversation_id") or meta.get("x_correlation_id") or f"aiperf-{lineno}"),
+        session_id=str(
+            meta.get("conversation_id") or meta.get("x_correlation_id") or f"aiperf-{lineno}"
+        ),
         turn=meta.get("turn_index") or 0,
         t_scheduled=clock(meta.get("credit_issued_ns")),
         t_sent=t_sent,
@@ -86,10 +88,15 @@ def _record(row: dict, t0: int, path: Path, lineno: int) -> dict:
         chunk_times=times,
         prompt_tokens_expected=_metric(metrics, "input_sequence_length"),
         prompt_tokens=_metric(metrics, "usage_prompt_tokens"),
-        completion_tokens=_metric(metrics, "usage_completion_tokens") or _metric(metrics, "output_sequence_length"),
+        completion_tokens=_metric(metrics, "usage_completion_tokens")
+        or _metric(metrics, "output_sequence_length"),
         cached_tokens=_metric(metrics, "usage_prompt_cache_read_tokens"),
         status=status,
-        error=None if not error else {"class": error.get("type") or f"HTTP {error.get('code')}",
-                                      "message": error.get("message", "")},
+        error=None
+        if not error
+        else {
+            "class": error.get("type") or f"HTTP {error.get('code')}",
+            "message": error.get("message", ""),
+        },
         phase=PHASES.get(meta.get("benchmark_phase"), "measure"),
     )

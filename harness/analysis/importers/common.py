@@ -52,7 +52,9 @@ def wall_iso(seconds: float | None) -> str | None:
 
 def need(obj: dict, key: str, path: Path, where: str):
     if key not in obj:
-        raise InputError(f"missing {key!r} ({where}); is this the right tool's export?", path=path, field=key)
+        raise InputError(
+            f"missing {key!r} ({where}); is this the right tool's export?", path=path, field=key
+        )
     return obj[key]
 
 

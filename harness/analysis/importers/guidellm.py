@@ -31,8 +31,11 @@ def read(path: Path, benchmark: int | None = None) -> Imported:
         raise InputError(f"cannot read ({exc})", path=path) from exc
     benchmarks = need(report, "benchmarks", path, "a GuideLLM JSON report")
     if benchmark is None and len(benchmarks) != 1:
-        raise InputError(f"holds {len(benchmarks)} benchmarks (a sweep); pick one with --benchmark N", path=path,
-                         field="benchmarks")
+        raise InputError(
+            f"holds {len(benchmarks)} benchmarks (a sweep); pick one with --benchmark N",
+            path=path,
+            field="benchmarks",
+        )
     chosen = benchmarks[benchmark or 0]
     requests = need(chosen, "requests", path, "benchmarks[]")
     rows = [(STATUS[kind], r) for kind in STATUS for r in (requests.get(kind) or [])]
@@ -40,7 +43,10 @@ def read(path: Path, benchmark: int | None = None) -> Imported:
     t0 = min((s for s in starts if s is not None), default=0.0)
     records = [_record(status, r, t0, i) for i, (status, r) in enumerate(rows)]
     records.sort(key=lambda rec: rec["t_sent"] if rec["t_sent"] is not None else float("inf"))
-    settings = {"profile": (chosen.get("config") or {}).get("strategy"), "benchmark": benchmark or 0}
+    settings = {
+        "profile": (chosen.get("config") or {}).get("strategy"),
+        "benchmark": benchmark or 0,
+    }
     return Imported("guidellm", path, records, list(NOTES), started_at=wall_iso(t0), meta=settings)
 
 
@@ -66,5 +72,7 @@ def _record(status: str, r: dict, t0: float, i: int) -> dict:
         completion_tokens=r.get("output_tokens"),
         cached_tokens=r.get("cached_tokens"),
         status=status,
-        error=None if status == "ok" else {"class": str(error or status).split(":", 1)[0][:80], "message": str(error)},
+        error=None
+        if status == "ok"
+        else {"class": str(error or status).split(":", 1)[0][:80], "message": str(error)},
     )

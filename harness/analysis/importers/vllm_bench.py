@@ -31,21 +31,37 @@ def read(path: Path) -> Imported:
     if path.is_dir():
         found = sorted(path.glob("*.json"))
         if len(found) != 1:
-            raise InputError(f"expected one result .json in the folder, found {len(found)}", path=path)
+            raise InputError(
+                f"expected one result .json in the folder, found {len(found)}", path=path
+            )
         path = found[0]
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read ({exc})", path=path) from exc
-    lists = {k: need(result, k, path, "run vllm bench serve with --save-result --save-detailed") for k in LISTS}
+    lists = {
+        k: need(result, k, path, "run vllm bench serve with --save-result --save-detailed")
+        for k in LISTS
+    }
     n = len(lists["start_times"])
     if any(len(v) != n for v in lists.values()):
         raise InputError("the per-request lists have different lengths", path=path)
     queue = result.get("queue_times") or [0.0] * n
     t0 = min(lists["start_times"]) if n else 0.0
     records = [_record(i, lists, queue[i], t0) for i in range(n)]
-    settings = {k: result.get(k) for k in ("date", "backend", "model_id", "tokenizer_id", "num_prompts",
-                                           "request_rate", "burstiness", "max_concurrency")}
+    settings = {
+        k: result.get(k)
+        for k in (
+            "date",
+            "backend",
+            "model_id",
+            "tokenizer_id",
+            "num_prompts",
+            "request_rate",
+            "burstiness",
+            "max_concurrency",
+        )
+    }
     return Imported("vllm-bench", path, records, list(NOTES), meta=settings)
 
 
