@@ -39,7 +39,8 @@ import json, time
 from pathlib import Path
 import pandas as pd
 from harness.analysis.parquet import read_parquet
-from harness.analysis.records import load_run, read_records
+from harness.analysis.records import read_records
+from harness.analysis.run import load_run
 RUN = Path({run!r})
 t0, c0 = time.perf_counter(), time.process_time()
 {code}

@@ -40,7 +40,7 @@ from harness.trace.generate import generate
 from harness.trace.profile import load_profile
 from harness.driver.config import ReplayConfig
 from harness.distributed.shard import plan_shards, shard_trace
-from harness.analysis.ideal import shared_prefixes
+from harness.analysis.ideal.walk import shared_prefixes
 from harness.analysis.records import read_records
 from pathlib import Path
 from harness.analysis.summary import analyze_run

@@ -19,7 +19,7 @@ from harness.errors import HarnessError, HarnessWarning
 COMMAND_MODULES = (
     "harness.trace.commands",
     "harness.serving.commands",
-    "harness.analysis.commands",
+    "harness.result_commands",
     "harness.run_commands",
 )
 

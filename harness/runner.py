@@ -95,9 +95,9 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
 
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
-    from harness.analysis.report import write_report
     from harness.analysis.summary import analyze_run
-    from harness.analysis.table import summary_table
+    from harness.report.html import write_report
+    from harness.report.text import summary_table
 
     summary = analyze_run(run_dir)  # everything from the folder: `harness analyze` gives the same
     report = write_report([run_dir])

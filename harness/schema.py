@@ -1,42 +1,73 @@
 """The record and run-folder schema shared by the driver (writer) and the analyzer (reader).
 
-This module holds names only: it is the code form of the "Records and the run folder" section
+This module holds the shared types and names: it is the code form of the "Records and the run folder" section
 of docs/architecture.md, so neither side imports the other.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from enum import StrEnum
+from typing import Any, NotRequired, TypedDict, cast, get_type_hints
 
 RECORD_SCHEMA_VERSION = 1
 
-# One JSON object per request, appended to records.jsonl as each request ends.
-RECORD_FIELDS: tuple[str, ...] = (
-    "run_id",
-    "request_id",
-    "session_id",
-    "parent_session_id",
-    "agent",  # "main" | "sub"
-    "turn",
-    "endpoint",
-    "t_scheduled",  # intended send time (s, run clock): open-loop lateness is visible
-    "t_sent",
-    "t_first_token",
-    "t_last_token",
-    "t_done",
-    "chunk_times",  # list[float], one per streamed chunk that carried output
-    "chunk_tokens",  # list[int], tokens in that chunk (1 when the server does not say)
-    "prompt_tokens_expected",
-    "output_tokens_expected",
-    "cached_tokens_ideal",
-    "prompt_tokens",  # as the server reported; null if not reported
-    "completion_tokens",
-    "cached_tokens",
-    "status",  # "ok" | "error" | "timeout" | "cancelled"
-    "error",  # null, or {"class": str, "message": str}
-    "phase",  # "warmup" | "measure" | "cooldown"
-    "attempt",  # 1, 2, ...: the n-th send of this turn (retries); absent in older runs = 1
+# A record's `error`: the failure's class and message, and the server's Retry-After when it sent one.
+ErrorInfo = TypedDict(
+    "ErrorInfo", {"class": str, "message": str, "retry_after_s": NotRequired[float]}
 )
+
+
+class Record(TypedDict):
+    """One request, one JSON object in records.jsonl, appended as the request ends. This is the
+    one declaration of the record: the driver writes it, the importers write it, the loader and
+    records.parquet type their columns from it (`FLOAT_FIELDS`, `COUNT_FIELDS`)."""
+
+    run_id: str | None
+    request_id: str
+    session_id: str
+    parent_session_id: str | None
+    agent: str  # "main" | "sub"
+    turn: int
+    endpoint: str | None
+    t_scheduled: float | None  # intended send time (s, run clock): open-loop lateness is visible
+    t_sent: float | None
+    t_first_token: float | None
+    t_last_token: float | None
+    t_done: float | None
+    chunk_times: list[float]  # one per streamed chunk that carried output
+    chunk_tokens: list[int]  # tokens in that chunk (1 when the server does not say)
+    prompt_tokens_expected: int | None
+    output_tokens_expected: int | None
+    cached_tokens_ideal: int | None  # the analyzer's (analysis.ideal); null from the driver
+    prompt_tokens: int | None  # as the server reported; null if not reported
+    completion_tokens: int | None
+    cached_tokens: int | None
+    status: str  # a STATUSES value
+    error: ErrorInfo | None
+    phase: str  # a PHASES value
+    attempt: int  # 1, 2, ...: the n-th send of this turn (retries); absent in older runs = 1
+
+
+RECORD_FIELDS: tuple[str, ...] = tuple(Record.__annotations__)
+_TYPES = get_type_hints(Record)
+# Times (seconds) and counts: numeric columns; a count is float in a frame so "not reported" is NaN.
+FLOAT_FIELDS = tuple(f for f in RECORD_FIELDS if _TYPES[f] == float | None)
+COUNT_FIELDS = tuple(f for f in RECORD_FIELDS if _TYPES[f] in (int, int | None))
+# What a record holds before its request has an outcome.
+_DEFAULTS = {"agent": "main", "chunk_times": list, "chunk_tokens": list, "phase": "measure"}
+
+
+def new_record(**fields: Any) -> Record:
+    """A record with every field: `fields`, else its default (None for most), new lists."""
+    unknown = fields.keys() - _TYPES.keys()
+    if unknown:
+        raise ValueError(f"not record fields: {sorted(unknown)}")
+    rec = {f: None for f in RECORD_FIELDS}
+    rec.update({k: v() if callable(v) else v for k, v in _DEFAULTS.items()}, attempt=1)
+    rec.update(fields)
+    return cast(Record, rec)
+
 
 AGENTS = ("main", "sub")
 STATUSES = ("ok", "error", "timeout", "cancelled")
@@ -77,3 +108,28 @@ class RunStatus(StrEnum):
 # simulated (bool: the engine's simulated runner produced the timings), server_metrics
 # ({"before": [...], "after": [...]}: per endpoint, the prefix-cache counters scraped from
 # /metrics, or null where it had none).
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """The manifest's `replay` section as the analyzer reads it: the driver's settings that change
+    what the records mean. Each name is a field of the driver's replay configuration, which
+    writes the section (tests/test_schema.py holds the two together); absent keys (older runs,
+    imported runs) read as these defaults."""
+
+    load: str = "closed"  # closed, open, timestamps
+    concurrency: int | None = None  # closed loop: the tasks held in flight
+    window: str | None = None  # the measured window the run asked for: phases or steady
+    salt: str | None = None  # the content salt: the ideal rebuilds prompts with it
+    api: str | None = None  # chat or completions
+    prompt_format: str = "tokens"  # completions: token ids or text
+    tokenizer: str | None = None  # the tokenizer the driver fitted text with
+    history: str = "recorded"  # recorded or live replies in the history
+
+    @classmethod
+    def of(cls, manifest: dict) -> ReplaySettings:
+        replay = manifest.get("replay")
+        if not isinstance(replay, dict):
+            return cls()
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in replay.items() if k in names and v is not None})

@@ -35,9 +35,10 @@ def class_split(run_dir: Path) -> dict:
     """
     import numpy as np
 
-    from harness.analysis.records import load_run
+    from harness.analysis.ideal.walk import with_ideal
+    from harness.analysis.run import load_run
 
-    recs = load_run(run_dir).records  # the trace gives cached_tokens_ideal
+    recs, _ = with_ideal(load_run(run_dir))  # the trace gives cached_tokens_ideal
     ok = recs[(recs["status"] == "ok") & (recs["phase"] == "measure")]
     uncached = ok["prompt_tokens_expected"] - ok["cached_tokens_ideal"]
     out = {}
@@ -90,7 +91,7 @@ def saturation_point(values: list[float | None], growth: float = 0.05) -> int | 
 
 
 def frontier(rows: list[dict]) -> list[int]:
-    from harness.analysis.plots import pareto_frontier
+    from harness.analysis.frontier import pareto_frontier
 
     usable = [
         i
@@ -108,7 +109,7 @@ def finish_sweep(
     run_dir: Path, results: list, *, params: tuple[str, ...] = (), quiet: bool = False
 ) -> dict:
     """sweep.json, the cross-point report and table. Saturation only for a one-axis load sweep."""
-    from harness.analysis.report import write_report
+    from harness.report.html import write_report
 
     rows = [point_row(r.run_dir.name, r.run_dir, r.summary) for r in results]
     load_sweep = len(params) == 1 and params[0] in LOAD_PARAMS

@@ -16,7 +16,8 @@ import pytest
 
 from harness.analysis import metrics
 from harness.analysis.histograms import histogram_of, read_histograms
-from harness.analysis.records import load_run
+from harness.analysis.ideal.walk import with_ideal
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze
 from harness.distributed.shard import plan_shards
 from harness.driver.config import ReplayConfig
@@ -75,7 +76,7 @@ def test_same_records_and_sessions_as_one_process(runs, load):
     # first reuses at least the shared system prompt (per-worker caches would miss it twice);
     # the analyzer computes it from the run folder's trace and the records in send order
     ideal = {
-        name: load_run(out / f"{load}-{name}").records["cached_tokens_ideal"].sum()
+        name: with_ideal(load_run(out / f"{load}-{name}"))[0]["cached_tokens_ideal"].sum()
         for name in ("local", "ray")
     }
     assert ideal["ray"] == ideal["local"] > 0

@@ -20,9 +20,14 @@ ALLOWED = {
     "serving": {"engine"},
     "trace": set(),
     "analysis": {"trace"},
+    "report": {"analysis", "trace"},
     "driver": {"trace"},
+    "importers": {"driver"},
     "distributed": {"driver", "trace", "analysis"},
 }
+
+# Third-party libraries a package must never import: computing stays apart from presenting.
+FORBIDDEN_LIBRARIES = {"analysis": {"matplotlib", "seaborn"}}
 
 # The one adapter that lets the driver run the reference engine in-process.
 ADAPTERS = {"harness.driver.engine_target": {"engine", "serving"}}
@@ -42,7 +47,7 @@ def _unit(dotted: str) -> str | None:
 
 
 def _imports(path: Path, module: str) -> list[tuple[int, str]]:
-    """(line, dotted name) of every harness module `path` imports, at any depth."""
+    """(line, dotted name) of every module `path` imports, at any depth."""
     is_package = path.name == "__init__.py"
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -60,7 +65,7 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
                 ]
             else:
                 found.append((node.lineno, base))
-    return [(line, name) for line, name in found if _unit(name) is not None]
+    return found
 
 
 def _allowed(module: str, source: str, target: str) -> bool:
@@ -82,7 +87,11 @@ def violations(root: Path = ROOT) -> list[str]:
         if nested and source not in ALLOWED:
             out.append(f"{path}: package harness.{source} has no row in the import table")
             continue
-        for line, name in _imports(path, module):
+        imports = _imports(path, module)
+        out += _forbidden_libraries(path, source, imports)
+        for line, name in imports:
+            if _unit(name) is None:
+                continue
             if not _allowed(module, source, _unit(name)):
                 row = sorted(ALLOWED.get(source, set()) | ADAPTERS.get(module, set()))
                 out.append(
@@ -90,6 +99,15 @@ def violations(root: Path = ROOT) -> list[str]:
                     f"(harness.{source or '__init__'} may import {row or 'none'} and low-level)"
                 )
     return out
+
+
+def _forbidden_libraries(path: Path, source: str, imports: list[tuple[int, str]]) -> list[str]:
+    banned = FORBIDDEN_LIBRARIES.get(source, set())
+    return [
+        f"{path}:{line}: harness.{source} imports {name} (it computes; harness.report presents)"
+        for line, name in imports
+        if name.split(".")[0] in banned
+    ]
 
 
 def test_imports_follow_the_table():
@@ -124,3 +142,24 @@ def test_a_planted_upward_import_is_reported(tmp_path):
         "harness.serving.server imports harness.trace",
     ]
     assert all(":" in v.split(" ")[0] for v in found)  # file:line
+
+
+def test_analysis_never_presents(tmp_path):
+    """A plotting import in the computing package, or an import of the presenting one, is reported."""
+    pkg = tmp_path / "harness"
+    for name, text in {
+        "__init__.py": "",
+        "analysis/__init__.py": "",
+        "analysis/metrics.py": "def f():\n    import seaborn\n",
+        "analysis/summary.py": "from matplotlib import pyplot\nfrom harness.report import html\n",
+        "report/__init__.py": "",
+        "report/html.py": "import matplotlib\nfrom harness.analysis import summary\n",
+    }.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    found = [v.split(": ", 1)[1].split(" (")[0] for v in violations(pkg)]
+    assert found == [
+        "harness.analysis imports seaborn",
+        "harness.analysis imports matplotlib",
+        "harness.analysis.summary imports harness.report",
+    ]

@@ -67,3 +67,29 @@ def test_nothing_cites_a_document_outside_the_repo():
         ]
     assert cited == []
     assert (ROOT / "docs" / "architecture.md").is_file()
+
+
+def _layout_modules() -> set[str]:
+    """The module paths docs/architecture.md's Layout tree names (indentation gives the folder)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    found, folders = set(), []
+    for line in block.splitlines():
+        name = line.strip().split(" ")[0] if line.strip() else ""
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        if name.endswith("/"):
+            folders = [*folders[:depth], name]
+        elif name.endswith(".py"):
+            found.add("".join(folders[:depth]) + name)
+    return found
+
+
+def test_the_architecture_layout_names_every_module():
+    modules = {
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "harness").rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    named = _layout_modules()
+    assert modules - named == set(), "modules missing from docs/architecture.md's Layout"
+    assert named - modules == set(), "docs/architecture.md's Layout names modules that do not exist"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.records import load_run
+from harness.analysis.run import load_run
 from harness.cli import main
 from harness.scenario import load_scenario
 

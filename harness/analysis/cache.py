@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.analysis.ideal import block_hits
+from harness.analysis.ideal.walk import block_hits
 from harness.analysis.metrics import prompt_tokens
 
 BREAKDOWNS = ("turn", "agent", "endpoint", "session_id")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.metrics import percentiles
-from harness.analysis.records import read_optional_json
+from harness.analysis.run import read_optional_json
 from harness.schema import CLIENT_FILE
 
 SEND_LAG_P99_S = 0.050

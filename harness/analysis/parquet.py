@@ -25,13 +25,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.analysis.records import COUNT_FIELDS, FLOAT_FIELDS
-from harness.schema import RECORD_FIELDS, RECORDS_FILE
+from harness.analysis.records import read_records
+from harness.schema import COUNT_FIELDS, FLOAT_FIELDS, RECORD_FIELDS, RECORDS_FILE
 
 PARQUET_FILE = "records.parquet"
 META_KEY = b"harness"
-FLOATS = FLOAT_FIELDS  # the loader's own typing of each field, so a new field is typed once
-COUNTS = COUNT_FIELDS
 LISTS = {"chunk_times": pa.list_(pa.float64()), "chunk_tokens": pa.list_(pa.int64())}
 
 
@@ -57,8 +55,6 @@ def _metadata(path: Path) -> dict:
 
 def save_records(run_dir: Path) -> str | None:
     """`harness analyze`'s step: bring records.parquet up to date; a reason when it could not."""
-    from harness.analysis.records import read_records
-
     if is_fresh(run_dir):
         return None
     frame, notes = read_records(
@@ -97,9 +93,9 @@ def to_table(frame: pd.DataFrame) -> pa.Table:
 
 
 def _column(name: str, values: pd.Series) -> pa.Array:
-    if name in FLOATS:
+    if name in FLOAT_FIELDS:
         return pa.array(values.to_numpy(dtype=float), type=pa.float64(), from_pandas=True)
-    if name in COUNTS:
+    if name in COUNT_FIELDS:
         v = values.to_numpy(dtype=float)
         missing = np.isnan(v)
         if not np.array_equal(v[~missing], np.round(v[~missing])):
@@ -139,7 +135,7 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     frame = pd.DataFrame({"line": table.column("line").to_numpy()})
     for name in RECORD_FIELDS:
         column = table.column(name).combine_chunks()
-        if name in FLOATS or name in COUNTS:
+        if name in FLOAT_FIELDS or name in COUNT_FIELDS:
             frame[name] = column.to_numpy(zero_copy_only=False).astype(float)
         elif name in LISTS:
             frame[name] = pd.Series(_lists(column), dtype=object)

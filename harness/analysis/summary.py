@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, retries, sessions, window
+from harness.analysis import cache, histograms, metrics, retries, window
 from harness.analysis.client_check import client_check, read_client
-from harness.analysis.ideal import fill_ideal
-from harness.analysis.records import Run, load_run
+from harness.analysis.ideal.walk import Ideal, with_ideal
+from harness.analysis.run import Run, load_run
+from harness.analysis.sessions import tasks as sessions
 from harness.analysis.slo import Slo, goodput, parse_slos
 from harness.errors import InputError, RunFolderError
 from harness.schema import SCENARIO_FILE, SUMMARY_FILE
@@ -28,7 +29,8 @@ SUMMARY_VERSION = 1
 
 @dataclass
 class Analysis:
-    run: Run
+    run: Run  # the run as analyzed: its own records (final attempts, tasks, window, the ideal)
+    ideal: Ideal  # how the ideal cache hit was obtained
     per_request: pd.DataFrame  # metrics.request_metrics of the ok records
     itl: metrics.InterTokenLatency
     misses: pd.DataFrame  # cache.attribute_misses of the ok records
@@ -47,23 +49,28 @@ def analyze(
     gpus: float | None = None,
     slos: list[Slo] | None = None,
     window_mode: str | None = None,
+    block_size: int | None = None,
+    tokenizer: str | None = None,
 ) -> Analysis:
-    run.records, superseded = retries.split_attempts(
-        run.records
-    )  # a turn counts by its last attempt
-    if "task" not in run.records:  # the main session each record's task belongs to
-        run.records["task"] = sessions.task_roots(run.records).to_numpy()
-    measured_window = window.measure_window(run, window_mode)  # may re-mark phases: before run.ok
-    client = client_check(
-        run.records, read_client(run.path), measured_window["start_s"], measured_window["end_s"]
-    )
+    """Every figure of `run`, which is left as it is (the analysis works on a copy of its
+    records). `block_size`: of the ideal prefix cache (default: the server's granularity);
+    `tokenizer`: the server's tokenizer folder, to count chat prompts in its tokens."""
+    records, ideal = with_ideal(run, block_size, tokenizer)
+    records, superseded = retries.split_attempts(records)  # a turn counts by its last attempt
+    if "task" not in records:  # the main session each record's task belongs to
+        records["task"] = sessions.task_roots(records).to_numpy()
+    measured_window = window.measure_window(records, run.replay, window_mode)  # re-marks phases
+    run = replace(run, records=records, warnings=(*run.warnings, *ideal.warnings))
+    return _analysis(run, ideal, superseded, measured_window, gpus, slos)
+
+
+def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
+    window_s = (measured_window["start_s"], measured_window["end_s"])
+    client = client_check(run.records, read_client(run.path), *window_s)
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
-    if run.granularity is None:  # a Run not from load_run
-        fill_ideal(run)
-        ok = run.ok
-    misses = cache.attribute_misses(ok, run.granularity.block_size)
+    misses = cache.attribute_misses(ok, ideal.granularity.block_size)
     session_info, tasks, graph = sessions.session_summary(
         run.records, per_request["ttft"], run.trace
     )
@@ -100,9 +107,9 @@ def analyze(
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {
             **hit,
-            "granularity": run.granularity.as_dict(),
-            "ideal": _ideal_info(run),
-            "token_space": run.token_space,
+            "granularity": ideal.granularity.as_dict(),
+            "ideal": _ideal_info(ideal),
+            "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
             **cache.breakdowns(ok, misses),
         },
@@ -114,7 +121,7 @@ def analyze(
         "client": client,
         "warnings": [*run.warnings, *window.warnings(measured_window), *client["warnings"]],
     }
-    return Analysis(run, per_request, itl, misses, tasks, graph, _clean(summary))
+    return Analysis(run, ideal, per_request, itl, misses, tasks, graph, _clean(summary))
 
 
 def analyze_run(
@@ -125,9 +132,10 @@ def analyze_run(
     tokenizer: str | None = None,
     window_mode: str | None = None,
 ) -> dict:
-    run = load_run(run_dir, block_size=block_size, tokenizer=tokenizer)
+    """`harness analyze`: summary.json and histograms.json written into the run folder."""
+    run = load_run(run_dir)
     parsed = parse_slos(slos) if slos else None
-    result = analyze(run, gpus=gpus, slos=parsed, window_mode=window_mode)
+    result = analyze(run, gpus, parsed, window_mode, block_size, tokenizer)
     write_summary(result.summary, run.path)
     histograms.write_histograms(result.histograms(), run.path)
     return result.summary
@@ -145,12 +153,12 @@ def _imported(manifest: dict) -> dict | None:
     }
 
 
-def _ideal_info(run: Run) -> dict:
+def _ideal_info(ideal: Ideal) -> dict:
     """How `cached_tokens_ideal` was obtained: its block size and where the values came from."""
-    exact = "ideal_shared_tokens" in run.records
+    exact = ideal.exact
     return {
-        "block_size": run.granularity.block_size,
-        "computed_from": run.ideal_source,
+        "block_size": ideal.granularity.block_size,
+        "computed_from": ideal.source,
         "miss_attribution": "exact"
         if exact
         else "approximate: no matching trace, so alignment counts as cold and in flight as evicted",

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from harness.schema import ReplaySettings
+
 MAX_BINS = 240
 MIN_CHUNKS = 3  # a steady window spans at least this many hold_s chunks
 
@@ -283,17 +285,21 @@ def window_summary(window: Window, held: dict, rule: SteadyRule, moved: int) -> 
     }
 
 
-def measure_window(run, mode: str | None = None, rule: SteadyRule | None = None) -> dict:
+def measure_window(
+    records: pd.DataFrame,
+    replay: ReplaySettings,
+    mode: str | None = None,
+    rule: SteadyRule | None = None,
+) -> dict:
     """Choose the run's window (mode: the argument, else the manifest's `replay.window`, else
-    `phases`), re-mark the records outside it, and return summary.json's `window`. Call before
-    anything reads `run.measured` / `run.ok`."""
-    replay = run.manifest.get("replay") or {}
-    mode = mode or replay.get("window") or "phases"
-    target = replay.get("concurrency") if replay.get("load", "closed") == "closed" else None
+    `phases`), re-mark the `records` outside it (in place: the analyzer's own copy), and return
+    summary.json's `window`. Call before anything reads the measured records."""
+    mode = mode or replay.window or "phases"
+    target = replay.concurrency if replay.load == "closed" else None
     rule = rule or SteadyRule()
-    win = choose_window(run.records, mode, target, rule)
-    moved = apply_window(run.records, win)
-    return window_summary(win, load_held(run.records, win, target), rule, moved)
+    win = choose_window(records, mode, target, rule)
+    moved = apply_window(records, win)
+    return window_summary(win, load_held(records, win, target), rule, moved)
 
 
 def warnings(summary: dict) -> list[str]:

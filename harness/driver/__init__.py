@@ -12,7 +12,7 @@ Public API (see docs/driver.md):
     target.Target, RequestSpec, Sent, Chunk, Usage, Done, Failure, Timeouts   the Target protocol
     openai_http.OpenAIHTTPTarget(HTTPTargetConfig(...))        any OpenAI-compatible server
     engine_target.EngineTarget(EngineConfig(...))             the reference engine, in-process
-    recorder.Recorder, collect, new_record  records.jsonl; events -> one record per request
+    recorder.Recorder, collect           records.jsonl; events -> one record per request
     manifest.new_manifest, replay_fields    manifest.json's content
     flags.add_*_flags, scenario_doc         `harness replay`'s flags: overrides onto a scenario
 

@@ -7,7 +7,7 @@ Outside a loop every record is written and flushed at once.
 
 `collect` consumes a target's event stream into a record; whatever happens (a failure event, a
 target bug, a cancellation) the record gets a status, so every request sent yields exactly one
-record. The fields are `harness.schema.RECORD_FIELDS`.
+record. The record is `harness.schema.Record`, made by `new_record`.
 """
 
 from __future__ import annotations
@@ -25,38 +25,6 @@ from harness.driver.target import Chunk, Done, Event, Failure, Sent, Usage
 from harness.schema import RECORDS_FILE
 
 _DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
-
-
-def new_record(**fields) -> dict:
-    """A record with every schema field; outcome fields start empty."""
-    rec = {
-        "run_id": None,
-        "request_id": None,
-        "session_id": None,
-        "parent_session_id": None,
-        "agent": "main",
-        "turn": None,
-        "endpoint": None,
-        "t_scheduled": None,
-        "t_sent": None,
-        "t_first_token": None,
-        "t_last_token": None,
-        "t_done": None,
-        "chunk_times": [],
-        "chunk_tokens": [],
-        "prompt_tokens_expected": None,
-        "output_tokens_expected": None,
-        "cached_tokens_ideal": None,
-        "prompt_tokens": None,
-        "completion_tokens": None,
-        "cached_tokens": None,
-        "status": None,
-        "error": None,
-        "phase": "measure",
-        "attempt": 1,
-    }
-    rec.update(fields)
-    return rec
 
 
 async def collect(

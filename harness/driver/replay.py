@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 
 from harness.driver.config import ReplayConfig
 from harness.driver.load import Task, TaskSource, arrivals
-from harness.driver.recorder import Recorder, collect, new_record
+from harness.driver.recorder import Recorder, collect
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
+from harness.schema import new_record
 from harness.trace.content import load_hf_token_counter
 from harness.trace.cycles import cycle_salt, cycled_id
 from harness.trace.model import Session, Trace

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis.records import load_run
-from harness.analysis.report import render_report
+from harness.analysis.ideal.walk import with_ideal
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze, analyze_run
-from harness.analysis.table import summary_table
 from harness.errors import InputError
+from harness.report.html import render_report
+from harness.report.text import summary_table
 from tests.driver.helpers import replay, sess, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
 from tests.trace.chat_fixtures import build_tokenizer, tokenizer_dir
@@ -64,7 +65,7 @@ async def template_server():
 
 
 def _by_turn(run_dir, **kw):
-    records = load_run(run_dir, **kw).records.sort_values("turn")
+    records = with_ideal(load_run(run_dir), **kw)[0].sort_values("turn")
     return {
         c: records[c].tolist()
         for c in ("prompt_tokens", "prompt_tokens_expected", "cached_tokens", "cached_tokens_ideal")
@@ -72,7 +73,7 @@ def _by_turn(run_dir, **kw):
 
 
 def _report_cache_section(run_dir, **kw) -> str:
-    text = render_report([analyze(load_run(run_dir, **kw))])
+    text = render_report([analyze(load_run(run_dir), **kw)])
     return text[
         text.index("<h2>What the cache did</h2>") : text.index("<h2>What load was held</h2>")
     ]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.analysis.compare import compare_runs, parse_fail_on
+from harness.analysis.compare.changes import compare_runs, parse_fail_on
 from harness.cli import main
 from harness.errors import InputError
 from tests.analysis.synthetic import write_synthetic_run

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.analysis.granularity import MIN_SAMPLES, decide, from_metrics, from_records
+from harness.analysis.ideal.granularity import MIN_SAMPLES, decide, from_metrics, from_records
 from harness.analysis.summary import analyze_run
 from harness.prometheus import cache_block_size
 from harness.trace.generate import generate

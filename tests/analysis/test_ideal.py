@@ -8,7 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from harness.analysis.records import load_run
+from harness.analysis.ideal.walk import with_ideal
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze_run
 from harness.schema import RECORD_SCHEMA_VERSION
 from harness.trace.native import write_trace
@@ -24,10 +25,10 @@ def test_equals_the_driver_computed_ideal_of_the_shipped_scenarios(scenario):
     # (endpoint: the full-scale AgentX workload, salted, on the bundled engine).
     folder = FIXTURES / scenario
     recorded = [orjson.loads(line) for line in (folder / "records.jsonl").read_bytes().splitlines()]
-    run = load_run(folder)
+    records, ideal = with_ideal(load_run(folder))
     # the engine's block (16): detected from its cached_tokens, or the manifest's when too few
-    assert run.ideal_source == "trace" and run.granularity.block_size == 16, run.granularity
-    computed = run.records["cached_tokens_ideal"].astype(int).tolist()
+    assert ideal.source == "trace" and ideal.granularity.block_size == 16, ideal.granularity
+    computed = records["cached_tokens_ideal"].astype(int).tolist()
     assert computed == [r["cached_tokens_ideal"] for r in recorded]
     assert sum(computed) > 0 or scenario == "saturation"  # saturation: cold prompts by design
 
@@ -78,10 +79,10 @@ def test_block_size_recomputes_the_ideal(tmp_path):
     folder = tiny_run(tmp_path / "r")
     # a:0 is first (42 tokens, nothing earlier); b:0 (35) shares the 32-token system prompt;
     # a:1 (57) shares a:0's whole 42-token prompt.
-    assert load_run(folder).records["cached_tokens_ideal"].tolist() == [32, 0, 32]
-    assert load_run(folder, block_size=8).records["cached_tokens_ideal"].tolist() == [32, 0, 40]
-    assert load_run(folder, block_size=1).records["cached_tokens_ideal"].tolist() == [32, 0, 42]
-    assert load_run(folder, block_size=64).records["cached_tokens_ideal"].tolist() == [0, 0, 0]
+    assert with_ideal(load_run(folder))[0]["cached_tokens_ideal"].tolist() == [32, 0, 32]
+    assert with_ideal(load_run(folder), 8)[0]["cached_tokens_ideal"].tolist() == [32, 0, 40]
+    assert with_ideal(load_run(folder), 1)[0]["cached_tokens_ideal"].tolist() == [32, 0, 42]
+    assert with_ideal(load_run(folder), 64)[0]["cached_tokens_ideal"].tolist() == [0, 0, 0]
     summary = analyze_run(folder, block_size=8)
     assert summary["cache"]["ideal"] == {
         "block_size": 8,
@@ -94,12 +95,10 @@ def test_block_size_recomputes_the_ideal(tmp_path):
 
 def test_older_records_keep_their_ideal_without_a_trace(tmp_path):
     folder = tiny_run(tmp_path / "r", with_trace=False, ideal=7)
-    run = load_run(folder, block_size=8)
-    assert (
-        run.records["cached_tokens_ideal"].tolist() == [7, 7, 7] and run.ideal_source == "records"
-    )
-    with_trace = load_run(tiny_run(tmp_path / "t", ideal=7))  # recomputed when the trace is there
-    assert with_trace.records["cached_tokens_ideal"].tolist() == [32, 0, 32]
+    records, ideal = with_ideal(load_run(folder), 8)
+    assert records["cached_tokens_ideal"].tolist() == [7, 7, 7] and ideal.source == "records"
+    with_trace, _ = with_ideal(load_run(tiny_run(tmp_path / "t", ideal=7)))  # recomputed
+    assert with_trace["cached_tokens_ideal"].tolist() == [32, 0, 32]
 
 
 def test_a_trace_that_does_not_match_the_records_is_not_used(tmp_path):
@@ -111,7 +110,5 @@ def test_a_trace_that_does_not_match_the_records_is_not_used(tmp_path):
         UserWarning,
         match=r"does not match the records \(1 prompt lengths differ, first request b:0",
     ):
-        run = load_run(folder)
-    assert (
-        run.records["cached_tokens_ideal"].tolist() == [5, 5, 5] and run.ideal_source == "records"
-    )
+        records, ideal = with_ideal(load_run(folder))
+    assert records["cached_tokens_ideal"].tolist() == [5, 5, 5] and ideal.source == "records"

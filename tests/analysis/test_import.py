@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.compare import compare_runs
-from harness.analysis.importers import import_run
-from harness.analysis.records import load_run
+from harness.analysis.compare.changes import compare_runs
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze, analyze_run
 from harness.cli import main
 from harness.errors import InputError
+from harness.importers import import_run
 
 IMPORTS = Path(__file__).parent / "fixtures" / "imports"
 
@@ -127,7 +127,7 @@ def test_bad_exports_name_file_line_and_field(tmp_path, tool, content, message):
 
 
 def test_import_refuses_a_folder_that_holds_records(runs):
-    with pytest.raises(InputError, match="already holds records.jsonl"):
+    with pytest.raises(InputError, match="already holds records"):
         import_run("aiperf", IMPORTS / "aiperf", runs["aiperf"])
 
 

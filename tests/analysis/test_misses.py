@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.records import load_run
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze
-from harness.analysis.table import summary_table
+from harness.report.text import summary_table
 from harness.schema import RECORD_SCHEMA_VERSION
 from harness.trace.native import write_trace
 from tests.driver.helpers import sess, trace

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.parquet import PARQUET_FILE, is_fresh, read_parquet, save_records
-from harness.analysis.records import RunFolderWarning, load_run, read_records
+from harness.analysis.records import RunFolderWarning, read_records
+from harness.analysis.run import load_run
 from harness.cli import main
 from tests.analysis.golden import GOLDEN_RECORDS, rec, write_run
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from harness.analysis.records import RunFolderWarning, load_run, load_runs
+from harness.analysis.records import RunFolderWarning
+from harness.analysis.run import load_run, load_runs
 from harness.cli import main
 from harness.errors import RunFolderError
 from tests.analysis.golden import GOLDEN_RECORDS, MANIFEST, write_run

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.plots import pareto_frontier
-from harness.analysis.report import SCRIPT, write_report
 from harness.cli import main
+from harness.report.html import SCRIPT, write_report
+from harness.report.plots.base import pareto_frontier
 from tests.analysis import browser
 from tests.analysis.golden import GOLDEN_TRACE, write_run
 from tests.analysis.synthetic import write_synthetic_run

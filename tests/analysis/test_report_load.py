@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analysis.plots import plt
-from harness.analysis.plots_load import load_held
-from harness.analysis.records import load_run
-from harness.analysis.report import render_report
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze
+from harness.report.html import render_report
+from harness.report.plots.base import plt
+from harness.report.plots.load import load_held
 from tests.analysis.synthetic import write_synthetic_run
 
 

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from harness.analysis.trend import trend, write_trend
+from harness.analysis.compare.trend import trend
 from harness.cli import main
+from harness.report.trend import write_trend
 from tests.analysis.golden import MANIFEST, write_run
 from tests.analysis.synthetic import synthetic_records
 

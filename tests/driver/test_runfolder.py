@@ -8,10 +8,9 @@ import signal
 
 import pytest
 
-from harness.driver.recorder import new_record
 from harness.driver.runfolder import RunFolder
 from harness.errors import RunFolderError
-from harness.schema import MANIFEST_REQUIRED, RunStatus
+from harness.schema import MANIFEST_REQUIRED, RunStatus, new_record
 from tests.driver.helpers import load_manifest, load_records
 
 

@@ -4,7 +4,8 @@ content; mid-trajectory start; agent-like retries through a server restart."""
 import asyncio
 from collections import defaultdict
 
-from harness.analysis.records import load_run
+from harness.analysis.ideal.walk import with_ideal
+from harness.analysis.run import load_run
 from harness.analysis.summary import analyze_run
 from harness.driver.retry import RetryPolicy
 from harness.driver.target import Timeouts
@@ -47,7 +48,7 @@ async def test_a_new_cycle_hits_only_its_own_cycle(make_server, tmp_path):
     """Cycle 2's ideal hit equals cycle 1's: a fresh salt per cycle, nothing shared across."""
     srv = await make_server(token_delay=0.002)
     await replay(_mixed_trace(), srv.url, tmp_path, concurrency=2, max_duration=2.5, salt="run")
-    recs = load_run(tmp_path).records
+    recs, _ = with_ideal(load_run(tmp_path))
     recs["cycle"] = [split_cycled_id(s)[1] for s in recs["session_id"]]
     per_cycle = recs.groupby("cycle").agg(
         n=("request_id", "size"),

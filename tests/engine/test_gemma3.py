@@ -90,6 +90,7 @@ def run(engine: LLMEngine, requests: dict[str, list[int]], n: int = NEW) -> dict
     return {rid: (toks, out.cached_tokens) for rid, (toks, out) in drain(engine).items()}
 
 
+@pytest.mark.slow  # ~90 CPU-s (loads 270M weights and transformers' model)
 @pytest.mark.timeout(1800)  # ~1 min of CPU work; the shared 2-core machine can stretch it
 def test_greedy_tokens_equal_transformers(engine, reference):
     first = {"long": text_ids(1, 1100), "edge": text_ids(2, 508)}

@@ -42,6 +42,7 @@ def tok() -> GemmaTokenizer:
     return GemmaTokenizer()
 
 
+@pytest.mark.slow  # ~20 s: builds Gemma's tokenizer
 @pytest.mark.timeout(900)  # the first run builds the tokenizer (merges from 262k tokens) once
 def test_encodes_as_transformers_and_round_trips(tok):
     for text, ids in REFERENCE_IDS.items():
@@ -66,6 +67,7 @@ def test_chat_format_is_gemmas_and_each_turn_extends_the_last():
     )
 
 
+@pytest.mark.slow  # ~26 s: the real 270M model on CPU
 @pytest.mark.timeout(900)
 def test_serves_text_and_reports_kv_blocks_by_type(tok):
     config = EngineConfig(

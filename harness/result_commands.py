@@ -120,7 +120,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from harness.analysis.parquet import save_records
     from harness.analysis.summary import analyze_run
-    from harness.analysis.table import summary_table
+    from harness.report.text import summary_table
 
     skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
     if skipped:
@@ -138,8 +138,9 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from harness.analysis.compare import compare_runs, render
+    from harness.analysis.compare.changes import compare_runs
     from harness.errors import InputError
+    from harness.report.compare import render
 
     baseline, run = list(args.baseline), list(args.run)
     positional = list(args.runs)
@@ -160,9 +161,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from harness.analysis.importers import import_run
     from harness.analysis.summary import analyze_run
-    from harness.analysis.table import summary_table
+    from harness.importers import import_run
+    from harness.report.text import summary_table
 
     options = {"benchmark": args.benchmark} if args.benchmark is not None else {}
     run = import_run(args.tool, args.source, args.output, **options)
@@ -172,8 +173,8 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from harness.analysis.report import write_report
-    from harness.analysis.trend import trend_regressions, write_trend
+    from harness.report.html import write_report
+    from harness.report.trend import trend_regressions, write_trend
 
     if not args.trend:
         print(f"wrote {write_report(args.run_dirs, args.output)}")

@@ -15,21 +15,22 @@ difference between the two is the prefix that was still being computed elsewhere
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from harness.analysis import granularity
-from harness.analysis.server_tokens import ServerTokenWalk, scale_to_server, token_space
+from harness.analysis.ideal import granularity
+from harness.analysis.ideal.server_tokens import ServerTokenWalk, scale_to_server, token_space
+from harness.analysis.records import warn
 from harness.trace.content import Content
 from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.model import Trace
 from harness.trace.prefix import IdealPrefixCache
 
 if TYPE_CHECKING:
-    from harness.analysis.records import Run
+    from harness.analysis.run import Run
 
 
 @dataclass
@@ -140,50 +141,63 @@ class _Walk:
 # ---- the run's records -------------------------------------------------------------------------
 
 
-def fill_ideal(run: Run, block_size: int | None = None, tokenizer: str | None = None) -> None:
-    """Set `cached_tokens_ideal` of every record, at `block_size` (default: the server's cache
-    granularity, `analysis.granularity`).
+@dataclass(frozen=True)
+class Ideal:
+    """How a run's `cached_tokens_ideal` was obtained (summary.json `cache.ideal`, `granularity`,
+    `token_space`), and what the walk had to warn about."""
+
+    granularity: granularity.Granularity
+    source: str | None  # "trace" (recomputed), "records" (as recorded) or None (not available)
+    token_space: dict | None = None  # whose tokens the ideal counts (analysis.ideal.server_tokens)
+    warnings: tuple[str, ...] = ()
+    exact: bool = False  # the shared lengths are known: misses split exactly (analysis.cache)
+
+
+def with_ideal(
+    run: Run, block_size: int | None = None, tokenizer: str | None = None
+) -> tuple[pd.DataFrame, Ideal]:
+    """A copy of the run's records with `cached_tokens_ideal` filled in, and how it was obtained.
+    The copy is shallow: under pandas' copy-on-write a column written here is copied, not shared."""
+    records = run.records.copy(deep=False)
+    return records, fill_ideal(run, records, block_size, tokenizer)
+
+
+def fill_ideal(
+    run: Run, records: pd.DataFrame, block_size: int | None = None, tokenizer: str | None = None
+) -> Ideal:
+    """Set `cached_tokens_ideal` of every row of `records` (the analyzer's own copy of the run's
+    records), at `block_size` (default: the server's cache granularity, `ideal.granularity`).
 
     With the run's trace the ideal is recomputed (also over values an older driver wrote) and
     the shared lengths are kept as columns `ideal_shared_tokens` / `ideal_ready_tokens` for the
     miss attribution; without one the recorded values are kept. Chat and text prompts are
-    counted in the server's tokens when `tokenizer` (or the run's) allows (analysis.server_tokens)."""
-    records = run.records
+    counted in the server's tokens when `tokenizer` (or the run's) allows (ideal.server_tokens)."""
     ok_cached = records["cached_tokens"].to_numpy(dtype=float)[
         (records["status"] == "ok").to_numpy()
     ]
     trace_block = run.trace.header.block_size if run.trace is not None else None
-    run.granularity = granularity.decide(ok_cached, run.manifest, trace_block, block_size)
-    block = run.granularity.block_size
+    grain = granularity.decide(ok_cached, run.manifest, trace_block, block_size)
+    recorded = Ideal(grain, "records" if records["cached_tokens_ideal"].notna().any() else None)
     if run.trace is None:
-        run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
-        return
+        return recorded
     problem = trace_mismatch(run.trace, records)
     if problem is None:
-        walked = shared_prefixes(run.trace, records, salt=_salt(run.manifest))
+        walked = shared_prefixes(run.trace, records, salt=run.replay.salt)
         problem = _length_mismatch(walked.prompt, records)
     if problem is not None:
-        run.warnings.append(
-            _warn(
-                f"{run.path}: trace.jsonl does not match the records ({problem}); "
-                "cached_tokens_ideal kept as recorded"
-            )
-        )
-        run.ideal_source = "records" if records["cached_tokens_ideal"].notna().any() else None
-        return
+        note = f"{run.path}: trace.jsonl does not match the records ({problem}); "
+        return replace(recorded, warnings=(_warn(note + "cached_tokens_ideal kept as recorded"),))
     space = token_space(run, records, tokenizer)
     if space.keys is not None:
-        walked = shared_prefixes(
-            run.trace, records, walk=ServerTokenWalk(space.keys, _rows(records))
-        )
+        walk = ServerTokenWalk(space.keys, _rows(records))
+        walked = shared_prefixes(run.trace, records, walk=walk)
         records["prompt_tokens_expected"] = walked.prompt
     records["ideal_shared_tokens"] = walked.shared
     records["ideal_ready_tokens"] = walked.shared_ready
-    records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, block)
+    records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, grain.block_size)
     if space.approximate:
         scale_to_server(records)
-    run.token_space = space.info()
-    run.ideal_source = "trace"
+    return Ideal(grain, "trace", space.info(), exact=True)
 
 
 def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
@@ -192,11 +206,6 @@ def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
         (sid, k): i
         for i, (sid, k) in enumerate(zip(records["session_id"].tolist(), turns, strict=True))
     }
-
-
-def _salt(manifest: dict) -> str | None:
-    replay = manifest.get("replay")
-    return replay.get("salt") if isinstance(replay, dict) else None
 
 
 def _length_mismatch(prompt: np.ndarray, records: pd.DataFrame) -> str | None:
@@ -212,9 +221,4 @@ def _length_mismatch(prompt: np.ndarray, records: pd.DataFrame) -> str | None:
 
 
 def _warn(message: str) -> str:
-    import warnings
-
-    from harness.analysis.records import RunFolderWarning
-
-    warnings.warn(message, RunFolderWarning, stacklevel=4)
-    return message
+    return warn(message, stacklevel=4)

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from harness.analysis.compare_metrics import HEADLINE, Side
-from harness.analysis.records import load_runs
+from harness.analysis.compare.sides import HEADLINE, Side
+from harness.analysis.run import load_runs
 from harness.analysis.summary import analyze
 from harness.errors import InputError
 
@@ -203,9 +203,3 @@ def _p_value(a: np.ndarray, b: np.ndarray) -> float | None:
 
 def _fmt_change(row: MetricChange) -> str:
     return "n/a" if row.change is None else f"{row.change * 100:+.1f}%"
-
-
-def render(result: CompareResult, fmt: str = "table") -> str:
-    from harness.analysis.compare_render import render_json, render_markdown, render_table
-
-    return {"table": render_table, "markdown": render_markdown, "json": render_json}[fmt](result)

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from harness.analysis.records import load_runs
-from harness.analysis.report_headline import headline_strip
-from harness.analysis.report_tables import cache_tables, compare_section, summary_rows, task_tables
+from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
+from harness.report.headline import headline_strip
+from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.schema import REPORT_FILE
 
 CSS = """
@@ -97,9 +97,9 @@ def render_report(analyses: list[Analysis]) -> str:
 
 
 def _sections(analyses: list[Analysis]) -> list[str]:
-    from harness.analysis.plots import interactivity, latency_cdf, pareto, session_timeline
-    from harness.analysis.plots_cache import cache_by_group, cache_by_turn, miss_categories
-    from harness.analysis.plots_load import load_held
+    from harness.report.plots.base import interactivity, latency_cdf, pareto, session_timeline
+    from harness.report.plots.cache import cache_by_group, cache_by_turn, miss_categories
+    from harness.report.plots.load import load_held
 
     out = [
         "<h2>Where time went</h2>",
@@ -131,7 +131,7 @@ def _sections(analyses: list[Analysis]) -> list[str]:
 
 def _miss_note(analyses: list[Analysis]) -> str:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.analysis.table import granularity_line, missed_line, token_space_line
+    from harness.report.text import granularity_line, missed_line, token_space_line
 
     rows = []
     for a in analyses:
@@ -159,7 +159,7 @@ def _miss_note(analyses: list[Analysis]) -> str:
 
 def _window_note(analyses: list[Analysis]) -> str:
     """Each run's measured window (summary.json `window`): the span shaded above, why, and the load it held."""
-    from harness.analysis.table import fmt
+    from harness.report.text import fmt
 
     rows = []
     for a in analyses:

@@ -10,16 +10,17 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from harness.analysis import window
-from harness.analysis.plots import WIDE, colors, plt
 from harness.analysis.summary import Analysis
+from harness.report.plots.base import WIDE, colors, plt
+from harness.schema import ReplaySettings
 
 
 def load_target(manifest: dict) -> tuple[str, float] | None:
     """What the load generator aimed at: ("tasks", n) for a closed-loop replay, ("requests", n)
     for a tool run with a request-concurrency limit; None when the run says nothing."""
-    replay = manifest.get("replay") or {}
-    if replay.get("load") == "closed" and replay.get("concurrency"):
-        return "tasks", float(replay["concurrency"])
+    replay = ReplaySettings.of(manifest)
+    if replay.load == "closed" and replay.concurrency:
+        return "tasks", float(replay.concurrency)
     settings = (manifest.get("imported") or {}).get("settings") or {}
     if settings.get("max_concurrency"):
         return "requests", float(settings["max_concurrency"])

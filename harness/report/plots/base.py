@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from harness.analysis.frontier import pareto_frontier  # noqa: E402
 from harness.analysis.summary import Analysis  # noqa: E402
 
 MAX_POINTS = 20_000
@@ -169,18 +170,6 @@ def session_timeline(a: Analysis) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("run clock (s); red = critical path, blue = main, green = subagent")
     return fig
-
-
-def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats on both axes (both maximized),
-    ordered by the first coordinate: InferenceX's throughput-vs-interactivity frontier."""
-    order = sorted(range(len(points)), key=lambda i: (-points[i][0], -points[i][1]))
-    frontier, best = [], -np.inf
-    for i in order:
-        if points[i][1] > best:
-            frontier.append(i)
-            best = points[i][1]
-    return sorted(frontier, key=lambda i: points[i][0])
 
 
 def pareto(analyses: list[Analysis]) -> Figure:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from harness.analysis.summary import Analysis
-from harness.analysis.table import fmt
+from harness.report.text import fmt
 
 CARDS = (
     ("ttft_p90", "TTFT p90", "ttft"),

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.analysis.importers.common import NO_TRACE, Imported, chunk_times, need, record
 from harness.errors import InputError
+from harness.importers.common import NO_TRACE, Imported, chunk_times, need, record
 
 NOTES = [
     "vLLM's ITL is every gap between streamed chunks, not divided by the chunk's tokens; chunk_tokens "

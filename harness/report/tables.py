@@ -6,7 +6,7 @@ import html
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.analysis.table import fmt, granularity_line, missed_line, server_hit
+from harness.report.text import fmt, granularity_line, missed_line, server_hit
 
 MISS_LABELS = {
     "miss_cold": "cold",
@@ -115,7 +115,7 @@ def summary_rows(analyses: list[Analysis]) -> str:
 def compare_section(analyses: list[Analysis]) -> str:
     """One table: each headline metric of the first run, then each other run's value, its change and
     the verdict of `compare_analyses` (Mann-Whitney U and a size threshold) against the first."""
-    from harness.analysis.compare import compare_analyses
+    from harness.analysis.compare.changes import compare_analyses
 
     results = [compare_analyses([analyses[0]], [other]) for other in analyses[1:]]
     header = ["metric", analyses[0].run.name]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.analysis.importers.common import NO_TRACE, Imported, need, record, wall_iso
 from harness.errors import InputError
+from harness.importers.common import NO_TRACE, Imported, need, record, wall_iso
 
 STATUS = {"successful": "ok", "errored": "error", "incomplete": "cancelled"}
 NOTES = [

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import orjson
-
-from harness import __version__
+from harness.driver.runfolder import RunFolder
 from harness.errors import InputError
-from harness.schema import MANIFEST_FILE, RECORD_FIELDS, RECORD_SCHEMA_VERSION, RECORDS_FILE
+from harness.schema import Record, RunStatus, new_record
 
 # Fields no other tool's export has: our trace's expectations and its ideal cache.
 NO_TRACE = "cached_tokens_ideal (no trace: the ideal cache hit rate is not available and reads 0)"
@@ -21,21 +18,16 @@ NO_TRACE = "cached_tokens_ideal (no trace: the ideal cache hit rate is not avail
 class Imported:
     tool: str  # "aiperf" | "vllm-bench" | "guidellm"
     source: Path
-    records: list[dict]
+    records: list[Record]
     notes: list[str] = field(default_factory=list)  # definitions that differ, fields not available
     started_at: str | None = None  # ISO-8601 wall clock of the first send, when the export says
     meta: dict = field(default_factory=dict)  # the tool's own run settings worth keeping
 
 
-def record(**values) -> dict:
-    """A record with every schema field, None where the export has nothing for it."""
-    unknown = set(values) - set(RECORD_FIELDS)
-    if unknown:
-        raise ValueError(f"not record fields: {sorted(unknown)}")
-    out = dict.fromkeys(RECORD_FIELDS)
-    out.update(agent="main", turn=0, chunk_times=[], chunk_tokens=[], phase="measure", status="ok")
-    out.update(values)
-    return out
+def record(**values) -> Record:
+    """A record of another tool's request: what its export has, the schema's defaults otherwise
+    (one turn of a main session, measured, ok unless the export says it failed)."""
+    return new_record(**{"turn": 0, "status": "ok", **values})
 
 
 def chunk_times(t_first: float, gaps_s: list[float]) -> list[float]:
@@ -59,27 +51,19 @@ def need(obj: dict, key: str, path: Path, where: str):
 
 
 def write_imported(imported: Imported, out: str | Path, run_id: str | None = None) -> Path:
+    """The run folder of an import, written as every run folder is: through `RunFolder`."""
     out = Path(out)
-    if (out / RECORDS_FILE).exists():
-        raise InputError("already holds records.jsonl; choose a new folder", path=out)
-    out.mkdir(parents=True, exist_ok=True)
     run_id = run_id or out.name
-    manifest = {
-        "schema_version": RECORD_SCHEMA_VERSION,
-        "run_id": run_id,
-        "harness_version": __version__,
-        "started_at": imported.started_at,
-        "ended_at": None,
-        "status": "complete",
-        "imported": {
-            "tool": imported.tool,
-            "source": str(imported.source),
-            "notes": imported.notes,
-            "settings": imported.meta,
-        },
-    }
-    with (out / RECORDS_FILE).open("wb") as fh:
+    origin = {"tool": imported.tool, "source": str(imported.source), "notes": imported.notes}
+    with RunFolder(
+        out,
+        run_id,
+        started_at=imported.started_at,  # the tool's run, not this import
+        machine=None,  # the tool ran elsewhere; the export does not say where
+        clock=None,
+        imported={**origin, "settings": imported.meta},
+    ) as folder:
         for rec in imported.records:
-            fh.write(orjson.dumps({**rec, "run_id": run_id}, option=orjson.OPT_APPEND_NEWLINE))
-    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            folder.write({**rec, "run_id": run_id})
+        folder.close(RunStatus.COMPLETE)
     return out

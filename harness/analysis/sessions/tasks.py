@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.metrics import percentiles
-from harness.analysis.session_graph import TaskGraph, task_graph, task_roots
+from harness.analysis.sessions.graph import TaskGraph, task_graph, task_roots
 from harness.trace.cycles import split_cycled_id
 from harness.trace.model import Trace
 

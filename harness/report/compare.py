@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness.analysis.compare import CompareResult, MetricChange
-from harness.analysis.table import fmt
+from harness.analysis.compare.changes import CompareResult, MetricChange
+from harness.report.text import fmt
 
 HEADER = ("metric", "baseline", "run", "change", "p", "verdict")
 
@@ -63,3 +63,7 @@ def render_markdown(result: CompareResult) -> str:
 
 def render_json(result: CompareResult) -> str:
     return json.dumps(result.to_dict(), indent=2)
+
+
+def render(result: CompareResult, fmt: str = "table") -> str:
+    return {"table": render_table, "markdown": render_markdown, "json": render_json}[fmt](result)

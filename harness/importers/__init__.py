@@ -9,8 +9,8 @@ and `compare` show them beside the numbers instead of hiding the difference.
 
 from __future__ import annotations
 
-from harness.analysis.importers.common import Imported, write_imported
-from harness.analysis.importers.tools import TOOLS, read_export
+from harness.importers.common import Imported, write_imported
+from harness.importers.tools import TOOLS, read_export
 
 __all__ = ["TOOLS", "Imported", "import_run", "read_export", "write_imported"]
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import InputError
+from harness.schema import ReplaySettings
 from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
 from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.requests import RequestSource
@@ -76,8 +77,8 @@ class ServerTokenWalk:
 
 def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace:
     """How to count this run's prompts; with `keys` set when they can be counted in server tokens."""
-    replay = run.manifest.get("replay") if isinstance(run.manifest.get("replay"), dict) else {}
-    api, fmt = replay.get("api"), replay.get("prompt_format", "tokens")
+    replay = run.replay
+    api, fmt = replay.api, replay.prompt_format
     if api is None:
         return TokenSpace(
             "trace", False, "the run does not say which API it used (manifest replay.api)"
@@ -88,7 +89,7 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
     where = str(server.path) if server is not None else None
     if why_not is not None:
         return TokenSpace("trace", True, why_not, where)
-    counter = _text_counter(replay.get("tokenizer"), server)
+    counter = _text_counter(replay.tokenizer, server)
     try:
         keys = _server_keys(run.trace, records, replay, server, counter)
     except ChatTemplateError as exc:
@@ -99,10 +100,10 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
 
 
 def _server_tokenizer(
-    tokenizer: str | None, replay: dict
+    tokenizer: str | None, replay: ReplaySettings
 ) -> tuple[ChatTokenizer | None, str | None]:
     """The server's tokenizer (the argument, else the run's setting) and why it cannot be used."""
-    path = tokenizer or replay.get("tokenizer")
+    path = tokenizer or replay.tokenizer
     if path is not None and not Path(path).exists():
         if tokenizer is not None:
             raise InputError("no such tokenizer file or folder", path=path, field="--tokenizer")
@@ -111,10 +112,10 @@ def _server_tokenizer(
             "to each request's prompt_tokens (give harness analyze --tokenizer DIR)"
         )
     server = ChatTokenizer.load(path) if path is not None else None
-    return server, _why_not_server(replay, server, replay["api"])
+    return server, _why_not_server(replay, server, replay.api)
 
 
-def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str | None:
+def _why_not_server(replay: ReplaySettings, server: ChatTokenizer | None, api: str) -> str | None:
     if server is None:
         return (
             "no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
@@ -125,7 +126,7 @@ def _why_not_server(replay: dict, server: ChatTokenizer | None, api: str) -> str
             f"{server.path} has no chat template: the ideal counts trace tokens, scaled to each "
             "request's prompt_tokens"
         )
-    if replay.get("history") == "live":
+    if replay.history == "live":
         return "live history: the server's replies are not in the records, so prompts cannot be rebuilt"
     return None
 
@@ -151,7 +152,7 @@ def _rendered_how(api: str, server: ChatTokenizer) -> str:
 
 
 def _server_keys(
-    trace, records: pd.DataFrame, replay: dict, server: ChatTokenizer, counter
+    trace, records: pd.DataFrame, replay: ReplaySettings, server: ChatTokenizer, counter
 ) -> list[bytes]:
     """Each record's prompt in server tokens, rebuilt in send order (a session's turns in order)."""
     sources: dict[int, RequestSource] = {}  # one per cycle of the trace (harness.trace.cycles)
@@ -169,9 +170,9 @@ def _server_keys(
         if cycle not in sources:
             sources[cycle] = RequestSource(
                 trace,
-                api=replay["api"],
-                prompt_format=replay.get("prompt_format", "tokens"),
-                salt=cycle_salt(replay.get("salt"), cycle),
+                api=replay.api,
+                prompt_format=replay.prompt_format,
+                salt=cycle_salt(replay.salt, cycle),
                 token_counter=counter,
             )
         prompt = sources[cycle].prompt(sid, turns[i])

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from harness.analysis.table import fmt  # noqa: E402
+from harness.report.text import fmt  # noqa: E402
 
 
 def metric_svg(result, key: str, links: list[str]) -> Figure:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import orjson
 
-from harness.analysis.importers.common import (
+from harness.errors import InputError
+from harness.importers.common import (
     NO_TRACE,
     Imported,
     chunk_times,
@@ -18,7 +19,6 @@ from harness.analysis.importers.common import (
     record,
     wall_iso,
 )
-from harness.errors import InputError
 
 EXPORT = "profile_export.jsonl"
 PHASES = {"profiling": "measure", "warmup": "warmup"}

@@ -7,8 +7,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from harness.analysis.cache import breakdown, group_label
-from harness.analysis.plots import HALF, _figure, _legend, colors
 from harness.analysis.summary import Analysis
+from harness.report.plots.base import HALF, _figure, _legend, colors
 
 
 def cache_by_turn(analyses: list[Analysis]) -> Figure:

@@ -1,0 +1,1 @@
+"""Runs against runs: a baseline against a candidate (`changes`), a series in run order (`trend`)."""

@@ -1,0 +1,1 @@
+"""Tasks (a main session with its subagents): spawn/join graphs, critical paths, completion."""

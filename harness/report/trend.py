@@ -1,0 +1,82 @@
+"""`harness report --trend RUN...`: the trend page (inline SVG figures, a table of runs linking to
+each run's report.html) and the terminal's regression lines, from `analysis.compare.trend`."""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from harness.analysis.compare.trend import Trend, trend
+from harness.report.html import CSS, SCRIPT, render_report
+from harness.report.plots.trend import metric_svg, trend_table
+from harness.schema import REPORT_FILE
+
+
+def trend_regressions(result: Trend) -> list[str]:
+    """One line per regression, for the terminal; a line saying there is none otherwise."""
+    lines = []
+    for p in result.points:
+        for k in p.regressions:
+            c = p.changes[k]
+            lines.append(
+                f"regression: {p.run} {result.labels[k]} {c.baseline:.4g} -> {c.run:.4g} "
+                f"({c.change * 100:+.1f}%, p={c.p_value:.2g})"
+                if c.change is not None
+                else f"regression: {p.run} {k}"
+            )
+    return lines or [f"no significant regression over {len(result.points)} runs"]
+
+
+def write_trend(
+    run_dirs, out_path: str | Path, alpha: float = 0.01, min_change: float = 0.02
+) -> tuple[Path, Trend]:
+    result, analyses = trend(run_dirs, alpha, min_change)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for a in analyses:  # each point links to its run's report; write the ones not there yet
+        page = a.run.path / REPORT_FILE
+        if not page.is_file():
+            page.write_text(render_report([a]), encoding="utf-8")
+    out.write_text(render_trend(result, out.parent), encoding="utf-8")
+    return out, result
+
+
+def render_trend(result: Trend, base: Path) -> str:
+    links = [os.path.relpath(p.path / REPORT_FILE, base) for p in result.points]
+    marked = result.regressions
+    summary = (
+        f"{len(marked)} significant regression(s): "
+        + "; ".join(f"{html.escape(run)} {html.escape(result.labels[k])}" for run, k in marked)
+        if marked
+        else "no significant regression"
+    )
+    body = [
+        f"<h1>Trend over {len(result.points)} runs</h1>",
+        f'<p class="note">Each run against the run before it: Mann-Whitney U p &lt; {result.alpha:g} and '
+        f"|change| &ge; {result.min_change * 100:g}% in the worse direction is a regression (red); "
+        "the same decision as <code>harness compare</code>. Click a point or a run name for its report.</p>",
+        f'<p class="{"warn" if marked else "note"}" id="regressions">{summary}</p>',
+    ]
+    body += [
+        _svg_figure(metric_svg(result, key, links), result.labels[key]) for key in result.labels
+    ]
+    body += ["<h2>Runs</h2>", trend_table(result, links)]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>trend</title>'
+        f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def _svg_figure(fig, title: str) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inline in HTML
+    return f'<figure class="trend">{svg}<figcaption>{html.escape(title)}</figcaption></figure>'
