@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from harness.build import block_size, http_target_config, replay_config
 from harness.cli import build_parser
 from harness.driver.config import Load, ReplayConfig, Sending
-from harness.driver.flags import FIELDS, NEGATED
 from harness.driver.openai_http import HTTPTargetConfig
 from harness.driver.target import Timeouts
+from harness.flags import BY_FIELD
 from harness.run_commands import replay_scenario
 from harness.scenario import Scenario, default_text, validate
 from harness.trace.native import write_trace
@@ -68,8 +68,8 @@ def _leaves(model: type[BaseModel], prefix: str) -> set[str]:
 
 def test_replay_and_scenario_defaults_agree(trace_file):
     args = _replay_args(str(trace_file), "-o", "out", "--endpoint", URL, "--model", "m")
-    given = set(vars(args)) & (set(FIELDS) | set(NEGATED))
-    assert given == {"model"}  # no flag that was not given carries a default of its own
+    given = set(vars(args)) & set(BY_FIELD)
+    assert given == {"target.model"}  # no flag that was not given carries a default of its own
     from_flags = _built(replay_scenario(args))
     from_yaml = _built(
         validate(
@@ -121,7 +121,7 @@ def test_the_docs_table_is_the_scenario_defaults():
     assert documented, "no Defaults table in docs/driver.md"
     for field, shown in documented.items():
         assert default_text(field) == shown, field
-    assert set(FIELDS.values()) | set(NEGATED.values()) <= set(documented)  # every flag
+    assert set(BY_FIELD) <= set(documented)  # every flag
     load = _leaves(Load, "load") | _leaves(Timeouts, "target.timeouts")
     sending = {f"target.{name}" for name in Sending.model_fields}
     assert load | sending <= set(documented), load - set(documented)  # every load setting

@@ -16,7 +16,6 @@ Public API (see docs/driver.md):
     engine_target.EngineTarget(EngineConfig(...))             the reference engine, in-process
     recorder.Recorder, collect, new_record  records.jsonl; events -> one record per request
     manifest.new_manifest, replay_fields    manifest.json's content
-    flags.add_*_flags, scenario_doc         `harness replay`'s flags: overrides onto a scenario
 
 Kept import-light: `harness --help` imports this package.
 """
