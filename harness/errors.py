@@ -8,6 +8,7 @@
     │   └── RunFolderError       a run folder that is missing files or has a bad schema
     ├── TargetError              an endpoint that cannot be reached at all
     ├── EngineError              the reference engine refused a config or failed to start
+    │   └── EngineRequestError   (engine/engine.py) an invalid request: a 400, not a crash
     ├── ChatTemplateError        a chat template refused a conversation (also a ValueError);
     │                            `param` names the offending request field when known
     ├── SSEError                 a response stream that is not valid event-stream data (also a

@@ -190,7 +190,7 @@ class Scenario(Strict):
 
 
 def field_info(dotted: str) -> FieldInfo:
-    """The declaration of a scenario field by its files' key, e.g. "load.drain_s"."""
+    """The declaration of a scenario field by its files' key, e.g. "load.max_duration_s"."""
     model: Any = Scenario
     for key in dotted.split("."):
         by_key = {f.alias or name: f for name, f in model.model_fields.items()}
