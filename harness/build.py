@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from harness.driver.config import ReplayConfig
-from harness.driver.retry import RetryPolicy
 from harness.errors import InputError
 from harness.scenario import Scenario
 from harness.trace.model import Trace
@@ -60,43 +59,17 @@ def build_trace(scenario: Scenario) -> Trace:
 
 
 def replay_config(scenario: Scenario, run_id: str) -> ReplayConfig:
-    load, t, w = scenario.load, scenario.target, scenario.workload
-    return ReplayConfig(
-        load=load.mode,
-        concurrency=load.concurrency,
-        session_rate=load.session_rate,
-        arrival=load.arrival,
-        time_scale=load.time_scale,
-        think_cap_s=load.think_cap_s,
-        max_sessions=load.max_sessions,
-        max_requests=load.max_requests,
-        max_duration=load.max_duration_s,
-        drain_s=load.drain_s,
-        warmup_s=load.warmup_s,
-        warmup_requests=load.warmup_requests,
-        cooldown_s=load.cooldown_s,
-        history=load.history,
-        api=t.api,
-        prompt_format=t.prompt_format,
-        routing=t.routing,
-        follow_parent=t.follow_parent,
+    """The scenario's load and sending settings as they are, with what is resolved here."""
+    w = scenario.workload
+    return ReplayConfig.of(
+        scenario.load,
+        scenario.target,
         block_size=block_size(scenario),
         salt=secrets.token_hex(4) if w.salt == "auto" else w.salt,
         tokenizer=w.tokenizer,
         seed=w.seed,
         run_id=scenario.run_id or run_id,
-        cycle_trace=load.cycle_trace,
-        mid_trajectory=load.mid_trajectory,
-        window=load.window,
-        retry=retry_policy(load.retry),
     )
-
-
-def retry_policy(retry) -> RetryPolicy:
-    given = retry.model_dump(exclude_none=True)
-    if "retry_on" in given:
-        given["retry_on"] = tuple(given["retry_on"])
-    return RetryPolicy(**given)
 
 
 def block_size(scenario: Scenario) -> int:
@@ -179,10 +152,8 @@ def http_target_config(
 ):
     from harness.driver.openai_http import HTTPTargetConfig
     from harness.driver.run import connection_limit
-    from harness.driver.target import Timeouts
 
     t = scenario.target
-    tm = t.timeouts
     return HTTPTargetConfig(
         endpoints=tuple(urls),
         model=model,
@@ -193,7 +164,7 @@ def http_target_config(
         ignore_eos=t.send_ignore_eos,
         continuous_usage=t.continuous_usage,
         session_id_field=t.session_id_field,
-        timeouts=Timeouts(connect=tm.connect_s, ttft=tm.ttft_s, idle=tm.idle_s, total=tm.total_s),
+        timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),
     )
 

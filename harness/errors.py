@@ -7,7 +7,14 @@
     │   ├── ScenarioError        a scenario file with unknown or invalid keys
     │   └── RunFolderError       a run folder that is missing files or has a bad schema
     ├── TargetError              an endpoint that cannot be reached at all
-    └── EngineError              the reference engine refused a config or failed to start
+    ├── EngineError              the reference engine refused a config or failed to start
+    │   └── EngineRequestError   (engine/engine.py) an invalid request: a 400, not a crash
+    ├── ChatTemplateError        a chat template refused a conversation (also a ValueError);
+    │                            `param` names the offending request field when known
+    ├── SSEError                 a response stream that is not valid event-stream data (also a
+    │                            ValueError); the HTTP target records it as a failed request
+    └── ApiError                 (serving/protocol.py) an HTTP error the served engine answers
+                                 with an OpenAI-style body; never leaves the server
 
 A failed *request* is never an exception that escapes the driver: it is a record with a status.
 Something skipped or assumed while the work goes on is a `HarnessWarning`: one line on stderr.
@@ -68,6 +75,19 @@ class TargetError(HarnessError):
 
 class EngineError(HarnessError):
     pass
+
+
+class ChatTemplateError(HarnessError, ValueError):
+    """A conversation a chat template cannot render: the reference server's template
+    (harness/serving/chat_template.py) or a Hugging Face one (harness/trace/chat_tokens.py)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class SSEError(HarnessError, ValueError):
+    """The stream is not valid event-stream data (e.g. an event above the size limit)."""
 
 
 class HarnessWarning(UserWarning):

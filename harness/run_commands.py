@@ -71,28 +71,13 @@ def register(sub) -> None:
     pd.set_defaults(func=_plan_pd)
 
 
-class ScenarioDefaultsFormatter(argparse.HelpFormatter):
-    """Shows each flag's default as the scenario model's (read only when help is printed)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        from harness.driver.flags import FIELDS, NEGATED
-        from harness.scenario import default_text
-
-        text = action.help or ""
-        if action.dest in FIELDS and not action.required:
-            text += f" (default: {default_text(FIELDS[action.dest])})"
-        elif action.dest in NEGATED:
-            text += f" (default: {NEGATED[action.dest]} {default_text(NEGATED[action.dest])})"
-        return text.replace("%", "%%")
-
-
 def _register_replay(sub) -> None:
-    from harness.driver import flags
+    from harness import flags
 
     p = sub.add_parser(
         "replay",
         help="replay a trace against OpenAI-compatible endpoints",
-        formatter_class=ScenarioDefaultsFormatter,
+        formatter_class=flags.HelpFormatter,
         description="Replay a trace's sessions against one or more OpenAI-compatible endpoints and "
         "write one record per request to RUN_DIR/records.jsonl, plus RUN_DIR/manifest.json. "
         "Every flag overrides one scenario field; defaults are the scenario's. "
@@ -108,9 +93,7 @@ def _register_replay(sub) -> None:
         metavar="RUN_DIR",
         help="run folder to create (must not hold records yet)",
     )
-    flags.add_target_flags(p)
-    flags.add_load_flags(p)
-    flags.add_content_flags(p)
+    flags.add_flags(p)
     p.add_argument(
         "--quiet",
         action="store_true",
@@ -121,8 +104,8 @@ def _register_replay(sub) -> None:
 
 def replay_scenario(args: argparse.Namespace):
     """The scenario `harness replay` runs: its flags, then its --set items, onto the defaults."""
+    from harness import flags
     from harness import scenario as sc
-    from harness.driver import flags
     from harness.errors import InputError, ScenarioError
 
     doc = flags.scenario_doc(args)

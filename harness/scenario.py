@@ -2,9 +2,11 @@
 
 A scenario names the workload, the target, the load, SLOs, GPU count, an optional sweep and the
 execution backend. It is the one model of a run: `harness replay` flags are overrides onto it,
-and its defaults are the defaults of both verbs (docs/driver.md, "Defaults"). It is validated once, when loaded; errors name the file, the line and the
-dotted field. `--set key=value` overrides are applied to the raw document before validation, so
-they are checked like the file itself.
+and its defaults are the defaults of both verbs (docs/driver.md, "Defaults"). Its `load:`, its
+target's sending settings and `target.timeouts` are the driver's own models
+(harness/driver/config.py, harness/driver/target.py), not copies. It is validated once, when
+loaded; errors name the file, the line and the dotted field. `--set key=value` overrides are
+applied to the raw document before validation, so they are checked like the file itself.
 """
 
 from __future__ import annotations
@@ -15,30 +17,54 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from harness import yamlconf
+from harness.driver.config import Load, Sending
+from harness.driver.target import Timeouts
 from harness.errors import ScenarioError
+from harness.yamlconf import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Workload(_Strict):
-    profile: str | None = None  # a profile file (workloads/*.yaml); relative to the scenario
-    trace: str | None = None  # or a trace file in any supported format
-    trace_format: Literal["auto", "native", "mooncake", "weka"] = "auto"
-    group_sessions: bool = False  # Mooncake: join requests whose hash ids extend an earlier one
-    mooncake_block_size: int | None = Field(default=None, gt=0)  # Mooncake: tokens per hash id
+class Workload(Strict):
+    profile: str | None = Field(None, description="a profile file (workloads/*.yaml)")
+    trace: str | None = Field(None, description="or a trace file in any supported format")
+    trace_format: Literal["auto", "native", "mooncake", "weka"] = Field(
+        "auto", description="trace format (auto: detect)"
+    )
+    group_sessions: bool = Field(
+        False,
+        description="Mooncake trace: join requests whose hash ids extend an earlier request "
+        "into sessions",
+    )
+    mooncake_block_size: int | None = Field(
+        None, gt=0, description="Mooncake trace: tokens per hash block (unset: 512)"
+    )
     overrides: dict[str, Any] = Field(default_factory=dict)  # profile fields (dotted keys)
     sessions: int | None = Field(default=None, gt=0)
     scale: float | None = Field(default=None, gt=0)
-    seed: int = 1  # the generated trace's, and the open-loop arrival draws'
-    salt: str | None = None  # "auto": a fresh salt per run, so repeated runs share no cache
-    tokenizer: str | None = (
-        None  # a Hugging Face tokenizer folder or tokenizer.json (docs/metrics.md)
+    seed: int = Field(
+        1, description="seed of the generated trace and of the open-loop arrival draws"
     )
+    salt: str | None = Field(
+        None,
+        description="prefix every prompt with a salt segment so repeated runs do not hit each "
+        "other's cache ('auto': a fresh one per run)",
+    )
+    tokenizer: str | None = Field(
+        None,
+        description="a Hugging Face tokenizer folder or its tokenizer.json (needs 'tokenizers'): "
+        "text prompts and chat messages get exactly the trace's token counts for it; with the "
+        "folder's chat template the analyzer counts chat prompts in the server's tokens",
+    )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_exists(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).exists():
+            raise ValueError(f"no such file or folder: {path}")
+        return path
 
     @model_validator(mode="after")
     def _one_source(self) -> Workload:
@@ -47,48 +73,68 @@ class Workload(_Strict):
         return self
 
 
-class Endpoint(_Strict):
+class Endpoint(Strict):
     url: str
     name: str | None = None
 
 
-class EngineTarget(_Strict):
+class EngineTargetConfig(Strict):
+    """The reference engine as the target: in-process or `harness serve` processes."""
+
     mode: Literal["inprocess", "http"] = "inprocess"
     replicas: int = Field(default=1, ge=1, le=16)
     options: dict[str, Any] = Field(default_factory=dict)  # EngineConfig fields (vLLM names)
 
 
-class Timeouts(_Strict):
-    connect_s: float = Field(default=30.0, gt=0)  # to open a connection
-    ttft_s: float = Field(default=600.0, gt=0)  # from send to the first output token
-    idle_s: float = Field(default=120.0, gt=0)  # between reads once output started
-    total_s: float = Field(default=600.0, gt=0)  # for a whole request
+class TargetConfig(Sending):
+    """What serves the requests (the engine or endpoints) and how they are sent."""
 
-
-class Target(_Strict):
     kind: Literal["engine", "endpoints"] = "engine"
-    engine: EngineTarget = EngineTarget()
+    engine: EngineTargetConfig = EngineTargetConfig()
     endpoints: tuple[Endpoint, ...] = ()
-    model: str | None = None  # default: the engine's served name / the endpoint's first model
-    api: Literal["chat", "completions"] = "completions"
-    prompt_format: Literal["tokens", "text"] = "tokens"
-    api_key_env: str | None = None  # the NAME of an environment variable, never the key
-    api_key_file: str | None = None
+    model: str | None = Field(
+        None,
+        description="model name sent in each request (default: the engine's served name; "
+        "required for endpoints)",
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="read the API key (sent as a bearer token) from this environment variable",
+    )  # its NAME, never the key
+    api_key_file: str | None = Field(
+        None, description="read the API key from this file (first line)"
+    )
     headers: dict[str, str] = Field(default_factory=dict)
-    routing: Literal["round_robin", "least_outstanding", "session_sticky"] = "session_sticky"
-    follow_parent: bool = True  # subagents route and tag as their root session
-    send_min_tokens: bool = True
-    send_ignore_eos: bool = True
-    continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
-    session_id_field: str | None = None  # also send the session id in the body under this name
-    scrape_metrics: bool = True  # read the server's Prometheus /metrics before and after
+    send_min_tokens: bool = Field(
+        True, description="send min_tokens (off for servers that reject unknown fields)"
+    )
+    send_ignore_eos: bool = Field(True, description="send ignore_eos")
+    continuous_usage: bool = Field(
+        False,
+        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)",
+    )
+    session_id_field: str | None = Field(
+        None,
+        description="also send the session id in the request body under NAME (X-Session-ID is "
+        "always sent)",
+    )
+    scrape_metrics: bool = Field(
+        True, description="read the endpoints' Prometheus /metrics before and after the run"
+    )
     timeouts: Timeouts = Timeouts()
-    max_connections: int | None = Field(default=None, ge=1)  # default: sized to the load
-    block_size: int | None = Field(default=None, gt=0)  # the server's KV block (manifest), the
-    # ideal's fallback granularity; default: the engine's block_size option, else 16
+    max_connections: int | None = Field(
+        None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
+    )
+    block_size: int | None = Field(
+        None,
+        gt=0,
+        description="server KV block size, kept in the manifest: the analyzer's ideal uses it "
+        "when it cannot detect the server's cache granularity (unset: the engine's block_size, "
+        "else 16)",
+    )
 
     @model_validator(mode="after")
-    def _endpoints_given(self) -> Target:
+    def _endpoints_given(self) -> TargetConfig:
         if self.kind == "endpoints" and not self.endpoints:
             raise ValueError("kind 'endpoints' needs at least one entry in 'endpoints'")
         if self.kind == "engine" and self.endpoints:
@@ -96,78 +142,35 @@ class Target(_Strict):
         return self
 
 
-class Retry(_Strict):
-    """harness.driver.retry.RetryPolicy: which failures are sent again, how often, how late."""
-
-    attempts: int = Field(default=1, ge=1)
-    backoff_s: float = Field(default=0.5, ge=0)
-    multiplier: float = Field(default=2.0, ge=1)
-    max_backoff_s: float = Field(default=30.0, ge=0)
-    jitter: float = Field(default=0.2, ge=0, lt=1)
-    retry_on: tuple[str, ...] | None = None  # default: harness.driver.retry.RETRY_ON
-
-
-class Load(_Strict):
-    mode: Literal["closed", "open", "timestamps"] = "closed"
-    concurrency: int = Field(default=4, ge=1)  # closed loop: sessions in flight
-    session_rate: float | None = Field(default=None, gt=0)  # open loop: sessions per second
-    arrival: Literal["poisson", "constant"] = "poisson"
-    time_scale: float = Field(default=1.0, gt=0)  # timestamps mode
-    think_cap_s: float | None = Field(default=None, gt=0)  # longer think times wait only this long
-    max_sessions: int | None = Field(default=None, ge=1)
-    max_requests: int | None = Field(default=None, ge=1)
-    max_duration_s: float | None = Field(default=None, gt=0)
-    drain_s: float = Field(default=60.0, ge=0)  # after max_duration_s, cancel what is in flight
-    warmup_s: float = Field(default=0.0, ge=0)
-    warmup_requests: int = Field(default=0, ge=0)
-    cooldown_s: float = Field(default=0.0, ge=0)
-    history: Literal["recorded", "live"] = "recorded"
-    cycle_trace: bool = (
-        True  # closed loop with max_duration_s: draw the trace again when it runs out
-    )
-    mid_trajectory: bool = (
-        False  # closed loop: the first `concurrency` tasks start at a random turn
-    )
-    window: Literal["phases", "steady"] = (
-        "phases"  # the analyzer's measured window (docs/metrics.md)
-    )
-    retry: Retry = Field(
-        default_factory=lambda: Retry()
-    )  # agent-like retries; off (1 attempt) by default
-
-    @model_validator(mode="after")
-    def _rate_for_open(self) -> Load:
-        if self.mode == "open" and self.session_rate is None:
-            raise ValueError("open-loop load needs 'session_rate'")
-        return self
-
-
-class SweepAxis(_Strict):
+class SweepAxis(Strict):
     param: str  # dotted scenario field, e.g. load.concurrency or target.engine.options.max_num_seqs
     values: tuple[Any, ...] = Field(min_length=1)
 
 
-class Execution(_Strict):
+class Execution(Strict):
     backend: Literal["local", "ray"] = "local"
     workers: int = Field(default=1, ge=1)
     address: str = "auto"
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     name: str
     description: str = ""
     workload: Workload
-    target: Target = Target()
+    target: TargetConfig = TargetConfig()
     load: Load = Load()
     slos: dict[str, float | str] = Field(default_factory=dict)  # e.g. ttft_p90: 2s, tpot: 50ms
     gpus: int = Field(default=1, ge=1)
     sweep: tuple[SweepAxis, ...] = Field(default=(), max_length=2)
     execution: Execution = Execution()
     results_dir: str = "results"
-    run_id: str | None = None  # default: the run folder's name
+    run_id: str | None = Field(
+        None, description="run id written to records and manifest (unset: the run folder's name)"
+    )
 
     def to_dict(self) -> dict:
-        return self.model_dump(mode="json")
+        """The document, in the files' keys."""
+        return self.model_dump(mode="json", by_alias=True)
 
     def points(self) -> list[tuple[str, Scenario]]:
         """The sweep's points as (label, scenario without sweep); one point when no sweep."""
@@ -186,16 +189,21 @@ class Scenario(_Strict):
         return out
 
 
+def field_info(dotted: str) -> FieldInfo:
+    """The declaration of a scenario field by its files' key, e.g. "load.max_duration_s"."""
+    model: Any = Scenario
+    for key in dotted.split("."):
+        by_key = {f.alias or name: f for name, f in model.model_fields.items()}
+        if key not in by_key:
+            raise KeyError(f"no scenario field {dotted!r}")
+        info = by_key[key]
+        model = info.annotation
+    return info
+
+
 def default_of(dotted: str) -> Any:
     """The default of a scenario field, e.g. default_of("load.concurrency") == 4."""
-    model: Any = Scenario
-    value: Any = None
-    for key in dotted.split("."):
-        fields = type(model).model_fields if isinstance(model, BaseModel) else model.model_fields
-        info = fields[key]
-        value = info.get_default(call_default_factory=True)
-        model = value if isinstance(value, BaseModel) else info.annotation
-    return value
+    return field_info(dotted).get_default(call_default_factory=True)
 
 
 def default_text(dotted: str) -> str:
@@ -209,6 +217,8 @@ def default_text(dotted: str) -> str:
         return f"{value:g}"
     if isinstance(value, tuple | list | dict) and not value:
         return "none"
+    if isinstance(value, tuple | list):
+        return ", ".join(map(str, value))
     return str(value)
 
 

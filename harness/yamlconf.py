@@ -11,11 +11,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    """A config section: frozen, unknown keys rejected. A field whose YAML key differs from the
+    code's name declares the key as its alias: files give the alias only (`validate_model`),
+    code may give either, and `model_dump(by_alias=True)` writes the files' keys."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True
+    )
 
 
 def read_yaml(path: Path, error: type[InputError], what: str) -> tuple[Any, yaml.Node | None]:
@@ -95,7 +105,7 @@ def validate_model(
     if not isinstance(doc, dict):
         raise error(f"a {what} must be a YAML mapping", path=source)
     try:
-        return model.model_validate(doc)
+        return model.model_validate(doc, by_alias=True, by_name=False)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))

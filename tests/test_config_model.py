@@ -1,5 +1,6 @@
 """One configuration model: `harness replay` flags are overrides onto a scenario, with the
 scenario's defaults (the table in docs/driver.md), and every replay setting is reachable from YAML.
+The scenario's `load:` and `target.timeouts` are the driver's own models: one declaration each.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from harness.build import block_size, http_target_config, replay_config
 from harness.cli import build_parser
-from harness.driver.config import ReplayConfig
-from harness.driver.flags import FIELDS, NEGATED
+from harness.driver.config import Load, ReplayConfig, Sending
 from harness.driver.openai_http import HTTPTargetConfig
 from harness.driver.target import Timeouts
+from harness.flags import BY_FIELD
 from harness.run_commands import replay_scenario
-from harness.scenario import default_text, validate
+from harness.scenario import Scenario, default_text, validate
 from harness.trace.native import write_trace
 from tests.driver.helpers import sess, trace
 
@@ -46,13 +48,28 @@ def _built(scenario, tr=None) -> tuple[ReplayConfig, HTTPTargetConfig]:
 
 
 def _fields(obj) -> dict:
+    if isinstance(obj, BaseModel):
+        return dict(obj)
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def _leaves(model: type[BaseModel], prefix: str) -> set[str]:
+    """The dotted file keys of a model's settings, nested models' fields included."""
+    out = set()
+    for name, info in model.model_fields.items():
+        key = f"{prefix}.{info.alias or name}"
+        sub = info.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            out |= _leaves(sub, key)
+        else:
+            out.add(key)
+    return out
 
 
 def test_replay_and_scenario_defaults_agree(trace_file):
     args = _replay_args(str(trace_file), "-o", "out", "--endpoint", URL, "--model", "m")
-    given = set(vars(args)) & (set(FIELDS) | set(NEGATED))
-    assert given == {"model"}  # no flag that was not given carries a default of its own
+    given = set(vars(args)) & set(BY_FIELD)
+    assert given == {"target.model"}  # no flag that was not given carries a default of its own
     from_flags = _built(replay_scenario(args))
     from_yaml = _built(
         validate(
@@ -104,7 +121,19 @@ def test_the_docs_table_is_the_scenario_defaults():
     assert documented, "no Defaults table in docs/driver.md"
     for field, shown in documented.items():
         assert default_text(field) == shown, field
-    assert set(FIELDS.values()) | set(NEGATED.values()) <= set(documented)
+    assert set(BY_FIELD) <= set(documented)  # every flag
+    load = _leaves(Load, "load") | _leaves(Timeouts, "target.timeouts")
+    sending = {f"target.{name}" for name in Sending.model_fields}
+    assert load | sending <= set(documented), load - set(documented)  # every load setting
+
+
+def test_the_scenario_load_is_the_driver_model():
+    # not a copy: the same class, so a setting is declared once
+    assert Scenario.model_fields["load"].annotation is Load
+    assert (
+        Scenario.model_fields["target"].annotation.model_fields["timeouts"].annotation is Timeouts
+    )
+    assert issubclass(ReplayConfig, Load) and issubclass(ReplayConfig, Sending)
 
 
 def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):

@@ -12,7 +12,6 @@ schedule, so the offered load is the single-process run's.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
@@ -106,10 +105,11 @@ def shard_config(config: ReplayConfig, plan: ShardPlan, shard: Shard) -> ReplayC
     max_requests = config.max_requests
     if max_requests is not None:
         max_requests = max(1, split(max_requests, weights)[i])
-    return dataclasses.replace(
-        config,
-        concurrency=shard.concurrency,
-        max_sessions=None,  # applied once, by the plan
-        max_requests=max_requests,
-        warmup_requests=split(config.warmup_requests, weights)[i],
+    return config.model_copy(
+        update={
+            "concurrency": shard.concurrency,
+            "max_sessions": None,  # applied once, by the plan
+            "max_requests": max_requests,
+            "warmup_requests": split(config.warmup_requests, weights)[i],
+        }
     )

@@ -1,100 +1,110 @@
-"""The replay configuration: one frozen, validated object for `harness replay` and `harness run`."""
+"""The replay's settings: `Load` is the scenario's `load:`, `ReplayConfig` all a replay needs.
+
+Each setting is declared once, here (its default, bounds and description): the scenario composes
+these models, `harness replay`'s flags set their fields (harness/flags.py) and docs/driver.md's
+"Defaults" table shows them. A YAML key that differs from the code's name is the field's alias
+(`mode`, `max_duration_s`); the manifest's "replay" section keeps the code's names.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from harness.driver.retry import RetryPolicy
-from harness.driver.routing import POLICIES
-from harness.errors import InputError
-
-LOADS = ("closed", "open", "timestamps")
-ARRIVALS = ("poisson", "constant")
-HISTORIES = ("recorded", "live")
-APIS = ("chat", "completions")
-PROMPT_FORMATS = ("tokens", "text")
-WINDOWS = ("phases", "steady")
+from harness.yamlconf import Strict
 
 
-@dataclass(frozen=True)
-class ReplayConfig:
-    """When and what to send. Times in seconds on the run clock (0 = run start)."""
+class Load(Strict):
+    """When to send: the load mode, its bounds and the measured phases. Times in seconds on the
+    run clock (0 = run start)."""
 
-    load: str = (
-        "closed"  # closed: `concurrency` sessions in flight; open: arrivals at `session_rate`
+    load: Literal["closed", "open", "timestamps"] = Field(
+        "closed",
+        alias="mode",
+        description="closed: `concurrency` main sessions in flight; open: arrivals at "
+        "`session_rate`; timestamps: the trace's arrival times",
     )
-    concurrency: int = 4
-    session_rate: float | None = None  # main sessions per second (open loop)
-    arrival: str = "poisson"
-    time_scale: float = 1.0  # timestamps: intended arrival = (arrival_s - first) * time_scale
-    think_cap_s: float | None = (
-        None  # a longer think time waits only this long (manifest: think_capped)
+    concurrency: int = Field(
+        4, ge=1, description="closed loop: N main sessions in flight, a new one when one ends"
     )
-    max_sessions: int | None = None  # main sessions started (subagents come with them)
-    max_requests: int | None = None
-    max_duration: float | None = None  # stop sending at this time; in-flight requests drain
-    drain_s: float = 60.0  # after max_duration, cancel what is still in flight after this long
-    warmup_s: float = 0.0  # requests sent before this are phase "warmup"
-    warmup_requests: int = 0  # ... and so are the first N requests sent
-    cooldown_s: float = 0.0  # requests sent in the last S seconds of max_duration are "cooldown"
-    history: str = "recorded"
-    api: str = "completions"
-    prompt_format: str = "tokens"  # completions API: token-id or text prompts
-    routing: str = "session_sticky"
-    follow_parent: bool = True  # subagents use their root session's sticky key
-    block_size: int = 16  # the server's KV block, as configured: the manifest's block_size
-    salt: str | None = None
-    tokenizer: str | None = (
-        None  # a Hugging Face tokenizer folder or tokenizer.json: text exact for it
+    session_rate: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        validate_default=True,  # so that open loop without a rate is caught
+        description="open loop: R main sessions per second",
     )
-    seed: int = 1  # open-loop arrival draws, mid-trajectory start turns
-    cycle_trace: bool = True  # closed loop with max_duration: draw the trace again when it runs out
-    mid_trajectory: bool = (
-        False  # closed loop: the first `concurrency` tasks start at a random turn
+    arrival: Literal["poisson", "constant"] = Field(
+        "poisson", description="open-loop arrival process"
     )
-    retry: RetryPolicy = field(default_factory=RetryPolicy)  # off (1 attempt) unless configured
-    window: str = "phases"  # the analyzer's measured window: "phases" or "steady" (analysis.window)
-    run_id: str = "run"
+    time_scale: float = Field(
+        1.0, gt=0, description="timestamps: multiply arrival times by X (0.5 = twice as fast)"
+    )
+    think_cap_s: float | None = Field(
+        None,
+        gt=0,
+        description="wait at most S seconds for a think time (human breaks run to hours); "
+        "the manifest and the report say how many pauses were shortened",
+    )
+    max_sessions: int | None = Field(
+        None, ge=1, description="start at most N main sessions (subagents come with them)"
+    )
+    max_requests: int | None = Field(None, ge=1, description="send at most N requests")
+    max_duration: float | None = Field(
+        None,
+        gt=0,
+        alias="max_duration_s",
+        description="stop sending after S seconds; requests in flight may finish within drain_s",
+    )
+    drain_s: float = Field(
+        60.0, ge=0, description="after max_duration_s, cancel requests still in flight after S s"
+    )
+    warmup_s: float = Field(
+        0.0, ge=0, description="mark requests sent in the first S seconds phase=warmup"
+    )
+    warmup_requests: int = Field(0, ge=0, description="mark the first N requests sent phase=warmup")
+    cooldown_s: float = Field(
+        0.0,
+        ge=0,
+        description="mark requests sent in the last S seconds of max_duration_s phase=cooldown",
+    )
+    history: Literal["recorded", "live"] = Field(
+        "recorded",
+        description="history from the trace's recorded outputs (exact prefix reuse) or each "
+        "reply's actual text",
+    )
+    cycle_trace: bool = Field(
+        True, description="closed loop with max_duration_s: draw the trace again when it runs out"
+    )
+    mid_trajectory: bool = Field(
+        False,
+        description="closed loop: start the first N tasks at random turns, their history sent "
+        "as warm-up",
+    )
+    window: Literal["phases", "steady"] = Field(
+        "phases",
+        description="the analyzer's measured window: the phases, or from when load and hit rate "
+        "hold (docs/metrics.md)",
+    )
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy, description="agent-like retries; off (1 attempt) by default"
+    )
 
-    def __post_init__(self) -> None:
-        self._check_choice("load", LOADS)
-        self._check_choice("arrival", ARRIVALS)
-        self._check_choice("history", HISTORIES)
-        self._check_choice("api", APIS)
-        self._check_choice("prompt_format", PROMPT_FORMATS)
-        self._check_choice("routing", POLICIES)
-        self._check_choice("window", WINDOWS)
-        if self.concurrency < 1:
-            raise InputError(f"must be >= 1, got {self.concurrency}", field="concurrency")
-        if self.load == "open" and not (
-            self.session_rate and self.session_rate > 0 and math.isfinite(self.session_rate)
-        ):
-            raise InputError("open loop needs a positive finite session rate", field="session_rate")
-        for name in ("max_sessions", "max_requests"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise InputError(f"must be >= 1, got {v}", field=name)
-        for name in ("time_scale", "max_duration", "block_size", "think_cap_s"):
-            v = getattr(self, name)
-            if v is not None and not v > 0:
-                raise InputError(f"must be positive, got {v}", field=name)
-        for name in ("drain_s", "warmup_s", "cooldown_s", "warmup_requests"):
-            if getattr(self, name) < 0:
-                raise InputError(f"must be >= 0, got {getattr(self, name)}", field=name)
-        if self.tokenizer is not None and not Path(self.tokenizer).exists():
-            raise InputError(f"no such file or folder: {self.tokenizer}", field="tokenizer")
-        if self.cooldown_s and self.max_duration is None:
-            raise InputError(
-                "a cool-down needs max_duration (the end it counts back from)", field="cooldown_s"
-            )
+    @field_validator("session_rate")
+    @classmethod
+    def _open_needs_a_rate(cls, rate: float | None, info: ValidationInfo) -> float | None:
+        if info.data.get("load") == "open" and rate is None:
+            raise ValueError("open loop needs a session rate")
+        return rate
 
-    def _check_choice(self, name: str, choices: tuple[str, ...]) -> None:
-        if getattr(self, name) not in choices:
-            raise InputError(
-                f"must be one of {', '.join(choices)}, got {getattr(self, name)!r}", field=name
-            )
+    @field_validator("cooldown_s")
+    @classmethod
+    def _cooldown_needs_an_end(cls, cooldown: float, info: ValidationInfo) -> float:
+        if cooldown and info.data.get("max_duration") is None:
+            raise ValueError("a cool-down needs max_duration_s (the end it counts back from)")
+        return cooldown
 
     def phase(self, t_sent: float, index: int) -> str:
         """Phase of the `index`-th request (0-based, in send order) sent at `t_sent`."""
@@ -108,5 +118,42 @@ class ReplayConfig:
             return "cooldown"
         return "measure"
 
+
+class Sending(Strict):
+    """How each request is sent and routed: settings of the scenario's `target:`."""
+
+    api: Literal["chat", "completions"] = Field(
+        "completions", description="/v1/chat/completions (messages) or /v1/completions"
+    )
+    prompt_format: Literal["tokens", "text"] = Field(
+        "tokens", description="completions API: token-id prompts or text prompts"
+    )
+    routing: Literal["round_robin", "least_outstanding", "session_sticky"] = Field(
+        "session_sticky", description="how requests are spread over several endpoints"
+    )
+    follow_parent: bool = Field(
+        True, description="route and tag subagents by their root session's id, not their own"
+    )
+
+
+class ReplayConfig(Load, Sending):
+    """The load and sending settings as the scenario gave them, plus values harness/build.py
+    resolves from the rest of the scenario."""
+
+    block_size: int = Field(16, gt=0, description="the server's KV block: the manifest's")
+    salt: str | None = Field(None, description="the salt segment before every prompt")
+    tokenizer: str | None = Field(None, description="a tokenizer the text is exact for")
+    seed: int = Field(1, description="open-loop arrival draws, mid-trajectory start turns")
+    run_id: str = "run"
+
+    @classmethod
+    def of(cls, load: Load, sending: Sending, **resolved: Any) -> ReplayConfig:
+        """`load` and `sending` as validated (by the scenario), with the resolved values."""
+        # Not validated again: every value was checked by the model it comes from.
+        parts = {name: getattr(load, name) for name in Load.model_fields}
+        parts |= {name: getattr(sending, name) for name in Sending.model_fields}
+        return cls.model_construct(**parts, **resolved)
+
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The manifest's "replay" section: the code's names, which the analyzer reads."""
+        return self.model_dump()

@@ -14,9 +14,9 @@ import numpy as np
 
 from harness.driver.target import Chunk, Done, Event, Failure, RequestSpec, Usage
 from harness.engine.config import EngineConfig
-from harness.errors import EngineError
+from harness.errors import ChatTemplateError, EngineError
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
-from harness.serving.chat_template import ChatTemplateError, chat_prompt_ids
+from harness.serving.chat_template import chat_prompt_ids
 from harness.serving.tokenizer import tokenizer_for
 
 

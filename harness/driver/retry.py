@@ -12,9 +12,11 @@ attempt and reports the failed ones (docs/metrics.md, "Retries").
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from typing import Any
 
-from harness.errors import InputError
+from pydantic import Field, field_validator
+
+from harness.yamlconf import Strict
 
 # Connection refused / reset before a response, no connection in time, dropped mid-stream, 429, 503, 529 (Anthropic's
 # "overloaded"), and an error object in the stream that says the server is overloaded.
@@ -29,25 +31,27 @@ RETRY_ON = (
 )
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 1  # sends per turn at most; 1 = no retries
-    backoff_s: float = 0.5
-    multiplier: float = 2.0
-    max_backoff_s: float = 30.0
-    jitter: float = 0.2  # each backoff is shortened by up to this fraction
-    retry_on: tuple[str, ...] = RETRY_ON
+class RetryPolicy(Strict):
+    """The scenario's `load.retry`: which failures are sent again, how often, how late."""
 
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise InputError(f"must be >= 1, got {self.attempts}", field="retry.attempts")
-        for name in ("backoff_s", "max_backoff_s"):
-            if getattr(self, name) < 0:
-                raise InputError(f"must be >= 0, got {getattr(self, name)}", field=f"retry.{name}")
-        if self.multiplier < 1:
-            raise InputError(f"must be >= 1, got {self.multiplier}", field="retry.multiplier")
-        if not 0 <= self.jitter < 1:
-            raise InputError(f"must be in [0, 1), got {self.jitter}", field="retry.jitter")
+    attempts: int = Field(1, ge=1, description="sends per turn at most; 1 = no retries")
+    backoff_s: float = Field(0.5, ge=0, description="seconds before the first retry")
+    multiplier: float = Field(
+        2.0, ge=1, description="each further backoff is this many times longer"
+    )
+    max_backoff_s: float = Field(30.0, ge=0, description="the longest backoff, seconds")
+    jitter: float = Field(
+        0.2, ge=0, lt=1, description="each backoff is shortened by up to this fraction"
+    )
+    retry_on: tuple[str, ...] = Field(
+        RETRY_ON, description="the error classes retried (null: the default list)"
+    )
+
+    @field_validator("retry_on", mode="before")
+    @classmethod
+    def _default_when_null(cls, value: Any) -> Any:
+        # scenario.yaml files written before this was one model hold `retry_on: null`
+        return RETRY_ON if value is None else value
 
     @property
     def enabled(self) -> bool:

@@ -9,11 +9,9 @@ The common case (one `data: {...}` line per event, LF line ends) takes a fast pa
 
 from __future__ import annotations
 
+from harness.errors import SSEError
+
 DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
-
-
-class SSEError(ValueError):
-    """The stream is not valid event-stream data (e.g. an event above the size limit)."""
 
 
 class SSEParser:

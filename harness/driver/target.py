@@ -23,6 +23,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from pydantic import Field
+
+from harness.yamlconf import Strict
+
 FailureStatus = Literal["error", "timeout"]
 
 
@@ -109,16 +113,22 @@ class Target(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """Seconds. `ttft` counts from send to the first output token (headers included)."""
+class Timeouts(Strict):
+    """Seconds, the scenario's `target.timeouts`. `ttft` counts from send to the first output
+    token (headers included). The files' keys end in `_s`; the code reads `.connect` etc."""
 
-    connect: float = 30.0
-    ttft: float = 600.0
-    idle: float = 120.0  # between two reads once output has started
-    total: float = 600.0
-
-    def __post_init__(self) -> None:
-        for name in ("connect", "ttft", "idle", "total"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"timeout {name} must be positive, got {getattr(self, name)}")
+    connect: float = Field(
+        30.0, gt=0, alias="connect_s", description="seconds allowed to open a connection"
+    )
+    ttft: float = Field(
+        600.0,
+        gt=0,
+        alias="ttft_s",
+        description="seconds allowed from send to the first output token",
+    )
+    idle: float = Field(
+        120.0, gt=0, alias="idle_s", description="seconds allowed between reads once output started"
+    )
+    total: float = Field(
+        600.0, gt=0, alias="total_s", description="seconds allowed for a whole request"
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from harness.errors import ChatTemplateError
 from harness.serving.tokenizer import (
     ASSISTANT_ID,
     END_ID,
@@ -33,14 +34,6 @@ ROLE_IDS = {
     "assistant": ASSISTANT_ID,
     "tool": TOOL_ID,
 }
-
-
-class ChatTemplateError(ValueError):
-    """A message the template cannot render; `param` names the offending field."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 def chat_prompt_ids(messages: object, tokenizer, tools: object = None) -> list[int]:

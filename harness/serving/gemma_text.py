@@ -19,7 +19,8 @@ from tokenizers.decoders import DecodeStream
 from tokenizers.models import BPE
 
 from harness.engine.gguf_weights import Vocabulary, cache_dir, load_vocabulary
-from harness.serving.chat_template import ChatTemplateError, role_and_text, tool_calls, tools_text
+from harness.errors import ChatTemplateError
+from harness.serving.chat_template import role_and_text, tool_calls, tools_text
 
 _CONTROL, _USER_DEFINED = 3, 4
 START_OF_TURN, END_OF_TURN = "<start_of_turn>", "<end_of_turn>"

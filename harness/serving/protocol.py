@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 import orjson
 
+from harness.errors import ChatTemplateError, HarnessError
 from harness.serving.async_engine import SamplingParams
-from harness.serving.chat_template import ChatTemplateError, chat_prompt_ids
+from harness.serving.chat_template import chat_prompt_ids
 from harness.serving.tokenizer import Tokenizer
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and vLLM's) default for /v1/completions
 
 
-class ApiError(Exception):
+class ApiError(HarnessError):
     """An HTTP error with an OpenAI-style body: {"error": {message, type, param, code}}."""
 
     def __init__(

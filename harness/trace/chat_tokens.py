@@ -28,7 +28,7 @@ import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from harness.errors import InputError
+from harness.errors import ChatTemplateError, InputError
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
@@ -42,10 +42,6 @@ SPECIAL_TOKEN_NAMES = (
     "cls_token",
     "mask_token",
 )
-
-
-class ChatTemplateError(ValueError):
-    """The template refused a conversation (its `raise_exception`, or a jinja error)."""
 
 
 class _Generation(jinja2.ext.Extension):

@@ -26,7 +26,9 @@ from harness.trace.timeline import send_order
 
 
 @dataclass(frozen=True)
-class Target:
+class StatTarget:
+    """A figure a generated trace should reproduce: the stat `key`, its goal and how it is met."""
+
     key: str  # the stats key the target reads
     label: str
     value: float
@@ -39,20 +41,22 @@ class Target:
 # Claude Code corpus (its p99 is ~50 min of human breaks): what the default profile reproduces.
 CORPUS_THINK_S = {"p50": 10.0, "p90": 166.0, "p99": 3000.0}
 AGENTX_TARGETS = (
-    Target("turns_per_main_session", "turns per main session (median)", 43, "median"),
-    Target("prompt_tokens", "prompt tokens per request (median)", 142_000, "median", tokens=True),
-    Target("output_tokens", "output tokens per request (median)", 444, "median", tokens=True),
-    Target("ideal_cache_hit", "ideal prefix reuse, token-weighted", 0.96, "above"),
-    Target("main_sessions_with_subagents", "main sessions with >= 1 subagent", 0.44, "mean"),
-    Target("subagents_per_parent", "subagents per main session with any (mean)", 4.0, "mean"),
-    Target(
+    StatTarget("turns_per_main_session", "turns per main session (median)", 43, "median"),
+    StatTarget(
+        "prompt_tokens", "prompt tokens per request (median)", 142_000, "median", tokens=True
+    ),
+    StatTarget("output_tokens", "output tokens per request (median)", 444, "median", tokens=True),
+    StatTarget("ideal_cache_hit", "ideal prefix reuse, token-weighted", 0.96, "above"),
+    StatTarget("main_sessions_with_subagents", "main sessions with >= 1 subagent", 0.44, "mean"),
+    StatTarget("subagents_per_parent", "subagents per main session with any (mean)", 4.0, "mean"),
+    StatTarget(
         "think_s",
         "think time before a request, s (median)",
         CORPUS_THINK_S["p50"],
         "median",
         tolerance=0.10,
     ),
-    Target(
+    StatTarget(
         "think_s",
         "think time before a request, s (p90)",
         CORPUS_THINK_S["p90"],

@@ -1,0 +1,210 @@
+"""The flags of `harness replay`: each one sets one scenario field, from one table (`FLAGS`).
+
+A flag not given leaves the scenario's default, so `harness replay` and `harness run` share one
+set of defaults (docs/driver.md, "Defaults"). A flag's value is checked by the scenario model,
+like the file's, and its help text is the field's description (`HelpFormatter`); both are read
+from the model only when needed, so `harness --help` does not import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+from dataclasses import dataclass
+from typing import Any, Literal, Union, get_args, get_origin
+
+from harness.errors import InputError
+
+UNSET = argparse.SUPPRESS  # a flag not given is absent from the namespace: the scenario decides
+
+
+@dataclass(frozen=True)
+class Flag:
+    group: str  # the --help section: target, load or content
+    option: str
+    field: str  # the scenario field it sets, by its files' key; also the argparse dest
+    metavar: str | None = None
+    const: Any = None  # a switch: sets the field to this (False for a --no-X flag)
+    exclusive: str | None = None  # flags with the same name exclude each other
+    help: str | None = None  # only a switch that sets a value says what it does; else the field's
+
+
+FLAGS = (
+    Flag("target", "--model", "target.model"),
+    Flag("target", "--api", "target.api"),
+    Flag("target", "--prompt-format", "target.prompt_format"),
+    Flag("target", "--api-key-env", "target.api_key_env", "VAR", exclusive="key"),
+    Flag("target", "--api-key-file", "target.api_key_file", "F", exclusive="key"),
+    Flag("target", "--no-min-tokens", "target.send_min_tokens", const=False),
+    Flag("target", "--no-ignore-eos", "target.send_ignore_eos", const=False),
+    Flag("target", "--continuous-usage", "target.continuous_usage", const=True),
+    Flag("target", "--session-id-field", "target.session_id_field", "NAME"),
+    Flag("target", "--routing", "target.routing"),
+    Flag("target", "--no-follow-parent", "target.follow_parent", const=False),
+    Flag("target", "--max-connections", "target.max_connections", "N"),
+    Flag("target", "--no-scrape-metrics", "target.scrape_metrics", const=False),
+    Flag("target", "--timeout-connect", "target.timeouts.connect_s", "S"),
+    Flag("target", "--timeout-ttft", "target.timeouts.ttft_s", "S"),
+    Flag("target", "--timeout-idle", "target.timeouts.idle_s", "S"),
+    Flag("target", "--timeout-total", "target.timeouts.total_s", "S"),
+    Flag("load", "--concurrency", "load.concurrency", "N", exclusive="mode"),
+    Flag("load", "--session-rate", "load.session_rate", "R", exclusive="mode"),
+    Flag(
+        "load",
+        "--timestamps",
+        "load.mode",
+        const="timestamps",
+        exclusive="mode",
+        help="start main sessions at the trace's arrival times",
+    ),
+    Flag("load", "--arrival", "load.arrival"),
+    Flag("load", "--time-scale", "load.time_scale", "X"),
+    Flag("load", "--think-cap", "load.think_cap_s", "S"),
+    Flag("load", "--seed", "workload.seed"),
+    Flag("load", "--max-sessions", "load.max_sessions", "N"),
+    Flag("load", "--max-requests", "load.max_requests", "N"),
+    Flag("load", "--max-duration", "load.max_duration_s", "S"),
+    Flag("load", "--drain", "load.drain_s", "S"),
+    Flag("load", "--warmup", "load.warmup_s", "S", exclusive="warmup"),
+    Flag("load", "--warmup-requests", "load.warmup_requests", "N", exclusive="warmup"),
+    Flag("load", "--cooldown", "load.cooldown_s", "S"),
+    Flag("load", "--no-cycle-trace", "load.cycle_trace", const=False),
+    Flag("load", "--mid-trajectory", "load.mid_trajectory", const=True),
+    Flag("load", "--window", "load.window"),
+    Flag("load", "--retries", "load.retry.attempts", "N"),
+    Flag("content", "--from", "workload.trace_format"),
+    Flag("content", "--group-sessions", "workload.group_sessions", const=True),
+    Flag("content", "--mooncake-block-size", "workload.mooncake_block_size", "N"),
+    Flag("content", "--history", "load.history"),
+    Flag("content", "--salt", "workload.salt", "S"),
+    Flag("content", "--tokenizer", "workload.tokenizer", "PATH"),
+    Flag("content", "--block-size", "target.block_size", "N"),
+    Flag("content", "--run-id", "run_id"),
+)
+BY_FIELD = {f.field: f for f in FLAGS}
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """Every flag of the table, then the ones that are not one field: endpoints, headers, --set."""
+    groups = {name: p.add_argument_group(name) for name in ("target", "load", "content")}
+    groups["target"].add_argument(
+        "--endpoint",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="base URL (http://host:port or .../v1); repeat for several endpoints",
+    )
+    exclusive: dict[str, Any] = {}
+    for flag in FLAGS:
+        group = groups[flag.group]
+        if flag.exclusive:
+            if flag.exclusive not in exclusive:
+                exclusive[flag.exclusive] = group.add_mutually_exclusive_group()
+            group = exclusive[flag.exclusive]
+        _add(group, flag)
+    groups["target"].add_argument(
+        "--header",
+        action="append",
+        default=UNSET,
+        metavar="K:V",
+        help="extra HTTP header; repeatable (values are never written to the run folder)",
+    )
+    groups["content"].add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set any other scenario field, e.g. target.headers.X-Team=bench "
+        "(repeatable; applied after the flags)",
+    )
+
+
+def _add(group: Any, flag: Flag) -> None:
+    # The help text is a placeholder that HelpFormatter replaces with the field's description.
+    kw: dict[str, Any] = {"dest": flag.field, "default": UNSET, "help": flag.help or flag.field}
+    if flag.const is not None:
+        kw |= {"action": "store_const", "const": flag.const}
+    else:
+        kw["metavar"] = flag.metavar
+    if flag.field == "target.model":
+        kw["required"] = True
+    group.add_argument(flag.option, **kw)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Each flag's help is its field's description and default, read from the scenario model
+    when help is printed; a flag with fixed choices shows them."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        flag = BY_FIELD.get(action.dest)
+        if flag is None:
+            return action.help or ""
+        from harness.scenario import default_text, field_info
+
+        text = flag.help or field_info(flag.field).description or ""
+        if flag.const is not None:
+            value = str(flag.const).lower() if isinstance(flag.const, bool) else flag.const
+            text += f" (sets {flag.field} {value}; default: {default_text(flag.field)})"
+        elif not action.required:
+            text += f" (default: {default_text(flag.field)})"
+        return text.replace("%", "%%")
+
+    def _metavar_formatter(self, action: argparse.Action, default_metavar: str):
+        flag = BY_FIELD.get(action.dest)
+        if flag is not None and action.metavar is None and action.nargs != 0:
+            from harness.scenario import field_info
+
+            choices = literal_choices(field_info(flag.field).annotation)
+            shown = "{" + ",".join(choices) + "}" if choices else flag.field.rsplit(".")[-1].upper()
+            return lambda size: (shown,) * size
+        return super()._metavar_formatter(action, default_metavar)
+
+
+def literal_choices(annotation: Any) -> tuple[str, ...]:
+    """A Literal field's values (also inside `X | None`); () for any other type."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    return tuple(get_args(annotation)) if get_origin(annotation) is Literal else ()
+
+
+def scenario_doc(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario the flags describe: external endpoints, the trace, and each flag given."""
+    given = vars(args)
+    doc: dict[str, Any] = {
+        "name": "replay",
+        "workload": {"trace": str(args.trace)},
+        "target": {"kind": "endpoints", "endpoints": [{"url": u} for u in args.endpoint]},
+        "load": {},
+    }
+    for field in BY_FIELD:
+        if field in given:
+            set_field(doc, field, given[field])
+    if "load.session_rate" in given:
+        doc["load"]["mode"] = "open"
+    if "header" in given:
+        doc["target"]["headers"] = headers(given["header"])
+    return doc
+
+
+def set_field(doc: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        doc = doc.setdefault(key, {})
+    doc[last] = value
+
+
+def flag_of(dotted: str) -> str | None:
+    """The flag that sets scenario field `dotted`, for error messages."""
+    flag = BY_FIELD.get(dotted)
+    return flag.option if flag else None
+
+
+def headers(raw: list[str]) -> dict[str, str]:
+    out = {}
+    for h in raw:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise InputError(f"expected K:V, got {h.split(':')[0]!r}...", field="--header")
+        out[name.strip()] = value.strip()
+    return out
