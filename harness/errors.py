@@ -13,8 +13,10 @@
     │                            `param` names the offending request field when known
     ├── SSEError                 a response stream that is not valid event-stream data (also a
     │                            ValueError); the HTTP target records it as a failed request
-    └── ApiError                 (serving/protocol.py) an HTTP error the served engine answers
-                                 with an OpenAI-style body; never leaves the server
+    ├── ApiError                 (serving/protocol.py) an HTTP error the served engine answers
+    │                            with an OpenAI-style body; never leaves the server
+    └── ParquetSkipped           records a Parquet column cannot hold as is; `harness analyze`
+                                 says so in one line and readers parse records.jsonl
 
 A failed *request* is never an exception that escapes the driver: it is a record with a status.
 Something skipped or assumed while the work goes on is a `HarnessWarning`: one line on stderr.
@@ -92,3 +94,7 @@ class SSEError(HarnessError, ValueError):
 
 class HarnessWarning(UserWarning):
     """Printed by the CLI as one line, `harness: warning: ...`."""
+
+
+class ParquetSkipped(HarnessError):
+    """The records hold a value Parquet's typed columns cannot hold as is (analysis/parquet.py)."""

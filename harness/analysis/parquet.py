@@ -26,15 +26,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.analysis.records import read_records
+from harness.errors import ParquetSkipped
 from harness.schema import COUNT_FIELDS, FLOAT_FIELDS, RECORD_FIELDS, RECORDS_FILE
 
 PARQUET_FILE = "records.parquet"
 META_KEY = b"harness"
 LISTS = {"chunk_times": pa.list_(pa.float64()), "chunk_tokens": pa.list_(pa.int64())}
-
-
-class ParquetSkipped(Exception):
-    """The frame holds a value Parquet's typed columns cannot hold as-is; JSON Lines stays the source."""
 
 
 def is_fresh(run_dir: Path) -> bool:
