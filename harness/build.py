@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from harness.driver.config import ReplayConfig
+from harness.driver.target import Target
 from harness.errors import InputError
 from harness.scenario import Scenario
 from harness.trace.model import Trace
@@ -89,7 +90,7 @@ def simulated(scenario: Scenario) -> bool:
 @contextlib.asynccontextmanager
 async def open_target(
     scenario: Scenario, run_dir: Path, trace: Trace, config: ReplayConfig
-) -> AsyncIterator[tuple[object, Scrape]]:
+) -> AsyncIterator[tuple[Target, Scrape]]:
     """The target and its /metrics scrape; servers started here are stopped on the way out."""
     t = scenario.target
     if t.kind == "engine" and t.engine.mode == "inprocess":
@@ -117,7 +118,7 @@ async def open_target(
     yield _http_target(scenario, [e.url for e in t.endpoints], t.model, trace, config)
 
 
-def _inprocess_target(scenario: Scenario) -> tuple[object, Scrape]:
+def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
     from harness.driver.engine_target import EngineTarget
     from harness.engine.config import EngineConfig
 
@@ -171,7 +172,7 @@ def http_target_config(
 
 def _http_target(
     scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
-) -> tuple[object, Scrape]:
+) -> tuple[Target, Scrape]:
     from harness.driver.openai_http import OpenAIHTTPTarget
 
     target = OpenAIHTTPTarget(http_target_config(scenario, urls, model, trace, config))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -253,7 +254,9 @@ def _check_parts(scenario: Scenario, source: str, root: yaml.Node | None) -> Non
     from harness.engine.config import EngineConfig
     from harness.errors import HarnessError
 
-    checks = [(("slos",), lambda: parse_slos(scenario.slos, source="slos"))]
+    checks: list[tuple[tuple[str, ...], Callable[[], object]]] = [
+        (("slos",), lambda: parse_slos(scenario.slos, source="slos"))
+    ]
     if scenario.target.kind == "engine":
         options = dict(scenario.target.engine.options)
         checks.append((("target", "engine", "options"), lambda: EngineConfig.from_dict(options)))

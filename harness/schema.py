@@ -63,7 +63,7 @@ def new_record(**fields: Any) -> Record:
     unknown = fields.keys() - _TYPES.keys()
     if unknown:
         raise ValueError(f"not record fields: {sorted(unknown)}")
-    rec = {f: None for f in RECORD_FIELDS}
+    rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
     rec.update({k: v() if callable(v) else v for k, v in _DEFAULTS.items()}, attempt=1)
     rec.update(fields)
     return cast(Record, rec)

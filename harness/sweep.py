@@ -41,7 +41,7 @@ def class_split(run_dir: Path) -> dict:
     recs, _ = with_ideal(load_run(run_dir))  # the trace gives cached_tokens_ideal
     ok = recs[(recs["status"] == "ok") & (recs["phase"] == "measure")]
     uncached = ok["prompt_tokens_expected"] - ok["cached_tokens_ideal"]
-    out = {}
+    out: dict[str, float | None] = {}
     for name, rows in (
         ("short", ok[uncached < LONG_UNCACHED_TOKENS]),
         ("long", ok[uncached >= LONG_UNCACHED_TOKENS]),

@@ -12,6 +12,7 @@ client queueing: add workers (`--workers`, Ray) or lower the load per process.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,7 @@ def client_check(records: pd.DataFrame, client: dict | None, start: float, end: 
     """The self-check summary (`summary.json` `client`), with `warnings` when a threshold is crossed."""
     m = records[(records["phase"] == "measure") & records["t_sent"].notna()]
     send_lag = (m["t_sent"] - m["t_scheduled"]).to_numpy(dtype=float)
-    out = {
+    out: dict[str, Any] = {
         "send_lag_s": percentiles(send_lag),
         "loop_lag_s": percentiles([]),
         "loop_cpu_share": None,

@@ -154,7 +154,12 @@ def _chunk_tokens(tokens_col: np.ndarray, lengths: np.ndarray, ok: pd.DataFrame)
             field="chunk_tokens",
         )
     if absent.any() and lengths[absent].any():  # the server gave no counts: one token per chunk
-        tokens_col = [c if c else [1] * int(n) for c, n in zip(tokens_col, lengths, strict=True)]
+        filled = [c if c else [1] * int(n) for c, n in zip(tokens_col, lengths, strict=True)]
+        return _flat(filled, lengths)
+    return _flat(tokens_col, lengths)
+
+
+def _flat(tokens_col, lengths: np.ndarray) -> np.ndarray:
     return np.fromiter(
         chain.from_iterable(c for c in tokens_col if c), dtype=float, count=int(lengths.sum())
     )

@@ -116,7 +116,7 @@ def goodput(
 def _attained(slo: Slo, per_request: pd.DataFrame) -> dict:
     v = per_request["tpot" if slo.metric == "interactivity" else slo.metric].to_numpy(dtype=float)
     v = v[np.isfinite(v)]
-    if not v.size:
+    if not v.size or slo.percentile is None:
         return {"value": None, "met": None}
     value = float(np.percentile(v, slo.percentile))
     if slo.metric == "interactivity":  # the value that q % of requests reach: 1 / pq(TPOT)

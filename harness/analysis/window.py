@@ -190,21 +190,25 @@ def _chunks(a: float, b: float, hold: float) -> list[tuple[float, float]]:
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
+def _all(values: list[float | None]) -> list[float] | None:
+    """The values, or None when any is missing."""
+    present = [v for v in values if v is not None]
+    return present if len(present) == len(values) else None
+
+
 def _unsteady_because(sig: Signals, a: float, b: float, hold: float, rule: SteadyRule) -> str:
     if b - a < MIN_CHUNKS * hold:
         return f"load held for less than {MIN_CHUNKS} x {hold:.3g} s"
     spans = _chunks(a, b, hold)
     if sig.reported:
-        whole = sig.hit_rate(a, b)
-        hits = [sig.hit_rate(x, y) for x, y in spans]
-        if whole is None or None in hits or max(abs(h - whole) for h in hits) > rule.hit_tolerance:
+        whole, hits = sig.hit_rate(a, b), _all([sig.hit_rate(x, y) for x, y in spans])
+        if whole is None or hits is None or max(abs(h - whole) for h in hits) > rule.hit_tolerance:
             return f"the hit rate of a {hold:.3g} s chunk was off by more than {rule.hit_tolerance}"
     if rule.ttft_tolerance is not None:
-        whole = sig.ttft_p50(a, b)
-        ttfts = [sig.ttft_p50(x, y) for x, y in spans]
+        whole, ttfts = sig.ttft_p50(a, b), _all([sig.ttft_p50(x, y) for x, y in spans])
         if (
             not whole
-            or None in ttfts
+            or ttfts is None
             or max(max(t / whole, whole / t) for t in ttfts) > 1 + rule.ttft_tolerance
         ):
             return f"the TTFT p50 of a {hold:.3g} s chunk was off by more than x{1 + rule.ttft_tolerance:g}"

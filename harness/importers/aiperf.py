@@ -19,6 +19,7 @@ from harness.importers.common import (
     record,
     wall_iso,
 )
+from harness.schema import Record
 
 EXPORT = "profile_export.jsonl"
 PHASES = {"profiling": "measure", "warmup": "warmup"}
@@ -61,7 +62,7 @@ def _metric(metrics: dict, name: str):
     return None if m is None else m.get("value")
 
 
-def _record(row: dict, t0: int, path: Path, lineno: int) -> dict:
+def _record(row: dict, t0: int, path: Path, lineno: int) -> Record:
     meta = need(row, "metadata", path, f"line {lineno}")
     metrics = row.get("metrics") or {}
     start = need(meta, "request_start_ns", path, f"line {lineno}")

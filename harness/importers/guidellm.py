@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.importers.common import NO_TRACE, Imported, need, record, wall_iso
+from harness.schema import Record
 
 STATUS = {"successful": "ok", "errored": "error", "incomplete": "cancelled"}
 NOTES = [
@@ -54,7 +55,7 @@ def _timings(r: dict) -> dict:
     return (r.get("info") or {}).get("timings") or {}
 
 
-def _record(status: str, r: dict, t0: float, i: int) -> dict:
+def _record(status: str, r: dict, t0: float, i: int) -> Record:
     t = _timings(r)
     clock = lambda s: None if s is None else s - t0  # noqa: E731
     info = r.get("info") or {}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.importers.common import NO_TRACE, Imported, chunk_times, need, record
+from harness.schema import Record
 
 NOTES = [
     "vLLM's ITL is every gap between streamed chunks, not divided by the chunk's tokens; chunk_tokens "
@@ -65,7 +66,7 @@ def read(path: Path) -> Imported:
     return Imported("vllm-bench", path, records, list(NOTES), meta=settings)
 
 
-def _record(i: int, lists: dict, queue_time: float | None, t0: float) -> dict:
+def _record(i: int, lists: dict, queue_time: float | None, t0: float) -> Record:
     t_sent = lists["start_times"][i] - t0
     error = lists["errors"][i]
     ok = not error

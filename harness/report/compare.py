@@ -57,8 +57,8 @@ def render_markdown(result: CompareResult) -> str:
         cells = _cells(row)
         verdict = "~" if cells[-1] == "~" else f"**{cells[-1]}**"
         lines.append("| " + " | ".join(cells[:-1] + (verdict,)) + " |")
-    verdict = _verdict_line(result)
-    return "\n".join(lines + ([""] + [f"**{verdict[0]}**"] if verdict else []))
+    summary = _verdict_line(result)
+    return "\n".join(lines + ([""] + [f"**{summary[0]}**"] if summary else []))
 
 
 def render_json(result: CompareResult) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
@@ -89,14 +90,14 @@ def _goodput(s: dict) -> str:
     return f"{fmt(g['requests_per_s'])} ({g['requests_meeting']}/{g['requests']}; {slos})"
 
 
-def table(header: list[str], rows: list[list[str]], note: str = "") -> str:
+def table(header: list[str], rows: Sequence[Sequence[object]], note: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
     caption = f'<p class="note">{html.escape(note)}</p>' if note else ""
     return f"{caption}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     text = str(value)
     return (
         f'<td class="bad">{html.escape(text)}</td>'

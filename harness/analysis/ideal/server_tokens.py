@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -87,11 +88,11 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
         return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
     server, why_not = _server_tokenizer(tokenizer, replay)
     where = str(server.path) if server is not None else None
-    if why_not is not None:
-        return TokenSpace("trace", True, why_not, where)
+    if server is None or why_not is not None:
+        return TokenSpace("trace", True, why_not or "no tokenizer", where)
     counter = _text_counter(replay.tokenizer, server)
     try:
-        keys = _server_keys(run.trace, records, replay, server, counter)
+        keys = _server_keys(run.trace, records, replay, api, server, counter)
     except ChatTemplateError as exc:
         return TokenSpace("trace", True, f"chat template failed: {exc}", where)
     space = TokenSpace("server", False, _rendered_how(api, server), where, keys=keys)
@@ -115,7 +116,9 @@ def _server_tokenizer(
     return server, _why_not_server(replay, server, replay.api)
 
 
-def _why_not_server(replay: ReplaySettings, server: ChatTokenizer | None, api: str) -> str | None:
+def _why_not_server(
+    replay: ReplaySettings, server: ChatTokenizer | None, api: str | None
+) -> str | None:
     if server is None:
         return (
             "no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
@@ -152,7 +155,7 @@ def _rendered_how(api: str, server: ChatTokenizer) -> str:
 
 
 def _server_keys(
-    trace, records: pd.DataFrame, replay: ReplaySettings, server: ChatTokenizer, counter
+    trace, records: pd.DataFrame, replay: ReplaySettings, api: str, server: ChatTokenizer, counter
 ) -> list[bytes]:
     """Each record's prompt in server tokens, rebuilt in send order (a session's turns in order)."""
     sources: dict[int, RequestSource] = {}  # one per cycle of the trace (harness.trace.cycles)
@@ -170,7 +173,7 @@ def _server_keys(
         if cycle not in sources:
             sources[cycle] = RequestSource(
                 trace,
-                api=replay.api,
+                api=api,
                 prompt_format=replay.prompt_format,
                 salt=cycle_salt(replay.salt, cycle),
                 token_counter=counter,
@@ -179,7 +182,7 @@ def _server_keys(
         ids = (
             server.chat_ids(prompt.messages)
             if prompt.messages is not None
-            else server.text_ids(prompt.body)
+            else server.text_ids(cast(str, prompt.body))  # a text prompt: chat or text api
         )
         keys[i] = token_key(ids)
     return keys
@@ -187,7 +190,7 @@ def _server_keys(
 
 def _check_lengths(space: TokenSpace, records: pd.DataFrame) -> None:
     """Compare the server's `prompt_tokens` with the local count, request by request."""
-    local = np.array([len(k) // ID_BYTES for k in space.keys], dtype=float)
+    local = np.asarray([len(k) // ID_BYTES for k in space.keys or ()], dtype=np.float64)
     reported = records["prompt_tokens"].to_numpy(dtype=float)
     checked = ~np.isnan(reported)
     bad = checked & (reported != local)

@@ -75,7 +75,7 @@ class TaskGraph:
     last_row: pd.Series  # task id -> its last-finishing row
 
     def critical_path(self, task: str) -> list[str]:
-        row, path = int(self.last_row[task]), []
+        row, path = int(self.last_row[task]), list[int]()
         while row >= 0 and len(path) <= len(self.recs):
             path.append(row)
             row = int(self.best_pred[row])
@@ -181,8 +181,8 @@ class _TurnLookup:
 
 def _from_trace(trace: Trace, sid: str) -> tuple[float, bool]:
     child = trace.by_id.get(sid)
-    parent = trace.by_id.get(child.parent or "") if child else None
-    if parent is None:
+    parent = trace.by_id.get(child.parent) if child is not None and child.parent else None
+    if child is None or parent is None:
         return np.nan, False
     for i, turn in enumerate(parent.turns):
         if sid in turn.spawns:

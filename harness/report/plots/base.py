@@ -87,7 +87,7 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
                     fontsize="x-small",
                     color=color,
                 )
-    if any(line.get_xdata().size for line in ax.get_lines()):
+    if any(np.size(line.get_xdata()) for line in ax.get_lines()):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     for q, _, style in PERCENTILES:
