@@ -68,7 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     p.add_argument(
-        "--alpha", type=float, default=0.01, help="significance level of the Mann-Whitney U test"
+        "--alpha",
+        type=float,
+        default=0.01,
+        help="1 - the level of each change's bootstrap interval (0.01: 99%%)",
     )
     p.add_argument(
         "--min-change", type=float, default=0.02, help="smallest relative change called significant"

@@ -107,6 +107,7 @@ class InterTokenLatency:
     values: np.ndarray  # per chunk after a request's first: gap / tokens in that chunk
     weights: np.ndarray  # tokens in that chunk: each token counts once
     per_request: np.ndarray  # Σ gaps / Σ tokens after the first chunk, NaN with < 2 chunks
+    owner: np.ndarray  # per value: the position of its request among the ok records
 
     def samples(self) -> np.ndarray:
         """One value per token: the token-weighted distribution numpy percentiles run on."""
@@ -136,7 +137,7 @@ def itl_of(ok: pd.DataFrame) -> InterTokenLatency:
     token_sum = np.bincount(owner[later], weights=tokens[later], minlength=n)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_request = np.where(token_sum > 0, gap_sum / token_sum, np.nan)
-    return InterTokenLatency(values=values, weights=tokens[later], per_request=per_request)
+    return InterTokenLatency(values, tokens[later], per_request, owner[later])
 
 
 def _chunk_tokens(tokens_col: np.ndarray, lengths: np.ndarray, ok: pd.DataFrame) -> np.ndarray:

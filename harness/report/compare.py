@@ -7,13 +7,22 @@ import json
 from harness.analysis.compare.changes import CompareResult, MetricChange
 from harness.report.text import fmt
 
-HEADER = ("metric", "baseline", "run", "change", "p", "verdict")
+HEADER = ("metric", "baseline", "run", "change", "interval", "verdict")
 
 
 def _cells(row: MetricChange) -> tuple[str, ...]:
     change = "n/a" if row.change is None else f"{row.change * 100:+.1f}%"
-    p = "n/a" if row.p_value is None else f"{row.p_value:.2g}"
-    return (row.label, fmt(row.baseline), fmt(row.run), change, p, row.verdict)
+    verdict = f"not comparable: {row.why_not}" if row.why_not else row.verdict
+    return (row.label, fmt(row.baseline), fmt(row.run), change, interval_text(row), verdict)
+
+
+def interval_text(row: MetricChange) -> str:
+    """The interval of the change: relative where the baseline is not zero, else absolute."""
+    if row.interval is not None:
+        return f"[{row.interval[0] * 100:+.1f}%, {row.interval[1] * 100:+.1f}%]"
+    if row.interval_abs is not None:
+        return f"[{row.interval_abs[0]:+.3g}, {row.interval_abs[1]:+.3g}]"
+    return "n/a"
 
 
 def _preamble(result: CompareResult) -> list[str]:
@@ -21,8 +30,9 @@ def _preamble(result: CompareResult) -> list[str]:
     return [
         f"baseline: {', '.join(result.baseline)} ({b['ok']} ok requests, {b['failed']} failed)",
         f"run:      {', '.join(result.run)} ({r['ok']} ok requests, {r['failed']} failed)",
-        f"significant: Mann-Whitney U p < {result.alpha:g} and |change| >= {result.min_change * 100:g}%;"
-        " '~' = not significant",
+        f"interval: {100 * (1 - result.alpha):g}% bootstrap over tasks (time blocks for rates), repeats"
+        f" drawn too; significant: the interval excludes 0 and |change| >= {result.min_change * 100:g}%;"
+        " '~' = within noise; a threshold fails only on a significant change past it",
         *result.notes,
     ]
 

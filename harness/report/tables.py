@@ -115,13 +115,15 @@ def summary_rows(analyses: list[Analysis]) -> str:
 
 def compare_section(analyses: list[Analysis]) -> str:
     """One table: each headline metric of the first run, then each other run's value, its change and
-    the verdict of `compare_analyses` (Mann-Whitney U and a size threshold) against the first."""
+    the verdict of `compare_analyses` (a bootstrap interval over tasks and a size threshold)
+    against the first."""
     from harness.analysis.compare.changes import compare_analyses
+    from harness.report.compare import interval_text
 
     results = [compare_analyses([analyses[0]], [other]) for other in analyses[1:]]
     header = ["metric", analyses[0].run.name]
     for other in analyses[1:]:
-        header += [other.run.name, "change", "p", "verdict"]
+        header += [other.run.name, "change", "interval", "verdict"]
     rows = []
     for i, base_row in enumerate(results[0].rows):
         row = [base_row.label, fmt(base_row.baseline)]
@@ -130,13 +132,14 @@ def compare_section(analyses: list[Analysis]) -> str:
             row += [
                 fmt(r.run),
                 "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
-                "n/a" if r.p_value is None else f"{r.p_value:.2g}",
-                r.verdict,
+                interval_text(r),
+                f"not comparable: {r.why_not}" if r.why_not else r.verdict,
             ]
         rows.append(row)
     note = (
-        f"Against {analyses[0].run.name}: Mann-Whitney U p < {results[0].alpha:g} and "
-        f"|change| >= {results[0].min_change * 100:g}% is significant; '~' is not (as harness compare)."
+        f"Against {analyses[0].run.name}: a {100 * (1 - results[0].alpha):g}% bootstrap interval over"
+        f" tasks that excludes 0, with |change| >= {results[0].min_change * 100:g}%, is significant;"
+        " '~' is within noise (as harness compare)."
     )
     return table(header, rows, note)
 

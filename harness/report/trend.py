@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from harness.analysis.compare.trend import Trend, trend
+from harness.report.compare import interval_text
 from harness.report.html import CSS, SCRIPT, render_report
 from harness.report.plots.trend import metric_svg, trend_table
 from harness.schema import REPORT_FILE
@@ -24,7 +25,7 @@ def trend_regressions(result: Trend) -> list[str]:
             c = p.changes[k]
             lines.append(
                 f"regression: {p.run} {result.labels[k]} {c.baseline:.4g} -> {c.run:.4g} "
-                f"({c.change * 100:+.1f}%, p={c.p_value:.2g})"
+                f"({c.change * 100:+.1f}%, interval {interval_text(c)})"
                 if c.change is not None
                 else f"regression: {p.run} {k}"
             )
@@ -56,7 +57,7 @@ def render_trend(result: Trend, base: Path) -> str:
     )
     body = [
         f"<h1>Trend over {len(result.points)} runs</h1>",
-        f'<p class="note">Each run against the run before it: Mann-Whitney U p &lt; {result.alpha:g} and '
+        f'<p class="note">Each run against the run before it: a {100 * (1 - result.alpha):g}% bootstrap interval over tasks clear of 0 and '
         f"|change| &ge; {result.min_change * 100:g}% in the worse direction is a regression (red); "
         "the same decision as <code>harness compare</code>. Click a point or a run name for its report.</p>",
         f'<p class="{"warn" if marked else "note"}" id="regressions">{summary}</p>',

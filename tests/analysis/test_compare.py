@@ -114,3 +114,38 @@ def test_errors_appearing_from_a_clean_baseline_fail_an_absolute_threshold(runs,
     row = _row(result, "error_rate")
     assert row.baseline == 0 and row.run == pytest.approx(0.2) and row.verdict == "worse"
     assert result.exit_code == 1
+
+
+def test_runs_of_different_traces_are_not_comparable(runs, tmp_path):
+    import json
+
+    def with_trace(name: str, source, sha: str):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "records.jsonl").write_bytes((source / "records.jsonl").read_bytes())
+        manifest = json.loads((source / "manifest.json").read_text())
+        (folder / "manifest.json").write_text(json.dumps({**manifest, "trace_sha256": sha}))
+        return folder
+
+    result = compare_runs(
+        [with_trace("b", runs["b"], "0" * 64)],
+        [with_trace("a", runs["a"], "f" * 64)],
+        fail_on="ttft_p90:+1%",
+    )
+    assert all(r.verdict == "not comparable" for r in result.rows)
+    assert all("different traces" in r.why_not for r in result.rows)
+    assert result.exit_code == 0
+
+
+def test_an_imported_run_gets_no_verdict_on_what_its_tool_defines_otherwise(runs, tmp_path):
+    import json
+
+    imported = tmp_path / "imported"
+    imported.mkdir()
+    (imported / "records.jsonl").write_bytes((runs["slow"] / "records.jsonl").read_bytes())
+    manifest = json.loads((runs["slow"] / "manifest.json").read_text())
+    manifest["imported"] = {"tool": "aiperf", "source": "x", "notes": []}
+    (imported / "manifest.json").write_text(json.dumps(manifest))
+    rows = {r.key: r for r in compare_runs([runs["a"]], [imported]).rows}
+    assert rows["tpot_p90"].verdict == "not comparable" and "aiperf" in rows["tpot_p90"].why_not
+    assert rows["ttft_p90"].verdict == "worse"  # TTFT is defined alike: judged

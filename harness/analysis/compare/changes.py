@@ -1,11 +1,12 @@
 """Baseline vs run: every headline metric, its change, and whether the change is real.
 
-A change is *significant* when a two-sided Mann-Whitney U test on the per-request distributions
-behind the metric gives p < alpha AND the relative change is at least `min_change` (asv's rule:
-a test and a size threshold); anything else is shown as `~`. Rates that have no per-request
-distribution (TPGS, throughput) are tested on per-window values: each run's measured span cut
-into equal windows. Several runs per side (repeats) are pooled. `--fail-on` thresholds fail only
-on significant changes, so noise does not break a nightly job.
+Each figure's change gets its own interval at level 1 - alpha from a bootstrap over tasks (over
+time blocks for rates), with repeats drawn too (`evidence.py`): the unit of evidence is the task,
+not the request. A change is *significant* when its interval excludes no change AND the change is
+at least `min_change` (asv's rule: a test and a size threshold), its direction the interval's;
+anything else is shown as `~`. A `--fail-on` threshold fails only on a significant change at
+least that large, so noise does not break a nightly job. Figures the two sides do not measure alike
+(different traces or load, another tool's definition) get no verdict: "not comparable".
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
-from harness.analysis.compare.sides import HEADLINE, Side
+from harness.analysis.compare import evidence
+from harness.analysis.compare.comparable import not_comparable
+from harness.analysis.compare.sides import HEADLINE, Headline, Side
 from harness.analysis.run import load_runs
 from harness.analysis.summary import analyze
 from harness.errors import InputError
@@ -34,6 +36,7 @@ class Threshold:
     relative: bool  # '%': a fraction of the baseline; otherwise in the metric's own units
 
     def crossed(self, row: MetricChange) -> bool:
+        """A real change (its interval clear of 0: significance) at least this large (size)."""
         if not row.significant or row.baseline is None or row.run is None:
             return False
         delta = row.run - row.baseline
@@ -55,11 +58,15 @@ class MetricChange:
     baseline: float | None
     run: float | None
     change: float | None  # relative: (run - baseline) / |baseline|
-    p_value: float | None
+    p_value: float | None  # the bootstrap's two-sided p of no change
     significant: bool
-    verdict: str  # "~" (not significant), "better", "worse"
-    n_baseline: int
+    verdict: str  # "~" (not significant), "better", "worse", "not comparable"
+    n_baseline: int  # samples behind the figure (requests, tokens or time blocks)
     n_run: int
+    interval: tuple[float, float] | None = None  # of the relative change, at level 1 - alpha
+    interval_abs: tuple[float, float] | None = None  # of run - baseline
+    units: tuple[int, int] = (0, 0)  # units of evidence (tasks or time blocks) per side
+    why_not: str | None = None  # why the sides are not comparable on this figure
 
 
 @dataclass
@@ -127,11 +134,16 @@ def compare_analyses(
     """`compare_runs` on runs already analyzed (the report compares the runs it shows)."""
     thresholds = parse_fail_on(fail_on)
     base, cand = Side(baseline), Side(run)
-    rows = [_change(metric, base, cand, alpha, min_change) for metric in HEADLINE]
+    why_not = not_comparable(baseline, run)
+    rng = evidence.rng()
+    rows = [
+        _change(metric, base, cand, alpha, min_change, rng, why_not.get(metric.key))
+        for metric in HEADLINE
+    ]
     by_key = {r.key: r for r in rows}
     failures = [
         f"{t.key} {by_key[t.key].baseline:.4g} -> {by_key[t.key].run:.4g} ({_fmt_change(by_key[t.key])})"
-        f" crosses {t} (p={by_key[t.key].p_value:.2g})"
+        f" crosses {t} (interval {_fmt_interval(by_key[t.key], t.relative)})"
         for t in thresholds
         if t.crossed(by_key[t.key])
     ]
@@ -165,41 +177,61 @@ def _as_list(dirs) -> list:
     return [dirs] if isinstance(dirs, str) or not hasattr(dirs, "__iter__") else list(dirs)
 
 
-def _change(metric, base: Side, cand: Side, alpha: float, min_change: float) -> MetricChange:
+def _change(
+    metric: Headline,
+    base: Side,
+    cand: Side,
+    alpha: float,
+    min_change: float,
+    rng: np.random.Generator,
+    why_not: str | None,
+) -> MetricChange:
     b, r = metric.value(base), metric.value(cand)
-    xb, xr = metric.samples(base), metric.samples(cand)
+    runs_b = [metric.evidence(a) for a in base.analyses]
+    runs_c = [metric.evidence(a) for a in cand.analyses]
+    n = (sum(c.values.size for c in runs_b), sum(c.values.size for c in runs_c))
+    units = (sum(c.units for c in runs_b), sum(c.units for c in runs_c))
     change = (r - b) / abs(b) if b not in (None, 0) and r is not None else None
-    p = _p_value(xb, xr)
-    # From a zero baseline (no errors) any change is large enough; the test still decides.
-    large = abs(change) >= min_change if change is not None else (b == 0 and r not in (None, 0))
-    significant = p is not None and p < alpha and large
-    verdict = "~"
-    if significant:
-        worse = ((r - b) > 0) == (metric.better == "lower")
-        verdict = "worse" if worse else "better"
-    return MetricChange(
-        metric.key,
-        metric.label,
-        metric.better,
-        b,
-        r,
-        change,
-        p,
-        significant,
-        verdict,
-        len(xb),
-        len(xr),
+    row = MetricChange(
+        metric.key, metric.label, metric.better, b, r, change, None, False, "~", *n, units=units
     )
+    if why_not is not None:
+        row.verdict, row.why_not = "not comparable", why_not
+        return row
+    if b is None or r is None or min(units) < 2:
+        return row  # too little evidence to judge: never called significant
+    boot = evidence.change_interval(
+        evidence.replicates(runs_b, metric.statistic, rng),
+        evidence.replicates(runs_c, metric.statistic, rng),
+        alpha,
+    )
+    return _judged(row, boot, min_change)
 
 
-def _p_value(a: np.ndarray, b: np.ndarray) -> float | None:
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if len(a) < 3 or len(b) < 3:
-        return None  # too few values to test: never called significant
-    if np.ptp(np.concatenate([a, b])) == 0:
-        return 1.0
-    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+def _judged(row: MetricChange, boot: evidence.Interval | None, min_change: float) -> MetricChange:
+    if boot is None:
+        return row
+    row.interval, row.interval_abs, row.p_value = boot.relative, boot.absolute, boot.p_value
+    lo, hi = boot.absolute
+    if lo <= 0 <= hi:
+        return row
+    # From a zero baseline (no errors) any change is large enough; the interval still decides.
+    large = abs(row.change) >= min_change if row.change is not None else row.run not in (None, 0)
+    if large:
+        row.significant = True
+        worse = (lo > 0) == (row.better == "lower")
+        row.verdict = "worse" if worse else "better"
+    return row
 
 
 def _fmt_change(row: MetricChange) -> str:
     return "n/a" if row.change is None else f"{row.change * 100:+.1f}%"
+
+
+def _fmt_interval(row: MetricChange, relative: bool) -> str:
+    bounds = row.interval if relative else row.interval_abs
+    if bounds is None:
+        return "n/a"
+    if relative:
+        return f"[{bounds[0] * 100:+.1f}%, {bounds[1] * 100:+.1f}%]"
+    return f"[{bounds[0]:+.4g}, {bounds[1]:+.4g}]"

@@ -1,4 +1,5 @@
-"""The headline metrics `harness compare` checks: each a pooled value and the samples it is tested on."""
+"""The headline metrics `harness compare` checks: each a pooled value, the evidence it is judged on
+(its samples grouped by task, or by time block; `evidence.py`), and how to recompute it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from harness.analysis.compare import evidence
+from harness.analysis.compare.evidence import Clusters, Statistic
 from harness.analysis.metrics import completion_tokens, prompt_tokens, run_window
 from harness.analysis.summary import Analysis
 
@@ -92,9 +95,36 @@ def _hit_rate(side: Side) -> float | None:
     return float(m["cached"].sum() / prompt) if prompt > 0 else None
 
 
-def _hit_samples(side: Side) -> np.ndarray:
-    m = side.misses[side.misses["reported"] & (side.misses["prompt"] > 0)]
-    return (m["cached"] / m["prompt"]).to_numpy(dtype=float)
+def _tasks(a: Analysis, frame: pd.DataFrame) -> np.ndarray:
+    """The task (main session) of each row of a frame indexed like the run's records."""
+    return a.run.records.loc[frame.index, "task"].to_numpy()
+
+
+def _per_request(name: str) -> Callable[[Analysis], Clusters]:
+    return lambda a: Clusters.of(a.per_request[name], _tasks(a, a.per_request))
+
+
+def _itl(a: Analysis) -> Clusters:
+    tasks = _tasks(a, a.per_request)[a.itl.owner]
+    return Clusters.of(a.itl.values, tasks, a.itl.weights)
+
+
+def _windows(what: str) -> Callable[[Analysis], Clusters]:
+    def clusters(a: Analysis) -> Clusters:
+        rates = _window_rates(a, what)
+        return Clusters.of(rates, np.arange(len(rates)))
+
+    return clusters
+
+
+def _hits(a: Analysis) -> Clusters:
+    m = a.misses[a.misses["reported"]]
+    return Clusters.of(m["cached"], _tasks(a, m), m["prompt"])
+
+
+def _failures(a: Analysis) -> Clusters:
+    m = a.run.measured
+    return Clusters.of((m["status"] != "ok").to_numpy(dtype=float), m["task"].to_numpy())
 
 
 def _error_rate(side: Side) -> float | None:
@@ -107,8 +137,9 @@ class Headline:
     key: str
     label: str
     better: str  # "lower" | "higher"
-    value: Callable[[Side], float | None]
-    samples: Callable[[Side], np.ndarray]
+    value: Callable[[Side], float | None]  # the figure over the side's pooled runs
+    evidence: Callable[[Analysis], Clusters]  # one run's samples, grouped by unit of evidence
+    statistic: Statistic  # the figure recomputed from a bootstrap replicate of the samples
 
 
 def _latency(name: str, label: str, q: int) -> Headline:
@@ -117,7 +148,8 @@ def _latency(name: str, label: str, q: int) -> Headline:
         f"{label} p{q} (s)",
         "lower",
         lambda s: _pct(s.column(name), q),
-        lambda s: s.column(name),
+        _per_request(name),
+        evidence.percentile(q),
     )
 
 
@@ -125,7 +157,12 @@ HEADLINE: tuple[Headline, ...] = (
     *(_latency("ttft", "TTFT", q) for q in (50, 90, 99)),
     *(_latency("tpot", "TPOT", q) for q in (50, 90, 99)),
     Headline(
-        "itl_p90", "ITL p90 (s, token-weighted)", "lower", lambda s: _pct(s.itl(), 90), Side.itl
+        "itl_p90",
+        "ITL p90 (s, token-weighted)",
+        "lower",
+        lambda s: _pct(s.itl(), 90),
+        _itl,
+        evidence.weighted_percentile(90),
     ),
     *(_latency("e2el", "E2EL", q) for q in (50, 90, 99)),
     Headline(
@@ -133,36 +170,43 @@ HEADLINE: tuple[Headline, ...] = (
         "P90 interactivity (tok/s/user)",
         "higher",
         lambda s: _inv(_pct(s.column("tpot"), 90)),
-        lambda s: s.column("tpot"),
+        _per_request("tpot"),
+        evidence.inverse_percentile(90),
     ),
     Headline(
         "e2e_interactivity_p90",
         "E2E-norm. interactivity (tok/s/user)",
         "higher",
         lambda s: _inv(_pct(s.column("e2el_per_token"), 90)),
-        lambda s: s.column("e2el_per_token"),
+        _per_request("e2el_per_token"),
+        evidence.inverse_percentile(90),
     ),
     Headline(
         "tpgs",
         "TPGS (tok/s/GPU)",
         "higher",
         lambda s: s.mean_of("tpgs"),
-        lambda s: s.windows("tokens"),
+        _windows("tokens"),
+        evidence.mean,
     ),
     Headline(
         "requests_per_s",
         "request throughput (req/s)",
         "higher",
         lambda s: s.mean_of("throughput", "requests_per_s"),
-        lambda s: s.windows("requests"),
+        _windows("requests"),
+        evidence.mean,
     ),
     Headline(
         "output_tokens_per_s",
         "output throughput (tok/s)",
         "higher",
         lambda s: s.mean_of("throughput", "output_tokens_per_s"),
-        lambda s: s.windows("output"),
+        _windows("output"),
+        evidence.mean,
     ),
-    Headline("cache_hit_rate", "cache hit rate", "higher", _hit_rate, _hit_samples),
-    Headline("error_rate", "failed requests (fraction)", "lower", _error_rate, Side.failed_flags),
+    Headline("cache_hit_rate", "cache hit rate", "higher", _hit_rate, _hits, evidence.ratio),
+    Headline(
+        "error_rate", "failed requests (fraction)", "lower", _error_rate, _failures, evidence.mean
+    ),
 )

@@ -1,7 +1,7 @@
 """The key metrics over a series of runs (e.g. nightly), in run order, each against the one before.
 
 Each run is compared with the run before it by `compare_analyses`, the very decision `harness
-compare` makes (Mann-Whitney U p < alpha and |change| >= min_change); a point whose change is
+compare` makes (a bootstrap interval over tasks clear of 0 and |change| >= min_change); a point whose change is
 significant and worse is a regression and is marked. Comparing with the previous run (not the
 first) marks the night a regression arrived, not every night after it. Each point links to its
 run's report.html (written where a run has none yet). The page is one self-contained file: the

@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from harness.analysis.compare.comparable import not_comparable  # noqa: E402
 from harness.analysis.frontier import pareto_frontier  # noqa: E402
 from harness.analysis.summary import Analysis  # noqa: E402
 
@@ -179,8 +180,12 @@ def pareto(analyses: list[Analysis]) -> Figure:
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
     for x, y, name in pts:
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
-    front = [pts[i] for i in pareto_frontier([(p[0], p[1]) for p in pts])]
-    ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", marker="o")
+    why_not = not_comparable(analyses[:1], analyses[1:]).get("tpgs")
+    if why_not is None:  # a frontier only among runs that measured the same thing
+        front = [pts[i] for i in pareto_frontier([(p[0], p[1]) for p in pts])]
+        ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", marker="o")
+    else:
+        ax.set_title(f"TPGS vs P90 interactivity (no frontier: {why_not})", fontsize="small")
     ax.set_xlabel("P90 interactivity (tokens/s/user)")
     ax.set_ylabel("TPGS (tokens/s/GPU)")
     return fig

@@ -40,9 +40,7 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
         if worse:
             change = p.changes[key]
             ax.annotate(
-                f"{change.change * 100:+.1f}% (p={change.p_value:.1g})"
-                if change.change is not None
-                else "worse",
+                f"{change.change * 100:+.1f}%" if change.change is not None else "worse",
                 (x, y),
                 textcoords="offset points",
                 xytext=(6, 6),
