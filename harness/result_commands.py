@@ -61,6 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--run", action="append", default=[], help="a run folder or glob (repeatable: pooled)"
     )
     p.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="earlier runs of the same scenario (e.g. 'results/nightly-*'): their spread is noise",
+    )
+    p.add_argument(
         "--fail-on",
         default=None,
         metavar="SPEC",
@@ -155,7 +162,7 @@ def _compare(args: argparse.Namespace) -> int:
             "give a baseline and a run: harness compare BASELINE RUN (or --baseline/--run)"
         )
     result = compare_runs(
-        baseline, run, fail_on=args.fail_on, alpha=args.alpha, min_change=args.min_change
+        baseline, run, args.fail_on, args.alpha, args.min_change, history_dirs=args.history
     )
     print(render(result, args.format))
     for failure in result.failures:

@@ -1,4 +1,4 @@
-"""`harness run SCENARIO`, `harness replay TRACE` and `harness plan pd`.
+"""`harness run SCENARIO`, `harness replay TRACE`, `harness capacity SCENARIO` and `harness plan pd`.
 
 Both `run` and `replay` run a scenario: `replay`'s flags are overrides onto one (external
 endpoints, a trace file), so the two verbs share one set of defaults, the scenario's.
@@ -55,6 +55,7 @@ def register(sub) -> None:
     run.set_defaults(func=_run)
 
     _register_replay(sub)
+    _register_capacity(sub)
 
     plan = sub.add_parser("plan", help="capacity planning from saturation runs")
     tools = plan.add_subparsers(dest="plan_verb", metavar="PLAN")
@@ -69,6 +70,49 @@ def register(sub) -> None:
     pd.add_argument("decode_run", metavar="RUN_B")
     pd.add_argument("--json", action="store_true", help="print one JSON object")
     pd.set_defaults(func=_plan_pd)
+
+
+def _register_capacity(sub) -> None:
+    cap = sub.add_parser(
+        "capacity",
+        help="the most concurrent tasks the target serves within the scenario's SLOs",
+        description="Search load.concurrency (1, 2, 4, ... then bisection) for the most concurrent "
+        "tasks whose SLOs (the scenario's slos) all hold, each judged by a bootstrap interval over "
+        "tasks; a point is repeated when its interval is undecided. Writes capacity.json.",
+    )
+    cap.add_argument("scenario", help="scenario YAML with percentile slos (e.g. ttft_p90: 1s)")
+    cap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    cap.add_argument(
+        "-o", "--output", required=True, help="the folder for capacity.json and the runs"
+    )
+    cap.add_argument("--max-concurrency", type=int, default=256, help="stop doubling here")
+    cap.set_defaults(func=_capacity)
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.capacity import CAPACITY_FILE, capacity
+    from harness.errors import InputError
+    from harness.scenario import load_scenario
+
+    if args.max_concurrency < 1:
+        raise InputError(f"must be >= 1, got {args.max_concurrency}", field="--max-concurrency")
+    out = Path(args.output)
+    if out.exists() and any(out.iterdir()):
+        raise InputError("already exists and is not empty; choose another with -o", path=out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = capacity(
+        load_scenario(args.scenario, args.sets), out, max_concurrency=args.max_concurrency
+    )
+    tried = ", ".join(
+        f"{p['concurrency']}{'' if p['met'] else ' (missed)'}" for p in result["points"]
+    )
+    print(
+        f"capacity: {result['capacity']} concurrent tasks within {result['slos']} (tried {tried})"
+    )
+    print(f"wrote {out / CAPACITY_FILE}")
+    return 0
 
 
 def _register_replay(sub) -> None:

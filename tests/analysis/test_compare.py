@@ -149,3 +149,16 @@ def test_an_imported_run_gets_no_verdict_on_what_its_tool_defines_otherwise(runs
     rows = {r.key: r for r in compare_runs([runs["a"]], [imported]).rows}
     assert rows["tpot_p90"].verdict == "not comparable" and "aiperf" in rows["tpot_p90"].why_not
     assert rows["ttft_p90"].verdict == "worse"  # TTFT is defined alike: judged
+
+
+def test_history_spread_is_noise_a_change_inside_it_is_not_marked(runs, tmp_path):
+    wide = [
+        write_synthetic_run(tmp_path / f"h{i}", f"h{i}", seed=20 + i, ttft_scale=scale)
+        for i, scale in enumerate((1.0, 1.35))
+    ]
+    plain = compare_runs([runs["a"]], [runs["slow"]], fail_on=FAIL_ON)
+    banded = compare_runs([runs["a"]], [runs["slow"]], fail_on=FAIL_ON, history_dirs=wide)
+    assert _row(plain, "ttft_p90").verdict == "worse" and plain.exit_code == 1
+    row = _row(banded, "ttft_p90")
+    assert row.noise_band == pytest.approx(0.35, abs=0.1) and row.verdict == "~"
+    assert banded.exit_code == 0

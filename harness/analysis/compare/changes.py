@@ -67,6 +67,7 @@ class MetricChange:
     interval_abs: tuple[float, float] | None = None  # of run - baseline
     units: tuple[int, int] = (0, 0)  # units of evidence (tasks or time blocks) per side
     why_not: str | None = None  # why the sides are not comparable on this figure
+    noise_band: float | None = None  # the largest relative spread between history runs
 
 
 @dataclass
@@ -118,10 +119,24 @@ def compare_runs(
     fail_on: str | None = None,
     alpha: float = 0.01,
     min_change: float = 0.02,
+    history_dirs=None,
 ) -> CompareResult:
     base = [analyze(r) for r in load_runs(_as_list(baseline_dirs))]
     cand = [analyze(r) for r in load_runs(_as_list(run_dirs))]
-    return compare_analyses(base, cand, fail_on=fail_on, alpha=alpha, min_change=min_change)
+    sides = {str(a.run.path.resolve()) for a in [*base, *cand]}
+    history = [
+        analyze(r)
+        for r in load_runs(_as_list(history_dirs or []))
+        if str(r.path.resolve()) not in sides
+    ]
+    return compare_analyses(base, cand, fail_on, alpha, min_change, history)
+
+
+def noise_band(history: list, metric: Headline) -> float | None:
+    """The largest relative difference of `metric` between two history runs (None: < 2 runs)."""
+    values = [v for a in history if (v := metric.value(Side([a]))) is not None]
+    pairs = [(x, y) for i, x in enumerate(values) for y in values[i + 1 :] if x != 0]
+    return max((abs(y - x) / abs(x) for x, y in pairs), default=None)
 
 
 def compare_analyses(
@@ -130,16 +145,23 @@ def compare_analyses(
     fail_on: str | None = None,
     alpha: float = 0.01,
     min_change: float = 0.02,
+    history: list | None = None,
 ) -> CompareResult:
-    """`compare_runs` on runs already analyzed (the report compares the runs it shows)."""
+    """`compare_runs` on runs already analyzed (the report compares the runs it shows).
+    `history`: earlier runs of the same scenario; how far their figures stray from each other is
+    noise, and a change must leave that band to be significant."""
     thresholds = parse_fail_on(fail_on)
     base, cand = Side(baseline), Side(run)
     why_not = not_comparable(baseline, run)
+    earlier = [a for a in history or [] if not not_comparable(baseline, [a])]
     rng = evidence.rng()
-    rows = [
-        _change(metric, base, cand, alpha, min_change, rng, why_not.get(metric.key))
-        for metric in HEADLINE
-    ]
+    rows = []
+    for metric in HEADLINE:
+        band = noise_band(earlier, metric)
+        floor = max(min_change, band) if band is not None else min_change
+        row = _change(metric, base, cand, alpha, floor, rng, why_not.get(metric.key))
+        row.noise_band = band
+        rows.append(row)
     by_key = {r.key: r for r in rows}
     failures = [
         f"{t.key} {by_key[t.key].baseline:.4g} -> {by_key[t.key].run:.4g} ({_fmt_change(by_key[t.key])})"

@@ -69,7 +69,10 @@ def trend(run_dirs, alpha: float = 0.01, min_change: float = 0.02) -> tuple[Tren
     for i, a in enumerate(analyses):
         changes = {}
         if i:
-            rows = compare_analyses([analyses[i - 1]], [a], alpha=alpha, min_change=min_change).rows
+            earlier = analyses[: i - 1]  # the runs before the previous one: their spread is noise
+            rows = compare_analyses(
+                [analyses[i - 1]], [a], alpha=alpha, min_change=min_change, history=earlier
+            ).rows
             changes = {r.key: r for r in rows if r.key in TREND_METRICS}
         points.append(
             TrendPoint(

@@ -1,0 +1,55 @@
+"""`harness capacity`: the search finds the largest concurrency that meets, and an SLO is met,
+missed or undecided by its bootstrap interval over tasks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.analysis.run import load_run
+from harness.analysis.slo import parse_slo
+from harness.analysis.summary import analyze
+from harness.capacity import _search, judge
+from harness.cli import main
+from tests.analysis.synthetic import write_synthetic_run
+
+
+@pytest.mark.parametrize("limit", [0, 1, 5, 6, 8, 100, 300])
+def test_the_search_finds_the_largest_concurrency_that_meets(limit):
+    calls = []
+
+    def meets(c):
+        calls.append(c)
+        return c <= limit
+
+    assert _search(meets, 256) == min(limit, 256)
+    assert len(calls) == len(set(calls))  # no point is tried twice
+    assert len(calls) <= 2 * int(np.log2(256)) + 2
+
+
+@pytest.fixture(scope="module")
+def analysis(tmp_path_factory):
+    return analyze(load_run(write_synthetic_run(tmp_path_factory.mktemp("r") / "r", "r", seed=3)))
+
+
+def test_an_slo_is_met_missed_or_undecided_by_its_interval(analysis):
+    p90 = float(np.percentile(analysis.per_request["ttft"].dropna(), 90))
+    loose, tight, edge = (parse_slo("ttft_p90", f"{v}s") for v in (2 * p90, 0.5 * p90, p90))
+    assert judge([analysis], loose).met is True
+    assert judge([analysis], tight).met is False
+    on_edge = judge([analysis], edge)
+    assert on_edge.met is None and on_edge.interval[0] < p90 < on_edge.interval[1]
+
+
+def test_interactivity_is_a_lower_bound(analysis):
+    value = judge([analysis], parse_slo("interactivity_p90", 1)).value
+    assert judge([analysis], parse_slo("interactivity_p90", value / 2)).met is True
+    assert judge([analysis], parse_slo("interactivity_p90", value * 2)).met is False
+
+
+def test_capacity_refuses_a_scenario_without_percentile_slos(tmp_path, capsys):
+    code = main(
+        ["capacity", "scenarios/quickstart.yaml", "--set", "slos={}", "-o", str(tmp_path / "c")]
+    )
+    assert code == 2
+    assert "capacity needs percentile SLOs" in capsys.readouterr().err
