@@ -1,4 +1,4 @@
-"""`harness analyze`, `harness compare`, `harness report`: parse flags, call one function each."""
+"""`harness analyze`, `compare`, `report`, `import`: parse flags, call one function each."""
 
 from __future__ import annotations
 
@@ -8,6 +8,13 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_analyze(sub)
+    _register_compare(sub)
+    _register_report(sub)
+    _register_import(sub)
+
+
+def _register_analyze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="compute a run's metrics: summary.json, histograms, a table")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument(
@@ -47,6 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.set_defaults(func=_analyze)
 
+
+def _register_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="baseline vs run: change, significance, CI thresholds")
     p.add_argument(
         "runs", nargs="*", metavar="RUN_DIR", help="BASELINE RUN (or use --baseline/--run)"
@@ -85,6 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_compare)
 
+
+def _register_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="write a self-contained report.html (several runs: side by side)"
     )
@@ -102,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_report)
 
+
+def _register_import(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "import",
         help="another tool's per-request export as a run folder (aiperf, vllm-bench, guidellm)",
