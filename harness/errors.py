@@ -7,6 +7,7 @@
     │   ├── ScenarioError        a scenario file with unknown or invalid keys
     │   └── RunFolderError       a run folder that is missing files or has a bad schema
     ├── TargetError              an endpoint that cannot be reached at all
+    ├── DependencyError          an installed library lacks what the harness relies on
     └── EngineError              the reference engine refused a config or failed to start
 
 A failed *request* is never an exception that escapes the driver: it is a record with a status.
@@ -63,6 +64,10 @@ class RunFolderError(InputError):
 
 
 class TargetError(HarnessError):
+    pass
+
+
+class DependencyError(HarnessError):
     pass
 
 

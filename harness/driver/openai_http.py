@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
-import functools
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -20,12 +19,13 @@ import aiohttp
 import numpy as np
 import orjson
 
+from harness.driver.aiohttp_internals import use_protocol
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder, http_error_message
 from harness.driver.target import Event, Failure, RequestSpec, Sent, Timeouts
 from harness.driver.wire import StampingProtocol, WireBody, marks_of, split_at_marks
-from harness.errors import TargetError
+from harness.errors import DependencyError, TargetError
 
 _perf = time.perf_counter
 
@@ -121,9 +121,11 @@ class OpenAIHTTPTarget:
         connector = aiohttp.TCPConnector(
             limit=c.max_connections, limit_per_host=0, ttl_dns_cache=300
         )
-        if hasattr(connector, "_factory"):  # aiohttp's protocol factory (stable since 3.0)
-            loop = asyncio.get_running_loop()
-            connector._factory = functools.partial(StampingProtocol, loop=loop)
+        try:
+            use_protocol(connector, StampingProtocol)
+        except DependencyError:  # aiohttp's internals moved: no run, rather than untimed arrivals
+            await connector.close()
+            raise
         # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the body,
         # an asyncio.timeout the wait for headers.
         timeout = aiohttp.ClientTimeout(

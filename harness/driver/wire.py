@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from aiohttp.client_proto import ResponseHandler
 from aiohttp.payload import Payload
+
+from harness.driver.aiohttp_internals import ResponseHandler, response_body
 
 _perf = time.perf_counter
 
@@ -33,7 +34,7 @@ class StampingProtocol(ResponseHandler):
             return _base(self, data)
         t = self.rx_last = _perf()
         _base(self, data)  # runs once per socket read and per read of the body: skip super()
-        body = self._payload  # aiohttp's current response body (stable since 3.0)
+        body = response_body(self)
         if body is not None:
             n = body.total_bytes
             if body is not self.rx_body:
@@ -58,25 +59,30 @@ class WireBody(Payload):
 
     def __init__(self, pieces: Sequence[bytes | memoryview]) -> None:
         super().__init__(pieces, content_type="application/json")
-        self._size = sum(len(p) for p in pieces)
+        self.pieces = pieces
+        self.nbytes = sum(len(p) for p in pieces)
+
+    @property
+    def size(self) -> int:
+        return self.nbytes
 
     async def write(self, writer) -> None:
         await self.write_with_length(writer, None)
 
     async def write_with_length(self, writer, content_length) -> None:
-        self.t_write, self.proto = _perf(), getattr(writer, "protocol", None)
-        left = self._size if content_length is None else content_length
-        for piece in self._value:
+        self.t_write, self.proto = _perf(), writer.protocol
+        left = self.nbytes if content_length is None else content_length
+        for piece in self.pieces:
             if left <= 0:
                 break
             await writer.write(piece if len(piece) <= left else piece[:left])
             left -= len(piece)
 
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return b"".join(self._value).decode(encoding, errors)
+        return b"".join(self.pieces).decode(encoding, errors)
 
     async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-        return b"".join(self._value)
+        return b"".join(self.pieces)
 
 
 def marks_of(proto: StampingProtocol | None, content) -> list[tuple[int, float]] | None:
