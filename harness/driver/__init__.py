@@ -9,10 +9,10 @@ Public API (see docs/driver.md):
     run.run_blocking(coro)                  from synchronous code, on uvloop if installed
     runfolder.RunFolder(path, run_id, **manifest_fields)       the one writer of a run folder
     replay.Replay(trace, target, config, recorder).run()       the engine alone, any record sink
-    target.Target, RequestSpec, Sent, Chunk, Usage, Done, Failure, Timeouts   the Target protocol
+    target.Target, Sink, RequestSpec, Sent, Usage, Done, Failure, Timeouts   the Target protocol
     openai_http.OpenAIHTTPTarget(HTTPTargetConfig(...))        any OpenAI-compatible server
     engine_target.EngineTarget(EngineConfig(...))             the reference engine, in-process
-    recorder.Recorder, collect, new_record  records.jsonl; events -> one record per request
+    recorder.Recorder, collect, RecordSink, new_record   records.jsonl; one record per request
     manifest.new_manifest, replay_fields    manifest.json's content
     flags.add_*_flags, scenario_doc         `harness replay`'s flags: overrides onto a scenario
 

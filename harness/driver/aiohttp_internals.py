@@ -22,7 +22,7 @@ from aiohttp.streams import StreamReader
 
 from harness.errors import DependencyError
 
-__all__ = ["ResponseHandler", "check", "response_body", "use_protocol"]
+__all__ = ["ResponseHandler", "check", "response_body", "unstamped_body", "use_protocol"]
 
 
 def _missing(what: str, why: str) -> DependencyError:
@@ -51,6 +51,12 @@ def use_protocol(connector: aiohttp.TCPConnector, protocol: type[ResponseHandler
     loop = asyncio.get_running_loop()
     check(loop, connector)
     connector._factory = functools.partial(protocol, loop=loop)
+
+
+def unstamped_body(protocol: str) -> DependencyError:
+    """The error for a response whose body the protocol (`protocol`, its class name) did not
+    see arrive: `ResponseHandler._payload` is no longer the body being read."""
+    return _missing("ResponseHandler._payload", f"did not name the body being read ({protocol})")
 
 
 def response_body(handler: ResponseHandler) -> StreamReader | None:

@@ -9,6 +9,8 @@ import pytest
 from harness.driver import wire
 from harness.driver.aiohttp_internals import ResponseHandler, check, use_protocol
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.recorder import collect, new_record
+from harness.driver.target import RequestSpec
 from harness.errors import DependencyError
 from tests.driver.helpers import TEST_TIMEOUTS
 
@@ -68,6 +70,42 @@ async def test_a_protocol_without_its_current_body_fails_the_start(server, monke
     monkeypatch.setattr(ResponseHandler, "__init__", without_payload)
     with _expect_missing(r"ResponseHandler\._payload"):
         await _target(server.url).start()
+
+
+def _spec() -> RequestSpec:
+    return RequestSpec("s:0", "s", "s", 0, 8, 4, prompt=[1, 2, 3, 4])
+
+
+async def test_every_chunk_time_is_an_arrival_the_protocol_stamped(server, monkeypatch):
+    stamps = []
+
+    def clock(_real=wire._perf):
+        stamps.append(_real())
+        return stamps[-1]
+
+    monkeypatch.setattr(wire, "_perf", clock)
+    target = _target(server.url)
+    await target.start()
+    try:
+        rec = await collect(target, _spec(), new_record(), 0.0)
+    finally:
+        await target.close()
+    assert rec["status"] == "ok" and len(rec["chunk_times"]) == 8
+    assert set(rec["chunk_times"]) <= set(stamps)
+
+
+async def test_a_body_the_protocol_did_not_see_fails_its_request_loudly(server, monkeypatch):
+    # aiohttp's `_payload` no longer being the body read: the record says so, no "now" stamps
+    monkeypatch.setattr(wire, "response_body", lambda handler: None)
+    target = _target(server.url)
+    await target.start()
+    try:
+        rec = await collect(target, _spec(), new_record(), 0.0)
+    finally:
+        await target.close()
+    assert rec["status"] == "error" and rec["chunk_times"] == []
+    assert rec["error"]["class"] == "DependencyError"
+    assert "ResponseHandler._payload" in rec["error"]["message"]
 
 
 AIOHTTP_PRIVATES = {"_factory", "_payload", "_value", "_size", "_protocol", "_connection"}

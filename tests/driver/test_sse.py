@@ -4,7 +4,7 @@ import pytest
 
 from harness.driver.sse import SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder
-from harness.driver.target import Chunk, Done, Failure, Usage
+from harness.driver.target import Done, Failure, Usage
 
 
 def feed_all(parts, **kw) -> list[bytes]:
@@ -74,24 +74,25 @@ TOKEN = b'{"choices":[{"delta":{"content":"hi"}}]}'
 
 def test_role_only_first_chunk_is_not_a_token():
     d = StreamDecoder(keep_text=True)
-    assert d.read([b'{"choices":[{"delta":{"role":"assistant","content":""}}]}'], 1.0) is None
+    assert d.read([b'{"choices":[{"delta":{"role":"assistant","content":""}}]}'], 1.0) == 0
     assert not d.started
-    assert d.read([TOKEN], 2.0) == Chunk(2.0, 1, "hi") and d.started
+    assert d.read([TOKEN], 2.0) == 1 and d.text() == "hi" and d.started
 
 
 def test_events_of_one_read_form_one_chunk():
     d = StreamDecoder(keep_text=True)
-    assert d.read([TOKEN, TOKEN, b'{"choices":[{"delta":{"content":"!"}}]}'], 1.0) == Chunk(
-        1.0, 3, "hihi!"
-    )
-    assert StreamDecoder().read([TOKEN, TOKEN], 1.0) == Chunk(1.0, 2, "")  # text only on request
+    assert d.read([TOKEN, TOKEN, b'{"choices":[{"delta":{"content":"!"}}]}'], 1.0) == 3
+    assert d.text() == "hihi!" and d.text() == ""
+    plain = StreamDecoder()
+    assert plain.read([TOKEN, TOKEN], 1.0) == 2 and plain.text() == ""  # text only on request
 
 
 def test_completions_text_and_usage_then_done():
     d = StreamDecoder(keep_text=True)
-    assert d.read([b'{"choices":[{"text":" a","finish_reason":null}]}'], 1.0) == Chunk(1.0, 1, " a")
+    assert d.read([b'{"choices":[{"text":" a","finish_reason":null}]}'], 1.0) == 1
+    assert d.text() == " a"
     usage = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}'
-    assert d.read([usage, b"[DONE]"], 2.0) is None
+    assert d.read([usage, b"[DONE]"], 2.0) == 0
     assert d.finish(4.0) == [Usage(5, 1, 4), Done(4.0)]
 
 
@@ -105,7 +106,7 @@ def test_continuous_usage_gives_exact_tokens_per_chunk():
     d = StreamDecoder()
     a = d.read([b'{"choices":[{"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}'], 1.0)
     b = d.read([b'{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}'], 2.0)
-    assert (a.tokens, b.tokens) == (2, 1)
+    assert (a, b) == (2, 1)
 
 
 @pytest.mark.parametrize(
@@ -120,8 +121,9 @@ def test_continuous_usage_gives_exact_tokens_per_chunk():
 )
 def test_bad_payloads_fail_the_request(payload, error_class):
     d = StreamDecoder()
-    chunk = d.read([TOKEN, payload, TOKEN], 1.0)
-    assert chunk.tokens == 1  # what came before the bad event still counts; nothing after
+    assert (
+        d.read([TOKEN, payload, TOKEN], 1.0) == 1
+    )  # what came before the bad event still counts; nothing after
     assert isinstance(d.failure, Failure) and d.failure.error_class == error_class
 
 
