@@ -6,6 +6,9 @@ error object or an unparseable event fails it at once (its numbers cannot be tru
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+
 import aiohttp
 import orjson
 
@@ -38,10 +41,27 @@ class StreamDecoder:
         stops. The text of the tokens counted so far (when kept) is `text()`."""
         return self._count([_parse(p) for p in payloads], payloads, t)
 
-    def _count(self, objs: list, payloads: list[bytes], t: float) -> int:
+    def read_array(self, array: bytes, n: int, t: float) -> int | None:
+        """`read` for `n` events whose payloads come joined as one JSON array (`SSEParser.
+        feed_array`): one parse for all. None, with nothing read, unless the array holds `n`
+        JSON objects: then the caller `read`s the events one by one, for the exact error.
+
+        (Events that are not JSON alone could pass here only if, joined by commas, they made
+        exactly `n` objects: no server sends that by accident.)"""
+        done = array.endswith(b",[DONE]]")  # the stream's last read: usage, then [DONE]
+        if done:
+            array, n = array[:-8] + b"]", n - 1
+        objs = _parse(array)
+        if type(objs) is not list or len(objs) != n or {type(obj) for obj in objs} != {dict}:
+            return None
+        tokens = self._count(objs, itertools.repeat(b""), t)
+        self.done = self.done or (done and self.failure is None)
+        return tokens
+
+    def _count(self, objs: list, payloads: Iterable[bytes], t: float) -> int:
         """Output tokens of parsed events (None: did not parse) and their payloads."""
         tokens, texts = 0, self._texts
-        for obj, payload in zip(objs, payloads, strict=True):
+        for obj, payload in zip(objs, payloads, strict=False):  # payloads may repeat b""
             try:
                 # Fast path, inlined (it runs for every token): a plain content delta.
                 if type(obj) is dict and obj.get("usage") is None and obj.get("error") is None:
@@ -57,7 +77,8 @@ class StreamDecoder:
                             continue
                 tokens += self.decode(payload, obj, t)
             except (AttributeError, TypeError, IndexError, KeyError):  # JSON of the wrong shape
-                self._fail(t, "MalformedEvent", f"unexpected event shape: {payload[:200]!r}")
+                shown = (payload or orjson.dumps(obj))[:200]
+                self._fail(t, "MalformedEvent", f"unexpected event shape: {shown!r}")
             if self.failure is not None:
                 break
         if tokens:

@@ -139,3 +139,55 @@ def test_stream_without_done_or_usage_fails(done, usage, error_class):
         d.read([b"[DONE]"], 1.0)
     last = d.finish(2.0)[-1]
     assert isinstance(last, Failure) and last.error_class == error_class
+
+
+# ---- a read of many events, parsed as one array ---------------------------------------------
+
+USAGE = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}'
+TEXT = b'{"choices":[{"text":"a"}]}'
+
+
+def sse(*payloads: bytes) -> bytes:
+    return b"".join(b"data: " + p + b"\n\n" for p in payloads)
+
+
+def decoded(read: bytes, *, arrays: bool) -> tuple:
+    """What decoding one read gives: tokens, text, failure, usage, done."""
+    p, d = SSEParser(), StreamDecoder(keep_text=True)
+    p.feed(b": opening comment\n\n")
+    array = p.feed_array(read) if arrays else None
+    tokens = None if array is None else d.read_array(array[0], array[1], 1.0)
+    if tokens is None:
+        tokens = d.read(p.feed(read), 1.0)
+    failure = None if d.failure is None else d.failure.error_class
+    return tokens, d.text(), failure, d.usage, d.done
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        sse(TOKEN, TOKEN, TEXT),
+        sse(TOKEN, USAGE, b"[DONE]"),
+        sse(TOKEN, b"[1, 2]", TOKEN),
+        sse(TOKEN, b"{not json", TOKEN),
+        sse(TOKEN, b'{"choices": ["not an object"]}', TOKEN),
+        sse(TOKEN, b'{"error": {"message": "overloaded"}}', TOKEN),
+        sse(b'{"choices":[{"delta":{"content":"a"}}]},{"x":1}', TOKEN),  # two objects, one event
+        sse(TOKEN, b"", TOKEN),
+        sse(TOKEN) + b": keep-alive\n\n" + sse(TOKEN),
+        sse(TOKEN) + b'event: x\ndata: {"a":\ndata: 1}\n\n',
+        sse(TOKEN, b"[DONE]"),
+        sse(b"[DONE]"),
+    ],
+)
+def test_a_read_parsed_as_one_array_decodes_as_event_by_event(read):
+    assert decoded(read, arrays=True) == decoded(read, arrays=False)
+
+
+def test_array_of_whole_events_only():
+    p = SSEParser()
+    p.feed(b": hi\n\n")
+    assert p.feed_array(sse(TOKEN, TEXT)) == (b"[" + TOKEN + b"," + TEXT + b"]", 2)
+    assert p.feed_array(sse(TOKEN)[:-1]) is None  # the last event's blank line is still to come
+    assert p.feed_array(sse(TOKEN).replace(b"\n", b"\r\n")) is None
+    assert SSEParser().feed_array(sse(TOKEN)) is None  # the stream's first bytes: `feed` them
