@@ -7,6 +7,7 @@
     │   ├── ScenarioError        a scenario file with unknown or invalid keys
     │   └── RunFolderError       a run folder that is missing files or has a bad schema
     ├── TargetError              an endpoint that cannot be reached at all
+    ├── DependencyError          an installed library lacks what the harness relies on
     ├── EngineError              the reference engine refused a config or failed to start
     │   └── EngineRequestError   (engine/engine.py) an invalid request: a 400, not a crash
     ├── ChatTemplateError        a chat template refused a conversation (also a ValueError);
@@ -72,6 +73,10 @@ class RunFolderError(InputError):
 
 
 class TargetError(HarnessError):
+    pass
+
+
+class DependencyError(HarnessError):
     pass
 
 

@@ -63,9 +63,9 @@ class _Announcing:
         self.target, self.news = target, news
         self.name, self.endpoints = target.name, target.endpoints
 
-    def stream(self, req):
+    async def stream(self, req, sink) -> None:
         self.news.set()
-        return self.target.stream(req)
+        await self.target.stream(req, sink)
 
     def describe(self) -> dict:
         return self.target.describe()

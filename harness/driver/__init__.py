@@ -10,11 +10,11 @@ Public API (see docs/driver.md):
     run.run_blocking(coro)                  from synchronous code, on uvloop if installed
     runfolder.RunFolder(path, run_id, **manifest_fields)       the one writer of a run folder
     replay.Replay(trace, target, config, recorder).run()       the engine alone, any record sink
-    target.Target, RequestSpec, Sent, Chunk, Usage, Done, Failure   the Target protocol
+    target.Target, Sink, RequestSpec, Sent, Usage, Done, Failure   the Target protocol
     target.Timeouts                         an HTTP target's timeouts (the scenario's too)
     openai_http.OpenAIHTTPTarget(HTTPTargetConfig(...))        any OpenAI-compatible server
     engine_target.EngineTarget(EngineConfig(...))             the reference engine, in-process
-    recorder.Recorder, collect           records.jsonl; events -> one record per request
+    recorder.Recorder, collect, RecordSink   records.jsonl; one record per request
     manifest.new_manifest, replay_fields    manifest.json's content
 
 Kept import-light: `harness --help` imports this package.

@@ -8,11 +8,11 @@ and chat template as the HTTP server, so an in-process run and a served run see 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from harness.driver.target import Chunk, Done, Event, Failure, RequestSpec, Usage
+from harness.driver.target import Done, Failure, RequestSpec, Sink, Usage
 from harness.engine.config import EngineConfig
 from harness.errors import ChatTemplateError, EngineError
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
@@ -65,7 +65,7 @@ class EngineTarget:
             return req.prompt.tolist()
         return list(req.prompt or ())
 
-    async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
+    async def stream(self, req: RequestSpec, sink: Sink) -> None:
         params = SamplingParams(
             max_tokens=req.max_tokens,
             min_tokens=req.max_tokens if self.ignore_eos else 0,
@@ -75,32 +75,32 @@ class EngineTarget:
             engine = self.engines[req.endpoint % len(self.engines)]
             outputs = engine.generate(req.request_id, self._prompt_ids(req), params)
         except (EngineRequestError, ChatTemplateError) as exc:
-            yield Failure(time.perf_counter(), "error", "BadRequest", str(exc))
+            sink.event(Failure(time.perf_counter(), "error", "BadRequest", str(exc)))
             return
         except EngineError as exc:
-            yield Failure(time.perf_counter(), "error", "EngineUnavailable", str(exc))
+            sink.event(Failure(time.perf_counter(), "error", "EngineUnavailable", str(exc)))
             return
-        detok = self.tokenizer.decode_stream()
         try:
-            async for out in outputs:
-                now = time.perf_counter()
-                if out.new_token_ids:
-                    text = "".join(detok.push(i) for i in out.new_token_ids)
-                    yield Chunk(now, len(out.new_token_ids), text)
-                if out.finished:
-                    if out.finish_reason in ("error", "abort"):
-                        yield Failure(
-                            now,
-                            "error",
-                            f"Engine{out.finish_reason.title()}",
-                            out.error or out.finish_reason,
-                        )
-                        return
-                    yield Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
-                    yield Done(now)
-                    return
+            await self._relay(outputs, sink)
         finally:
             await outputs.aclose()
+
+    async def _relay(self, outputs, sink: Sink) -> None:
+        """The engine's outputs as they come, each stamped when the event loop got it."""
+        detok = self.tokenizer.decode_stream()
+        async for out in outputs:
+            now = time.perf_counter()
+            if out.new_token_ids:
+                text = "".join(detok.push(i) for i in out.new_token_ids)
+                sink.chunk(now, len(out.new_token_ids), text)
+            if out.finished:
+                if out.finish_reason in ("error", "abort"):
+                    reason = f"Engine{out.finish_reason.title()}"
+                    sink.event(Failure(now, "error", reason, out.error or out.finish_reason))
+                    return
+                sink.event(Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens))
+                sink.event(Done(now))
+                return
 
 
 def _config_dict(config: EngineConfig) -> dict:

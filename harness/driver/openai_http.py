@@ -11,21 +11,21 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
-import functools
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 import numpy as np
 import orjson
 
+from harness.driver.aiohttp_internals import use_protocol
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder, http_error_message
-from harness.driver.target import Event, Failure, RequestSpec, Sent, Timeouts
-from harness.driver.wire import StampingProtocol, WireBody, marks_of, split_at_marks
-from harness.errors import TargetError
+from harness.driver.target import Event, Failure, RequestSpec, Sent, Sink, Timeouts
+from harness.driver.wire import BodyReader, StampingProtocol, WireBody
+from harness.errors import DependencyError, TargetError
 
 _perf = time.perf_counter
 
@@ -57,7 +57,7 @@ def endpoint_url(base: str, api: str) -> str:
 class _Watchdog:
     """Closes the response once the TTFT, idle or total deadline has passed."""
 
-    __slots__ = ("_loop", "_handle", "t0", "last", "first", "reason", "resp", "_tm")
+    __slots__ = ("_loop", "_handle", "t0", "last", "first", "reason", "resp", "reader", "_tm")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, t0: float, tm: Timeouts) -> None:
         self._loop, self._tm = loop, tm
@@ -65,6 +65,7 @@ class _Watchdog:
         self.first = False
         self.reason: str | None = None
         self.resp: aiohttp.ClientResponse | None = None
+        self.reader: BodyReader | None = None
         self._handle = loop.call_later(min(tm.ttft, tm.total), self._check)
 
     def _deadline(self) -> tuple[float, str]:
@@ -85,6 +86,8 @@ class _Watchdog:
         self.reason = why
         if self.resp is not None:
             self.resp.close()
+        if self.reader is not None:
+            self.reader.stop()
 
     def cancel(self) -> None:
         self._handle.cancel()
@@ -121,9 +124,11 @@ class OpenAIHTTPTarget:
         connector = aiohttp.TCPConnector(
             limit=c.max_connections, limit_per_host=0, ttl_dns_cache=300
         )
-        if hasattr(connector, "_factory"):  # aiohttp's protocol factory (stable since 3.0)
-            loop = asyncio.get_running_loop()
-            connector._factory = functools.partial(StampingProtocol, loop=loop)
+        try:
+            use_protocol(connector, StampingProtocol)
+        except DependencyError:  # aiohttp's internals moved: no run, rather than untimed arrivals
+            await connector.close()
+            raise
         # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the body,
         # an asyncio.timeout the wait for headers.
         timeout = aiohttp.ClientTimeout(
@@ -213,80 +218,99 @@ class OpenAIHTTPTarget:
         rest = orjson.dumps(self._fields(req))
         return (b'{"prompt":[', req.prompt_json, b"]," + rest[1:])
 
-    async def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
+    async def stream(self, req: RequestSpec, sink: Sink) -> None:
         if self._session is None:
             raise RuntimeError("OpenAIHTTPTarget.start() was not called")
         body = WireBody(req.payload if req.payload is not None else self.encode(req))
-        headers = dict(self._base_headers)
-        headers["X-Session-ID"] = req.sticky_key
-        headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
         wd = _Watchdog(asyncio.get_running_loop(), _perf(), self.config.timeouts)
-        dec = StreamDecoder(keep_text=req.want_text)
-        resp: aiohttp.ClientResponse | None = None
+        try:
+            end = await self._exchange(self._session, req, body, wd, sink)
+        except SSEError as exc:
+            end = [Failure(_perf(), "error", "OversizedEvent", str(exc))]
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            end = [self._timed_out(wd) or _transport_failure(exc, self.config.timeouts, wd.first)]
+        finally:
+            wd.cancel()
+        for ev in end:
+            sink.event(ev)
+
+    async def _exchange(
+        self, session: aiohttp.ClientSession, req: RequestSpec, body: WireBody, wd, sink: Sink
+    ) -> list[Event]:
+        """Send `body`, read the answer into `sink`: the events that end the request."""
+        dec, resp = StreamDecoder(keep_text=req.want_text), None
         try:
             async with asyncio.timeout(self.config.timeouts.ttft):  # connect + headers
-                resp = await self._session.post(
-                    self._urls[req.endpoint], data=body, headers=headers
+                resp = await session.post(
+                    self._urls[req.endpoint], data=body, headers=self._headers(req)
                 )
             wd.resp = resp
             if body.t_write:
-                yield Sent(body.t_write)
+                sink.event(Sent(body.t_write))
             if resp.status != 200:
-                message = await http_error_message(resp)
-                wait = retry_after_s(resp.headers.get("Retry-After"))
-                yield Failure(_perf(), "error", f"HTTP{resp.status}", message, wait)
-                return
-            parser = SSEParser(self.config.max_event_bytes)
-            # (the response may be whole, its connection released, before this task runs)
-            proto, content = body.proto, resp.content
-            if not isinstance(proto, StampingProtocol):
-                proto = None
-            marks = marks_of(proto, content)
-            feed, read, done = parser.feed, dec.read, 0
-            async for raw in content.iter_any():
-                end = done + len(raw)
-                if marks is None:
-                    marks = marks_of(proto, content)
-                if marks and marks[0][0] == end:  # the usual: one arrival, read whole
-                    pieces = ((raw, marks.pop(0)[1]),)
-                elif marks is not None:  # the pieces of this read, each with its arrival
-                    pieces = split_at_marks(raw, done, marks, proto.rx_last)
-                else:  # arrival unknown: now
-                    pieces = ((raw, _perf()),)
-                done = end
-                for piece, now in pieces:
-                    wd.last = now
-                    chunk = read(feed(piece), now)
-                    if chunk is not None:
-                        wd.first = True
-                        yield chunk
-                    if dec.failure is not None:
-                        yield dec.failure
-                        return
-            chunk = dec.read(parser.close(), _perf())
-            if chunk is not None:
-                yield chunk
-            if dec.failure is not None:
-                yield dec.failure
-                return
-        except SSEError as exc:
-            yield Failure(_perf(), "error", "OversizedEvent", str(exc))
-            return
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            if wd.reason is None:
-                yield _transport_failure(exc, self.config.timeouts, wd.first)
-                return
+                return [await _http_failure(resp)]
+            await self._read_body(resp.content, body.proto, wd, dec, sink)
         finally:
-            wd.cancel()
             if resp is not None:
                 resp.release()  # back to the pool when fully read, closed otherwise
-        if wd.reason is not None:
-            yield Failure(
-                _perf(), "timeout", wd.reason, _timeout_message(wd.reason, self.config.timeouts)
-            )
-        else:
-            for ev in dec.finish(_perf()):
-                yield ev
+        if dec.failure is not None:
+            return [dec.failure]
+        timed_out = self._timed_out(wd)
+        return [timed_out] if timed_out is not None else dec.finish(_perf())
+
+    def _headers(self, req: RequestSpec) -> dict[str, str]:
+        headers = dict(self._base_headers)
+        headers["X-Session-ID"] = req.sticky_key
+        headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
+        return headers
+
+    async def _read_body(self, content, proto, wd: _Watchdog, dec: StreamDecoder, sink) -> None:
+        """Every event parsed, each arrival's output into `sink` with its own time; stops at a
+        bad event (`dec.failure`) or when the watchdog closes the response."""
+        parsing = _Parsing(SSEParser(self.config.max_event_bytes), dec, wd, sink)
+        wd.reader = reader = BodyReader(proto, content, parsing.take)
+        await reader.read()
+        if dec.failure is None and wd.reason is None:
+            parsing.take(b"", _perf(), last=True)  # a last event without its blank line
+
+    def _timed_out(self, wd: _Watchdog) -> Failure | None:
+        """The watchdog's verdict, if it closed the response."""
+        if wd.reason is None:
+            return None
+        message = _timeout_message(wd.reason, self.config.timeouts)
+        return Failure(_perf(), "timeout", wd.reason, message)
+
+
+class _Parsing:
+    """One response body's arrivals, parsed into the target's sink as they come."""
+
+    __slots__ = ("parser", "dec", "wd", "sink")
+
+    def __init__(self, parser: SSEParser, dec: StreamDecoder, wd: _Watchdog, sink: Sink) -> None:
+        self.parser, self.dec, self.wd, self.sink = parser, dec, wd, sink
+
+    def take(self, piece: bytes, t: float, last: bool = False) -> bool:
+        """The output of one arrival into the sink; True once the stream failed."""
+        self.wd.last, dec = t, self.dec
+        tokens = dec.read(self.parser.close(), t) if last else self._tokens(piece, t)
+        if tokens:
+            self.wd.first = True
+            self.sink.chunk(t, tokens, dec.text())
+        return dec.failure is not None
+
+    def _tokens(self, piece: bytes, t: float) -> int:
+        """Several whole events parsed as one array when they can be, else one by one."""
+        parser, dec = self.parser, self.dec
+        # one line, one event (a paced server's every read): `feed`'s fast path is cheapest
+        array = None if piece.find(b"\n") == len(piece) - 2 else parser.feed_array(piece)
+        tokens = None if array is None else dec.read_array(array[0], array[1], t)
+        return dec.read(parser.feed(piece), t) if tokens is None else tokens
+
+
+async def _http_failure(resp: aiohttp.ClientResponse) -> Failure:
+    message = await http_error_message(resp)
+    wait = retry_after_s(resp.headers.get("Retry-After"))
+    return Failure(_perf(), "error", f"HTTP{resp.status}", message, wait)
 
 
 def _transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failure:

@@ -5,9 +5,9 @@ within `FLUSH_S` of its request's end, or at once when `FLUSH_BYTES` are pending
 `flush()` / `close()`, which the run folder calls on every way out (Ctrl-C, SIGTERM, errors).
 Outside a loop every record is written and flushed at once.
 
-`collect` consumes a target's event stream into a record; whatever happens (a failure event, a
-target bug, a cancellation) the record gets a status, so every request sent yields exactly one
-record. The record is `harness.schema.Record`, made by `new_record`.
+`collect` sends a request through a target into a record (`RecordSink`); whatever happens (a
+failure, a target bug, a cancellation) the record gets a status, so every request sent yields
+exactly one record. The record is `harness.schema.Record`, made by `new_record`.
 """
 
 from __future__ import annotations
@@ -15,49 +15,58 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import aclosing
 from pathlib import Path
 
 import orjson
 
-from harness.driver.target import Chunk, Done, Event, Failure, Sent, Usage
+from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Target, Usage
 from harness.schema import RECORDS_FILE
 
 _DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
 
 
-async def collect(
-    events: AsyncIterator[Event], rec: dict, t0: float, texts: list[str] | None = None
-) -> dict:
-    """Fill `rec` from a target's events (times made relative to the run clock origin `t0`).
+class RecordSink:
+    """Fills one record from a target's reports (times made relative to the run clock's `t0`).
 
     `texts` collects the reply's text pieces when live history needs them.
     """
-    times, tokens = rec["chunk_times"], rec["chunk_tokens"]
+
+    __slots__ = ("rec", "t0", "texts", "_times", "_tokens")
+
+    def __init__(self, rec: dict, t0: float, texts: list[str] | None = None) -> None:
+        self.rec, self.t0, self.texts = rec, t0, texts
+        self._times, self._tokens = rec["chunk_times"].append, rec["chunk_tokens"].append
+
+    def chunk(self, t: float, tokens: int, text: str) -> None:
+        self._times(t - self.t0)
+        self._tokens(tokens)
+        if self.texts is not None:
+            self.texts.append(text)
+
+    def event(self, ev: Event) -> None:
+        rec, kind = self.rec, type(ev)
+        if kind is Sent:
+            rec["t_sent"] = round(ev.t - self.t0, 6)
+        elif kind is Usage:
+            rec["prompt_tokens"], rec["completion_tokens"], rec["cached_tokens"] = (
+                ev.prompt_tokens,
+                ev.completion_tokens,
+                ev.cached_tokens,
+            )
+        elif kind is Done:
+            rec["status"], rec["t_done"] = "ok", round(ev.t - self.t0, 6)
+        elif kind is Failure:
+            _fail(rec, ev.status, ev.error_class, ev.message, ev.t - self.t0)
+            if ev.retry_after_s is not None and rec["error"] is not None:
+                rec["error"]["retry_after_s"] = ev.retry_after_s
+
+
+async def collect(
+    target: Target, req: RequestSpec, rec: dict, t0: float, texts: list[str] | None = None
+) -> dict:
+    """Send `req` through `target` into `rec` (see `RecordSink`): one status, whatever happens."""
     try:
-        async with aclosing(events) as stream:
-            async for ev in stream:
-                kind = type(ev)
-                if kind is Chunk:
-                    times.append(ev.t - t0)
-                    tokens.append(ev.tokens)
-                    if texts is not None:
-                        texts.append(ev.text)
-                elif kind is Sent:
-                    rec["t_sent"] = round(ev.t - t0, 6)
-                elif kind is Usage:
-                    rec["prompt_tokens"], rec["completion_tokens"], rec["cached_tokens"] = (
-                        ev.prompt_tokens,
-                        ev.completion_tokens,
-                        ev.cached_tokens,
-                    )
-                elif kind is Done:
-                    rec["status"], rec["t_done"] = "ok", round(ev.t - t0, 6)
-                elif kind is Failure:
-                    _fail(rec, ev.status, ev.error_class, ev.message, ev.t - t0)
-                    if ev.retry_after_s is not None and rec["error"] is not None:
-                        rec["error"]["retry_after_s"] = ev.retry_after_s
+        await target.stream(req, RecordSink(rec, t0, texts))
     except asyncio.CancelledError:
         _fail(
             rec,
@@ -78,6 +87,7 @@ async def collect(
                 "the target's stream ended without Done or Failure",
                 time.perf_counter() - t0,
             )
+        times = rec["chunk_times"]
         if times:
             rec["t_first_token"], rec["t_last_token"] = times[0], times[-1]
     return rec

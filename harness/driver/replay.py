@@ -307,7 +307,7 @@ class Replay:
         rec["t_sent"], rec["phase"] = round(t_sent, 6), phase
         self.in_flight[spec.request_id] = rec
         try:
-            await collect(self.target.stream(spec), rec, self.t0, texts)
+            await collect(self.target, spec, rec, self.t0, texts)
         finally:
             del self.in_flight[spec.request_id]
             self.stats.in_flight -= 1

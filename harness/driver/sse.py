@@ -36,6 +36,25 @@ class SSEParser:
             return [data[6:-2]]
         return self._feed(data)
 
+    def feed_array(self, data: bytes) -> tuple[bytes, int] | None:
+        """When `data` is whole one-line `data: ...` events (LF line ends) and nothing is held
+        from before: their payloads joined as one JSON array's text, and how many; else None,
+        and `feed` it. A fast reader's reads carry dozens of events: one buffer for all of
+        them, not one bytes object per event (the caller parses the array once)."""
+        if (
+            not self._started
+            or self._buf
+            or not data.startswith(b"data: ")
+            or not data.endswith(b"\n\n")
+            or len(data) > self._max
+            or b"\r" in data
+        ):
+            return None
+        n = data.count(b"\n\ndata: ") + 1
+        if data.count(b"\n") != 2 * n:  # a line that is not `data: ...`, or a multi-line event
+            return None
+        return b"[" + data[6:-2].replace(b"\n\ndata: ", b",") + b"]", n
+
     def _feed(self, data: bytes) -> list[bytes]:
         buf = self._buf + data if self._buf else data
         if not self._started and buf:

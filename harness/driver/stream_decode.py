@@ -6,10 +6,13 @@ error object or an unparseable event fails it at once (its numbers cannot be tru
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+
 import aiohttp
 import orjson
 
-from harness.driver.target import Chunk, Done, Event, Failure, Usage
+from harness.driver.target import Done, Event, Failure, Usage
 
 _ERROR_BODY_BYTES = 64 * 1024
 _loads = orjson.loads
@@ -17,7 +20,7 @@ _JSONError = orjson.JSONDecodeError
 
 
 class StreamDecoder:
-    """Turns the payloads of each read into at most one Chunk.
+    """Counts the output tokens of each read's payloads: one chunk per read.
 
     Events that arrive in one read share one arrival time, so they form one chunk with their
     summed tokens: splitting them would only add zero-length gaps to the inter-token latency.
@@ -33,17 +36,34 @@ class StreamDecoder:
         self._completion = 0  # cumulative completion tokens (continuous usage stats)
         self._texts: list[str] | None = [] if keep_text else None
 
-    def read(self, payloads: list[bytes], t: float) -> Chunk | None:
-        """The output of one read's events; on a bad event `failure` is set and decoding stops."""
-        tokens = 0
-        texts = self._texts
-        for payload in payloads:
+    def read(self, payloads: list[bytes], t: float) -> int:
+        """The output tokens of one read's events; on a bad event `failure` is set and decoding
+        stops. The text of the tokens counted so far (when kept) is `text()`."""
+        return self._count([_parse(p) for p in payloads], payloads, t)
+
+    def read_array(self, array: bytes, n: int, t: float) -> int | None:
+        """`read` for `n` events whose payloads come joined as one JSON array (`SSEParser.
+        feed_array`): one parse for all. None, with nothing read, unless the array holds `n`
+        JSON objects: then the caller `read`s the events one by one, for the exact error.
+
+        (Events that are not JSON alone could pass here only if, joined by commas, they made
+        exactly `n` objects: no server sends that by accident.)"""
+        done = array.endswith(b",[DONE]]")  # the stream's last read: usage, then [DONE]
+        if done:
+            array, n = array[:-8] + b"]", n - 1
+        objs = _parse(array)
+        if type(objs) is not list or len(objs) != n or {type(obj) for obj in objs} != {dict}:
+            return None
+        tokens = self._count(objs, itertools.repeat(b""), t)
+        self.done = self.done or (done and self.failure is None)
+        return tokens
+
+    def _count(self, objs: list, payloads: Iterable[bytes], t: float) -> int:
+        """Output tokens of parsed events (None: did not parse) and their payloads."""
+        tokens, texts = 0, self._texts
+        for obj, payload in zip(objs, payloads, strict=False):  # payloads may repeat b""
             try:
                 # Fast path, inlined (it runs for every token): a plain content delta.
-                try:
-                    obj = _loads(payload)
-                except _JSONError:
-                    obj = None
                 if type(obj) is dict and obj.get("usage") is None and obj.get("error") is None:
                     choices = obj.get("choices")
                     if choices:
@@ -57,17 +77,22 @@ class StreamDecoder:
                             continue
                 tokens += self.decode(payload, obj, t)
             except (AttributeError, TypeError, IndexError, KeyError):  # JSON of the wrong shape
-                self._fail(t, "MalformedEvent", f"unexpected event shape: {payload[:200]!r}")
+                shown = (payload or orjson.dumps(obj))[:200]
+                self._fail(t, "MalformedEvent", f"unexpected event shape: {shown!r}")
             if self.failure is not None:
                 break
-        if not tokens:
-            return None
-        self.started = True
-        if texts is None:
-            return Chunk(t, tokens, "")
+        if tokens:
+            self.started = True
+        return tokens
+
+    def text(self) -> str:
+        """The text of the tokens read since the last call ("" unless `keep_text`)."""
+        texts = self._texts
+        if not texts:
+            return ""
         text = "".join(texts)
         texts.clear()
-        return Chunk(t, tokens, text)
+        return text
 
     def decode(self, payload: bytes, obj: object, t: float) -> int:
         """Output tokens of any event; `obj` is the parsed payload, or None if it did not parse."""
@@ -123,6 +148,14 @@ class StreamDecoder:
         else:
             out.append(Done(t))
         return out
+
+
+def _parse(payload: bytes) -> object:
+    """The payload's JSON; None if it does not parse."""
+    try:
+        return _loads(payload)
+    except _JSONError:
+        return None
 
 
 def _choice_text(choice: dict) -> str:

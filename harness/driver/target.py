@@ -1,25 +1,28 @@
 """The Target protocol: how the driver sends one request, whatever serves it.
 
-A target streams one `RequestSpec` and yields events in this order:
+A target streams one `RequestSpec` into a `Sink`, in this order:
 
-    Sent?   (when the request's bytes were handed to the socket)
-    Chunk*  (each piece of output; the first one is the first token)
-    Usage?  (what the server reported: prompt, completion and cached tokens)
-    Done | Failure   (exactly one, always last)
+    sink.event(Sent)?     (when the request's bytes were handed to the socket)
+    sink.chunk(...)*      (each piece of output; the first one is the first token)
+    sink.event(Usage)?    (what the server reported: prompt, completion and cached tokens)
+    sink.event(Done | Failure)   (exactly one, always last; the target returns after it)
+
+Chunks are the hot path (one per network read): a call with the numbers, no object, and no hop
+through an async generator, which cost the driver more per token than the raw bytes' reading.
 
 Times are `time.perf_counter()` values taken when the bytes arrived; the recorder turns them
-into run-clock seconds. A target never raises for a failed request: it yields `Failure` with
+into run-clock seconds. A target never raises for a failed request: it reports `Failure` with
 `status` "error" or "timeout" and a short error class ("HTTP500", "IdleTimeout",
 "MalformedEvent", ...). Cancellation (`asyncio.CancelledError`) is the one thing that escapes;
 the driver records it as `cancelled`.
 
-Implementations: `harness.driver.openai_http.OpenAIHTTPTarget` (any OpenAI-compatible server);
-an in-process reference-engine target plugs in the same way.
+Implementations: `harness.driver.openai_http.OpenAIHTTPTarget` (any OpenAI-compatible server)
+and `harness.driver.engine_target.EngineTarget` (the reference engine, in-process).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -43,7 +46,7 @@ class RequestSpec:
     messages: list[dict] | None = None  # chat API
     prompt: Sequence[int] | str | None = None  # completions API: token ids (list, array) or text
     prompt_json: bytes | memoryview | None = None  # token ids as JSON array items (b"1,2,3")
-    want_text: bool = False  # fill Chunk.text (live history needs the reply); else it may be ""
+    want_text: bool = False  # fill the chunks' text (live history needs the reply); else ""
     payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`
 
 
@@ -57,15 +60,6 @@ class Sent:
     """
 
     t: float
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Output that arrived at one time: events read together form one chunk."""
-
-    t: float  # perf_counter when the bytes carrying it arrived
-    tokens: int  # output tokens (exact with usage per event; else one per event with text)
-    text: str  # filled when RequestSpec.want_text
 
 
 @dataclass(slots=True)
@@ -89,7 +83,18 @@ class Failure:
     retry_after_s: float | None = None  # the server's Retry-After, when it sent one
 
 
-Event = Sent | Chunk | Usage | Done | Failure
+Event = Sent | Usage | Done | Failure
+
+
+class Sink(Protocol):
+    """Where a target reports one request (`harness.driver.recorder.RecordSink` fills a record)."""
+
+    def chunk(self, t: float, tokens: int, text: str) -> None:
+        """Output that arrived at `t` (events read together form one chunk): `tokens` output
+        tokens (exact with usage per event; else one per event with text); `text` is filled
+        when `RequestSpec.want_text`, else it may be ""."""
+
+    def event(self, ev: Event) -> None: ...
 
 
 @runtime_checkable
@@ -102,11 +107,12 @@ class Target(Protocol):
 
     async def close(self) -> None: ...
 
-    def stream(self, req: RequestSpec) -> AsyncIterator[Event]: ...
+    async def stream(self, req: RequestSpec, sink: Sink) -> None:
+        """Send `req`, reporting it into `sink` in the order above."""
 
     # Optional: `encode(req) -> pieces`, the request's wire body (buffers to send in order). The
     # driver calls it before it stamps `t_sent` and passes the result as `req.payload`, so the
-    # body's encoding is not counted in the request's TTFT even by a target that yields no `Sent`.
+    # body's encoding is not counted in the request's TTFT even by a target that reports no `Sent`.
 
     def describe(self) -> dict:
         """For the manifest: model, api, options. Never secrets."""
