@@ -8,7 +8,8 @@ and chat template as the HTTP server, so an in-process run and a served run see 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class EngineTarget:
         try:
             await self._relay(outputs, sink)
         finally:
-            await outputs.aclose()
+            await cast(AsyncGenerator, outputs).aclose()  # generate() is an async generator
 
     async def _relay(self, outputs, sink: Sink) -> None:
         """The engine's outputs as they come, each stamped when the event loop got it."""

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Target, Usage
-from harness.schema import RECORDS_FILE
+from harness.schema import RECORDS_FILE, Record
 
 _DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
 
@@ -33,7 +35,7 @@ class RecordSink:
 
     __slots__ = ("rec", "t0", "texts", "_times", "_tokens")
 
-    def __init__(self, rec: dict, t0: float, texts: list[str] | None = None) -> None:
+    def __init__(self, rec: Record, t0: float, texts: list[str] | None = None) -> None:
         self.rec, self.t0, self.texts = rec, t0, texts
         self._times, self._tokens = rec["chunk_times"].append, rec["chunk_tokens"].append
 
@@ -44,26 +46,26 @@ class RecordSink:
             self.texts.append(text)
 
     def event(self, ev: Event) -> None:
-        rec, kind = self.rec, type(ev)
-        if kind is Sent:
+        rec = self.rec
+        if isinstance(ev, Sent):
             rec["t_sent"] = round(ev.t - self.t0, 6)
-        elif kind is Usage:
+        elif isinstance(ev, Usage):
             rec["prompt_tokens"], rec["completion_tokens"], rec["cached_tokens"] = (
                 ev.prompt_tokens,
                 ev.completion_tokens,
                 ev.cached_tokens,
             )
-        elif kind is Done:
+        elif isinstance(ev, Done):
             rec["status"], rec["t_done"] = "ok", round(ev.t - self.t0, 6)
-        elif kind is Failure:
+        elif isinstance(ev, Failure):
             _fail(rec, ev.status, ev.error_class, ev.message, ev.t - self.t0)
             if ev.retry_after_s is not None and rec["error"] is not None:
                 rec["error"]["retry_after_s"] = ev.retry_after_s
 
 
 async def collect(
-    target: Target, req: RequestSpec, rec: dict, t0: float, texts: list[str] | None = None
-) -> dict:
+    target: Target, req: RequestSpec, rec: Record, t0: float, texts: list[str] | None = None
+) -> Record:
     """Send `req` through `target` into `rec` (see `RecordSink`): one status, whatever happens."""
     try:
         await target.stream(req, RecordSink(rec, t0, texts))
@@ -93,7 +95,15 @@ async def collect(
     return rec
 
 
-def _fail(rec: dict, status: str, error_class: str, message: str, t: float) -> None:
+def ended_at(rec: Record) -> float:
+    """When a collected request ended: `collect` gives every record its `t_done`."""
+    t = rec["t_done"]
+    if t is None:
+        raise RuntimeError(f"record {rec['request_id']} was not collected")
+    return t
+
+
+def _fail(rec: Record, status: str, error_class: str, message: str, t: float) -> None:
     if rec["status"] is None:
         rec["status"], rec["error"], rec["t_done"] = (
             status,
@@ -109,7 +119,7 @@ class OutcomeCounts:
         self.by_status: Counter[str] = Counter()
         self.by_error: Counter[str] = Counter()  # error class -> count (error and timeout)
 
-    def observe(self, rec: dict) -> None:
+    def observe(self, rec: Mapping[str, Any]) -> None:
         self.by_status[rec["status"]] += 1
         if rec["error"] is not None and rec["status"] != "cancelled":
             self.by_error[rec["error"]["class"]] += 1
@@ -138,7 +148,7 @@ class Recorder(OutcomeCounts):
         self._pending_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
 
-    def write(self, rec: dict) -> None:
+    def write(self, rec: Mapping[str, Any]) -> None:
         line = orjson.dumps(rec, option=_DUMP_OPTIONS)
         self._pending.append(line)
         self._pending_bytes += len(line)

@@ -19,16 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from harness.driver.config import ReplayConfig
 from harness.driver.load import Task, TaskSource, arrivals
-from harness.driver.recorder import Recorder, collect
+from harness.driver.recorder import Recorder, collect, ended_at
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
-from harness.schema import new_record
+from harness.schema import Record, new_record
 from harness.trace.content import load_hf_token_counter
 from harness.trace.cycles import cycle_salt, cycled_id
 from harness.trace.model import Session, Trace
@@ -76,7 +76,7 @@ class Replay:
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.TimerHandle] = []
-        self.in_flight: dict[str, dict] = {}  # request id -> its record, while it is in flight
+        self.in_flight: dict[str, Record] = {}  # request id -> its record, while it is in flight
         self._encode = getattr(target, "encode", None)  # the body's encoding, done before t_sent
 
     def now(self) -> float:
@@ -161,9 +161,11 @@ class Replay:
     async def _arrivals(self) -> None:
         """Open loop / timestamps: start each main session at its time, whatever is in flight."""
         with contextlib.suppress(asyncio.CancelledError):
-            plan = self.schedule
-            if plan is None:
-                plan = arrivals([t.session for t in self.task_source], self.config)
+            plan: Iterable[tuple[float, Session]] = (
+                self.schedule
+                if self.schedule is not None
+                else arrivals([t.session for t in self.task_source], self.config)
+            )
             for t, s in plan:
                 if not await self._sleep_until(t):
                     return
@@ -174,10 +176,11 @@ class Replay:
     async def _family(self, task: Task, start: float) -> None:
         self.sessions_started += 1
         try:
+            begin: float | None = start
             if task.start_turn:
-                start = await self._history(task.session, task.cycle, task.start_turn, start)
-            if start is not None:
-                await self._session(task.session, task.cycle, start, task.start_turn)
+                begin = await self._history(task.session, task.cycle, task.start_turn, start)
+            if begin is not None:
+                await self._session(task.session, task.cycle, begin, task.start_turn)
         except asyncio.CancelledError:
             pass  # interrupted or drained: the records are written
         finally:
@@ -202,7 +205,7 @@ class Replay:
                 rec = await self._turn(s, cycle, k, t_scheduled)
                 if rec is None:
                     return
-                prev_end = rec["t_done"]
+                prev_end = ended_at(rec)
                 if turn.spawns:
                     kids = [
                         self._session(self.trace.session(c), cycle, prev_end) for c in turn.spawns
@@ -223,12 +226,12 @@ class Replay:
 
     async def _turn(
         self, s: Session, cycle: int, k: int, t_scheduled: float, warmup: bool = False
-    ) -> dict | None:
+    ) -> Record | None:
         """One turn: a request, and with retries on, more after a backoff while it fails for a
         reason worth retrying. Returns the final attempt's record (None: the run stopped)."""
         rec = await self._request(s, cycle, k, t_scheduled, 1, warmup)
         while rec is not None and (delay := self.config.retry.delay(rec)) is not None:
-            t_scheduled = rec["t_done"] + delay
+            t_scheduled = ended_at(rec) + delay
             if not await self._sleep_until(t_scheduled):
                 break
             rec = await self._request(s, cycle, k, t_scheduled, rec["attempt"] + 1, warmup)
@@ -255,7 +258,7 @@ class Replay:
 
     async def _request(
         self, s: Session, cycle: int, k: int, t_scheduled: float, attempt: int, warmup: bool
-    ) -> dict | None:
+    ) -> Record | None:
         if not self._admit():
             return None
         source = self._source(cycle)

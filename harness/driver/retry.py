@@ -12,6 +12,7 @@ attempt and reports the failed ones (docs/metrics.md, "Retries").
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -57,13 +58,14 @@ class RetryPolicy(Strict):
     def enabled(self) -> bool:
         return self.attempts > 1
 
-    def delay(self, rec: dict) -> float | None:
+    def delay(self, rec: Mapping[str, Any]) -> float | None:
         """Seconds to wait after the failed attempt `rec` before the next one; None: no retry."""
         attempt = rec.get("attempt") or 1
         if (
             rec["status"] == "ok"
             or attempt >= self.attempts
-            or failure_kind(rec) not in self.retry_on
+            or (kind := failure_kind(rec)) is None
+            or kind not in self.retry_on
         ):
             return None
         base = min(self.max_backoff_s, self.backoff_s * self.multiplier ** (attempt - 1))
@@ -72,7 +74,7 @@ class RetryPolicy(Strict):
         return max(base, retry_after or 0.0)
 
 
-def failure_kind(rec: dict) -> str | None:
+def failure_kind(rec: Mapping[str, Any]) -> str | None:
     """The record's error class; a stream error that says the server is overloaded is `Overloaded`."""
     err = rec.get("error")
     if rec["status"] == "cancelled" or not err:

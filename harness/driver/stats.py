@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -16,7 +18,7 @@ class ReplayStats:
     output_tokens: int = 0
     recent_ttft: deque = field(default_factory=lambda: deque(maxlen=200))
 
-    def observe(self, rec: dict) -> None:
+    def observe(self, rec: Mapping[str, Any]) -> None:
         self.done += 1
         status = rec["status"]
         if status == "cancelled":

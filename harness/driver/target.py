@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from pydantic import Field
 
 from harness.yamlconf import Strict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FailureStatus = Literal["error", "timeout"]
 
@@ -44,7 +47,7 @@ class RequestSpec:
     max_tokens: int  # forced output length (output_tokens of the turn)
     prompt_tokens: int  # expected prompt length from the trace
     messages: list[dict] | None = None  # chat API
-    prompt: Sequence[int] | str | None = None  # completions API: token ids (list, array) or text
+    prompt: Sequence[int] | np.ndarray | str | None = None  # completions: token ids or text
     prompt_json: bytes | memoryview | None = None  # token ids as JSON array items (b"1,2,3")
     want_text: bool = False  # fill the chunks' text (live history needs the reply); else ""
     payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`

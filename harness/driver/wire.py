@@ -69,7 +69,9 @@ class BodyReader:
 
     __slots__ = ("_proto", "_content", "_take", "_arrivals", "_done")
 
-    def __init__(self, proto: object, content, take: Callable[[bytes, float], bool]) -> None:
+    def __init__(
+        self, proto: StampingProtocol, content, take: Callable[[bytes, float], bool]
+    ) -> None:
         self._arrivals = Arrivals(proto, content)  # raises unless the protocol saw this body
         self._proto, self._content, self._take = proto, content, take
         self._done: asyncio.Future | None = None
@@ -98,7 +100,7 @@ class BodyReader:
                 self.stop()
         except Exception as exc:  # the body's error, or a bug in `take`: the reading task's
             self._proto.rx_reader = None
-            if not done.done():
+            if done is not None and not done.done():
                 done.set_exception(exc)
 
     def stop(self) -> None:
