@@ -84,7 +84,12 @@ def _pooled(runs: list[Clusters]):
 
 
 def capacity(
-    scenario: Scenario, out: Path, *, max_concurrency: int = 256, quiet: bool = False
+    scenario: Scenario,
+    out: Path,
+    *,
+    max_concurrency: int = 256,
+    resolution: float = 0.05,
+    quiet: bool = False,
 ) -> dict:
     slos = [s for s in parse_slos(scenario.slos, source="slos") if s.percentile is not None]
     if not slos:
@@ -92,7 +97,9 @@ def capacity(
     if scenario.load.load != "closed":
         raise InputError("capacity searches a closed loop's concurrency", field="load.mode")
     tried: dict[int, Point] = {}
-    met = _search(lambda c: _point(scenario, out, c, slos, tried, quiet).met, max_concurrency)
+    met = _search(
+        lambda c: _point(scenario, out, c, slos, tried, quiet).met, max_concurrency, resolution
+    )
     result = {
         "capacity": met,
         "slos": {s.name: s.bound for s in slos},
@@ -102,8 +109,10 @@ def capacity(
     return result
 
 
-def _search(meets, ceiling: int) -> int:
-    """The largest concurrency that meets (doubling from 1, then bisection); 0 if 1 does not."""
+def _search(meets, ceiling: int, resolution: float = 0.05) -> int:
+    """The largest concurrency that meets (doubling from 1, then bisection); 0 if 1 does not.
+    The bisection stops once the gap to the first miss is within `resolution` of the answer:
+    finer than the run-to-run noise, it would only spend runs."""
     good, bad = 0, None
     c = 1
     while c <= ceiling:
@@ -113,7 +122,7 @@ def _search(meets, ceiling: int) -> int:
         good, c = c, c * 2
     if bad is None:
         return good
-    while bad - good > 1:
+    while bad - good > max(1, resolution * good):
         mid = (good + bad) // 2
         good, bad = (mid, bad) if meets(mid) else (good, mid)
     return good

@@ -86,6 +86,12 @@ def _register_capacity(sub) -> None:
         "-o", "--output", required=True, help="the folder for capacity.json and the runs"
     )
     cap.add_argument("--max-concurrency", type=int, default=256, help="stop doubling here")
+    cap.add_argument(
+        "--resolution",
+        type=float,
+        default=0.05,
+        help="stop bisecting once the gap to the first miss is this fraction of the answer",
+    )
     cap.set_defaults(func=_capacity)
 
 
@@ -102,8 +108,9 @@ def _capacity(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()):
         raise InputError("already exists and is not empty; choose another with -o", path=out)
     out.mkdir(parents=True, exist_ok=True)
+    scenario = load_scenario(args.scenario, args.sets)
     result = capacity(
-        load_scenario(args.scenario, args.sets), out, max_concurrency=args.max_concurrency
+        scenario, out, max_concurrency=args.max_concurrency, resolution=args.resolution
     )
     tried = ", ".join(
         f"{p['concurrency']}{'' if p['met'] else ' (missed)'}" for p in result["points"]

@@ -22,9 +22,15 @@ def test_the_search_finds_the_largest_concurrency_that_meets(limit):
         calls.append(c)
         return c <= limit
 
-    assert _search(meets, 256) == min(limit, 256)
+    assert _search(meets, 256, resolution=0) == min(limit, 256)
     assert len(calls) == len(set(calls))  # no point is tried twice
     assert len(calls) <= 2 * int(np.log2(256)) + 2
+
+
+def test_the_bisection_stops_within_its_resolution():
+    calls = []
+    found = _search(lambda c: calls.append(c) or c <= 150, 256, resolution=0.1)
+    assert 150 * 0.9 <= found <= 150 and len(calls) <= 14
 
 
 @pytest.fixture(scope="module")
