@@ -119,6 +119,7 @@ async def test_a_run_whose_tokenizer_folder_is_gone(template_server, tmp_path):
         analyze_run(tmp_path / "run", tokenizer=str(folder))
 
 
+@pytest.mark.slow
 async def test_a_server_that_adds_a_bos_is_reported_as_a_mismatch(template_server, tmp_path):
     server = await template_server(add_bos=True)
     await replay(TRACE, server.url, tmp_path / "run", api="chat", block_size=4)
@@ -135,6 +136,7 @@ async def test_a_server_that_adds_a_bos_is_reported_as_a_mismatch(template_serve
     )
 
 
+@pytest.mark.slow
 async def test_without_a_template_the_chat_ideal_is_approximate(template_server, tmp_path):
     server = await template_server()
     await replay(TRACE, server.url, tmp_path / "run", api="chat", block_size=4)

@@ -29,6 +29,7 @@ def _row(result, key):
     return next(r for r in result.rows if r.key == key)
 
 
+@pytest.mark.slow
 def test_injected_20_percent_ttft_regression_is_significant_and_fails(runs):
     result = compare_runs([runs["a"]], [runs["slow"]], fail_on=FAIL_ON)
     row = _row(result, "ttft_p90")
@@ -40,12 +41,14 @@ def test_injected_20_percent_ttft_regression_is_significant_and_fails(runs):
     assert _row(result, "tpot_p90").verdict == "~"  # TPOT did not change
 
 
+@pytest.mark.slow
 def test_same_distribution_passes(runs):
     result = compare_runs([runs["a"]], [runs["b"]], fail_on=FAIL_ON)
     assert result.failures == [] and result.exit_code == 0
     assert _row(result, "ttft_p90").verdict == "~"
 
 
+@pytest.mark.slow
 def test_repeats_are_pooled_and_globs_expand(runs):
     pattern = str(runs["a"].parent / "a*")
     result = compare_runs([pattern], [runs["b"]])
@@ -54,6 +57,7 @@ def test_repeats_are_pooled_and_globs_expand(runs):
     assert _row(result, "ttft_p90").n_baseline == 2 * _row(result, "ttft_p90").n_run
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_formats(runs, capsys):
     assert main(["compare", str(runs["a"]), str(runs["b"]), "--fail-on", FAIL_ON]) == 0
     assert "~" in capsys.readouterr().out
@@ -102,6 +106,7 @@ def test_fail_on_parses_relative_and_absolute():
     assert (t[1].increase, t[1].amount, t[1].relative) == (False, 0.02, False)
 
 
+@pytest.mark.slow
 def test_errors_appearing_from_a_clean_baseline_fail_an_absolute_threshold(runs, tmp_path):
     from tests.analysis.golden import MANIFEST, write_run
     from tests.analysis.synthetic import synthetic_records
@@ -151,6 +156,7 @@ def test_an_imported_run_gets_no_verdict_on_what_its_tool_defines_otherwise(runs
     assert rows["ttft_p90"].verdict == "worse"  # TTFT is defined alike: judged
 
 
+@pytest.mark.slow
 def test_history_spread_is_noise_a_change_inside_it_is_not_marked(runs, tmp_path):
     wide = [
         write_synthetic_run(tmp_path / f"h{i}", f"h{i}", seed=20 + i, ttft_scale=scale)

@@ -46,6 +46,7 @@ def test_task_shared_noise_is_not_a_change_though_a_request_level_test_says_it_i
     assert per_request >= 8  # what the old per-request test called significant
 
 
+@pytest.mark.slow
 def test_a_planted_30_percent_regression_is_found(tmp_path):
     base = write_synthetic_run(tmp_path / "a", "a", seed=1)
     slow = write_synthetic_run(tmp_path / "slow", "slow", seed=5, ttft_scale=1.3)
@@ -72,6 +73,7 @@ def test_one_run_split_in_halves_is_not_flagged(tmp_path):
     assert all(r.verdict == "~" for r in result.rows if r.key.startswith(("ttft", "e2el")))
 
 
+@pytest.mark.slow
 def test_each_percentile_is_judged_by_its_own_interval(tmp_path):
     base = synthetic_records(seed=11)
     ttft = np.array([r["t_first_token"] - r["t_sent"] for r in base])

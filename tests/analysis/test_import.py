@@ -76,6 +76,7 @@ def test_imported_runs_are_marked_and_say_what_differs(runs, capsys):
     assert "defined differently" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_import_then_analyze_and_report(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["import", "vllm-bench", str(IMPORTS / "vllm-bench"), "-o", str(out)]) == 0

@@ -60,6 +60,7 @@ def test_report_opens_in_chromium_with_every_figure_and_no_console_errors(report
     )  # PNG header: width, height
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_headline_strip_holds_the_four_numbers_and_every_figure_has_data(report):
     dom = browser.view(report).dom
@@ -78,6 +79,7 @@ def test_headline_strip_holds_the_four_numbers_and_every_figure_has_data(report)
     assert len(points) >= 8 and min(points) > 0
 
 
+@pytest.mark.slow
 def test_headline_strip_gives_slo_verdicts(tmp_path):
     run = write_synthetic_run(tmp_path / "r", "r", n_tasks=20, seed=3)
     (run / "scenario.yaml").write_text("slos: {ttft_p90: 1ms, interactivity_p90: 1}\n")
@@ -133,6 +135,7 @@ def test_runs_without_ok_requests_still_analyze_and_report(tmp_path, kind):
     assert "slowest of" in text
 
 
+@pytest.mark.slow
 def test_cache_card_shows_the_servers_own_counters_when_scraped(tmp_path):
     import json
 

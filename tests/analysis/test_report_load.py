@@ -59,6 +59,7 @@ def test_the_hit_panel_draws_the_rolling_server_and_ideal_hit_rate(analysis):
         plt.close(fig)
 
 
+@pytest.mark.slow
 def test_the_report_states_the_windows_reason_under_the_figure(analysis):
     text = render_report([analysis])
     section = text[text.index("<h2>What load was held</h2>") : text.index("<h2>Sessions</h2>")]

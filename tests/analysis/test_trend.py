@@ -39,6 +39,7 @@ def nightly(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_trend_marks_exactly_the_injected_regression(nightly):
     result, _ = trend([str(nightly / "nightly-*")])
     assert [p.run for p in result.points] == [f"nightly-2026-11-0{n}" for n in range(1, 6)]
@@ -50,6 +51,7 @@ def test_trend_marks_exactly_the_injected_regression(nightly):
     assert result.points[0].changes == {}
 
 
+@pytest.mark.slow
 def test_trend_page_links_every_point_to_its_run_report(nightly, tmp_path):
     out, _ = write_trend([str(nightly / "nightly-*")], tmp_path / "trend.html")
     text = out.read_text()
@@ -68,6 +70,7 @@ def test_trend_page_links_every_point_to_its_run_report(nightly, tmp_path):
     assert "1 significant regression" not in text or "nightly-2026-11-03" in text
 
 
+@pytest.mark.slow
 def test_cli_report_trend(nightly, tmp_path, capsys):
     assert (
         main(["report", "--trend", str(nightly / "nightly-*"), "-o", str(tmp_path / "t.html")]) == 0

@@ -24,6 +24,7 @@ FAULTS = {
 }
 
 
+@pytest.mark.slow
 async def test_every_fault_mode_gives_one_record_with_its_reason(make_server, tmp_path):
     srv = await make_server(token_delay=0.001, slow_s=3.0, oversized_bytes=300_000)
     sessions = [sess(f"fault-{f}-s", [(8, 4, 0), (8, 4, 0)]) for f in FAULTS]

@@ -4,6 +4,8 @@ content; mid-trajectory start; agent-like retries through a server restart."""
 import asyncio
 from collections import defaultdict
 
+import pytest
+
 from harness.analysis.ideal.walk import with_ideal
 from harness.analysis.run import load_run
 from harness.analysis.summary import analyze_run
@@ -26,6 +28,7 @@ def _mixed_trace():
     )
 
 
+@pytest.mark.slow
 async def test_the_closed_loop_holds_its_concurrency_until_max_duration(make_server, tmp_path):
     srv = await make_server(token_delay=0.002)
     result, records, _ = await replay(
@@ -44,6 +47,7 @@ async def test_without_max_duration_the_trace_runs_once(server, tmp_path):
     assert all(split_cycled_id(r["session_id"])[1] == 0 for r in records)
 
 
+@pytest.mark.slow
 async def test_a_new_cycle_hits_only_its_own_cycle(make_server, tmp_path):
     """Cycle 2's ideal hit equals cycle 1's: a fresh salt per cycle, nothing shared across."""
     srv = await make_server(token_delay=0.002)
@@ -100,6 +104,7 @@ async def test_mid_trajectory_history_is_one_request_without_earlier_subagents(s
     assert {r["request_id"]: r["phase"] for r in records} == {"c:1": "warmup", "c:2": "measure"}
 
 
+@pytest.mark.slow
 async def test_retries_carry_every_turn_through_a_server_restart(tmp_path):
     srv = SSETestServer(ServerConfig(token_delay=0.002))
     url = await srv.start()

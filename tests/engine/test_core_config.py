@@ -55,6 +55,7 @@ def test_defaults_follow_the_preset():
     assert EngineConfig(runner="simulated", max_model_len=200_000).model_len == 200_000
 
 
+@pytest.mark.slow
 def test_cuda_device_without_cuda_is_a_clear_error():
     import torch
 
