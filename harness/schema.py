@@ -119,6 +119,9 @@ class ReplaySettings:
 
     load: str = "closed"  # closed, open, timestamps
     concurrency: int | None = None  # closed loop: the tasks held in flight
+    session_rate: float | None = None  # open loop: main sessions per second
+    arrival: str | None = None  # open loop: poisson or constant
+    time_scale: float | None = None  # timestamp replay: the trace's clock scaled
     window: str | None = None  # the measured window the run asked for: phases or steady
     salt: str | None = None  # the content salt: the ideal rebuilds prompts with it
     api: str | None = None  # chat or completions

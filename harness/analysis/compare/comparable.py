@@ -51,15 +51,15 @@ def _whole_run_reason(analyses: list[Analysis]) -> str | None:
     traces = {str(t) for a in analyses if (t := a.run.manifest.get("trace_sha256"))}
     if len(traces) > 1:
         return f"different traces (trace_sha256 {', '.join(sorted(t[:12] for t in traces))})"
-    loads = {_load(a) for a in analyses if a.run.manifest.get("replay")}
+    loads = {_load(a) for a in analyses if a.run.manifest.get("replay")}  # imports have none
     if len(loads) > 1:
         return "different load: " + " vs ".join(_describe(load) for load in sorted(loads, key=str))
     return None
 
 
 def _load(a: Analysis) -> tuple:
-    replay = a.run.manifest["replay"]
-    return tuple((k, replay.get(k)) for k in LOAD_SETTINGS)
+    replay = a.run.replay
+    return tuple((k, getattr(replay, k)) for k in LOAD_SETTINGS)
 
 
 def _describe(load: tuple) -> str:
