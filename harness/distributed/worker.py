@@ -17,12 +17,14 @@ import contextlib
 import os
 import socket
 import time
+from collections.abc import AsyncIterator
 
 from harness.driver.config import ReplayConfig
 from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.recorder import OutcomeCounts
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.selfcheck import LoopProbe
+from harness.driver.target import Event, RequestSpec
 from harness.trace.model import Trace
 
 
@@ -63,7 +65,17 @@ class _Announcing:
         self.target, self.news = target, news
         self.name, self.endpoints = target.name, target.endpoints
 
-    def stream(self, req):
+    async def start(self) -> None:
+        await self.target.start()
+
+    async def close(self) -> None:
+        await self.target.close()
+
+    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
+        # Replay encodes the body before it stamps t_sent, if the target can (see Target).
+        return self.target.encode(req)
+
+    def stream(self, req: RequestSpec) -> AsyncIterator[Event]:
         self.news.set()
         return self.target.stream(req)
 
@@ -99,16 +111,22 @@ class ReplayWorker:
         target = OpenAIHTTPTarget(target_config)
         announcing = _Announcing(target, self.recorder.news)
         self.replay = Replay(
-            self.trace, announcing, self.config, self.recorder, schedule=self.schedule
+            self.trace,
+            announcing,
+            self.config,
+            # Replay only writes records and reads counts(), which BufferRecorder has too;
+            # its parameter names the file-writing Recorder class, not that interface.
+            self.recorder,  # type: ignore[arg-type]
+            schedule=self.schedule,
         )
-        self.task = asyncio.create_task(self._run(target, local_t0(start_wall)))
+        self.task = asyncio.create_task(self._run(self.replay, target, local_t0(start_wall)))
 
-    async def _run(self, target: OpenAIHTTPTarget, t0: float) -> None:
+    async def _run(self, replay: Replay, target: OpenAIHTTPTarget, t0: float) -> None:
         self.t0 = t0
         try:
             await target.start()
             self.probe.start()
-            self.result = await self.replay.run(t0=t0)
+            self.result = await replay.run(t0=t0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # reported to the coordinator as this worker's failure
