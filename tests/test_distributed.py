@@ -391,3 +391,19 @@ def test_loopback_endpoints_are_refused_on_a_multi_node_cluster():
     for url in ("http://127.0.0.1:8000/v1", "http://localhost:1", "http://[::1]:80"):
         with pytest.raises(InputError, match="loopback address but the Ray cluster has 3 nodes"):
             check_reachable_from_nodes(Cluster(3), [url])
+
+
+def test_the_workers_target_keeps_encode():
+    """Replay encodes a body before it stamps t_sent when its target has `encode`; the worker's
+    announcing wrapper passes it through, so a worker's TTFT does not count the encoding."""
+    import asyncio
+
+    from harness.distributed.worker import _Announcing
+
+    class _Target:
+        name, endpoints = "openai-http", ("http://x",)
+
+        def encode(self, req):
+            return (b"{}",)
+
+    assert _Announcing(_Target(), asyncio.Event()).encode(None) == (b"{}",)

@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import logging
 from collections.abc import Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from harness.errors import InputError
@@ -31,7 +32,7 @@ def ray_cluster(address: str) -> Iterator:
     if ray.is_initialized():
         yield ray
         return
-    kwargs = {"include_dashboard": False, "logging_level": logging.WARNING}
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
     if address not in ("auto", "local"):
         kwargs["address"] = address
     elif address == "local":

@@ -84,11 +84,13 @@ def _assign(trace: Trace, mains: list[Session], shards: list[Shard]) -> None:
 
 
 def _schedule(mains: list[Session], config: ReplayConfig, shards: list[Shard]) -> None:
-    owner = {sid: sh for sh in shards for sid in sh.mains}
+    owner: dict[str, list[tuple[float, str]]] = {}  # main id -> its shard's starts
     for sh in shards:
         sh.starts = []
+        for sid in sh.mains:
+            owner[sid] = sh.starts
     for t, s in arrivals(mains, config):  # one draw for the whole run, in time order
-        owner[s.id].starts.append((t, s.id))
+        owner[s.id].append((t, s.id))
 
 
 def shard_trace(trace: Trace, shard: Shard) -> Trace:

@@ -23,6 +23,7 @@ from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.recorder import OutcomeCounts
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.selfcheck import LoopProbe
+from harness.driver.target import RequestSpec, Sink
 from harness.trace.model import Trace
 
 
@@ -63,7 +64,17 @@ class _Announcing:
         self.target, self.news = target, news
         self.name, self.endpoints = target.name, target.endpoints
 
-    async def stream(self, req, sink) -> None:
+    async def start(self) -> None:
+        await self.target.start()
+
+    async def close(self) -> None:
+        await self.target.close()
+
+    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
+        # Replay encodes the body before it stamps t_sent, if the target can (see Target).
+        return self.target.encode(req)
+
+    async def stream(self, req: RequestSpec, sink: Sink) -> None:
         self.news.set()
         await self.target.stream(req, sink)
 
@@ -99,16 +110,22 @@ class ReplayWorker:
         target = OpenAIHTTPTarget(target_config)
         announcing = _Announcing(target, self.recorder.news)
         self.replay = Replay(
-            self.trace, announcing, self.config, self.recorder, schedule=self.schedule
+            self.trace,
+            announcing,
+            self.config,
+            # Replay only writes records and reads counts(), which BufferRecorder has too;
+            # its parameter names the file-writing Recorder class, not that interface.
+            self.recorder,  # type: ignore[arg-type]
+            schedule=self.schedule,
         )
-        self.task = asyncio.create_task(self._run(target, local_t0(start_wall)))
+        self.task = asyncio.create_task(self._run(self.replay, target, local_t0(start_wall)))
 
-    async def _run(self, target: OpenAIHTTPTarget, t0: float) -> None:
+    async def _run(self, replay: Replay, target: OpenAIHTTPTarget, t0: float) -> None:
         self.t0 = t0
         try:
             await target.start()
             self.probe.start()
-            self.result = await self.replay.run(t0=t0)
+            self.result = await replay.run(t0=t0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # reported to the coordinator as this worker's failure

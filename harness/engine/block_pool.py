@@ -30,7 +30,7 @@ from harness.engine.prefix_lookup import (
     tier_key,
     window_start,
 )
-from harness.engine.sequence import NULL_BLOCK, Request
+from harness.engine.sequence import NULL_BLOCK, Frontier, Request
 from harness.errors import EngineError
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
@@ -51,6 +51,13 @@ class Block:
     parent: bytes | None = None  # the previous block's hash (ROOT_HASH for the first)
     tokens: bytes | None = None  # its token ids (int32 little-endian)
     group: int = 0  # the KV group it last served
+
+    def key(self) -> tuple[int, bytes, bytes]:
+        """Its entry in the pool's hash map (group, parent, tokens); only for a hashed block."""
+        assert self.parent is not None and self.tokens is not None, (
+            f"block {self.block_id} unhashed"
+        )
+        return self.group, self.parent, self.tokens
 
 
 class BlockPool:
@@ -114,7 +121,7 @@ class BlockPool:
     def find_prefix(self, req: Request) -> PrefixHit:
         return find_prefix(self, req)
 
-    def frontier(self, req: Request, hit: PrefixHit) -> tuple | None:
+    def frontier(self, req: Request, hit: PrefixHit) -> Frontier | None:
         """The next block after the hit, as (map key, hash); None if the hit cannot grow."""
         i, bs = hit.num_blocks, self.block_size
         if not self.enable_caching or i >= (req.num_tokens - 1) // bs:
@@ -123,7 +130,7 @@ class BlockPool:
         tokens = req.block_tokens(i, bs)
         return (0, parent, tokens), block_hash(parent, tokens)
 
-    def could_grow(self, frontier: tuple | None) -> bool:
+    def could_grow(self, frontier: Frontier | None) -> bool:
         """Whether a hit that stopped at `frontier` could now be longer. A hybrid hit can also
         grow by window blocks appearing further back, so it is always looked up again."""
         if frontier is None:
@@ -290,6 +297,7 @@ class BlockPool:
         self.peak_in_use[kind] = max(self.peak_in_use[kind], self.in_use[kind])
 
     def _evict(self, block: Block) -> None:
+        assert block.hash is not None and block.tokens is not None  # only hashed pages evict
         if self.cpu_tier is not None and self.cpu_tier.capacity > 0:
             payload = self.mover.save_block(block.block_id) if self.mover is not None else None
             self.cpu_tier.put(tier_key(block.hash, block.group), block.tokens, payload)
@@ -303,10 +311,16 @@ class BlockPool:
         self.cached[(block.group, parent, tokens)] = block.block_id
 
     def _unregister(self, block: Block) -> None:
-        del self.cached[(block.group, block.parent, block.tokens)]
+        del self.cached[block.key()]
         block.hash = block.parent = block.tokens = None
 
     # ---- invariants ---------------------------------------------------------------------
+
+    def _mapped(self, block: Block) -> int | None:
+        """The page the hash map gives for a block's content (None: unmapped or no content)."""
+        if block.parent is None or block.tokens is None:
+            return None
+        return self.cached.get((block.group, block.parent, block.tokens))
 
     def check_invariants(self, block_tables: list[list[int]]) -> None:
         """Raise EngineError if the pool disagrees with the live requests' block tables."""
@@ -320,10 +334,7 @@ class BlockPool:
                 raise EngineError(
                     f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}"
                 )
-            if (
-                block.hash is not None
-                and self.cached.get((block.group, block.parent, block.tokens)) != block.block_id
-            ):
+            if block.hash is not None and self._mapped(block) != block.block_id:
                 raise EngineError(f"block {block.block_id}: its content is not mapped to it")
             if (block.hash is None) != (block.tokens is None):
                 raise EngineError(f"block {block.block_id}: hash and token ids disagree")

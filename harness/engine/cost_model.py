@@ -137,8 +137,12 @@ def calibrate(
     # Relative error is what matters (a 2 ms decode step as much as a 2 s prefill): weight by 1/y.
     coef, _ = nnls(x / y[:, None], np.ones_like(y))
     rel = np.abs(x @ coef - y) / y
+    fixed, per_token, per_attended, per_sample = map(float, coef)  # StepShape.features' order
     model = CostModel(
-        *map(float, coef),
+        fixed,
+        per_token,
+        per_attended,
+        per_sample,
         meta={
             "device": runner.device_name,
             "machine": platform.processor() or platform.machine(),

@@ -12,6 +12,8 @@ from harness.engine.config import EOS_ID
 NULL_BLOCK = -1  # a sliding-window block given back: its position is outside every window
 TOKEN_BYTES = 4  # token ids as little-endian int32: what block hashes and hit checks read
 _TOKEN_DTYPE = np.dtype("<i4")
+# Where a prefix hit stopped: the next block's hash-map key (group, parent, tokens) and its hash.
+Frontier = tuple[tuple[int, bytes, bytes], bytes]
 
 
 class RequestStatus(Enum):
@@ -55,7 +57,9 @@ class Request:
         self.snapshot_points: list[int] = []  # block counts whose window state is kept when reached
         self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
         self.num_cached_blocks = 0  # leading blocks of block_table already registered by hash
-        self.blocked = None  # why the scheduler could not admit it last time (see _still_blocked)
+        # Why the scheduler could not admit it last time (see _still_blocked):
+        # (the pool's free() count, the hit's frontier, hit tokens, chunk tokens).
+        self.blocked: tuple[int, Frontier | None, int, int] | None = None
         self.status = RequestStatus.WAITING
         self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
         self.cached_tokens_cpu = 0

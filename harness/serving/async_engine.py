@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from typing import Literal
 
 from harness.engine.config import EngineConfig
 from harness.engine.engine import EngineRequestError, EngineStats, LLMEngine, RequestOutput
@@ -21,6 +22,12 @@ __all__ = ["AsyncEngine", "EngineRequestError", "EngineStats", "RequestOutput", 
 
 log = logging.getLogger(__name__)
 _IDLE_WAIT_S = 0.5  # the thread sleeps this long at most when idle (a new request wakes it)
+
+# What the caller posts to the engine thread: a request to add (its id, prompt, params), or the
+# id of one to abort.
+_Add = tuple[Literal["add"], tuple[str, list[int], SamplingParams]]
+_Abort = tuple[Literal["abort"], str]
+_Message = _Add | _Abort
 
 
 class AsyncEngine:
@@ -34,7 +41,7 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._inbox: list[tuple[str, object]] = []  # ("add", Request args) | ("abort", id)
+        self._inbox: list[_Message] = []
         self._queues: dict[str, asyncio.Queue[RequestOutput]] = {}
         self._stopping = False
 
@@ -72,7 +79,7 @@ class AsyncEngine:
 
     def generate(
         self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
-    ) -> AsyncIterator[RequestOutput]:
+    ) -> AsyncGenerator[RequestOutput, None]:
         """Validate now (raises EngineRequestError), then stream the request's outputs.
 
         `prompt_token_ids` may also be a 1-D numpy integer array (no list conversion: faster for
@@ -85,12 +92,12 @@ class AsyncEngine:
         engine.validate(request_id, prompt_token_ids, params)
         queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
         self._queues[request_id] = queue
-        self._post("add", (request_id, prompt_token_ids, params))
+        self._post(("add", (request_id, prompt_token_ids, params)))
         return self._stream(request_id, queue)
 
     async def _stream(
         self, request_id: str, queue: asyncio.Queue[RequestOutput]
-    ) -> AsyncIterator[RequestOutput]:
+    ) -> AsyncGenerator[RequestOutput, None]:
         finished = False
         try:
             while not finished:
@@ -100,17 +107,17 @@ class AsyncEngine:
         finally:
             self._queues.pop(request_id, None)
             if not finished:  # cancelled or closed early: the engine stops working on it
-                self._post("abort", request_id)
+                self._post(("abort", request_id))
 
     async def abort(self, request_id: str) -> None:
-        self._post("abort", request_id)
+        self._post(("abort", request_id))
 
     def stats(self) -> EngineStats:
         return self.engine.stats()
 
-    def _post(self, kind: str, item: object) -> None:
+    def _post(self, msg: _Message) -> None:
         with self._lock:
-            self._inbox.append((kind, item))
+            self._inbox.append(msg)
         self._wake.set()
 
     # ---- the step loop (engine thread) --------------------------------------------------
@@ -139,10 +146,10 @@ class AsyncEngine:
             for out in outputs:
                 self._deliver(out)
 
-    def _apply(self, engine: LLMEngine, inbox: list[tuple[str, object]]) -> None:
-        for kind, item in inbox:
-            if kind == "add":
-                request_id, prompt, params = item
+    def _apply(self, engine: LLMEngine, inbox: list[_Message]) -> None:
+        for msg in inbox:
+            if msg[0] == "add":
+                request_id, prompt, params = msg[1]
                 try:
                     engine.add_request(request_id, prompt, params, validated=True)
                 except EngineRequestError as exc:  # raced with a duplicate id; report, don't die
@@ -162,11 +169,12 @@ class AsyncEngine:
                         )
                     )
             else:
-                out = engine.abort_request(item)
+                out = engine.abort_request(msg[1])
                 if out is not None:
                     self._deliver(out)
 
     def _deliver(self, out: RequestOutput) -> None:
+        assert self._loop is not None  # start() sets it before the thread runs
         try:
             self._loop.call_soon_threadsafe(self._put, out)
         except RuntimeError:  # the caller's loop closed without stop(): nobody is listening

@@ -8,6 +8,7 @@ are held back until they can no longer become the start of a stop string.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from harness.serving.async_engine import RequestOutput
 from harness.serving.protocol import ApiRequest
@@ -65,7 +66,8 @@ class ResponseBuilder:
     def finish_reason(self) -> str | None:
         if self.stopped:
             return "stop"
-        return self.last.finish_reason if self.done else None
+        last = self.last
+        return last.finish_reason if last is not None and last.finished else None
 
     def add(self, out: RequestOutput) -> str:
         """Take one output; returns the text that may be sent for it."""
@@ -104,6 +106,7 @@ class ResponseBuilder:
         body = self._envelope("chat.completion" if self.api.chat else "text_completion", [choice])
         if self.api.return_token_ids:
             body["prompt_token_ids"] = list(self.api.prompt_ids)
+        assert self.last is not None  # the caller has taken the request's outputs first
         body["usage"] = self.usage(self.last)
         return body
 
@@ -131,7 +134,9 @@ class ResponseBuilder:
     def _chunk(
         self, delta: dict | str, finish_reason: str | None, out: RequestOutput | None
     ) -> dict:
-        choice = {"index": 0, "delta": delta} if self.api.chat else {"index": 0, "text": delta}
+        choice: dict[str, Any] = (
+            {"index": 0, "delta": delta} if self.api.chat else {"index": 0, "text": delta}
+        )
         choice |= {"logprobs": None, "finish_reason": finish_reason}
         chunk = self._envelope(self._chunk_object, [choice])
         if self.api.continuous_usage and out is not None:

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import orjson
@@ -144,7 +144,9 @@ async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse
         _request_done(state, build, t0)
 
 
-def _submit(engine: AsyncEngine, request_id: str, api: ApiRequest) -> AsyncIterator[RequestOutput]:
+def _submit(
+    engine: AsyncEngine, request_id: str, api: ApiRequest
+) -> AsyncGenerator[RequestOutput, None]:
     """Hand the request to the engine, which validates it before anything is sent."""
     try:
         return engine.generate(request_id, api.prompt_ids, api.params)

@@ -81,7 +81,7 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         words = [WORD_INDEX.get(w) for w in text.split(" ")]
         if None not in words:  # fast path: pure content text, words joined by single spaces
-            return [TOKEN_BASE + w for w in words]
+            return [TOKEN_BASE + w for w in words if w is not None]  # (none is; for the types)
         ids: list[int] = []
         pieces = _PIECE.findall(text)
         for k, piece in enumerate(pieces):

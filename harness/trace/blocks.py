@@ -60,7 +60,8 @@ class HashIds(Sequence[int]):
         return cls(ids[keep:].copy(), prev, keep)
 
     def array(self) -> np.ndarray:
-        parts, node, end = [], self, self._len
+        parts, end = [], self._len
+        node: HashIds | None = self
         while node is not None and end > 0:
             own = node.tail[: max(0, end - node.keep)]
             parts.append(own)
@@ -126,7 +127,7 @@ class IdChain:
         """Raises ValueError(index) for an id that is not an integer or is out of range."""
         prev, prev_ids = self._list, self._ids
         k = len(prev) - 1 if prev else 0
-        if prev_ids is not None and k > 0 and len(values) > k and values[:k] == prev[:k]:
+        if prev and prev_ids is not None and k > 0 and len(values) > k and values[:k] == prev[:k]:
             keep = k + 1 if values[k] == prev[k] else k
             ids = HashIds(self._checked(values[keep:], keep), prev_ids, keep)
         else:
@@ -244,7 +245,7 @@ def block_turns(
                 output_tokens=n_out,
                 think_s=float(think),
                 spawns=tuple((spawns or {}).get(k, ())),
-                hash_ids=hashed,  # type: ignore[arg-type]  # a Sequence[int] equal to the tuple
+                hash_ids=hashed,
                 input_tokens=n_in,
             )
         )

@@ -124,25 +124,21 @@ class BlockPaths:
         shared = min(shared, n, len(prev_nodes))
         nodes = np.empty(n + 1, dtype=np.int64)
         nodes[:shared] = prev_nodes[:shared]
-        parent, known, child, walked = (
-            (int(nodes[shared - 1]) if shared else 0),
-            None,
-            self._child,
-            [],
-        )
+        node = int(nodes[shared - 1]) if shared else 0  # the trie node the walk is at
+        known: int | None = None  # the first block not in the trie
+        child, walked = self._child, []
         keys = self._keys.setdefault(family or sid, []) if self._keys is not None else None
         for i, h in enumerate(ids[shared:n].tolist(), start=shared):
-            key = (
-                parent << 64 | h & _ID_MASK
-            )  # one int, not a tuple: the trie has millions of nodes
-            parent = child.get(key)
-            if parent is None:
+            key = node << 64 | h & _ID_MASK  # one int, not a tuple: the trie has millions of nodes
+            got = child.get(key)
+            if got is None:
                 known = i if known is None else known
-                parent = child[key] = self.nodes
+                got = child[key] = self.nodes
                 self.nodes += 1
                 if keys is not None:
                     keys.append(key)
-            walked.append(parent)
+            node = got
+            walked.append(node)
         nodes[shared:n] = walked
         lengths = np.full(n + 1, b, dtype=np.int64)
         lengths[n] = max(0, total - n * b)  # tokens the ids do not cover: a private node

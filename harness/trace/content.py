@@ -191,17 +191,17 @@ class Content:
         if text is None:
             text = " ".join(_WORD_ARRAY[self.segment_words(seg)].tolist())
             if self._count is not None and seg.length > 0:
-                text = self._fit(seg, text)
+                text = self._fit(seg, text, self._count)
             self._remember(self._texts, key, text)
         return text
 
-    def _fit(self, seg: Segment, text: str) -> str:
+    def _fit(self, seg: Segment, text: str, count: TokenCounter) -> str:
         """Make the text exactly `seg.length` tokens for the user's tokenizer.
 
         Pre-tokenizers split on spaces, so a text's count is close to the sum of its words'
         counts: take the segment's words while they fit, fill the rest with one-token words,
         then check the whole text and correct word by word."""
-        cost, ones = self._word_costs()
+        cost, ones = self._word_costs(count)
         words, total = [], 0
         for w in text.split():
             if total + cost[w] > seg.length:
@@ -211,7 +211,7 @@ class Content:
         rng = np.random.default_rng([self.seed, _stable_hash(seg.key), 1])
         fill = ones or list(WORDS)
         for _ in range(4 * seg.length + 16):
-            n = self._count(" ".join(words)) if words else 0
+            n = count(" ".join(words)) if words else 0
             if n == seg.length:
                 break
             if n > seg.length and words:
@@ -220,9 +220,9 @@ class Content:
                 words.append(fill[int(rng.integers(len(fill)))])
         return " ".join(words)
 
-    def _word_costs(self) -> tuple[dict[str, int], list[str]]:
+    def _word_costs(self, count: TokenCounter) -> tuple[dict[str, int], list[str]]:
         if not hasattr(self, "_costs"):
-            self._costs = {w: self._count(w) for w in WORDS}
+            self._costs = {w: count(w) for w in WORDS}
             self._ones = [w for w in WORDS if self._costs[w] == 1]
         return self._costs, self._ones
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.trace.model import Session, Trace, TraceHeader, Turn
+from harness.trace.model import Mode, Session, Trace, TraceHeader, Turn
 from harness.trace.profile import Dist, HumanPause, Profile, Subagents
 
 GENERATOR_VERSION = 1
@@ -159,7 +159,7 @@ class Generator:
         fork = sub.mode == "fork" or (sub.mode == "mix" and rng.random() < sub.fork_fraction)
         base = context if fork else float(self.system_raw[sys_j])
         turns = _SessionDraw(rng, sub, base, self.p.max_context_tokens).turns(self.scale, {}, {})
-        mode = "fork" if fork else "spawn"
+        mode: Mode = "fork" if fork else "spawn"
         sys_tokens = self.system_tokens[sys_j]
         return Session(
             cid, arrival, sys_tokens, f"sys{sys_j}", turns, parent=parent, fork_turn=k, mode=mode

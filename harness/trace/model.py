@@ -8,6 +8,7 @@ Nothing here materializes token ids: a 142k-token prompt is a handful of integer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -21,7 +22,8 @@ class Turn:
     output_tokens: int
     think_s: float = 0.0  # delay between the previous turn's end (or session start) and this send
     spawns: tuple[str, ...] = ()  # sessions started after this turn; the next turn joins them
-    hash_ids: tuple[int, ...] | None = None  # block-addressed prompt (imported traces)
+    # block-addressed prompt (imported traces): a tuple, or a HashIds sharing the previous turn's
+    hash_ids: Sequence[int] | None = None
     input_tokens: int | None = None  # whole prompt length, set with hash_ids
 
 

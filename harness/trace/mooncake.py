@@ -24,7 +24,12 @@ from harness.trace.native import iter_json_lines, write_lines
 from harness.trace.timeline import send_order
 
 MOONCAKE_BLOCK = 512
-_FIELDS = {"timestamp": (int, float), "input_length": int, "output_length": int, "hash_ids": list}
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "timestamp": (int, float),
+    "input_length": int,
+    "output_length": int,
+    "hash_ids": list,
+}
 
 
 def _check_request(obj, path: Path, line: int) -> None:
@@ -40,7 +45,7 @@ def _check_request(obj, path: Path, line: int) -> None:
             raise TraceFormatError(
                 f"wrong type {type(value).__name__}", path=path, line=line, field=name
             )
-        if name != "hash_ids" and value < 0:
+        if isinstance(value, int | float) and value < 0:  # the numbers (not hash_ids)
             raise TraceFormatError(f"must be >= 0, got {value}", path=path, line=line, field=name)
     for i, h in enumerate(obj["hash_ids"]):
         if isinstance(h, bool) or not isinstance(h, int):

@@ -11,16 +11,18 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from harness.errors import TraceFormatError
 from harness.trace.blocks import IdChain
 from harness.trace.model import TRACE_FORMAT, TRACE_VERSION, Session, Trace, TraceHeader, Turn
 
 _NonNegInt = int
+_V = TypeVar("_V")
 
 
 class _HeaderModel(BaseModel):
@@ -66,8 +68,18 @@ def _fail(path: Path, line: int, field: str | None, message: str) -> TraceFormat
     return TraceFormatError(message, path=path, line=line, field=field)
 
 
-def _loc(err: dict) -> str:
+def _loc(err: ErrorDetails) -> str:
     return ".".join(str(p) for p in err["loc"])
+
+
+def _by_turn(values: dict[str, _V], name: str, n: int, path: Path, line: int) -> dict[int, _V]:
+    """A sparse turn field keyed by turn index (JSON object keys are strings)."""
+    out: dict[int, _V] = {}
+    for key, value in values.items():
+        if not key.isdigit() or int(key) >= n:
+            raise _fail(path, line, f"turns.{name}.{key}", f"is not a turn index below {n}")
+        out[int(key)] = value
+    return out
 
 
 def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
@@ -87,27 +99,23 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
     for i, v in enumerate(t.think_s):
         if not math.isfinite(v) or v < 0:
             raise _fail(path, line, f"turns.think_s[{i}]", f"must be a finite number >= 0, got {v}")
-    sparse = {}
-    for name in ("spawns", "hash_ids", "input_tokens"):
-        sparse[name] = {}
-        for key, value in getattr(t, name).items():
-            if not key.isdigit() or int(key) >= n:
-                raise _fail(path, line, f"turns.{name}.{key}", f"is not a turn index below {n}")
-            sparse[name][int(key)] = value
-    if set(sparse["hash_ids"]) != set(sparse["input_tokens"]):
+    spawns = _by_turn(t.spawns, "spawns", n, path, line)
+    hash_ids = _by_turn(t.hash_ids, "hash_ids", n, path, line)
+    input_tokens = _by_turn(t.input_tokens, "input_tokens", n, path, line)
+    if set(hash_ids) != set(input_tokens):
         raise _fail(
             path, line, "turns.input_tokens", "must name exactly the turns that have hash_ids"
         )
     chain = IdChain()  # consecutive prompts share their leading ids: store each once
-    hashed = {i: chain.add(sparse["hash_ids"][i]) for i in sorted(sparse["hash_ids"])}
+    hashed = {i: chain.add(hash_ids[i]) for i in sorted(hash_ids)}
     turns = tuple(
         Turn(
             new_input_tokens=t.new_input_tokens[i],
             output_tokens=t.output_tokens[i],
             think_s=float(t.think_s[i]),
-            spawns=tuple(sparse["spawns"].get(i, ())),
+            spawns=tuple(spawns.get(i, ())),
             hash_ids=hashed.get(i),
-            input_tokens=sparse["input_tokens"].get(i),
+            input_tokens=input_tokens.get(i),
         )
         for i in range(n)
     )
@@ -129,7 +137,7 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
         turns=turns,
         parent=m.parent,
         fork_turn=m.fork_turn,
-        mode=m.mode,  # type: ignore[arg-type]
+        mode=m.mode,  # type: ignore[arg-type]  # a str, checked above to be a Mode or None
     )
 
 

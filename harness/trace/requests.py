@@ -188,8 +188,10 @@ class RequestSource:
         the seam."""
         tokens = prompt.tokens + sum(s.length for s in segments)
         if self.api == "chat":
+            assert prompt.messages is not None  # a chat prompt always carries messages
             return Prompt(tokens, prompt.messages + chat_messages(segments, self.text), None)
         if self.prompt_format == "text":
+            assert isinstance(prompt.body, str)  # a text prompt's body is its text
             parts = [self.text(s) for s in segments if s.length]
             body = " ".join([prompt.body, *parts] if prompt.body else parts)
             return Prompt(tokens, None, body)
@@ -200,24 +202,27 @@ class RequestSource:
     def _extend_ids(self, state: SessionPrompt, segments: Sequence[Segment]) -> None:
         """Token ids: `state.prompt` followed by `segments`, appended in place."""
         prompt = state.prompt
+        body = prompt.body
+        assert isinstance(body, np.ndarray)  # a token-id prompt's body is its ids
         tokens = prompt.tokens + sum(s.length for s in segments)
         new = [self.content.segment_token_ids(seg) for seg in segments if seg.length]
         if not new:
-            state.prompt = Prompt(tokens, None, prompt.body, prompt.ids_json)
+            state.prompt = Prompt(tokens, None, body, prompt.ids_json)
             return
         added = np.concatenate(new).astype(np.int64, copy=False)
         items = orjson.dumps(added, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
         n_json = len(prompt.ids_json) if prompt.ids_json is not None else 0
         if n_json:
             items = b"," + items
-        if state.ids is None:  # new buffers, sized for the session's longest prompt
-            cap = max(state.capacity, len(prompt.body) + len(added))
+        if state.ids is None or state.json is None:  # new buffers, sized for the longest prompt
+            cap = max(state.capacity, len(body) + len(added))
             state.ids, state.json = _Growing(np.int64, cap), _Growing(np.uint8, JSON_BYTES * cap)
-            state.ids.extend(0, np.asarray(prompt.body, np.int64))
+            state.ids.extend(0, np.asarray(body, np.int64))
             state.json.extend(0, np.frombuffer(prompt.ids_json or b"", np.uint8))
-        state.ids, ids = state.ids.extend(len(prompt.body), added)
+        state.ids, ids = state.ids.extend(len(body), added)
         state.json, text = state.json.extend(n_json, np.frombuffer(items, np.uint8))
-        state.prompt = Prompt(tokens, None, ids, memoryview(text).toreadonly())
+        # .data, not memoryview(text): numpy types ndarray as a buffer only from Python 3.12
+        state.prompt = Prompt(tokens, None, ids, text.data.toreadonly())
 
     def text(self, seg: Segment) -> str:
         """A segment's text: a live reply for an answered assistant output, else the trace's."""

@@ -154,7 +154,8 @@ def compute_stats(
     if cache_tokens is not None:
         stats["cache_tokens"] = cache_tokens
         stats["lru_cache_hit"] = (
-            sum(h for _, _, h in per_req) / total_prompt if total_prompt else 0.0
+            # every request has an LRU hit when cache_tokens is set
+            sum(h for _, _, h in per_req if h is not None) / total_prompt if total_prompt else 0.0
         )
     stats["corpus_think_s"] = dict(CORPUS_THINK_S)
     if profile is not None:

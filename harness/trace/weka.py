@@ -87,7 +87,7 @@ class _Builder:
         if not isinstance(items, list) or not items:
             raise self.ctx.fail(f"{where}requests", "must be a non-empty list")
         slot = len(self.sessions)  # parents before children, as in the native format
-        self.sessions.append(None)  # type: ignore[arg-type]
+        self.sessions.append(None)  # type: ignore[arg-type]  # a placeholder: set at the end
         calls: list[tuple] = []
         spawns: dict[int, list[str]] = {}
         chain = IdChain(self.ctx.offset if self.ctx.offset >= 0 else None)
