@@ -38,13 +38,19 @@ NOTES = [
 def read(path: Path) -> Imported:
     path = path / EXPORT if path.is_dir() else path
     rows = []
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if raw.strip():
-                try:
-                    rows.append((lineno, orjson.loads(raw)))
-                except orjson.JSONDecodeError as exc:
-                    raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
+    try:
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if raw.strip():
+                    try:
+                        rows.append((lineno, orjson.loads(raw)))
+                    except orjson.JSONDecodeError as exc:
+                        raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
+    except OSError as exc:
+        raise InputError(
+            f"cannot read ({exc.strerror}); AIPerf writes {EXPORT} with --export-level records",
+            path=path,
+        ) from exc
     if not rows:
         raise InputError("no records in the export", path=path)
     t0 = min(_ns(r, "credit_issued_ns", "request_start_ns") for _, r in rows)

@@ -213,3 +213,31 @@ def test_a_task_that_started_in_warmup_counts_but_one_ending_in_cooldown_does_no
     tasks = analyze(load_run(write_run(tmp_path / "r", records=records))).tasks.set_index("task")
     assert tasks.loc["m1", "complete"] and tasks.loc["m1", "completion_s"] == pytest.approx(3.3)
     assert not tasks.loc["m3", "complete"]
+
+
+def _cycled(record: dict, shift: float) -> dict:
+    """The same request on the trace's next pass (harness.trace.cycles): `<id>@c1`, later."""
+    out = dict(record, session_id=record["session_id"] + "@c1")
+    out["request_id"] = f"{out['session_id']}-{record['turn']}"
+    if record["parent_session_id"]:
+        out["parent_session_id"] = record["parent_session_id"] + "@c1"
+    for key in ("t_scheduled", "t_sent", "t_first_token", "t_last_token", "t_done"):
+        out[key] = None if record[key] is None else record[key] + shift
+    out["chunk_times"] = [t + shift for t in record["chunk_times"]]
+    return out
+
+
+def test_a_cycled_pass_is_a_task_with_its_full_structure(tmp_path):
+    from tests.analysis.golden import GOLDEN_RECORDS
+
+    task = [r for r in GOLDEN_RECORDS if r["session_id"] in ("m1", "s1")]
+    records = [*GOLDEN_RECORDS, *(_cycled(r, 10.0) for r in task)]
+    run = load_run(write_run(tmp_path / "run", records=records, trace=GOLDEN_TRACE))
+    result = analyze(run)
+    tasks = result.tasks.set_index("task")
+    assert result.graph.critical_path("m1@c1") == ["m1@c1-0", "s1@c1-0", "m1@c1-1", "m1@c1-2"]
+    assert sorted(result.graph.links("m1@c1")) == [("m1@c1-0", "s1@c1-0"), ("s1@c1-0", "m1@c1-1")]
+    first, cycled = tasks.loc["m1"], tasks.loc["m1@c1"]
+    for key in ("critical_path_sub_requests", "critical_path_service_s", "join_wait_s"):
+        assert cycled[key] == pytest.approx(first[key]), key
+    assert cycled["critical_path_sub_requests"] == 1 and cycled["complete"]

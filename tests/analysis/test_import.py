@@ -127,6 +127,15 @@ def test_bad_exports_name_file_line_and_field(tmp_path, tool, content, message):
         import_run(tool, src, tmp_path / "run")
 
 
+@pytest.mark.parametrize("tool", ["aiperf", "guidellm", "vllm-bench"])
+def test_a_folder_without_the_export_is_one_line_not_a_traceback(tmp_path, capsys, tool):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["import", tool, str(empty), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and str(empty) in err
+
+
 def test_import_refuses_a_folder_that_holds_records(runs):
     with pytest.raises(InputError, match="already holds records"):
         import_run("aiperf", IMPORTS / "aiperf", runs["aiperf"])

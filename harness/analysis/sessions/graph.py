@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.trace.cycles import split_cycled_id
 from harness.trace.model import Trace
 
 EPS = 1e-9
@@ -180,6 +181,8 @@ class _TurnLookup:
 
 
 def _from_trace(trace: Trace, sid: str) -> tuple[float, bool]:
+    """(spawning turn, joined) of a subagent; a cycled pass (`<id>@c<n>`) is its trace session's."""
+    sid, _ = split_cycled_id(sid)
     child = trace.by_id.get(sid)
     parent = trace.by_id.get(child.parent) if child is not None and child.parent else None
     if child is None or parent is None:
