@@ -89,6 +89,12 @@ class _Watchdog:
         if self.reader is not None:
             self.reader.stop()
 
+    def started(self) -> None:
+        """The first token came: from now the idle deadline holds, so the timer is re-armed."""
+        self.first = True
+        self._handle.cancel()
+        self._handle = self._loop.call_later(min(self._tm.idle, self._tm.total), self._check)
+
     def cancel(self) -> None:
         self._handle.cancel()
 
@@ -294,7 +300,8 @@ class _Parsing:
         self.wd.last, dec = t, self.dec
         tokens = dec.read(self.parser.close(), t) if last else self._tokens(piece, t)
         if tokens:
-            self.wd.first = True
+            if not self.wd.first:
+                self.wd.started()
             self.sink.chunk(t, tokens, dec.text())
         return dec.failure is not None
 
