@@ -102,8 +102,15 @@ class Load(Strict):
     @field_validator("cooldown_s")
     @classmethod
     def _cooldown_needs_an_end(cls, cooldown: float, info: ValidationInfo) -> float:
-        if cooldown and info.data.get("max_duration") is None:
+        end = info.data.get("max_duration")
+        if cooldown and end is None:
             raise ValueError("a cool-down needs max_duration_s (the end it counts back from)")
+        warmup = info.data.get("warmup_s") or 0.0
+        if end is not None and (warmup or cooldown) and warmup + cooldown >= end:
+            raise ValueError(
+                f"warm-up {warmup:g} s + cool-down {cooldown:g} s cover the whole run "
+                f"(max_duration_s {end:g}): nothing would be measured"
+            )
         return cooldown
 
     def phase(self, t_sent: float, index: int) -> str:
