@@ -184,21 +184,24 @@ class Recorder(OutcomeCounts):
             self._timer = None
         if not self._pending or self._fh.closed:
             return
-        data, n = b"".join(self._pending), len(self._pending)
+        data = b"".join(self._pending)
         self._pending.clear()
         self._pending_bytes = 0
+        done = 0
         try:
-            view = memoryview(data)
-            while view:
-                view = view[self._fh.write(view) or 0 :]
-            self._kept += len(data)
+            while done < len(data):
+                done += self._fh.write(memoryview(data)[done:]) or 0
+            self._kept += done
         except OSError as exc:
-            self._write_failed(exc, n)
+            self._write_failed(exc, data, done)
 
-    def _write_failed(self, exc: OSError, n: int) -> None:
-        self.failed, self.lost = exc, self.lost + n
+    def _write_failed(self, exc: OSError, data: bytes, done: int) -> None:
+        """Keep the whole records that went before the disk filled; cut any half one."""
+        whole = data.rfind(b"\n", 0, done) + 1
+        self._kept += whole
+        self.failed, self.lost = exc, self.lost + data.count(b"\n", whole)
         with contextlib.suppress(OSError):
-            os.ftruncate(self._fh.fileno(), self._kept)  # no half record left behind
+            os.ftruncate(self._fh.fileno(), self._kept)
         if self.on_failure is not None:
             self.on_failure(exc)
 

@@ -1,17 +1,205 @@
-"""How requests and runs end badly: a stall after the first token, a secret echoed back."""
+"""Runs that end badly, end to end in subprocesses against loopback servers: exit codes, a
+SIGKILLed run, a full disk, an echoed key, bad bounds, a wrong model (issue 22)."""
 
-from harness.driver.target import Timeouts
-from tests.driver.helpers import replay, sess, trace
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.trace.native import write_trace
+from tests.driver.helpers import load_manifest, sess, trace
+
+KEY = "sk-echo-me-not-31337"
 
 
-async def test_a_stall_after_the_first_token_is_an_idle_timeout_at_the_idle_deadline(
-    make_server, tmp_path
-):
-    srv = await make_server(slow_s=5.0)  # one token, then nothing for 5 s
-    tm = Timeouts(connect=2, ttft=4, idle=0.3, total=10)
-    sessions = [sess("fault-stall-s", [(8, 4, 0)])]
-    _, records, _ = await replay(trace(*sessions), srv.url, tmp_path, target_kw={"timeouts": tm})
-    (r,) = records
-    assert (r["status"], r["error"]["class"]) == ("timeout", "IdleTimeout")
-    stalled = r["t_done"] - r["t_last_token"]
-    assert 0.3 <= stalled < 0.8, stalled  # the idle deadline, not the TTFT one (4 s)
+async def _harness(*args, env=None, timeout=60):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "harness",
+        *map(str, args),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def _trace(tmp_path, sessions, name="trace.jsonl"):
+    path = tmp_path / name
+    write_trace(trace(*sessions), path)
+    return path
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: error:"), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+async def test_a_run_where_every_request_fails_exits_non_zero(server, tmp_path):
+    path = _trace(tmp_path, [sess(f"fault-http500-{i}", [(8, 3, 0)] * 2) for i in range(3)])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        f"name: allfail\nworkload: {{trace: {path}}}\n"
+        f"target: {{kind: endpoints, endpoints: [{{url: '{server.url}'}}], model: m}}\n"
+        "load: {concurrency: 3}\n"
+    )
+    code, out, err = await _harness("run", scenario, "-o", tmp_path / "run", "--quiet")
+    assert code == 1, err
+    assert "no measured request succeeded (6 of 6 failed)" in err
+
+
+async def test_replay_exit_codes_follow_the_table(server, tmp_path):
+    ok = _trace(tmp_path, [sess("a", [(8, 3, 0)] * 2), sess("fault-http500-b", [(8, 3, 0)] * 2)])
+    base = ("replay", ok, "--endpoint", server.url, "--model", "m", "--quiet")
+    code, _, err = await _harness(*base, "-o", tmp_path / "r1")
+    assert code == 0, err  # half failed: under the default threshold (all)
+    code, _, err = await _harness(*base, "-o", tmp_path / "r2", "--max-failures", "0.25")
+    assert code == 1 and "above --max-failures 0.25" in err, err
+    code, _, err = await _harness(*base, "-o", tmp_path / "r3", "--warmup-requests", "10")
+    assert code == 1 and "measured window is empty" in err, err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-o", "FILE"], "names a file"),
+        (["--header", "X-Evil: a\r\nX-Injected: b"], "one line"),
+        (["--concurrency", "100000"], "100000 concurrent sessions"),
+        (["--endpoint", "localhost:8000"], "not an http"),
+    ],
+)
+async def test_bad_bounds_are_one_line_exit_2(server, tmp_path, extra, message):
+    path = _trace(tmp_path, [sess(f"s{i}", [(8, 3, 0)]) for i in range(3)])
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    extra = [str(a_file) if e == "FILE" else e for e in extra]
+    args = ["replay", path, "--endpoint", server.url, "--model", "m", "--quiet"]
+    if "-o" not in extra:
+        args += ["-o", tmp_path / "run"]
+    code, _, err = await _harness(*args, *extra)
+    assert code == 2 and message in _one_error_line(err), err
+
+
+async def test_an_echoed_key_is_not_in_the_run_folder(server, tmp_path):
+    path = _trace(tmp_path, [sess("good", [(8, 3, 0)]), sess("fault-echoauth-x", [(8, 3, 0)])])
+    run = tmp_path / "run"
+    code, out, err = await _harness(
+        "replay", path, "--endpoint", server.url, "--model", "m", "-o", run, "--quiet",
+        "--api-key-env", "ECHO_KEY", env={"ECHO_KEY": KEY},
+    )  # fmt: skip
+    assert code == 0, err
+    assert any(KEY in (e["authorization"] or "") for e in server.log)  # the server saw it
+    echoed = (run / "records.jsonl").read_text()
+    assert "HTTP401" in echoed and "invalid credentials" in echoed and "<redacted>" in echoed
+    for f in run.rglob("*"):
+        assert not f.is_file() or KEY.encode() not in f.read_bytes(), f
+    assert KEY not in out + err
+
+
+async def test_analyze_of_a_sigkilled_run_says_it_was_cut_short(make_server, tmp_path):
+    srv = await make_server(token_delay=0.02)
+    path = _trace(tmp_path, [sess(f"s{i}", [(8, 40, 0)] * 20) for i in range(4)])
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "replay", str(path), "--endpoint", srv.url,
+         "--model", "m", "--concurrency", "4", "-o", str(run), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    records = run / "records.jsonl"
+    deadline = time.monotonic() + 30
+    while not (records.exists() and records.stat().st_size) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert load_manifest(run)["status"] == "running"
+    code, out, err = await _harness("analyze", run)
+    assert "crashed / not closed" in err and "cut short" in err, err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+async def test_a_full_disk_stops_the_run_with_one_line(make_server, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        srv = await make_server(token_delay=0.0005)
+        path = _trace(tmp_path, [sess(f"s{i}", [(8, 4, 0)] * 400) for i in range(8)])
+        run = mnt / "run"
+        code, out, err = await _harness(
+            "replay", path, "--endpoint", srv.url, "--model", "m", "--concurrency", "8",
+            "-o", run, "--quiet", timeout=120,
+        )  # fmt: skip
+        assert code == 2 and "Traceback" not in err, err
+        assert "cannot write" in err and len(err.strip().splitlines()) <= 3, err
+        kept = len((run / "records.jsonl").read_bytes().splitlines())
+        served = len(srv.log) - 1  # the preflight's probe
+        manifest = load_manifest(run)
+        print(f"server saw {served}, kept {kept}, lost {served - kept}; {manifest['status']}")
+        assert served - kept <= 8 + manifest.get("records_lost", 0)  # in flight + the last batch
+        assert (manifest["status"], manifest["stopped_by"]) == ("failed", "disk_full")
+        assert not list(run.glob("*.tmp"))
+        code, _, err = await _harness("analyze", run)  # summary.json cannot be written either
+        errors = [line for line in err.splitlines() if line.startswith("harness: error:")]
+        assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+def _serve(*flags):
+    """A `harness serve` on an ephemeral loopback port: (process, base URL)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "serve", "--port", "0", *(flags or ("--preset", "tiny"))],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "serving on " in line:
+            return proc, line.split("serving on ", 1)[1].split()[0]
+    proc.kill()
+    raise AssertionError("harness serve did not start")
+
+
+@pytest.mark.slow
+async def test_replay_of_a_model_not_served_stops_at_once_naming_the_served_one(tmp_path):
+    proc, url = _serve()
+    try:
+        path = _trace(tmp_path, [sess("a", [(8, 3, 0)])])
+        t0 = time.monotonic()
+        code, _, err = await _harness(
+            "replay", path, "--endpoint", url, "--model", "no-such-model", "-o", tmp_path / "r"
+        )
+        took = time.monotonic() - t0
+        line = _one_error_line(err)
+        assert code == 2 and took < 20, (code, took)
+        assert "no-such-model" in line and "agentic-harness-reference" in line
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+async def test_serve_model_name_answers_to_it_and_lists_it(tmp_path):
+    import aiohttp
+
+    proc, url = _serve("--model", "small")
+    try:
+        async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/models") as r:
+            ids = [m["id"] for m in (await r.json())["data"]]
+        assert ids == ["small"]
+        path = _trace(tmp_path, [sess("a", [(8, 3, 0)])])
+        code, _, err = await _harness(
+            "replay", path, "--endpoint", url, "--model", "small", "-o", tmp_path / "r", "--quiet"
+        )
+        assert code == 0, err
+    finally:
+        proc.terminate()
+        proc.wait(10)
