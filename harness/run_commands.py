@@ -243,6 +243,7 @@ def _run(args: argparse.Namespace) -> int:
         sets.append(f"execution.address={args.ray_address}")
     scenario = load_scenario(args.scenario, sets)
     if args.validate_only:
+        _check_tokenizers(scenario)
         print(f"{args.scenario}: ok ({len(scenario.points())} point(s))")
         return 0
     result = run_scenario(scenario, out=args.output, quiet=args.quiet)
@@ -257,6 +258,15 @@ def _run(args: argparse.Namespace) -> int:
         for p in result.points
     ]
     return max(codes, default=0)
+
+
+def _check_tokenizers(scenario) -> None:
+    """Each point's tokenizer loads (an InputError naming the file, or how to install
+    `tokenizers`), as the run would load it at its start."""
+    from harness.trace.chat_tokens import ChatTokenizer
+
+    for path in {p.workload.tokenizer for _, p in scenario.points()} - {None}:
+        ChatTokenizer.load(path)
 
 
 def _plan_pd(args: argparse.Namespace) -> int:

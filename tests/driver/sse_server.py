@@ -121,6 +121,7 @@ class SSETestServer:
             "request_id": request.headers.get("X-Harness-Request-ID"),
             "fault": fault,
             "path": request.path,
+            "query": request.query_string,
             "t_recv": t_recv,
             "t_body": t_body,
             "t_parsed": t_parsed,

@@ -203,3 +203,45 @@ async def test_serve_model_name_answers_to_it_and_lists_it(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_endpoint_paths_with_or_without_v1_keep_their_query_string():
+    from harness.driver.openai_http import endpoint_url
+
+    assert (
+        endpoint_url("http://h:1/v1?api_key=X", "chat")
+        == "http://h:1/v1/chat/completions?api_key=X"
+    )
+    assert endpoint_url("http://h:1?k=1", "completions") == "http://h:1/v1/completions?k=1"
+    assert (
+        endpoint_url("http://h:1/v1/completions?k=1", "x", "/models") == "http://h:1/v1/models?k=1"
+    )
+
+
+async def test_a_key_in_the_endpoints_query_string_reaches_the_server_and_no_file(server, tmp_path):
+    path = _trace(tmp_path, [sess("a", [(8, 3, 0)]), sess("fault-http500-b", [(8, 3, 0)])])
+    run = tmp_path / "run"
+    url = f"{server.url}/v1?api_key={KEY}"
+    code, out, err = await _harness(
+        "replay", path, "--endpoint", url, "--model", "m", "-o", run, "--quiet"
+    )
+    assert code == 0, err
+    seen = [(e["path"], e["query"]) for e in server.log]
+    assert seen == [("/v1/completions", f"api_key={KEY}")] * 3  # the probe, then 2
+    for f in run.rglob("*"):
+        assert not f.is_file() or KEY.encode() not in f.read_bytes(), f
+    assert KEY not in out + err
+
+
+async def test_validate_only_loads_the_tokenizer(server, tmp_path):
+    bad = tmp_path / "tok"
+    bad.mkdir()
+    (bad / "tokenizer.json").write_text("{not a tokenizer")
+    path = _trace(tmp_path, [sess("a", [(8, 3, 0)])])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        f"name: tok\nworkload: {{trace: {path}, tokenizer: {bad}}}\n"
+        f"target: {{kind: endpoints, endpoints: [{{url: '{server.url}'}}], model: m}}\n"
+    )
+    code, _, err = await _harness("run", scenario, "--validate-only")
+    assert code == 2 and "tokenizer" in _one_error_line(err), err
