@@ -122,6 +122,11 @@ async def test_analyze_of_a_sigkilled_run_says_it_was_cut_short(make_server, tmp
     assert load_manifest(run)["status"] == "running"
     code, out, err = await _harness("analyze", run)
     assert "crashed / not closed" in err and "cut short" in err, err
+    code, out, err = await _harness("compare", run, run, "--fail-on", "ttft_p90:+10%")
+    errors = [line for line in err.splitlines() if line.startswith("harness: error:")]
+    assert code == 2 and len(errors) == 1 and "a gate does not judge it" in errors[0], err
+    code, out, err = await _harness("compare", run, run)
+    assert code == 0 and "crashed / not closed" in out, out
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
