@@ -319,6 +319,10 @@ class OpenAIHTTPTarget:
                 sink.event(Sent(body.t_write))
             if resp.status != 200:
                 return [await _http_failure(resp)]
+            if resp.content_type == "application/json":  # a server that ignored "stream": true
+                text = (await resp.content.read(300)).decode("utf-8", "replace")
+                why = f"a 200 JSON reply, not an event stream (is streaming on?): {text}"
+                return [Failure(_perf(), "error", "NotEventStream", why)]
             await self._read_body(resp.content, body.proto, wd, dec, sink)
         finally:
             if resp is not None:

@@ -139,6 +139,8 @@ class SSETestServer:
                 {"error": {"message": f"injected {status}", "type": "test", "code": status}},
                 status=status,
             )
+        if fault == "json200":  # a whole reply, as if "stream" had been ignored
+            return web.json_response({"choices": [{"text": "hi"}], "usage": {}})
         if fault == "echoauth":  # a 401 whose body quotes the credentials it was sent
             auth = request.headers.get("Authorization", "")
             return web.json_response(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import orjson
 import pytest
 
 from harness.trace.native import write_trace
@@ -250,3 +251,23 @@ async def test_validate_only_loads_the_tokenizer(server, tmp_path):
     )
     code, _, err = await _harness("run", scenario, "--validate-only")
     assert code == 2 and "tokenizer" in _one_error_line(err), err
+
+
+async def test_max_duration_says_what_was_unsent_and_its_cancellations_are_not_failures(
+    make_server, tmp_path
+):
+    srv = await make_server(token_delay=0.01)
+    path = _trace(tmp_path, [sess(f"s{i}", [(8, 50, 0)] * 10) for i in range(2)])
+    run = tmp_path / "run"
+    code, out, err = await _harness(
+        "replay", path, "--endpoint", srv.url, "--model", "m", "-o", run, "--quiet",
+        "--max-duration", "1.5", "--drain", "0", "--no-cycle-trace", "--concurrency", "2",
+    )  # fmt: skip
+    assert code == 0, err
+    manifest = load_manifest(run)
+    assert manifest["stopped_by"] == "max_duration" and manifest["unsent_requests"] > 0
+    assert f"{manifest['unsent_requests']} of the trace's requests unsent" in err
+    code, out, err = await _harness("analyze", run, "--json")
+    summary = orjson.loads(out)
+    assert summary["requests_cancelled"] == 2 and summary["requests_failed"] == 0
+    assert "max_duration" in summary["run_end"]["note"]
