@@ -55,7 +55,8 @@ def check_concurrency(concurrency: int, sessions: int, connections: int) -> None
     """Refuse a closed loop the trace or the process cannot hold (one line, before the run)."""
     if concurrency > 100 * max(sessions, 1):
         raise InputError(
-            f"{concurrency} concurrent sessions on a trace of {sessions} main sessions",
+            f"{concurrency} concurrent sessions on a trace of {sessions} main sessions (at most "
+            "100 per main session)",
             field="load.concurrency",
         )
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

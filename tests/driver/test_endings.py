@@ -271,3 +271,14 @@ async def test_max_duration_says_what_was_unsent_and_its_cancellations_are_not_f
     summary = orjson.loads(out)
     assert summary["requests_cancelled"] == 2 and summary["requests_failed"] == 0
     assert "max_duration" in summary["run_end"]["note"]
+
+
+async def test_concurrency_above_ulimit_n_is_refused(server, tmp_path):
+    path = _trace(tmp_path, [sess(f"s{i}", [(8, 3, 0)]) for i in range(3)])
+    args = ["replay", path, "--endpoint", server.url, "--model", "m", "-o", tmp_path / "r"]
+    proc = subprocess.run(
+        ["bash", "-c", 'ulimit -n 256 && exec "$@"', "_", sys.executable, "-m", "harness",
+         *map(str, args), "--concurrency", "250"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "ulimit -n" in _one_error_line(proc.stderr), proc.stderr
