@@ -128,6 +128,12 @@ async def test_analyze_of_a_sigkilled_run_says_it_was_cut_short(make_server, tmp
     assert code == 2 and len(errors) == 1 and "a gate does not judge it" in errors[0], err
     code, out, err = await _harness("compare", run, run)
     assert code == 0 and "crashed / not closed" in out, out
+    code, out, err = await _harness("report", run)
+    assert code == 0 and "crashed / not closed" in (run / "report.html").read_text(), err
+    trend = tmp_path / "trend.html"
+    code, out, err = await _harness("report", "--trend", run, run, "-o", trend)
+    assert "ended badly: run: crashed / not closed" in out + err, out + err
+    assert "crashed / not closed" in trend.read_text()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
