@@ -137,8 +137,11 @@ class RunFolder:
             tmp.replace(path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
+            # in place only within the blocks the old one holds: a half-written manifest is worse
             if exc.errno != errno.ENOSPC or not path.exists():
                 raise
+            if len(data) > path.stat().st_blocks * 512:
+                return
             with contextlib.suppress(OSError), path.open("r+b") as fh:
                 fh.write(data)
                 fh.truncate()
