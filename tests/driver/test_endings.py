@@ -75,6 +75,7 @@ async def test_replay_exit_codes_follow_the_table(server, tmp_path):
         (["--header", "X-Evil: a\r\nX-Injected: b"], "one line"),
         (["--concurrency", "100000"], "100000 concurrent sessions"),
         (["--endpoint", "localhost:8000"], "not an http"),
+        (["--max-duration", "10", "--warmup", "6", "--cooldown", "4"], "cover the whole run"),
     ],
 )
 async def test_bad_bounds_are_one_line_exit_2(server, tmp_path, extra, message):
