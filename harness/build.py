@@ -167,6 +167,7 @@ def http_target_config(
         session_id_field=t.session_id_field,
         timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),
+        preflight=t.preflight,
     )
 
 

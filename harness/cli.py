@@ -9,6 +9,7 @@ line on stderr, exit 2, no traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 import warnings
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"harness: error: {where}cannot write ({exc.strerror})", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
     │   ├── ProfileError         a workload profile with unknown or invalid keys
     │   ├── ScenarioError        a scenario file with unknown or invalid keys
     │   └── RunFolderError       a run folder that is missing files or has a bad schema
-    ├── TargetError              an endpoint that cannot be reached at all
+    ├── TargetError              an endpoint that cannot be reached, or that fails the preflight
+    ├── WriteError               a run folder that could not be written (a full disk): the run
+    │                            stopped at the first failed write
     ├── DependencyError          an installed library lacks what the harness relies on
     ├── EngineError              the reference engine refused a config or failed to start
     │   └── EngineRequestError   (engine/engine.py) an invalid request: a 400, not a crash
@@ -73,6 +75,10 @@ class RunFolderError(InputError):
 
 
 class TargetError(HarnessError):
+    pass
+
+
+class WriteError(HarnessError):
     pass
 
 

@@ -82,6 +82,11 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
         metavar="SPEC",
         help="e.g. 'ttft_p90:+10%%,tpgs:-5%%,cache_hit_rate:-0.02': exit 1 on a significant change past it",
     )
+    p.add_argument(
+        "--allow-unclosed",
+        action="store_true",
+        help="let --fail-on judge a run that crashed, was not closed or failed (refused otherwise)",
+    )
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     p.add_argument(
         "--alpha",
@@ -175,7 +180,13 @@ def _compare(args: argparse.Namespace) -> int:
             "give a baseline and a run: harness compare BASELINE RUN (or --baseline/--run)"
         )
     result = compare_runs(
-        baseline, run, args.fail_on, args.alpha, args.min_change, history_dirs=args.history
+        baseline,
+        run,
+        args.fail_on,
+        args.alpha,
+        args.min_change,
+        history_dirs=args.history,
+        allow_unclosed=args.allow_unclosed,
     )
     print(render(result, args.format))
     for failure in result.failures:

@@ -11,8 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-EXIT_INTERRUPTED = 130
-
 
 def register(sub) -> None:
     run = sub.add_parser(
@@ -52,6 +50,7 @@ def register(sub) -> None:
     run.add_argument(
         "--validate-only", action="store_true", help="load and check the scenario, then exit"
     )
+    _add_max_failures(run)
     run.set_defaults(func=_run)
 
     _register_replay(sub)
@@ -70,6 +69,33 @@ def register(sub) -> None:
     pd.add_argument("decode_run", metavar="RUN_B")
     pd.add_argument("--json", action="store_true", help="print one JSON object")
     pd.set_defaults(func=_plan_pd)
+
+
+def _add_max_failures(parser) -> None:
+    parser.add_argument(
+        "--max-failures",
+        type=_fraction,
+        default=1.0,
+        metavar="F",
+        help="exit 1 when more than this share (0..1) of measured requests failed (1: only when "
+        "none succeeded); exit codes: docs/driver.md",
+    )
+
+
+def _fraction(text: str) -> float:
+    value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a share from 0 to 1 (or 0% to 100%), got {text}")
+    return value
+
+
+def _exit(status: str, total: int, failed: int, max_failures: float) -> int:
+    from harness.exit_codes import judge
+
+    code, why = judge(status, total, failed, max_failures)
+    if why is not None:
+        print(f"harness: exit {code}: {why}", file=sys.stderr)
+    return code
 
 
 def _register_capacity(sub) -> None:
@@ -132,9 +158,9 @@ def _register_replay(sub) -> None:
         description="Replay a trace's sessions against one or more OpenAI-compatible endpoints and "
         "write one record per request to RUN_DIR/records.jsonl, plus RUN_DIR/manifest.json. "
         "Every flag overrides one scenario field; defaults are the scenario's. "
-        "Exit 0 when the run completes (failed requests are records, counted in the summary), "
-        "1 when every request failed, 2 on bad input or an endpoint that cannot be reached, "
-        "130 when interrupted (Ctrl-C / SIGTERM). See docs/driver.md.",
+        "Exit codes (the same for `harness run`): 0 done; 1 no measured request succeeded, an "
+        "empty measured window, or failures above --max-failures; 2 bad input, a failed "
+        "preflight or a failed write; 3 partial or not closed; 130 interrupted. See docs/driver.md.",
     )
     p.add_argument("trace", help="trace file (native JSONL, Mooncake or Weka/AgentX; detected)")
     p.add_argument(
@@ -150,6 +176,7 @@ def _register_replay(sub) -> None:
         action="store_true",
         help="no live progress display (it is also off when stderr is not a terminal)",
     )
+    _add_max_failures(p)
     p.set_defaults(func=_replay)
 
 
@@ -189,15 +216,19 @@ def _replay(args: argparse.Namespace) -> int:
         scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet)
     )
     _print_replay_summary(result, args.output)
-    if result.status == "interrupted":
-        return EXIT_INTERRUPTED
-    return 1 if result.requests and not result.by_status.get("ok") else 0
+    from harness.exit_codes import measured_counts
+
+    total, failed = measured_counts(Path(args.output))
+    return _exit(str(result.status), total, failed, args.max_failures)
 
 
 def _print_replay_summary(result, run_dir: str) -> None:
     by = ", ".join(f"{k} {v}" for k, v in sorted(result.by_status.items())) or "none"
+    ended = result.stopped_by or "?"
+    if result.stopped_by == "max_duration" and result.unsent:
+        ended += f", {result.unsent} of the trace's requests unsent"
     print(
-        f"harness: {result.status}: {result.requests} requests ({by}) from "
+        f"harness: {result.status} ({ended}): {result.requests} requests ({by}) from "
         f"{result.sessions_started} sessions in {result.duration_s:.1f}s -> {run_dir}",
         file=sys.stderr,
     )
@@ -219,11 +250,30 @@ def _run(args: argparse.Namespace) -> int:
         sets.append(f"execution.address={args.ray_address}")
     scenario = load_scenario(args.scenario, sets)
     if args.validate_only:
+        _check_tokenizers(scenario)
         print(f"{args.scenario}: ok ({len(scenario.points())} point(s))")
         return 0
     result = run_scenario(scenario, out=args.output, quiet=args.quiet)
     print(summary_line(result))
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    codes = [
+        _exit(
+            str(p.status),
+            p.summary.get("requests_total", 0) - p.summary.get("requests_cancelled", 0),
+            p.summary.get("requests_failed", 0),
+            args.max_failures,
+        )
+        for p in result.points
+    ]
+    return max(codes, default=0)
+
+
+def _check_tokenizers(scenario) -> None:
+    """Each point's tokenizer loads (an InputError naming the file, or how to install
+    `tokenizers`), as the run would load it at its start."""
+    from harness.trace.chat_tokens import ChatTokenizer
+
+    for path in {p.workload.tokenizer for _, p in scenario.points()} - {None}:
+        ChatTokenizer.load(path)
 
 
 def _plan_pd(args: argparse.Namespace) -> int:

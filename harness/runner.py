@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.build import build_trace, open_target, replay_config, simulated
 from harness.errors import InputError
+from harness.exit_codes import check_concurrency
 from harness.scenario import Scenario, dump_scenario
 from harness.schema import SCENARIO_FILE, TRACE_FILE, RunStatus
 from harness.trace.model import Trace
@@ -74,6 +75,8 @@ def run_scenario(
 
 
 def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> PointResult:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError("names a file, not a run folder; choose another with -o", path=run_dir)
     if run_dir.exists() and any(run_dir.iterdir()):
         raise InputError(
             "the run folder already exists and is not empty; choose another with -o", path=run_dir
@@ -88,9 +91,14 @@ def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> Poin
 def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progress: bool):
     """One scenario point into `run_dir` (scenario.yaml, trace.jsonl, records, manifest), on the
     event loop both verbs use."""
-    from harness.driver.run import run_blocking
+    from harness.driver.run import connection_limit, run_blocking
 
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError("names a file, not a run folder; choose another with -o", path=run_dir)
     config = replay_config(scenario, run_dir.name)
+    if config.load == "closed":
+        limit = scenario.target.max_connections or connection_limit(trace, config)
+        check_concurrency(config.concurrency, len(trace.main_sessions), limit)
     return run_blocking(_replay(scenario, trace, config, run_dir, show_progress=show_progress))
 
 

@@ -78,6 +78,22 @@ class Endpoint(Strict):
     url: str
     name: str | None = None
 
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")) or url[-3:] == "://":
+            raise ValueError(f"{_redacted(url)!r} is not an http:// or https:// URL")
+        if any(c in url for c in "\r\n "):
+            raise ValueError("an endpoint URL holds no spaces, CR or LF")
+        return url
+
+
+def _redacted(url: str) -> str:
+    """A URL as an error may show it: without user info or query string."""
+    head, _, rest = url.partition("://")
+    host, sep, path = rest.partition("/")
+    return f"{head}://{host.rpartition('@')[2]}{sep}{path.partition('?')[0]}"
+
 
 class EngineTargetConfig(Strict):
     """The reference engine as the target: in-process or `harness serve` processes."""
@@ -122,6 +138,11 @@ class TargetConfig(Sending):
     scrape_metrics: bool = Field(
         True, description="read the endpoints' Prometheus /metrics before and after the run"
     )
+    preflight: bool = Field(
+        True,
+        description="before the clock starts: the model must be on /v1/models and one probe "
+        "request must succeed",
+    )
     timeouts: Timeouts = Timeouts()
     max_connections: int | None = Field(
         None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
@@ -133,6 +154,14 @@ class TargetConfig(Sending):
         "when it cannot detect the server's cache granularity (unset: the engine's block_size, "
         "else 16)",
     )
+
+    @field_validator("headers")
+    @classmethod
+    def _one_line_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if any(c in name + value for c in "\r\n\0") or not name.strip() or ":" in name:
+                raise ValueError(f"header {name!r}: a name and a value on one line (no CR, LF)")
+        return headers
 
     @model_validator(mode="after")
     def _endpoints_given(self) -> TargetConfig:

@@ -8,6 +8,7 @@ in `stop()`, which `LocalServers` as a context manager always calls, Ctrl-C incl
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -22,12 +23,29 @@ from harness.serving.commands import engine_flags
 _READY = re.compile(r"serving on (http://\S+)")
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a child harness: this harness's own package first on its path."""
+    here = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the harness dies (even by kill -9), on Linux."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere: stop() ends them, and a killed harness leaves them
+
+
 class LocalServers:
     def __init__(
         self, options: dict, replicas: int = 1, *, log_dir: Path, startup_timeout_s: float = 180.0
     ) -> None:
         self.argv = [
             sys.executable,
+            "-P",  # no cwd on the path: a folder named `harness` there must not shadow this one
             "-m",
             "harness",
             "serve",
@@ -69,7 +87,8 @@ class LocalServers:
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
-                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                        env=child_env(),
+                        preexec_fn=_die_with_parent,
                     )
                 )
         self.urls = [self._wait_ready(p, log) for p, log in zip(self.procs, self.logs, strict=True)]

@@ -156,6 +156,7 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "continuous_usage": True,
             "session_id_field": "sid",
             "max_connections": 7,
+            "preflight": False,
             "block_size": 32,
             "headers": {"X-Team": "bench"},
             "api_key_file": str(tokenizer.with_name("key")),

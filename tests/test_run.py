@@ -221,3 +221,35 @@ def test_every_shipped_scenario_validates(path):
     scenario = load_scenario(path)
     assert scenario.points()
     assert os.path.isfile(scenario.workload.profile or scenario.workload.trace)
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_no_server_and_a_harness_folder_in_cwd_shadows_nothing(tmp_path):
+    decoy = tmp_path / "harness"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy was imported')\n")
+    out = tmp_path / "run"
+    sets = ["workload.sessions=2", "load.concurrency=2", "target.engine.mode=http"]
+    sets.append("load.max_duration_s=300")
+    cmd = [sys.executable, "-P", "-m", "harness", "run", str(QUICKSTART), "-o", str(out)]
+    cmd += ["--quiet", *sum((["--set", s] for s in sets), [])]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    records = out / "records.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.1)
+    url = (out / "servers" / "server-0.log").read_text().split("serving on ")[1].split()[0]
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # the child got SIGTERM when its parent died
+        try:
+            urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=1)
+        except (urllib.error.URLError, ConnectionError):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the harness serve child outlived its parent")
+    assert "crashed / not closed" in (load_run(out).warnings[-1])

@@ -219,7 +219,7 @@ def p90_inverse(values: np.ndarray) -> float | None:
 
 
 def error_counts(measured: pd.DataFrame) -> dict[str, int]:
-    """Failed measured requests by error class (the status when the record names no class)."""
-    failed = measured[measured["status"] != "ok"]
+    """Failed measured requests (error, timeout) by error class (the status when no class)."""
+    failed = measured[measured["status"].isin(("error", "timeout"))]  # cancelled: the run's stop
     labels = failed["error_class"].where(failed["error_class"].notna(), failed["status"])
     return {str(k): int(v) for k, v in labels.value_counts().sort_index().items()}

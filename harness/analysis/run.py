@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.ending import run_ending
 from harness.analysis.parquet import is_fresh, read_parquet
 from harness.analysis.records import check_required, read_records, warn
 from harness.errors import RunFolderError, TraceFormatError
@@ -75,6 +76,9 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
     records, notes = _read_run_records(path)
     manifest = read_manifest(path / MANIFEST_FILE, notes)
     notes += _think_cap_note(manifest)
+    ending = run_ending(manifest)
+    if ending is not None:
+        notes.append(warn(f"{path}: {ending}", stacklevel=3))
     trace = _read_trace(path / TRACE_FILE, notes) if with_trace else None
     summary = read_optional_json(path / SUMMARY_FILE)
     return Run(path, records, manifest, summary, trace, tuple(notes))

@@ -17,6 +17,7 @@ import yaml
 
 from harness.analysis import cache, histograms, metrics, retries, window
 from harness.analysis.client_check import client_check, read_client
+from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
 from harness.analysis.run import Run, load_run
 from harness.analysis.sessions import tasks as sessions
@@ -114,6 +115,12 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             **cache.breakdowns(ok, misses),
         },
         "server_cache": server_cache(run.manifest),
+        "run_end": {
+            "status": run.manifest.get("status"),
+            "stopped_by": run.manifest.get("stopped_by"),
+            "unsent_requests": run.manifest.get("unsent_requests"),
+            "note": run_ending(run.manifest),
+        },
         "sessions": session_info,
         "retries": retries.retry_summary(run.records, superseded),
         "window": measured_window,
@@ -199,7 +206,9 @@ def _counts(run: Run) -> dict:
     return {
         "requests_total": int(len(measured)),
         "requests_ok": int((measured["status"] == "ok").sum()),
-        "requests_failed": int((measured["status"] != "ok").sum()),
+        # a request the run's own stop cancelled (Ctrl-C, the drain's end) is not a failure
+        "requests_failed": int(measured["status"].isin(("error", "timeout")).sum()),
+        "requests_cancelled": int((measured["status"] == "cancelled").sum()),
         "requests_excluded": {p: int(phases.get(p, 0)) for p in ("warmup", "cooldown")},
         "status_counts": {
             str(k): int(v) for k, v in measured["status"].value_counts().sort_index().items()

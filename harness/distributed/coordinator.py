@@ -155,6 +155,11 @@ class _Coordinator:
             if h.status == "running":
                 actor.interrupt.remote()
 
+    def stop(self, reason: str) -> None:
+        """A record could not be written (`reason` "disk_full"): every worker stops, as on Ctrl-C."""
+        self.stop_reason = reason
+        self.interrupt()
+
     # ---- start ---------------------------------------------------------------------------------
 
     async def _spawn(self) -> None:
@@ -278,10 +283,18 @@ class _Coordinator:
             requests=c["requests"],
             by_status=c["by_status"],
             errors_by_class=c["errors_by_class"],
-            stopped_by=(stops or [self.plan.stopped_by])[0],
+            stopped_by=self._ending(stops),
             workers=[h.as_dict() for h in self.health],
             workers_lost=lost,
         )
+
+    def _ending(self, stops: list[str]) -> str:
+        """The manifest's `stopped_by`: a lost worker first, then what stopped the workers."""
+        if self.interrupted:
+            return getattr(self, "stop_reason", "signal")
+        if any(h.status in ("lost", "failed") for h in self.health):
+            return "worker_lost"
+        return (stops or [self.plan.stopped_by or "trace_end"])[0]
 
     def _sessions_started(self, h: WorkerHealth) -> int:
         if h.id in self.results:
@@ -296,7 +309,7 @@ class _Coordinator:
             t0_wall=self.start_wall,
             t0_perf_counter=self.t0,
             duration_s=self.now(),
-            stopped_by=(stops or [self.plan.stopped_by])[0],
+            stopped_by=self._ending(stops),
             counts=self.folder.counts(),
             workers=[h.as_dict() for h in self.health],
             workers_lost=sum(h.status in ("lost", "failed") for h in self.health),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.driver.retry import RetryPolicy
 from harness.yamlconf import Strict
@@ -102,9 +102,20 @@ class Load(Strict):
     @field_validator("cooldown_s")
     @classmethod
     def _cooldown_needs_an_end(cls, cooldown: float, info: ValidationInfo) -> float:
-        if cooldown and info.data.get("max_duration") is None:
+        end = info.data.get("max_duration")
+        if cooldown and end is None:
             raise ValueError("a cool-down needs max_duration_s (the end it counts back from)")
         return cooldown
+
+    @model_validator(mode="after")
+    def _something_measured(self) -> Load:
+        end, warmup, cooldown = self.max_duration, self.warmup_s, self.cooldown_s
+        if end is not None and (warmup or cooldown) and warmup + cooldown >= end:
+            raise ValueError(
+                f"warm-up {warmup:g} s + cool-down {cooldown:g} s cover the whole run "
+                f"(max_duration_s {end:g}): nothing would be measured"
+            )
+        return self
 
     def phase(self, t_sent: float, index: int) -> str:
         """Phase of the `index`-th request (0-based, in send order) sent at `t_sent`."""

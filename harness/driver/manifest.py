@@ -74,6 +74,8 @@ def new_manifest(run_id: str, **extra) -> dict:
         "git_commit": git_commit(),
         "machine": machine(),
         "clock": "perf_counter",
+        # who writes it: a reader that finds `running` and no such process says it crashed
+        "writer": {"host": platform.node(), "pid": os.getpid()},
     }
     m.update(extra)
     return m

@@ -9,11 +9,14 @@ stream loop never sees a task cancellation it did not ask for.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import email.utils
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import aiohttp
 import numpy as np
@@ -44,14 +47,39 @@ class HTTPTargetConfig:
     timeouts: Timeouts = Timeouts()
     max_connections: int = 256
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    preflight: bool = False  # at start: the model on /models, one probe request answered
+
+    def secrets(self) -> tuple[str, ...]:
+        """Values never to write: the key, header values, a URL's password and query values."""
+        found = [self.api_key or "", *(v for _, v in self.headers)]
+        for e in self.endpoints:
+            parts = urlsplit(e)
+            found += [parts.password or "", *(v for _, v in parse_qsl(parts.query))]
+        return tuple(sorted({f for f in found if len(f) >= 4}, key=len, reverse=True))
 
 
-def endpoint_url(base: str, api: str) -> str:
-    base = base.rstrip("/")
-    path = "/chat/completions" if api == "chat" else "/completions"
-    if base.endswith(("/chat/completions", "/completions")):
-        return base
-    return (base if base.endswith("/v1") else base + "/v1") + path
+def endpoint_url(base: str, api: str, resource: str | None = None) -> str:
+    """The URL of `api`'s path (or `resource`, e.g. "/models") under `base`, with or without
+    /v1, its query string kept (a key some gateways take there)."""
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/")
+    leaf = resource or ("/chat/completions" if api == "chat" else "/completions")
+    if path.endswith(("/chat/completions", "/completions")):
+        if resource is None:
+            return base
+        path = path.rsplit("/chat/completions", 1)[0].rsplit("/completions", 1)[0]
+    path = (path if path.endswith("/v1") else path + "/v1") + leaf
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """`text` with every secret (and any bearer token) replaced by <redacted>."""
+    for secret in secrets:
+        text = text.replace(secret, "<redacted>")
+    return _BEARER.sub(r"\1<redacted>", text) if "earer" in text else text
+
+
+_BEARER = re.compile(r"([Bb]earer\s+)[^\s\"',;}]+")
 
 
 class _Watchdog:
@@ -89,6 +117,12 @@ class _Watchdog:
         if self.reader is not None:
             self.reader.stop()
 
+    def started(self) -> None:
+        """The first token came: from now the idle deadline holds, so the timer is re-armed."""
+        self.first = True
+        self._handle.cancel()
+        self._handle = self._loop.call_later(min(self._tm.idle, self._tm.total), self._check)
+
     def cancel(self) -> None:
         self._handle.cancel()
 
@@ -103,6 +137,7 @@ class OpenAIHTTPTarget:
         # Records name endpoints without user info or query strings (they may hold secrets).
         self.endpoints: Sequence[str] = tuple(redact_url(e) for e in config.endpoints)
         self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
+        self._secrets = config.secrets()
         self._session: aiohttp.ClientSession | None = None
         self._base_headers = self._make_headers()
 
@@ -136,23 +171,56 @@ class OpenAIHTTPTarget:
         )
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
         if check:
-            await self._check_reachable()
+            for i, base in enumerate(self.config.endpoints):
+                await self._preflight(i, base)
 
-    async def _check_reachable(self) -> None:
-        """Fail fast when an endpoint cannot be connected to at all (any HTTP answer is fine)."""
+    async def _preflight(self, i: int, base: str) -> None:
+        """Before the clock starts: the endpoint answers at all, serves the model (when it lists
+        any on /models), and answers one probe request. A `TargetError` (one line) otherwise."""
+        models = await self._models(base)
+        c = self.config
+        if not c.preflight:
+            return
+        if models and c.model not in models:
+            raise TargetError(
+                f"endpoint {redact_url(base)} does not serve model {c.model!r}; it serves: "
+                f"{', '.join(sorted(models))}"
+            )
+        probe = RequestSpec(
+            request_id="preflight",
+            session_id="preflight",
+            sticky_key="preflight",
+            endpoint=i,
+            max_tokens=1,
+            prompt_tokens=4,
+            messages=[{"role": "user", "content": "ping"}],
+            prompt=[1, 2, 3, 4],
+        )
+        sink = _ProbeSink()
+        await self.stream(probe, sink)
+        if sink.failure is not None:
+            f = sink.failure
+            raise TargetError(
+                f"endpoint {redact_url(base)}: the probe request failed ({f.error_class}: "
+                f"{f.message}); --no-preflight skips this check"
+            )
+
+    async def _models(self, base: str) -> set[str]:
+        """The model ids /models lists (empty when it lists none or does not parse)."""
         assert self._session is not None
-        probe = aiohttp.ClientTimeout(total=self.config.timeouts.connect)
-        for base, url in zip(self.config.endpoints, self._urls, strict=True):
-            models = url.rsplit("/chat/completions", 1)[0].rsplit("/completions", 1)[0] + "/models"
-            try:
-                async with self._session.get(
-                    models, timeout=probe, headers=self._base_headers
-                ) as resp:
-                    await resp.read()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                raise TargetError(
-                    f"cannot reach endpoint {base}: {type(exc).__name__}: {exc}"
-                ) from None
+        timeout = aiohttp.ClientTimeout(total=self.config.timeouts.connect)
+        url = endpoint_url(base, self.config.api, "/models")
+        try:
+            async with self._session.get(url, timeout=timeout, headers=self._base_headers) as r:
+                body = await r.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            message = redact(f"{type(exc).__name__}: {exc}", self._secrets)
+            raise TargetError(f"cannot reach endpoint {redact_url(base)}: {message}") from None
+        try:
+            data = orjson.loads(body).get("data") if r.status == 200 else None
+            return {m["id"] for m in data if isinstance(m, dict) and "id" in m} if data else set()
+        except (orjson.JSONDecodeError, AttributeError, TypeError):
+            return set()
 
     async def close(self) -> None:
         if self._session is not None:
@@ -232,6 +300,8 @@ class OpenAIHTTPTarget:
         finally:
             wd.cancel()
         for ev in end:
+            if isinstance(ev, Failure):
+                ev = dataclasses.replace(ev, message=redact(ev.message, self._secrets))
             sink.event(ev)
 
     async def _exchange(
@@ -249,6 +319,10 @@ class OpenAIHTTPTarget:
                 sink.event(Sent(body.t_write))
             if resp.status != 200:
                 return [await _http_failure(resp)]
+            if resp.content_type == "application/json":  # a server that ignored "stream": true
+                text = (await resp.content.read(300)).decode("utf-8", "replace")
+                why = f"a 200 JSON reply, not an event stream (is streaming on?): {text}"
+                return [Failure(_perf(), "error", "NotEventStream", why)]
             await self._read_body(resp.content, body.proto, wd, dec, sink)
         finally:
             if resp is not None:
@@ -281,6 +355,19 @@ class OpenAIHTTPTarget:
         return Failure(_perf(), "timeout", wd.reason, message)
 
 
+class _ProbeSink:
+    """The preflight's probe: only its failure matters."""
+
+    failure: Failure | None = None
+
+    def chunk(self, t: float, tokens: int, text: str) -> None:
+        pass
+
+    def event(self, ev: Event) -> None:
+        if isinstance(ev, Failure):
+            self.failure = ev
+
+
 class _Parsing:
     """One response body's arrivals, parsed into the target's sink as they come."""
 
@@ -294,7 +381,8 @@ class _Parsing:
         self.wd.last, dec = t, self.dec
         tokens = dec.read(self.parser.close(), t) if last else self._tokens(piece, t)
         if tokens:
-            self.wd.first = True
+            if not self.wd.first:
+                self.wd.started()
             self.sink.chunk(t, tokens, dec.text())
         return dec.failure is not None
 

@@ -13,9 +13,11 @@ exactly one record. The record is `harness.schema.Record`, made by `new_record`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +135,12 @@ class OutcomeCounts:
 
 
 class Recorder(OutcomeCounts):
-    """Appends records to `<run_dir>/records.jsonl` (batched, see above) and counts outcomes."""
+    """Appends records to `<run_dir>/records.jsonl` (batched, see above) and counts outcomes.
+
+    A write that fails (a full disk) never raises from the loop's timer: the file is cut back to
+    its last whole record, `failed` holds the error, `lost` counts the records not kept, and
+    `on_failure(exc)` is called once (the run folder stops the replay with it).
+    """
 
     FLUSH_S = 0.05  # ~17 us per record for its own write + flush, ~1 us batched
     FLUSH_BYTES = 1 << 20
@@ -143,16 +150,23 @@ class Recorder(OutcomeCounts):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / RECORDS_FILE
-        self._fh = self.path.open("ab")
+        self._fh = self.path.open("ab", buffering=0)
+        self._kept = self._fh.seek(0, 2)  # bytes of whole records in the file
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
+        self.failed: OSError | None = None
+        self.lost = 0
+        self.on_failure: Callable[[OSError], None] | None = None
 
     def write(self, rec: Mapping[str, Any]) -> None:
+        self.observe(rec)
+        if self.failed is not None:
+            self.lost += 1
+            return
         line = orjson.dumps(rec, option=_DUMP_OPTIONS)
         self._pending.append(line)
         self._pending_bytes += len(line)
-        self.observe(rec)
         if self._pending_bytes >= self.FLUSH_BYTES:
             self.flush()
         elif self._timer is None:
@@ -164,21 +178,38 @@ class Recorder(OutcomeCounts):
             self._timer = loop.call_later(self.FLUSH_S, self.flush)
 
     def flush(self) -> None:
-        """Write and flush every pending record."""
+        """Write every pending record (unbuffered: a write that returns is in the file)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._pending:
-            self._fh.write(b"".join(self._pending))
-            self._pending.clear()
-            self._pending_bytes = 0
-        if not self._fh.closed:
-            self._fh.flush()
+        if not self._pending or self._fh.closed:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        done = 0
+        try:
+            while done < len(data):
+                done += self._fh.write(memoryview(data)[done:]) or 0
+            self._kept += done
+        except OSError as exc:
+            self._write_failed(exc, data, done)
+
+    def _write_failed(self, exc: OSError, data: bytes, done: int) -> None:
+        """Keep the whole records that went before the disk filled; cut any half one."""
+        whole = data.rfind(b"\n", 0, done) + 1
+        self._kept += whole
+        self.failed, self.lost = exc, self.lost + data.count(b"\n", whole)
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fh.fileno(), self._kept)
+        if self.on_failure is not None:
+            self.on_failure(exc)
 
     def close(self) -> None:
         if not self._fh.closed:
             self.flush()
-            self._fh.close()
+            with contextlib.suppress(OSError):
+                self._fh.close()
 
     def __enter__(self) -> Recorder:
         return self

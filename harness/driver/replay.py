@@ -43,7 +43,9 @@ class ReplayResult:
     requests: int
     by_status: dict = field(default_factory=dict)
     errors_by_class: dict = field(default_factory=dict)
-    stopped_by: str | None = None  # "max_requests" | "max_duration" | "max_sessions" | None
+    # how the run ended: "trace_end" | "max_duration" | "max_requests" | "max_sessions" | "signal"
+    stopped_by: str | None = None
+    unsent: int = 0  # the trace's requests never sent (a stop before the trace's end)
 
 
 class Replay:
@@ -73,6 +75,7 @@ class Replay:
         self.stopped_by: str | None = None
         self.think_capped = {"pauses": 0, "seconds_cut": 0.0}  # pauses shortened by think_cap_s
         self.interrupted = False
+        self.finished = False  # run() returned: the replay itself says how it ended
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._timers: list[asyncio.TimerHandle] = []
@@ -111,6 +114,7 @@ class Replay:
         finally:
             for h in self._timers:
                 h.cancel()
+        self.finished = True
         c = self.recorder.counts()
         return ReplayResult(
             status="interrupted" if self.interrupted else "complete",
@@ -119,8 +123,23 @@ class Replay:
             requests=c["requests"],
             by_status=c["by_status"],
             errors_by_class=c["errors_by_class"],
-            stopped_by=self.stopped_by or self.task_source.stopped_by,
+            stopped_by=self.ending,
+            unsent=self.unsent,
         )
+
+    @property
+    def ending(self) -> str | None:
+        """What ended the replay; None while it runs or when an exception ended it."""
+        if self.interrupted:
+            return "signal"
+        if not self.finished:
+            return None
+        return self.stopped_by or self.task_source.stopped_by or "trace_end"
+
+    @property
+    def unsent(self) -> int:
+        """The trace's requests (one pass) that were never sent."""
+        return max(0, sum(len(s.turns) for s in self.trace.sessions) - self.sent)
 
     def interrupt(self) -> None:
         """Ctrl-C / SIGTERM: stop sending and cancel what is in flight (recorded `cancelled`)."""
@@ -128,6 +147,11 @@ class Replay:
         self._stop.set()
         for task in list(self._tasks):
             task.cancel()
+
+    def stop(self, reason: str) -> None:
+        """Stop sending and cancel what is in flight, for `reason` (e.g. "disk_full")."""
+        self._halt(reason)
+        self._cancel_all()
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)

@@ -105,7 +105,9 @@ async def replay_into(
         with folder.signals(replay):
             await target.start()
             probe.start()
-            return await replay.run()
+            result = await replay.run()
+        folder.check_written()
+        return result
     finally:
         if shown is not None:
             shown.cancel()
@@ -113,13 +115,15 @@ async def replay_into(
                 await shown
         probe.stop()
         await target.close()
-        write_client_check(folder.path, probe, replay.t0)
+        with contextlib.suppress(OSError):  # a full disk: the records matter, not the samples
+            write_client_check(folder.path, probe, replay.t0)
         t0_wall = time.time() - (time.perf_counter() - replay.t0)
         folder.update(
             t0_wall=t0_wall,
             t0_perf_counter=replay.t0,
             duration_s=replay.now(),
-            stopped_by=replay.stopped_by,
+            stopped_by=replay.ending,
+            unsent_requests=replay.unsent,
             counts=folder.counts(),
         )
         if config.think_cap_s is not None:

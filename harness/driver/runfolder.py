@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ import orjson
 
 from harness.driver.manifest import new_manifest, now_iso
 from harness.driver.recorder import Recorder
-from harness.errors import RunFolderError
+from harness.errors import RunFolderError, WriteError
 from harness.schema import MANIFEST_FILE, RECORDS_FILE, RunStatus
 
 
@@ -30,6 +31,8 @@ class Interruptible(Protocol):
     interrupted: bool
 
     def interrupt(self) -> None: ...
+
+    def stop(self, reason: str) -> None: ...
 
 
 class RunFolder:
@@ -77,17 +80,35 @@ class RunFolder:
                 installed.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
+        self.recorder.on_failure = lambda exc: replay.stop("disk_full")
         try:
             yield
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
 
+    def check_written(self) -> None:
+        """Raise `WriteError` (one line) if a record could not be written."""
+        exc = self.recorder.failed
+        if exc is not None:
+            self.update(records_lost=self.recorder.lost)
+            raise WriteError(
+                f"{self.recorder.path}: cannot write ({exc.strerror or exc}); the run stopped at "
+                f"the first failed write, {self.recorder.lost} records not kept"
+            )
+
     def close(self, status: RunStatus | str, **fields) -> None:
+        """End the run as `status`; if the last records could not be written, as failed
+        (`stopped_by: disk_full`), raising `WriteError` once the manifest says so."""
         self.recorder.close()
+        lost = self.recorder.failed is not None and RunStatus(status) is not RunStatus.FAILED
+        if lost:
+            status, fields = RunStatus.FAILED, {**fields, "stopped_by": "disk_full"}
         self.status = RunStatus(status)
         self.manifest.update(fields, status=self.status.value, ended_at=now_iso())
         self._write_manifest()
+        if lost:
+            self.check_written()
 
     @property
     def closed(self) -> bool:
@@ -100,13 +121,35 @@ class RunFolder:
         if self.closed:
             return
         stopped = kind is not None and issubclass(kind, KeyboardInterrupt | asyncio.CancelledError)
-        self.close(RunStatus.INTERRUPTED if stopped else RunStatus.FAILED)
+        ending = {} if self.manifest.get("stopped_by") else {"stopped_by": _ending(exc, stopped)}
+        if not stopped and exc is not None:
+            ending["error"] = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+        self.close(RunStatus.INTERRUPTED if stopped else RunStatus.FAILED, **ending)
 
     def _write_manifest(self) -> None:
-        """Atomically (write + rename), so a reader never sees half a manifest."""
+        """Atomically (write + rename), so a reader never sees half a manifest. On a full disk:
+        over the old one in place (its pages are already there), else left as it was."""
         path = self.path / MANIFEST_FILE
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(
-            orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-        )
-        tmp.replace(path)
+        data = orjson.dumps(self.manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            # in place only within the blocks the old one holds: a half-written manifest is worse
+            if exc.errno != errno.ENOSPC or not path.exists():
+                raise
+            if len(data) > path.stat().st_blocks * 512:
+                return
+            with contextlib.suppress(OSError), path.open("r+b") as fh:
+                fh.write(data)
+                fh.truncate()
+
+
+def _ending(exc: BaseException | None, stopped: bool) -> str:
+    """The manifest's `stopped_by` for a run an exception ended."""
+    if stopped:
+        return "signal"
+    disk_full = isinstance(exc, WriteError) or getattr(exc, "errno", None) == errno.ENOSPC
+    return "disk_full" if disk_full else "error"

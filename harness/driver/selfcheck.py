@@ -94,9 +94,14 @@ def write_worker_checks(run_dir: str | Path, workers: list[dict]) -> Path:
 
 
 def write_client_samples(run_dir: str | Path, samples: dict, *, name: str = CLIENT_FILE) -> Path:
-    """Atomically, like the manifest: a reader never sees half a file."""
+    """Atomically, like the manifest: a reader never sees half a file (nor, on a full disk, an
+    empty .tmp: the error is raised with it removed)."""
     path = Path(run_dir) / name
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(samples))
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(orjson.dumps(samples))
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     return path

@@ -23,6 +23,8 @@ def coverage(s: dict) -> str:
     line = f"{s['requests_ok']} ok, {s['requests_failed']} failed"
     if errors:
         line += f" ({errors})"
+    if s.get("requests_cancelled"):
+        line += f", {s['requests_cancelled']} cancelled by the run's stop"
     return f"{line}; excluded {excluded.get('warmup', 0)} warm-up, {excluded.get('cooldown', 0)} cool-down"
 
 

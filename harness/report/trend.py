@@ -29,7 +29,8 @@ def trend_regressions(result: Trend) -> list[str]:
                 if c.change is not None
                 else f"regression: {p.run} {k}"
             )
-    return lines or [f"no significant regression over {len(result.points)} runs"]
+    lines = lines or [f"no significant regression over {len(result.points)} runs"]
+    return lines + [f"ended badly: {p.run}: {p.ended}" for p in result.points if p.ended]
 
 
 def write_trend(
@@ -61,6 +62,11 @@ def render_trend(result: Trend, base: Path) -> str:
         f"|change| &ge; {result.min_change * 100:g}% in the worse direction is a regression (red); "
         "the same decision as <code>harness compare</code>. Click a point or a run name for its report.</p>",
         f'<p class="{"warn" if marked else "note"}" id="regressions">{summary}</p>',
+        *(
+            f'<p class="warn">{html.escape(p.run)}: {html.escape(p.ended)}</p>'
+            for p in result.points
+            if p.ended
+        ),
     ]
     body += [
         _svg_figure(metric_svg(result, key, links), result.labels[key]) for key in result.labels

@@ -107,8 +107,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
             flag, *extra, dest=dest, type=kind, default=None, metavar=metavar, help=help_
         )
     for flag, dest, choices, help_ in _CHOICE_FLAGS:
-        extra = ("--model",) if dest == "preset" else ()
-        group.add_argument(flag, *extra, dest=dest, choices=choices, default=None, help=help_)
+        group.add_argument(flag, dest=dest, choices=choices, default=None, help=help_)
+    group.add_argument(
+        "--model",
+        dest="model",
+        choices=tuple(PRESETS),
+        default=None,
+        help="the preset, served under its own name unless --served-model-name says otherwise "
+        "(as `vllm serve MODEL` answers to MODEL)",
+    )
     for dest, help_ in _BOOL_FLAGS:
         group.add_argument(
             f"--{dest.replace('_', '-')}",
@@ -124,6 +131,9 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     dests = [d for _, d, _, _ in _VALUE_FLAGS] + [d for _, d, _, _ in _CHOICE_FLAGS]
     dests += [d for d, _ in _BOOL_FLAGS]
     chosen = {d: getattr(args, d) for d in dests if getattr(args, d, None) is not None}
+    if getattr(args, "model", None) is not None:
+        chosen.setdefault("preset", args.model)
+        chosen.setdefault("served_model_name", args.model)
     return EngineConfig.from_dict(chosen)
 
 

@@ -40,6 +40,7 @@ class ServerConfig:
     keep_body: bool = True
     prefix_cache: bool = True
     max_output: int | None = None  # stream at most this many tokens, whatever was asked
+    models: tuple[str, ...] = ("test-model", "m")  # what /v1/models lists (the tests' names)
 
 
 @dataclass
@@ -74,9 +75,8 @@ class SSETestServer:
             await self._runner.cleanup()
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
-        )
+        data = [{"id": name, "object": "model"} for name in self.config.models]
+        return web.json_response({"object": "list", "data": data})
 
     async def _get_log(self, request: web.Request) -> web.Response:
         body = orjson.dumps(self.log)
@@ -121,6 +121,7 @@ class SSETestServer:
             "request_id": request.headers.get("X-Harness-Request-ID"),
             "fault": fault,
             "path": request.path,
+            "query": request.query_string,
             "t_recv": t_recv,
             "t_body": t_body,
             "t_parsed": t_parsed,
@@ -137,6 +138,13 @@ class SSETestServer:
             return web.json_response(
                 {"error": {"message": f"injected {status}", "type": "test", "code": status}},
                 status=status,
+            )
+        if fault == "json200":  # a whole reply, as if "stream" had been ignored
+            return web.json_response({"choices": [{"text": "hi"}], "usage": {}})
+        if fault == "echoauth":  # a 401 whose body quotes the credentials it was sent
+            auth = request.headers.get("Authorization", "")
+            return web.json_response(
+                {"error": {"message": f"invalid credentials: {auth}", "code": 401}}, status=401
             )
         if fault == "slowheaders":
             await asyncio.sleep(self.config.slow_s)

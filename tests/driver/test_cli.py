@@ -101,6 +101,7 @@ async def test_interrupted_run_leaves_valid_records_and_manifest(make_server, tm
     assert "ok" in statuses and statuses.count("cancelled") == 4  # one per session in flight
     manifest = load_manifest(run)
     assert manifest["status"] == "interrupted" and manifest["ended_at"]
+    assert manifest["stopped_by"] == "signal"
     assert manifest["counts"]["requests"] == len(recs)
 
 

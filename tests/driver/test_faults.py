@@ -21,6 +21,7 @@ FAULTS = {
     "oversized": ("error", "OversizedEvent"),
     "stall": ("timeout", "IdleTimeout"),
     "slowheaders": ("timeout", "TTFTTimeout"),
+    "json200": ("error", "NotEventStream"),
 }
 
 
@@ -52,7 +53,7 @@ async def test_every_fault_mode_gives_one_record_with_its_reason(make_server, tm
     assert "injected stream error" in recs["fault-errorobj-s:0"]["error"]["message"]
     # the server's numbers are kept when it sent them, even on a failed request
     assert recs["fault-nodone-s:0"]["completion_tokens"] == 4
-    assert result.by_status == {"ok": 3, "error": 16, "timeout": 4}
+    assert result.by_status == {"ok": 3, "error": 18, "timeout": 4}
     assert manifest["status"] == "complete"
     assert manifest["counts"]["errors_by_class"] == {c: 2 for _, c in FAULTS.values()}
 

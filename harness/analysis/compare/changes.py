@@ -19,6 +19,7 @@ import numpy as np
 from harness.analysis.compare import evidence
 from harness.analysis.compare.comparable import not_comparable
 from harness.analysis.compare.sides import HEADLINE, Headline, Side
+from harness.analysis.ending import run_ending
 from harness.analysis.run import load_runs
 from harness.analysis.summary import analyze
 from harness.errors import InputError
@@ -120,6 +121,7 @@ def compare_runs(
     alpha: float = 0.01,
     min_change: float = 0.02,
     history_dirs=None,
+    allow_unclosed: bool = False,
 ) -> CompareResult:
     base = [analyze(r) for r in load_runs(_as_list(baseline_dirs))]
     cand = [analyze(r) for r in load_runs(_as_list(run_dirs))]
@@ -129,7 +131,7 @@ def compare_runs(
         for r in load_runs(_as_list(history_dirs or []))
         if str(r.path.resolve()) not in sides
     ]
-    return compare_analyses(base, cand, fail_on, alpha, min_change, history)
+    return compare_analyses(base, cand, fail_on, alpha, min_change, history, allow_unclosed)
 
 
 def noise_band(history: list, metric: Headline) -> float | None:
@@ -146,11 +148,15 @@ def compare_analyses(
     alpha: float = 0.01,
     min_change: float = 0.02,
     history: list | None = None,
+    allow_unclosed: bool = False,
 ) -> CompareResult:
     """`compare_runs` on runs already analyzed (the report compares the runs it shows).
     `history`: earlier runs of the same scenario; how far their figures stray from each other is
-    noise, and a change must leave that band to be significant."""
+    noise, and a change must leave that band to be significant. A gate (`fail_on`) refuses to
+    judge a run that was not closed or failed, unless `allow_unclosed`."""
     thresholds = parse_fail_on(fail_on)
+    if thresholds and not allow_unclosed:
+        refuse_unclosed([*baseline, *run])
     base, cand = Side(baseline), Side(run)
     why_not = not_comparable(baseline, run)
     earlier = [a for a in history or [] if not not_comparable(baseline, [a])]
@@ -178,8 +184,24 @@ def compare_analyses(
         failures=failures,
         alpha=alpha,
         min_change=min_change,
-        notes=import_notes([*baseline, *run]),
+        notes=import_notes([*baseline, *run]) + ending_notes([*baseline, *run]),
     )
+
+
+def ending_notes(analyses: list) -> list[str]:
+    """One line per run that did not end cleanly: how it ended."""
+    notes = ((a.run.name, run_ending(a.run.manifest)) for a in analyses)
+    return [f"{name}: {note}" for name, note in notes if note]
+
+
+def refuse_unclosed(analyses: list) -> None:
+    for a in analyses:
+        if a.run.manifest.get("status") in ("running", "failed"):
+            raise InputError(
+                f"{a.run.name}: {run_ending(a.run.manifest)}; a gate does not judge it "
+                "(--allow-unclosed to judge it anyway)",
+                field="--fail-on",
+            )
 
 
 def import_notes(analyses: list) -> list[str]:

@@ -51,7 +51,7 @@ class Side:
 
     def failed_flags(self) -> np.ndarray:
         return np.concatenate(
-            [(a.run.measured["status"] != "ok").to_numpy(dtype=float) for a in self.analyses]
+            [(_judged(a)["status"] != "ok").to_numpy(dtype=float) for a in self.analyses]
         )
 
     def mean_of(self, key: str, sub: str | None = None) -> float | None:
@@ -122,8 +122,14 @@ def _hits(a: Analysis) -> Clusters:
     return Clusters.of(m["cached"], _tasks(a, m), m["prompt"])
 
 
-def _failures(a: Analysis) -> Clusters:
+def _judged(a: Analysis):
+    """The measured requests an error rate counts: those the run's own stop cancelled are not."""
     m = a.run.measured
+    return m[m["status"] != "cancelled"]
+
+
+def _failures(a: Analysis) -> Clusters:
+    m = _judged(a)
     return Clusters.of((m["status"] != "ok").to_numpy(dtype=float), m["task"].to_numpy())
 
 

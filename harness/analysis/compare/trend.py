@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.analysis.compare.changes import MetricChange, compare_analyses
 from harness.analysis.compare.sides import HEADLINE, Side
+from harness.analysis.ending import run_ending
 from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
 
@@ -39,6 +40,7 @@ class TrendPoint:
     changes: dict[
         str, MetricChange
     ]  # metric key -> against the previous run (absent for the first)
+    ended: str | None = None  # how the run ended, when not cleanly (analysis.ending)
 
     @property
     def regressions(self) -> list[str]:
@@ -81,6 +83,7 @@ def trend(run_dirs, alpha: float = 0.01, min_change: float = 0.02) -> tuple[Tren
                 started_at=a.run.manifest.get("started_at"),
                 values={m.key: m.value(Side([a])) for m in metrics},
                 changes=changes,
+                ended=run_ending(a.run.manifest),
             )
         )
     return Trend(points, {m.key: m.label for m in metrics}, alpha, min_change), analyses
