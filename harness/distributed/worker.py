@@ -171,13 +171,11 @@ class ReplayWorker:
             self.announced.discard(rec["request_id"])
         if self.replay is None:
             return []
-        new = [
-            {**rec, "chunk_times": [], "chunk_tokens": []}
-            for rid, rec in self.replay.in_flight.items()
-            if rid not in self.announced
+        fresh = [rid for rid in self.replay.in_flight if rid not in self.announced]
+        self.announced.update(fresh)
+        return [
+            {**self.replay.in_flight[rid], "chunk_times": [], "chunk_tokens": []} for rid in fresh
         ]
-        self.announced.update(r["request_id"] for r in new)
-        return new
 
     def _result(self) -> dict | None:
         r = self.result
