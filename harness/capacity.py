@@ -7,7 +7,8 @@ scenario (`slos:`, percentile ones such as `ttft_p90: 1s`) is judged with the no
 evidence`). Met: the whole interval is within the bound; missed: the whole interval is past it;
 otherwise undecided, and the point is run once more and judged on both runs pooled (repeats
 drawn too); still undecided, the point value decides and the point says so. `capacity.json`
-holds the answer and every point tried; `capacity.html` the curve.
+holds the answer and every point tried, each point's run folder beside it; `capacity.html`
+the curve per SLO and why the first failing point failed (harness/report/capacity.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from harness.analysis.run import load_run
 from harness.analysis.slo import Slo, parse_slos
 from harness.analysis.summary import Analysis, analyze
 from harness.errors import InputError
+from harness.report.capacity import write_capacity_report
 from harness.scenario import Scenario
 
 CAPACITY_FILE = "capacity.json"
@@ -106,6 +108,7 @@ def capacity(
         "points": [asdict(tried[c]) for c in sorted(tried)],
     }
     (out / CAPACITY_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_capacity_report(result, out)
     return result
 
 

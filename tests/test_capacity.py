@@ -59,3 +59,38 @@ def test_capacity_refuses_a_scenario_without_percentile_slos(tmp_path, capsys):
     )
     assert code == 2
     assert "capacity needs percentile SLOs" in capsys.readouterr().err
+
+
+def test_the_page_draws_each_slo_and_sets_the_failing_point_beside_the_last_met(tmp_path):
+    from harness.analysis.summary import analyze_run
+    from harness.report.capacity import write_capacity_report
+
+    runs = {}
+    for c, scale in ((4, 1.0), (8, 3.0)):
+        runs[c] = write_synthetic_run(tmp_path / f"c{c}", f"c{c}", seed=c, ttft_scale=scale)
+        analyze_run(runs[c])
+
+    def point(c, met, value):
+        figure = {
+            "value": value,
+            "interval": [value * 0.9, value * 1.1],
+            "bound": 0.5,
+            "upper": True,
+        }
+        return {
+            "concurrency": c,
+            "runs": [str(runs[c])],
+            "met": met,
+            "decided_by": "interval",
+            "slos": {"ttft_p90": {**figure, "met": met}},
+        }
+
+    result = {
+        "capacity": 4,
+        "slos": {"ttft_p90": 0.5},
+        "points": [point(4, True, 0.3), point(8, False, 0.9)],
+    }
+    page = write_capacity_report(result, tmp_path).read_text()
+    assert "Capacity: 4 concurrent tasks" in page and page.count("<img") == 1
+    why = page[page.index("Why the first failing point failed") :]
+    assert "4 tasks (met)" in why and "8 tasks (missed)" in why and "TTFT p90" in why
