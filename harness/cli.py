@@ -54,6 +54,8 @@ def _format_warning(
 
 def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = _format_warning
+    # A run folder loaded three times (analyze, report, capacity) says each of its warnings once.
+    warnings.filterwarnings("once", category=HarnessWarning)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
