@@ -63,8 +63,7 @@ def judge(analyses: list[Analysis], slo: Slo) -> SloFigure:
         Clusters.of(a.per_request[column], a.run.records.loc[a.per_request.index, "task"])
         for a in analyses
     ]
-    whole = stat(*_pooled(runs))[0] if any(c.values.size for c in runs) else np.nan
-    value = None if np.isnan(whole) else float(whole)
+    value = evidence.value(runs, stat)
     figure = SloFigure(value, None, slo.bound, slo.is_upper, None)
     boot = evidence.replicates(runs, stat, evidence.rng())
     boot = boot[np.isfinite(boot)]
@@ -76,13 +75,6 @@ def judge(analyses: list[Analysis], slo: Slo) -> SloFigure:
     if figure.within(lo) == figure.within(hi):  # the whole interval on one side of the bound
         figure.met = figure.within(lo)
     return figure
-
-
-def _pooled(runs: list[Clusters]):
-    values = np.concatenate([c.values for c in runs])
-    order = np.argsort(values, kind="stable")
-    weights = np.concatenate([c.weights for c in runs])
-    return values[order], weights[order], np.ones((1, values.size))
 
 
 def capacity(

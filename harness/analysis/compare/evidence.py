@@ -56,17 +56,36 @@ def replicates(
     size = sum(c.values.size for c in runs)
     if not runs or size == 0:
         return np.full(n, np.nan)
-    order = np.argsort(np.concatenate([c.values for c in runs]), kind="stable")
-    values = np.concatenate([c.values for c in runs])[order]
-    weights = np.concatenate([c.weights for c in runs])[order]
-    offsets = np.cumsum([0] + [c.units for c in runs])
-    unit = np.concatenate([c.unit + o for c, o in zip(runs, offsets, strict=False)])[order]
+    values, weights, unit, offsets = _pooled(runs)
     step = max(1, CELLS // size)
     parts = [
         stat(values, weights, _multiplicity(runs, offsets, min(step, n - i), rng)[:, unit])
         for i in range(0, n, step)
     ]
     return np.concatenate(parts)
+
+
+def value(runs: list[Clusters], stat: Statistic) -> float | None:
+    """The figure over a side's runs as measured (every sample once), or None when undefined."""
+    if not any(c.values.size for c in runs):
+        return None
+    values, weights, _, _ = _pooled(runs)
+    v = float(stat(values, weights, np.ones((1, values.size)))[0])
+    return None if np.isnan(v) else v
+
+
+def _pooled(runs: list[Clusters]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs' samples sorted by value, their weights and units (numbered across the runs),
+    and each run's first unit number."""
+    order = np.argsort(np.concatenate([c.values for c in runs]), kind="stable")
+    offsets = np.cumsum([0] + [c.units for c in runs])
+    unit = np.concatenate([c.unit + o for c, o in zip(runs, offsets, strict=False)])
+    return (
+        np.concatenate([c.values for c in runs])[order],
+        np.concatenate([c.weights for c in runs])[order],
+        unit[order],
+        offsets,
+    )
 
 
 def _multiplicity(
