@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, retries, window
+from harness.analysis import cache, histograms, metrics, retries, streamed, window
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -83,6 +83,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
     tpgs = metrics.tpgs(ok, n_gpus)
     hit = cache.hit_rates(misses)
+    # an import's chunks are not its tokens (its notes say so): nothing to place
+    placed = None if run.manifest.get("imported") else streamed.token_placement(ok)
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -90,6 +92,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "imported": _imported(run.manifest),
         **_counts(run),
         "errors_by_class": metrics.error_counts(run.measured),
+        "streamed": placed,
         "ttft_s": metrics.percentiles(per_request["ttft"]),
         "tpot_s": metrics.percentiles(per_request["tpot"]),
         "itl_s": metrics.weighted_percentiles(itl.values, itl.weights),
@@ -126,7 +129,12 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "window": measured_window,
         "timeline": window.timeline(run.records),
         "client": client,
-        "warnings": [*run.warnings, *window.warnings(measured_window), *client["warnings"]],
+        "warnings": [
+            *run.warnings,
+            *(streamed.warnings(placed) if placed else ()),
+            *window.warnings(measured_window),
+            *client["warnings"],
+        ],
     }
     return Analysis(run, ideal, per_request, itl, misses, tasks, graph, _clean(summary))
 
