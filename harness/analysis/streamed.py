@@ -36,7 +36,8 @@ def warnings(placement: dict) -> list[str]:
             f"{placement['requests_short']} of {placement['requests_ok']} ok requests streamed "
             f"fewer tokens than the server's completion_tokens: {placement['tokens_unplaced']} "
             f"of {placement['tokens_reported']} tokens came in no event that carried output, "
-            "so they have no arrival time (they still count in TPOT's token total)"
+            "so they have no arrival time (they still count in TPOT's token total); a server "
+            "that reports usage on every event places them all (vLLM: --continuous-usage)"
         )
     if placement["without_first_token"]:
         out.append(
