@@ -101,7 +101,7 @@ class StreamDecoder:
             return self._fail(t, "StreamError", _error_text(obj["error"]))
         choices = obj.get("choices")
         text = _choice_text(choices[0]) if choices else ""
-        tokens = 1 if text else 0
+        tokens = 1 if text or (choices and _held_back(choices[0])) else 0
         usage = obj.get("usage")
         if usage:
             self.usage = usage
@@ -215,6 +215,17 @@ def _choice_text(choice: dict) -> str:
     if calls:
         return "".join((c.get("function") or {}).get("arguments") or "" for c in calls)
     return ""
+
+
+def _held_back(choice: dict) -> bool:
+    """An output event whose token's text is held back: empty text, no role. vLLM sends a
+    chunk only for new token ids (never an empty one during prefill), so its empty-text chunk
+    is a token whose text the detokenizer has not released yet, or a stop token (a reply that
+    is only an end-of-sequence token streams just that). The opening role chunk carries none."""
+    delta = choice.get("delta")
+    if delta is None:
+        return choice.get("text") == ""
+    return type(delta) is dict and delta.get("content") == "" and "role" not in delta
 
 
 def _error_text(err) -> str:

@@ -211,3 +211,24 @@ def test_a_read_of_many_events_splits_them():
     assert p.feed(sse(TEXT, USAGE, b"[DONE]")) == [TEXT, USAGE, b"[DONE]"]
     assert p.feed(sse(TEXT)[:-1]) == []  # the last event's blank line is still to come
     assert p.feed(b"\n" + sse(TEXT).replace(b"\n", b"\r\n")) == [TEXT, TEXT]
+
+
+# A real vLLM 0.32 stream (Gemma 3 270M) whose reply is only its end-of-sequence token: the one
+# output event has empty text, and usage says 1 completion token.
+VLLM_EOS_ONLY = (
+    b'data: {"id":"chatcmpl-830ec9c392b2930f","object":"chat.completion.chunk","created":1796169576,'
+    b'"model":"gemma3-270m","choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+    b'"logprobs":null,"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}\n\n'
+    b'data: {"id":"chatcmpl-830ec9c392b2930f","object":"chat.completion.chunk","created":1796169576,'
+    b'"model":"gemma3-270m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,'
+    b'"finish_reason":"stop","stop_reason":null,"token_ids":null}]}\n\n'
+)
+
+
+def test_an_empty_text_output_event_places_its_token():
+    p, d = SSEParser(), StreamDecoder(keep_text=True)
+    assert d.read(p.feed(VLLM_EOS_ONLY[: VLLM_EOS_ONLY.index(b"\n\n") + 2]), 1.0) == 0  # role
+    assert d.read(p.feed(VLLM_EOS_ONLY[VLLM_EOS_ONLY.index(b"\n\n") + 2 :]), 2.0) == 1
+    assert d.text() == "" and d.started
+    # an event with no delta text at all (OpenAI's closing `"delta": {}`) carries none
+    assert d.read([b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'], 3.0) == 0
