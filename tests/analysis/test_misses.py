@@ -1,4 +1,5 @@
-"""Every missed prompt token named: cold, alignment, in flight, evicted/misrouted (hand-computed)."""
+"""Every missed prompt token named by evidence: cold, server rules, in flight, misrouted, evicted,
+unexplained (hand-computed)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_each_request_s_misses(analysis):
     m = analysis.misses.set_index("request_id")
     cols = [
         "miss_cold",
-        "miss_alignment",
+        "miss_granularity",
         "miss_in_flight",
         "miss_evicted",
         "miss_unreported",
@@ -120,9 +121,14 @@ def test_totals_in_summary_and_table(analysis):
     c = analysis.summary["cache"]
     assert c["miss_tokens"] == {
         "cold": 138.0,
-        "alignment": 18.0,
+        "granularity": 18.0,
+        "prompt_cap": 0.0,
         "in_flight": 32.0,
+        "misrouted": 0.0,
+        "last_block": 0.0,
+        "no_hits": 0.0,
         "evicted": 32.0,
+        "unexplained": 0.0,
         "unreported": 32.0,
     }
     assert c["beyond_ideal_tokens"] == 16.0
@@ -130,6 +136,10 @@ def test_totals_in_summary_and_table(analysis):
     assert c["ideal"] == {"block_size": 16, "computed_from": "trace", "miss_attribution": "exact"}
     assert c["granularity"]["source"] == "manifest"  # 3 non-zero cached_tokens: too few to detect
     text = summary_table(analysis.summary)
-    assert "cold 138" in text and "alignment 18" in text and "in flight 32" in text
-    assert "evicted/misrouted 32" in text and "unreported 32" in text
+    assert "252 of 364 prompt tokens (69.2% of prompt): cold 138 (37.9% of prompt)" in text
+    assert "server rule: granularity 18 (4.9% of prompt)" in text and "in flight 32" in text
+    assert "evicted 32 (8.8% of prompt)" in text and "unreported 32" in text
+    assert c["missed_tokens"] == 252.0
+    assert c["miss_share_of_prompt_tokens"]["evicted"] == pytest.approx(32 / 364)
+    assert c["miss_share_of_missed_tokens"]["evicted"] == pytest.approx(32 / 252)
     assert "16 tokens from manifest" in text
