@@ -152,8 +152,15 @@ def _miss_note(analyses: list[Analysis]) -> str:
         )
     return (
         '<div class="note"><p>Missed prompt tokens by category, each share of all prompt tokens'
-        f" (docs/metrics.md, Cache): {html.escape(legend())}.</p><ul>{''.join(rows)}</ul></div>"
+        f" (docs/metrics.md, Cache): {html.escape(legend(_present(analyses)))}.</p>"
+        f"<ul>{''.join(rows)}</ul></div>"
     )
+
+
+def _present(analyses: list[Analysis]) -> set[str]:
+    """The miss categories some run has tokens in (and evicted, whose 0 is a finding)."""
+    miss = [a.summary["cache"]["miss_tokens"] for a in analyses]
+    return {"cold", "evicted", *(k for m in miss for k, v in m.items() if v)}
 
 
 def _window_note(analyses: list[Analysis]) -> str:

@@ -67,6 +67,7 @@ def rules_line(cache: dict) -> str:
     return "; ".join(out)
 
 
-def legend() -> str:
-    """One sentence per category, for the report's note beside the bar."""
-    return "; ".join(f"{label(k)}: {MEANING[k]}" for k in LABELS)
+def legend(categories=None) -> str:
+    """One sentence per category (those given, in the usual order), for the report's note."""
+    shown = [k for k in LABELS if categories is None or k in categories]
+    return "; ".join(f"{label(k)}: {MEANING[k]}" for k in shown)
