@@ -274,3 +274,27 @@ async def test_the_rule_on_a_generated_trace(tmp_path):
     assert c["miss_tokens"]["evicted"] < 0.005 * c["prompt_tokens"]
     assert c["server_rules"]["last_block"]["status"] == "detected"
     assert c["miss_tokens"]["last_block"] == skipped
+
+
+def test_held_prefixes_keep_what_a_whole_block_prompt_keeps():
+    from harness.analysis.ideal.established import HeldPrefixes
+    from harness.trace.content import Segment
+
+    def seg(name: str, n: int) -> Segment:
+        return Segment((name,), n, "user")
+
+    held = HeldPrefixes()
+    a0 = [seg("sys", 32), seg("a0", 32)]  # 64 tokens: two 32-token blocks, the last not kept
+    end = held.insert(a0, 0, 0, keep=32)
+    a1 = [seg("out", 8), seg("a1", 24)]  # the next turn appends 32
+    assert held.shared(a1, end, 64) == (64, 32)  # resumed: shares a0 whole, of it 32 kept
+    assert held.shared([*a0, *a1]) == (64, 32)  # walked from the root: the same
+    assert held.shared([seg("sys", 32), seg("b", 8)]) == (32, 32)
+    end1 = held.insert(a1, end, 64, keep=64)  # a1 (96: three blocks) keeps a0's last block
+    assert held.shared(a1, end, 64) == (96, 64)  # ... but not its own
+    assert held.shared([*a0, *a1]) == (96, 64)
+    assert held.shared([seg("a2", 4)], end1, 96) == (96, 64)
+    held.insert([*a0, *a1, seg("a2", 4)], 0, 0, keep=100)  # 100 tokens: kept whole
+    assert held.shared([seg("a2", 4)], end1, 96) == (100, 100)
+    partial = [seg("sys", 32), seg("a0", 20)]  # a partial segment of a held one
+    assert held.shared(partial) == (52, 52)

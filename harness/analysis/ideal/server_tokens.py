@@ -75,6 +75,7 @@ class ServerTokenWalk:
         self.keys, self.rows = keys, rows
         self.sent, self.done = TokenPrefixes(), TokenPrefixes()
         self.held: dict[int, tuple[TokenPrefixes, TokenPrefixes]] = {}
+        self.one_endpoint = False  # set by the walk; the walk over segments uses it, this one not
 
     def send(self, sid: str, k: int, endpoint: int = 0) -> tuple[int, int, int, int, int]:
         key = self.keys[self.rows[(sid, k)]]

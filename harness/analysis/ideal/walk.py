@@ -19,7 +19,7 @@ keeps: the evidence `analysis.cache` names evicted tokens by.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -98,6 +98,7 @@ def shared_prefixes(
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
     endpoints = pd.factorize(records["endpoint"].astype(str).to_numpy())[0].tolist()
     drops = _drops(records, block_size).tolist()
+    walk.one_endpoint = max(endpoints, default=0) == 0
     out = np.zeros((5, n))
     for e in order.tolist():
         i = rows[e]
@@ -146,6 +147,8 @@ class _Walk:
         self.done_end: dict[str, tuple[int, int, int]] = {}
         self.held: dict[int, HeldPrefixes] = {}  # endpoint -> what it computed
         self.held_end: dict[int, dict[str, tuple[int, int, int]]] = {}
+        self.built: dict[str, tuple[int, dict[bool, list | None]]] = {}  # session -> its last turn
+        self.one_endpoint = False  # set by shared_prefixes: then `done` is the one `held`
 
     def send(self, sid: str, k: int, endpoint: int = 0) -> tuple[int, int, int, int, int]:
         """(prompt tokens, shared with sent prompts, with ready prompts, with the endpoint's held
@@ -154,20 +157,23 @@ class _Walk:
         shared = base + self.sent.shared_prefix(segs, node)
         total = base + sum(s.length for s in segs)
         self.sent_end[sid] = (k, self.sent.insert(segs, node), total)
-        segs, node, base = self._continue(self.done_end, sid, k)
-        ready = base + self.done.shared_prefix(segs, node)
         held, ends = self._held(endpoint)
         segs, node, base = self._continue(ends, sid, k)
-        return (total, shared, ready, *held.shared(segs, node, base))
+        here, kept = held.shared(segs, node, base)
+        if self.one_endpoint:  # what finished anywhere is what finished there
+            return total, shared, here, here, kept
+        segs, node, base = self._continue(self.done_end, sid, k)
+        return total, shared, base + self.done.shared_prefix(segs, node), here, kept
 
     def ready(self, sid: str, k: int, endpoint: int = 0, drop: float = 0.0) -> None:
         """The prompt was computed on `endpoint`; a server rule drops `drop` of it (a fraction)."""
-        segs, node, base = self._continue(self.done_end, sid, k)
-        total = base + sum(s.length for s in segs)
-        self.done_end[sid] = (k, self.done.insert(segs, node), total)
         held, ends = self._held(endpoint)
         segs, node, base = self._continue(ends, sid, k)
+        total = base + sum(s.length for s in segs)
         ends[sid] = (k, held.insert(segs, node, base, total - round(drop * total)), total)
+        if not self.one_endpoint:
+            segs, node, base = self._continue(self.done_end, sid, k)
+            self.done_end[sid] = (k, self.done.insert(segs, node), total)
 
     def _held(self, endpoint: int) -> tuple[HeldPrefixes, dict[str, tuple[int, int, int]]]:
         if endpoint not in self.held:
@@ -177,15 +183,31 @@ class _Walk:
     def _continue(self, ends: dict, sid: str, k: int) -> tuple[list, int, int]:
         """The segments to walk from (node, tokens already walked) for turn k of a session."""
         end = ends.get(sid)
-        tid, cycle = split_cycled_id(sid)
-        content = self.contents.get(cycle)
-        if content is None:
-            content = self.contents[cycle] = Content(
-                self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256
-            )
-        if end is not None and end[0] == k - 1 and content.appends_to_previous(tid, k):
-            return content.new_segments(tid, k), end[1], end[2]
-        return content.segments(tid, k), 0, 0
+        appends = end is not None and end[0] == k - 1
+        segs = self._segments(sid, k, appends)
+        if appends and segs is not None:
+            return segs, end[1], end[2]
+        return cast(list, self._segments(sid, k, False)), 0, 0
+
+    def _segments(self, sid: str, k: int, appended: bool) -> list | None:
+        """Turn k's prompt (`appended`: what it appends to turn k-1's, None if it does not), built
+        once for the several tries that walk it: the session's last turn's lists are kept."""
+        memo = self.built.get(sid)
+        if memo is None or memo[0] != k:
+            memo = self.built[sid] = (k, {})
+        if appended not in memo[1]:
+            tid, cycle = split_cycled_id(sid)
+            content = self.contents.get(cycle)
+            if content is None:
+                content = self.contents[cycle] = Content(
+                    self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256
+                )
+            if not appended:
+                memo[1][False] = content.segments(tid, k)
+            else:
+                extends = content.appends_to_previous(tid, k)
+                memo[1][True] = content.new_segments(tid, k) if extends else None
+        return memo[1][appended]
 
 
 # ---- the run's records -------------------------------------------------------------------------
