@@ -183,10 +183,10 @@ class _Walk:
     def _continue(self, ends: dict, sid: str, k: int) -> tuple[list, int, int]:
         """The segments to walk from (node, tokens already walked) for turn k of a session."""
         end = ends.get(sid)
-        appends = end is not None and end[0] == k - 1
-        segs = self._segments(sid, k, appends)
-        if appends and segs is not None:
-            return segs, end[1], end[2]
+        if end is not None and end[0] == k - 1:
+            segs = self._segments(sid, k, True)
+            if segs is not None:
+                return segs, end[1], end[2]
         return cast(list, self._segments(sid, k, False)), 0, 0
 
     def _segments(self, sid: str, k: int, appended: bool) -> list | None:
