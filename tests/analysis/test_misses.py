@@ -255,7 +255,7 @@ async def test_no_cache_and_a_second_endpoint_are_not_eviction(tmp_path):
     assert miss["misrouted"] > 0 and miss["evicted"] == 0
     moved = two["cache"]["session_moves"]["moved"]
     assert moved["misrouted_tokens"] > 0 and moved["evicted_tokens"] == 0
-    assert "misrouted" in summary_table(two)
+    assert "requests moved endpoint: misrouted" in summary_table(two)
 
 
 @pytest.mark.slow
