@@ -71,7 +71,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
-    misses = cache.attribute_misses(ok, ideal.granularity.block_size)
+    grain = ideal.granularity
+    misses = cache.attribute_misses(ok, grain.block_size, grain.as_dict())
     session_info, tasks, graph = sessions.session_summary(
         run.records, per_request["ttft"], run.trace
     )
@@ -111,7 +112,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {
             **hit,
-            "granularity": ideal.granularity.as_dict(),
+            "granularity": grain.as_dict(),
+            "server_rules": cache.server_rules(misses, grain.as_dict(), grain.block_size),
             "ideal": _ideal_info(ideal),
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
@@ -176,7 +178,8 @@ def _ideal_info(ideal: Ideal) -> dict:
         "computed_from": ideal.source,
         "miss_attribution": "exact"
         if exact
-        else "approximate: no matching trace, so alignment counts as cold and in flight as evicted",
+        else "approximate: no matching trace, so the shared prefix is unknown: granularity and"
+        " prompt-1 cap count as cold, and the ideal hits the server missed as unexplained",
     }
 
 
