@@ -82,7 +82,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     duration = rates["duration_s"]
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
     tpgs = metrics.tpgs(ok, n_gpus)
-    hit = cache.hit_rates(misses)
+    hit = _without_ideal(cache.hit_rates(misses), ideal, run.manifest)
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -157,7 +157,19 @@ def _imported(manifest: dict) -> dict | None:
         "tool": imported.get("tool"),
         "source": imported.get("source"),
         "notes": list(imported.get("notes", [])),
+        "ideal": imported.get("ideal"),  # the tool's own ideal hit, with its definition
+        "settings": imported.get("settings") or {},
     }
+
+
+def _without_ideal(hit: dict, ideal: Ideal, manifest: dict) -> dict:
+    """No per-request ideal (an import, no trace): the ideal hit rate is the tool's own figure,
+    or null, never the 0 that the missing values would sum to."""
+    if ideal.source is not None:
+        return hit
+    tool = (manifest.get("imported") or {}).get("ideal") or {}
+    rate = tool.get("hit_rate")
+    return {**hit, "ideal_cache_hit_rate": rate, "ideal_cache_hit_rate_all": rate}
 
 
 def _ideal_info(ideal: Ideal) -> dict:

@@ -58,9 +58,10 @@ def _number(obj: dict, name: str, kinds, ctx: _Ctx, where: str, default=None):
 
 
 def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
-    """(t, in, out, think_time, HashIds) of one API call."""
+    """(t, in, out, think_time or None, HashIds, api_time or None) of one API call."""
     t, n_in, n_out = (_number(r, name, kinds, ctx, where) for name, kinds in _FIELDS.items())
-    think = float(_number(r, "think_time", (int, float), ctx, where, default=0.0))
+    think = _optional(r, "think_time", ctx, where)
+    api = _optional(r, "api_time", ctx, where)
     raw = r.get("hash_ids")
     if not isinstance(raw, list):
         raise ctx.fail(
@@ -75,7 +76,28 @@ def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
         integer = isinstance(raw[i], int) and not isinstance(raw[i], bool)
         reason = f"local ids must be in [0, 2^{LOCAL_BITS})" if integer else "must be an integer"
         raise ctx.fail(f"{where}hash_ids[{i}]", reason) from None
-    return t, n_in, n_out, think, ids
+    return t, n_in, n_out, think, ids, api
+
+
+def _optional(r: dict, name: str, ctx: _Ctx, where: str) -> float | None:
+    return None if r.get(name) is None else float(_number(r, name, (int, float), ctx, where))
+
+
+def _gaps(calls: list[tuple]) -> list[float]:
+    """Each call's pause after the previous call's end. In the recorded corpora `think_time`
+    counts from the end of the last call that has an `api_time` (streamed calls often lack one;
+    docs/traces.md), so where the previous call has none, or the call has no `think_time`, the
+    gap comes from `t`: the send-time difference less the previous call's `api_time` if known.
+    A session without any `api_time` (our own export) is taken at its `think_time`s."""
+    timed = any(c[5] is not None for c in calls)
+    gaps = []
+    for k, (t, _, _, think, _, _) in enumerate(calls):
+        prev = calls[k - 1] if k else None
+        if think is not None and (prev is None or prev[5] is not None or not timed):
+            gaps.append(think)
+        else:
+            gaps.append(0.0 if prev is None else max(0.0, t - prev[0] - (prev[5] or 0.0)))
+    return gaps
 
 
 class _Builder:
@@ -109,8 +131,9 @@ class _Builder:
                 raise self.ctx.fail(f"{at}type", f"unknown request type {kind!r} (one of {known})")
         if not calls:
             raise self.ctx.fail(f"{where}requests", "has no API calls (type 'n' or 's')")
+        gaps = _gaps(calls)
         turns = block_turns(
-            [(n_in, n_out, think, ids) for _, n_in, n_out, think, ids in calls], spawns
+            [(c[1], c[2], gap, c[4]) for c, gap in zip(calls, gaps, strict=True)], spawns
         )
         self.sessions[slot] = Session(
             id=sid,
