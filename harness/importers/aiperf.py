@@ -32,7 +32,6 @@ from harness.importers.common import (
     wall_iso,
 )
 from harness.schema import Record
-from harness.trace.cycles import cycled_id
 
 EXPORT = "profile_export.jsonl"
 AGGREGATES = "profile_export_aiperf.json"
@@ -136,7 +135,8 @@ class _Sessions:
             if conv is None or corr is None or corr in self.by_correlation:
                 continue
             seen = passes.setdefault(str(conv), [])
-            self.by_correlation[corr] = cycled_id(str(conv), len(seen))
+            # a later pass is named as the replay names cycles (harness/trace/cycles.py)
+            self.by_correlation[corr] = f"{conv}@c{len(seen)}" if seen else str(conv)
             seen.append(corr)
 
     def of(self, meta: dict, fallback: str) -> str:
