@@ -112,7 +112,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "ideal": _ideal_info(ideal),
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
-            **cache.breakdowns(ok, misses),
+            **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
         },
         "server_cache": server_cache(run.manifest),
         "run_end": {
@@ -170,6 +170,16 @@ def _without_ideal(hit: dict, ideal: Ideal, manifest: dict) -> dict:
     tool = (manifest.get("imported") or {}).get("ideal") or {}
     rate = tool.get("hit_rate")
     return {**hit, "ideal_cache_hit_rate": rate, "ideal_cache_hit_rate_all": rate}
+
+
+def _unknown_ideal_rows(tables: dict, ideal: Ideal) -> dict:
+    """Without a per-request ideal the by-agent/endpoint/turn ideal is unknown, not 0."""
+    if ideal.source is not None:
+        return tables
+    return {
+        name: {group: {**row, "ideal_hit_rate": None} for group, row in rows.items()}
+        for name, rows in tables.items()
+    }
 
 
 def _ideal_info(ideal: Ideal) -> dict:

@@ -199,6 +199,7 @@ def test_an_export_without_aiperfs_theoretical_hit_has_no_ideal_not_zero(runs):
     assert "theoretical_prefix_cache_hit" not in own
     s = analyze(load_run(runs["aiperf"])).summary
     assert s["ideal_cache_hit_rate"] is None and s["imported"]["ideal"] is None
+    assert s["cache"]["by_agent"]["main"]["ideal_hit_rate"] is None  # not 0 either
     assert s["cache_hit_rate"] > 0
 
 
