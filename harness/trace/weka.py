@@ -1,9 +1,10 @@
 """Weka / AgentX traces: the JSON the public agentic coding corpora (AgentX, kv-cache-tester) use.
 
 One trace is `{id, block_size (64), hash_id_scope, tool_tokens, system_tokens, requests: [...]}`
-where a request is an API call `{t, type, in, out, hash_ids, think_time, ...}` of type `n`
-(non-streaming) or `s` (streaming) — `t` send time in seconds, `in`/`out` tokens, `hash_ids` the
-prompt's 64-token blocks, `think_time` the client's pause before it — or a subagent group
+where a request is an API call `{t, type, in, out, hash_ids, think_time, api_time, ...}` of type
+`n` (non-streaming) or `s` (streaming) — `t` send time in seconds, `in`/`out` tokens, `hash_ids`
+the prompt's 64-token blocks, `api_time` the call's duration, `think_time` the client's pause
+before it (from the end of the last call with an `api_time`: `_gaps`) — or a subagent group
 `{t, type: "subagent", requests: [...]}` holding that subagent's own calls. The corpora are
 published as a directory of one-trace JSON files; a file may also hold one trace, a JSON list of
 traces, or one trace per line (JSONL).
