@@ -271,3 +271,27 @@ def test_guidellm_subagents_are_their_own_sessions(tmp_path):
     main = recs[recs["session_id"] == conv]
     assert sorted(main["turn"]) == [0, 1]
     assert not recs.duplicated(["session_id", "turn"]).any()
+
+
+def test_guidellm_branches_of_a_real_run_are_subagent_sessions(tmp_path):
+    """GuideLLM 0.8.1, synthetic conversations of 4 turns with a 2-turn `explore` branch at turn 1
+    (fixtures/imports/guidellm-agents): its turn_index repeats between a branch and its parent
+    (8 duplicate (conversation, turn_index) keys), its node ids do not."""
+    own = json.loads((IMPORTS / "guidellm-agents" / "benchmarks.json").read_text())
+    infos = [r["info"] for r in own["benchmarks"][0]["requests"]["successful"]]
+    keys = [(i["conversation_id"], i["turn_index"]) for i in infos]
+    assert len(keys) - len(set(keys)) == 8
+    run = load_run(import_run("guidellm", IMPORTS / "guidellm-agents", tmp_path / "g"))
+    recs = run.records
+    assert not recs.duplicated(["session_id", "turn"]).any()
+    branch = {i["request_id"] for i in infos if i["agent_id"] == "explore"}
+    sub = recs[recs["agent"] == "sub"]
+    assert set(sub["request_id"]) == branch and len(branch) == 8
+    assert all(
+        s == f"{p}.explore"
+        for s, p in zip(sub["session_id"], sub["parent_session_id"], strict=True)
+    )
+    main = recs[recs["session_id"] == sub["parent_session_id"].iloc[0]].sort_values("turn")
+    assert list(main["turn"]) == [0, 1, 2, 3]
+    tasks = analyze(run).tasks
+    assert (tasks["sessions"] == 2).all() and len(tasks) == len(set(k[0] for k in keys))
