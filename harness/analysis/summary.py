@@ -83,7 +83,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     duration = rates["duration_s"]
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
     tpgs = metrics.tpgs(ok, n_gpus)
-    hit = cache.hit_rates(misses)
+    hit = _without_ideal(cache.hit_rates(misses), ideal, run.manifest)
     # an import's chunks are not its tokens (its notes say so): nothing to place
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok)
     summary = {
@@ -117,7 +117,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "ideal": _ideal_info(ideal),
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
-            **cache.breakdowns(ok, misses),
+            **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
         },
         "server_cache": server_cache(run.manifest),
         "run_end": {
@@ -167,6 +167,28 @@ def _imported(manifest: dict) -> dict | None:
         "tool": imported.get("tool"),
         "source": imported.get("source"),
         "notes": list(imported.get("notes", [])),
+        "ideal": imported.get("ideal"),  # the tool's own ideal hit, with its definition
+        "settings": imported.get("settings") or {},
+    }
+
+
+def _without_ideal(hit: dict, ideal: Ideal, manifest: dict) -> dict:
+    """No per-request ideal (an import, no trace): the ideal hit rate is the tool's own figure,
+    or null, never the 0 that the missing values would sum to."""
+    if ideal.source is not None:
+        return hit
+    tool = (manifest.get("imported") or {}).get("ideal") or {}
+    rate = tool.get("hit_rate")
+    return {**hit, "ideal_cache_hit_rate": rate, "ideal_cache_hit_rate_all": rate}
+
+
+def _unknown_ideal_rows(tables: dict, ideal: Ideal) -> dict:
+    """Without a per-request ideal the by-agent/endpoint/turn ideal is unknown, not 0."""
+    if ideal.source is not None:
+        return tables
+    return {
+        name: {group: {**row, "ideal_hit_rate": None} for group, row in rows.items()}
+        for name, rows in tables.items()
     }
 
 

@@ -2,8 +2,8 @@
 
 Every main session is a task; its turns run strictly in order, turn k sent `think_s` after
 turn k-1 ended. After a turn that spawns subagents, they start at once (each its own coroutine,
-its first turn `think_s` after the spawn) and the parent's next turn waits for all of them: a
-join. Load: closed loop (`concurrency` main sessions in flight, the next starting when one
+its first turn `think_s` after the spawn) and the parent's next turn waits for all of them (a
+join) and then for what is left of its own think time, which runs from the spawning turn's end. Load: closed loop (`concurrency` main sessions in flight, the next starting when one
 ends; with `max_duration` the trace is cycled, a fresh salt per cycle, so the load holds), open
 loop or trace timestamps (main sessions start at scheduled times, whatever is in flight). A
 failed request is recorded; with a retry policy (`config.retry`) the turn is tried again after a
@@ -220,22 +220,24 @@ class Replay:
     async def _session(self, s: Session, cycle: int, start: float, first: int = 0) -> None:
         self.stats.active_sessions += 1
         try:
-            prev_end = start
+            prev_end, joined = start, start
             for k in range(first, len(s.turns)):
                 turn = s.turns[k]
-                t_scheduled = prev_end + self._think(turn.think_s)
+                # A join's think time runs from the spawning turn's end, concurrently with its
+                # subagents (as the Weka corpora measure it): it waits only for what is left.
+                t_scheduled = max(prev_end + self._think(turn.think_s), joined)
                 if not await self._sleep_until(t_scheduled):
                     return
                 rec = await self._turn(s, cycle, k, t_scheduled)
                 if rec is None:
                     return
-                prev_end = ended_at(rec)
+                prev_end = joined = ended_at(rec)
                 if turn.spawns:
                     kids = [
                         self._session(self.trace.session(c), cycle, prev_end) for c in turn.spawns
                     ]
                     await asyncio.gather(*kids)
-                    prev_end = self.now()
+                    joined = self.now()
         finally:
             self.stats.active_sessions -= 1
 

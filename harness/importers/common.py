@@ -11,7 +11,10 @@ from harness.errors import InputError
 from harness.schema import Record, RunStatus, new_record
 
 # Fields no other tool's export has: our trace's expectations and its ideal cache.
-NO_TRACE = "cached_tokens_ideal (no trace: the ideal cache hit rate is not available and reads 0)"
+NO_TRACE = (
+    "cached_tokens_ideal: no trace, so no per-request ideal; the ideal hit rate is the tool's own "
+    "(imported.ideal, with its definition) or null, never 0, and misses cannot be split by cause"
+)
 
 
 @dataclass
@@ -22,6 +25,8 @@ class Imported:
     notes: list[str] = field(default_factory=list)  # definitions that differ, fields not available
     started_at: str | None = None  # ISO-8601 wall clock of the first send, when the export says
     meta: dict = field(default_factory=dict)  # the tool's own run settings worth keeping
+    # the tool's own ideal prefix-cache hit: {hit_rate (0-1), definition, source, ...}, or None
+    ideal: dict | None = None
 
 
 def record(**values) -> Record:
@@ -54,7 +59,12 @@ def write_imported(imported: Imported, out: str | Path, run_id: str | None = Non
     """The run folder of an import, written as every run folder is: through `RunFolder`."""
     out = Path(out)
     run_id = run_id or out.name
-    origin = {"tool": imported.tool, "source": str(imported.source), "notes": imported.notes}
+    origin = {
+        "tool": imported.tool,
+        "source": str(imported.source),
+        "notes": imported.notes,
+        "ideal": imported.ideal,
+    }
     with RunFolder(
         out,
         run_id,

@@ -205,7 +205,7 @@ class _Progress:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from harness.trace.formats import load_trace, save_trace
+    from harness.trace.formats import detect_format, load_trace, save_trace
 
     _positive(args.block_size, "--block-size")
     t0 = time.perf_counter()
@@ -213,10 +213,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     trace = load_trace(
         args.input, args.src, block_size=in_block, group_sessions=args.group_sessions
     )
-    print(
-        f"read {args.input}: {trace.num_requests:,} requests ({time.perf_counter() - t0:.1f} s)",
-        file=sys.stderr,
-    )
+    if time.perf_counter() - t0 >= 2.0:  # a corpus: say the read is done before the long write
+        print(f"read {args.input}: {trace.num_requests:,} requests", file=sys.stderr)
     total, unit = (
         (len(trace.main_sessions), "traces")
         if args.dst == "weka"
@@ -232,10 +230,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
         model=args.model,
         progress=_Progress(total, unit),
     )
+    src = detect_format(args.input) if args.src == "auto" else args.src
+    mains = len(trace.main_sessions)
     print(
-        f"wrote {args.output}: {len(trace.sessions)} sessions, {trace.num_requests} requests "
-        f"({time.perf_counter() - t0:.1f} s)",
-        file=sys.stderr,
+        f"converted {args.input} ({src}) -> {args.output} ({args.dst}): {mains} main + "
+        f"{len(trace.sessions) - mains} subagent sessions, {trace.num_requests:,} requests "
+        f"({time.perf_counter() - t0:.1f} s)"
     )
     return 0
 

@@ -32,7 +32,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def _check_request(obj, path: Path, line: int) -> None:
+def _check_request(obj, path: Path, line: int, block_size: int) -> None:
     if not isinstance(obj, dict):
         raise TraceFormatError(
             "expected a JSON object (one request per line)", path=path, line=line
@@ -54,11 +54,36 @@ def _check_request(obj, path: Path, line: int) -> None:
             )
     if obj["input_length"] < 1:
         raise TraceFormatError("must be >= 1", path=path, line=line, field="input_length")
+    _check_blocks(obj["hash_ids"], obj["input_length"], path, line, block_size)
 
 
-def _iter_requests(path: Path) -> Iterator[tuple[int, dict]]:
+def _check_blocks(ids: list[int], n_in: int, path: Path, line: int, block_size: int) -> None:
+    """A prefix hash names its whole prefix, so it appears once in a request; `input_length`
+    tokens fill at most ceil(input_length / block) blocks (the public traces: exactly that)."""
+    most = -(-n_in // block_size)
+    if len(ids) > most:
+        raise TraceFormatError(
+            f"{len(ids)} blocks, more than input_length {n_in} fills in {block_size}-token blocks "
+            f"({most}); is --mooncake-block-size right?",
+            path=path,
+            line=line,
+            field="hash_ids",
+        )
+    first: dict[int, int] = {}
+    for i, h in enumerate(ids):
+        if h in first:
+            raise TraceFormatError(
+                f"repeats hash_ids[{first[h]}] ({h}): a block id names its whole prefix",
+                path=path,
+                line=line,
+                field=f"hash_ids[{i}]",
+            )
+        first[h] = i
+
+
+def _iter_requests(path: Path, block_size: int) -> Iterator[tuple[int, dict]]:
     for lineno, obj in iter_json_lines(path):
-        _check_request(obj, path, lineno)
+        _check_request(obj, path, lineno, block_size)
         yield lineno, obj
 
 
@@ -121,7 +146,7 @@ def read_mooncake(
         raise TraceFormatError(f"block size must be positive, got {block_size}", path=path)
     sessions: list[list[dict]] = []
     grouper = _Grouper(block_size)
-    for _, req in _iter_requests(path):
+    for _, req in _iter_requests(path, block_size):
         req["t"] = req["timestamp"] / 1000.0
         sid = grouper.find(req, sessions) if group_sessions else None
         if sid is None:

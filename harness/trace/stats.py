@@ -76,8 +76,8 @@ def dist(values) -> dict:
 
 def _cache_hits(
     trace: Trace, block_size: int, cache_tokens: int | None
-) -> Iterator[tuple[int, int, int | None]]:
-    """Per request in send order: (prompt tokens, ideal hit, LRU hit or None).
+) -> Iterator[tuple[int, int, int | None, str, int]]:
+    """Per request in send order: (prompt tokens, ideal hit, LRU hit or None, agent, output).
 
     Generated turns walk content segments (`SessionWalks`, `LruPrefixCache`); block-mode turns
     of imported traces walk their hash ids (`blockwalk`), which is what makes a 50k-request
@@ -105,7 +105,7 @@ def _cache_hits(
                 lru_blocks.forget(sid)
             if families.sent(sid):
                 paths.finish(family)
-            yield total, hit, lru_hit
+            yield total, hit, lru_hit, session.agent, turns[k].output_tokens
             continue
         extends = content.appends_to_previous(sid, k)
         segs = content.new_segments(sid, k) if extends else content.segments(sid, k)
@@ -116,7 +116,27 @@ def _cache_hits(
         if last:
             ideal.forget(sid)
             lru_end.pop(sid, None)
-        yield total, hit, lru_hit
+        yield total, hit, lru_hit, session.agent, turns[k].output_tokens
+
+
+def by_agent(per_req: list[tuple], lru: bool) -> dict[str, dict]:
+    """Main sessions' and subagents' requests apart: counts, tokens and hits of each."""
+    out = {}
+    for agent in ("main", "sub"):
+        rows = [r for r in per_req if r[3] == agent]
+        prompt = float(sum(r[0] for r in rows))
+        out[agent] = {
+            "requests": len(rows),
+            "prompt_tokens": prompt,
+            "prompt_tokens_per_request": dist([r[0] for r in rows]),
+            "output_tokens": float(sum(r[4] for r in rows)),
+            "ideal_cache_hit": sum(r[1] for r in rows) / prompt if prompt else None,
+        }
+        if lru:
+            out[agent]["lru_cache_hit"] = (
+                sum(r[2] for r in rows if r[2] is not None) / prompt if prompt else None
+            )
+    return out
 
 
 def compute_stats(
@@ -130,7 +150,7 @@ def compute_stats(
     mains = trace.main_sessions
     turns = [t for s in trace.sessions for t in s.turns]
     per_req = list(_cache_hits(trace, block_size, cache_tokens))
-    prompts = np.array([p for p, _, _ in per_req], dtype=float)
+    prompts = np.array([r[0] for r in per_req], dtype=float)
     kids = [len(trace.children.get(s.id, [])) for s in mains]
     with_kids = [n for n in kids if n > 0]
     total_prompt = float(prompts.sum())
@@ -149,13 +169,14 @@ def compute_stats(
         "subagents_per_main_session": dist(kids),
         "main_sessions_with_subagents": len(with_kids) / len(mains) if mains else 0.0,
         "subagents_per_parent": float(np.mean(with_kids)) if with_kids else 0.0,
-        "ideal_cache_hit": sum(h for _, h, _ in per_req) / total_prompt if total_prompt else 0.0,
+        "ideal_cache_hit": sum(r[1] for r in per_req) / total_prompt if total_prompt else 0.0,
+        "by_agent": by_agent(per_req, cache_tokens is not None),
     }
     if cache_tokens is not None:
         stats["cache_tokens"] = cache_tokens
         stats["lru_cache_hit"] = (
             # every request has an LRU hit when cache_tokens is set
-            sum(h for _, _, h in per_req if h is not None) / total_prompt if total_prompt else 0.0
+            sum(r[2] for r in per_req if r[2] is not None) / total_prompt if total_prompt else 0.0
         )
     stats["corpus_think_s"] = dict(CORPUS_THINK_S)
     if profile is not None:

@@ -81,3 +81,22 @@ def render(stats: dict, name: str, out: TextIO) -> None:
     width = max(len(r[0]) for r in rows)
     for label, value in rows:
         out.write(f"  {label.ljust(width)}  {value:>7}\n")
+    _agent_table(stats, out)
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.2%}"
+
+
+def _agent_table(stats: dict, out: TextIO) -> None:
+    """Main sessions' and subagents' requests apart: their tokens and hits."""
+    lru = "lru_cache_hit" in stats
+    rows = [["by agent", "requests", "prompt tokens", "p50 prompt", "output tokens", "ideal hit"]]
+    rows[0] += ["LRU hit"] if lru else []
+    for agent, a in stats["by_agent"].items():
+        row = [agent, f"{a['requests']:,}", _num(a["prompt_tokens"])]
+        row += [_num(a["prompt_tokens_per_request"]["p50"]), _num(a["output_tokens"])]
+        row += [_pct(a["ideal_cache_hit"])] + ([_pct(a["lru_cache_hit"])] if lru else [])
+        rows.append(row)
+    out.write("\n")
+    _table(rows, out)

@@ -1,8 +1,8 @@
 """Estimated send times of a trace's requests, ignoring service time.
 
 A session's turn is sent at its arrival plus the think times so far; subagents start when the
-parent's spawning turn is sent, and the parent's next turn waits until its subagents' last turns
-have been sent (a join). Ties keep family order: a parent's turn, then the subagents it spawns,
+parent's spawning turn is sent, and the parent's next turn goes its think time after the spawning
+turn or when its subagents' last turns have been sent (a join), whichever is later. Ties keep family order: a parent's turn, then the subagents it spawns,
 then the parent's next turn. Stats and the Mooncake export process requests in this order.
 
 `prompt_steps` yields each prompt in that order as segments; a turn that extends its session's
@@ -20,16 +20,15 @@ from harness.trace.model import Session, Trace
 
 def _walk(trace: Trace, s: Session, start: float, out: list[tuple[float, int, str, int]]) -> float:
     """Appends (time, order, session id, turn) for a session and its subagents; returns its end."""
-    t = start
+    t, joined = start, start
     for k, turn in enumerate(s.turns):
-        t += turn.think_s
+        t = max(t + turn.think_s, joined)  # a join's think time runs beside its subagents
         out.append((t, len(out), s.id, k))
         joined = t
         for child_id in turn.spawns:
             child = trace.session(child_id)
             joined = max(joined, _walk(trace, child, t, out))
-        t = joined
-    return t
+    return joined
 
 
 def send_order(trace: Trace) -> list[tuple[float, str, int]]:

@@ -1,9 +1,10 @@
 """Weka / AgentX traces: the JSON the public agentic coding corpora (AgentX, kv-cache-tester) use.
 
 One trace is `{id, block_size (64), hash_id_scope, tool_tokens, system_tokens, requests: [...]}`
-where a request is an API call `{t, type, in, out, hash_ids, think_time, ...}` of type `n`
-(non-streaming) or `s` (streaming) — `t` send time in seconds, `in`/`out` tokens, `hash_ids` the
-prompt's 64-token blocks, `think_time` the client's pause before it — or a subagent group
+where a request is an API call `{t, type, in, out, hash_ids, think_time, api_time, ...}` of type
+`n` (non-streaming) or `s` (streaming) — `t` send time in seconds, `in`/`out` tokens, `hash_ids`
+the prompt's 64-token blocks, `api_time` the call's duration, `think_time` the client's pause
+before it (from the end of the last call with an `api_time`: `_gaps`) — or a subagent group
 `{t, type: "subagent", requests: [...]}` holding that subagent's own calls. The corpora are
 published as a directory of one-trace JSON files; a file may also hold one trace, a JSON list of
 traces, or one trace per line (JSONL).
@@ -20,12 +21,13 @@ in `spawns` and the parent's next request joins them. Unknown extra fields are i
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
-from harness.errors import TraceFormatError
+from harness.errors import HarnessWarning, TraceFormatError
 from harness.trace.blocks import LOCAL_BITS, IdChain, block_turns
 from harness.trace.model import Session, Trace, TraceHeader
 
@@ -39,6 +41,8 @@ _FIELDS = {"t": (int, float), "in": int, "out": int}
 class _Ctx:
     def __init__(self, path: Path, line: int | None, offset: int) -> None:
         self.path, self.line, self.offset = path, line, offset  # offset: added to local ids
+        self.block = WEKA_BLOCK
+        self.shrunk: list[str] = []  # calls whose prompt is shorter than the previous call's
 
     def fail(self, field: str | None, message: str) -> TraceFormatError:
         return TraceFormatError(message, path=self.path, line=self.line, field=field)
@@ -58,9 +62,10 @@ def _number(obj: dict, name: str, kinds, ctx: _Ctx, where: str, default=None):
 
 
 def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
-    """(t, in, out, think_time, HashIds) of one API call."""
+    """(t, in, out, think_time or None, HashIds, api_time or None) of one API call."""
     t, n_in, n_out = (_number(r, name, kinds, ctx, where) for name, kinds in _FIELDS.items())
-    think = float(_number(r, "think_time", (int, float), ctx, where, default=0.0))
+    think = _optional(r, "think_time", ctx, where)
+    api = _optional(r, "api_time", ctx, where)
     raw = r.get("hash_ids")
     if not isinstance(raw, list):
         raise ctx.fail(
@@ -68,6 +73,7 @@ def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
         )
     if n_in < 1:
         raise ctx.fail(f"{where}in", "must be >= 1")
+    _check_ids(raw, n_in, ctx, where)
     try:
         ids = chain.add(raw)
     except ValueError as exc:
@@ -75,7 +81,48 @@ def _request(r: dict, ctx: _Ctx, where: str, chain: IdChain) -> tuple:
         integer = isinstance(raw[i], int) and not isinstance(raw[i], bool)
         reason = f"local ids must be in [0, 2^{LOCAL_BITS})" if integer else "must be an integer"
         raise ctx.fail(f"{where}hash_ids[{i}]", reason) from None
-    return t, n_in, n_out, think, ids
+    return t, n_in, n_out, think, ids, api
+
+
+def _check_ids(raw: list, n_in: int, ctx: _Ctx, where: str) -> None:
+    """A block id names its whole prefix, so it appears once in a prompt, and a prompt of `in`
+    tokens has at most ceil(in / block_size) blocks (the corpora hash the full ones)."""
+    most = -(-n_in // ctx.block)
+    if len(raw) > most:
+        raise ctx.fail(
+            f"{where}hash_ids",
+            f"{len(raw)} blocks of {ctx.block} tokens, more than `in` = {n_in} tokens fill ({most})",
+        )
+    if len(set(raw)) < len(raw) and all(isinstance(h, int) for h in raw):
+        first: dict[int, int] = {}
+        for i, h in enumerate(raw):
+            if h in first:
+                raise ctx.fail(
+                    f"{where}hash_ids[{i}]",
+                    f"repeats hash_ids[{first[h]}] ({h}): a block id names its whole prefix",
+                )
+            first[h] = i
+
+
+def _optional(r: dict, name: str, ctx: _Ctx, where: str) -> float | None:
+    return None if r.get(name) is None else float(_number(r, name, (int, float), ctx, where))
+
+
+def _gaps(calls: list[tuple]) -> list[float]:
+    """Each call's pause after the previous call's end. In the recorded corpora `think_time`
+    counts from the end of the last call that has an `api_time` (streamed calls often lack one;
+    docs/traces.md), so where the previous call has none, or the call has no `think_time`, the
+    gap comes from `t`: the send-time difference less the previous call's `api_time` if known.
+    A session without any `api_time` (our own export) is taken at its `think_time`s."""
+    timed = any(c[5] is not None for c in calls)
+    gaps = []
+    for k, (t, _, _, think, _, _) in enumerate(calls):
+        prev = calls[k - 1] if k else None
+        if think is not None and (prev is None or prev[5] is not None or not timed):
+            gaps.append(think)
+        else:
+            gaps.append(0.0 if prev is None else max(0.0, t - prev[0] - (prev[5] or 0.0)))
+    return gaps
 
 
 class _Builder:
@@ -90,6 +137,7 @@ class _Builder:
         self.sessions.append(None)  # type: ignore[arg-type]  # a placeholder: set at the end
         calls: list[tuple] = []
         spawns: dict[int, list[str]] = {}
+        agents: dict[str, int] = {}
         chain = IdChain(self.ctx.offset if self.ctx.offset >= 0 else None)
         for i, item in enumerate(items):
             at = f"{where}requests[{i}]."
@@ -99,18 +147,22 @@ class _Builder:
             if kind == GROUP_TYPE:
                 if not calls:
                     raise self.ctx.fail(f"{at}type", "a subagent group needs a request before it")
+                self._agent_id(item, agents, i, at)
                 child_id = f"{sid}.a{sum(len(v) for v in spawns.values()) + 1}"
                 self.session(child_id, item.get("requests"), at, sid, len(calls) - 1)
                 spawns.setdefault(len(calls) - 1, []).append(child_id)
             elif kind in CALL_TYPES:
                 calls.append(_request(item, self.ctx, at, chain))
+                if len(calls) > 1 and calls[-1][1] < calls[-2][1]:
+                    self.ctx.shrunk.append(f"{sid} {at}in: {calls[-1][1]:,} < {calls[-2][1]:,}")
             else:
                 known = ", ".join(repr(k) for k in (*CALL_TYPES, GROUP_TYPE))
                 raise self.ctx.fail(f"{at}type", f"unknown request type {kind!r} (one of {known})")
         if not calls:
             raise self.ctx.fail(f"{where}requests", "has no API calls (type 'n' or 's')")
+        gaps = _gaps(calls)
         turns = block_turns(
-            [(n_in, n_out, think, ids) for _, n_in, n_out, think, ids in calls], spawns
+            [(c[1], c[2], gap, c[4]) for c, gap in zip(calls, gaps, strict=True)], spawns
         )
         self.sessions[slot] = Session(
             id=sid,
@@ -123,11 +175,23 @@ class _Builder:
             mode=None if parent is None else "spawn",
         )
 
+    def _agent_id(self, item: dict, seen: dict[str, int], i: int, at: str) -> None:
+        """Subagent groups of one list name distinct agents (AIPerf's loader rejects repeats)."""
+        agent = item.get("agent_id")
+        if agent is None:
+            return
+        if agent in seen:
+            raise self.ctx.fail(
+                f"{at}agent_id", f"duplicate agent_id {agent!r} (also requests[{seen[agent]}])"
+            )
+        seen[agent] = i
+
 
 def _trace_sessions(
-    obj, path: Path, line: int | None, index: int, seen: set[str]
+    obj, path: Path, line: int | None, index: int, seen: set[str], shrunk: list[str]
 ) -> tuple[int, str, list[Session]]:
-    """(block size, scope, sessions) of the `index`-th trace of a load."""
+    """(block size, scope, sessions) of the `index`-th trace of a load; calls whose prompt is
+    shorter than the previous one's are appended to `shrunk`."""
     ctx = _Ctx(path, line, -1)
     if not isinstance(obj, dict):
         raise ctx.fail(None, "expected a trace object")
@@ -142,6 +206,7 @@ def _trace_sessions(
     if scope not in SCOPES:
         raise ctx.fail("hash_id_scope", f"must be 'local' or 'global', got {scope!r}")
     ctx.offset = index << LOCAL_BITS if scope == "local" else -1
+    ctx.block = block
     system = _number(obj, "system_tokens", int, ctx, "", default=0)
     tools = _number(obj, "tool_tokens", int, ctx, "", default=0)
     sid = str(obj["id"])
@@ -150,6 +215,7 @@ def _trace_sessions(
     seen.add(sid)
     builder = _Builder(ctx, system + tools, f"weka-sys{system}-tools{tools}")
     builder.session(sid, obj.get("requests"), "", None, None)
+    shrunk += ctx.shrunk
     return block, scope, builder.sessions
 
 
@@ -207,6 +273,17 @@ def _lines(path: Path, fh, start: int) -> Iterator[tuple[object, int]]:
                 raise TraceFormatError(f"invalid JSON ({exc})", path=path, line=lineno) from exc
 
 
+def _warn_shrunk(path: Path, shrunk: list[str]) -> None:
+    """Real corpora do it (Claude Code compacts its context: 422 of 49,334 calls in the public
+    kv-cache-tester corpus), so it is counted, not refused."""
+    warnings.warn(
+        f"{path}: {len(shrunk):,} calls have a shorter prompt than their session's previous call "
+        f"(a compacted context; first: {shrunk[0]}); each is sent as recorded",
+        HarnessWarning,
+        stacklevel=3,
+    )
+
+
 def trace_files(path: Path) -> list[Path]:
     """A file, or the `*.json` / `*.jsonl` files of a directory (a published corpus) by name."""
     if not path.is_dir():
@@ -225,9 +302,10 @@ def read_weka(path: str | Path) -> Trace:
     blocks: set[int] = set()
     scopes: set[str] = set()
     seen: set[str] = set()
+    shrunk: list[str] = []
     for file in trace_files(path):
         for obj, line in read_units(file):
-            block, scope, got = _trace_sessions(obj, file, line, len(seen), seen)
+            block, scope, got = _trace_sessions(obj, file, line, len(seen), seen, shrunk)
             blocks.add(block)
             scopes.add(scope)
             sessions += got
@@ -238,5 +316,7 @@ def read_weka(path: str | Path) -> Trace:
             f"traces disagree on block_size: {sorted(blocks)}", path=path, field="block_size"
         )
     scope = scopes.pop() if len(scopes) == 1 else "mixed"
+    if shrunk:
+        _warn_shrunk(path, shrunk)
     meta = {"source": path.name, "source_format": "weka", "hash_id_scope": scope}
     return Trace(TraceHeader(profile="weka", block_size=blocks.pop(), meta=meta), tuple(sessions))

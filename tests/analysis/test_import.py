@@ -18,6 +18,7 @@ from harness.errors import InputError
 from harness.importers import import_run
 
 IMPORTS = Path(__file__).parent / "fixtures" / "imports"
+EXPORT = "profile_export.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +175,123 @@ def test_guidellm_sweep_needs_a_benchmark_index(tmp_path):
     with pytest.raises(InputError, match="holds 2 benchmarks.*--benchmark N"):
         import_run("guidellm", src, tmp_path / "a")
     assert load_run(import_run("guidellm", src, tmp_path / "b", benchmark=1)).records.shape[0] == 24
+
+
+# ---- AIPerf 0.13.0 replaying a Weka/AgentX trace (fixtures/imports/aiperf-weka) --------------
+
+
+@pytest.fixture(scope="module")
+def aiperf_weka(tmp_path_factory):
+    return import_run("aiperf", IMPORTS / "aiperf-weka", tmp_path_factory.mktemp("w") / "run")
+
+
+def test_aiperf_weka_ideal_is_aiperfs_theoretical_hit_with_its_definition(aiperf_weka):
+    own = json.loads((IMPORTS / "aiperf-weka" / "profile_export_aiperf.json").read_text())
+    figure = own["theoretical_prefix_cache_hit"]
+    s = analyze(load_run(aiperf_weka)).summary
+    assert s["ideal_cache_hit_rate"] == pytest.approx(figure["avg"] / 100) and figure["avg"] > 0
+    assert s["imported"]["ideal"]["blocks"] == figure["count"]
+    assert "infinite per-session" in s["imported"]["ideal"]["definition"]
+
+
+def test_an_export_without_aiperfs_theoretical_hit_has_no_ideal_not_zero(runs):
+    own = json.loads((IMPORTS / "aiperf" / "profile_export_aiperf.json").read_text())
+    assert "theoretical_prefix_cache_hit" not in own
+    s = analyze(load_run(runs["aiperf"])).summary
+    assert s["ideal_cache_hit_rate"] is None and s["imported"]["ideal"] is None
+    assert s["cache"]["by_agent"]["main"]["ideal_hit_rate"] is None  # not 0 either
+    assert s["cache_hit_rate"] > 0
+
+
+def test_aiperf_subagents_are_sub_sessions_of_their_task(aiperf_weka):
+    rows = [json.loads(x) for x in (IMPORTS / "aiperf-weka" / EXPORT).read_text().splitlines()]
+    deep = {r["metadata"]["x_request_id"] for r in rows if r["metadata"]["agent_depth"] >= 1}
+    run = load_run(aiperf_weka)
+    recs = run.records.set_index("request_id")
+    assert len(deep) == 24 and set(recs.index[recs["agent"] == "sub"]) == deep
+    subs = recs[recs["agent"] == "sub"]
+    assert set(subs["parent_session_id"]) == {"s000000", "s000002"}
+    assert all(
+        s.startswith(f"{p}::sa:")
+        for s, p in zip(subs["session_id"], subs["parent_session_id"], strict=True)
+    )
+    assert not recs.duplicated(["session_id", "turn"]).any()
+    tasks = analyze(run).tasks
+    assert set(tasks["task"]) >= {"s000000", "s000001", "s000002"}
+    assert run.manifest["imported"]["settings"]["sessions_completed"] == 1  # AIPerf's own log
+
+
+def test_aiperf_notes_match_the_data(aiperf_weka):
+    """The TPOT note: AIPerf's inter token latency is our TPOT on the same server counts."""
+    own = json.loads((IMPORTS / "aiperf-weka" / "profile_export_aiperf.json").read_text())
+    s = analyze(load_run(aiperf_weka)).summary
+    assert s["tpot_s"]["p50"] * 1e3 == pytest.approx(own["inter_token_latency"]["p50"])
+    assert s["ttft_s"]["p90"] * 1e3 == pytest.approx(own["time_to_first_token"]["p90"])
+
+
+def test_guidellms_percentiles_are_observed_values_ours_interpolate(tmp_path):
+    own = json.loads((IMPORTS / "guidellm" / "benchmarks.json").read_text())["benchmarks"][0]
+    ttft = own["metrics"]["time_to_first_token_ms"]["successful"]
+    a = analyze(load_run(import_run("guidellm", IMPORTS / "guidellm", tmp_path / "g")))
+    values = a.per_request["ttft"].to_numpy() * 1e3
+    for q in (50, 90, 95):
+        assert np.percentile(values, q, method="inverted_cdf") == pytest.approx(
+            ttft["percentiles"][f"p{q}"]
+        )
+        assert a.summary["ttft_s"][f"p{q}"] * 1e3 == pytest.approx(np.percentile(values, q))
+    assert a.summary["ttft_s"]["p50"] * 1e3 != pytest.approx(ttft["median"])  # the methods differ
+
+
+def _guidellm_with_a_subagent(tmp_path) -> Path:
+    """The committed report with its first conversation given a subagent, as GuideLLM's
+    conversation graphs name them (info.agent_id, node_id, parent_node_ids): main_0 -> a1_0,
+    a1_1 -> main_1, all in one conversation, turn_index a path depth shared with the parent."""
+    report = json.loads((IMPORTS / "guidellm" / "benchmarks.json").read_text())
+    reqs = report["benchmarks"][0]["requests"]["successful"][:4]
+    conv = reqs[0]["info"]["conversation_id"]
+    graph = [("main_0", "default", [], 0), ("a1_0", "explore", ["main_0"], 1),
+             ("a1_1", "explore", ["a1_0"], 2), ("main_1", "default", ["main_0", "a1_1"], 1)]  # fmt: skip
+    for r, (node, agent, parents, depth) in zip(reqs, graph, strict=True):
+        r["info"].update(conversation_id=conv, node_id=node, agent_id=agent,
+                         parent_node_ids=parents, turn_index=depth, preceding_nodes=depth)  # fmt: skip
+    r = reqs[3]
+    r["info"]["preceding_nodes"] = 3
+    src = tmp_path / "graph.json"
+    src.write_text(json.dumps(report))
+    return src
+
+
+def test_guidellm_subagents_are_their_own_sessions(tmp_path):
+    run = load_run(import_run("guidellm", _guidellm_with_a_subagent(tmp_path), tmp_path / "g"))
+    recs = run.records
+    conv = recs.loc[recs["agent"] == "main", "session_id"].iloc[0]
+    sub = recs[recs["agent"] == "sub"]
+    assert list(sub["session_id"].unique()) == [f"{conv}.explore"]
+    assert set(sub["parent_session_id"]) == {conv} and sorted(sub["turn"]) == [0, 1]
+    main = recs[recs["session_id"] == conv]
+    assert sorted(main["turn"]) == [0, 1]
+    assert not recs.duplicated(["session_id", "turn"]).any()
+
+
+def test_guidellm_branches_of_a_real_run_are_subagent_sessions(tmp_path):
+    """GuideLLM 0.8.1, synthetic conversations of 4 turns with a 2-turn `explore` branch at turn 1
+    (fixtures/imports/guidellm-agents): its turn_index repeats between a branch and its parent
+    (8 duplicate (conversation, turn_index) keys), its node ids do not."""
+    own = json.loads((IMPORTS / "guidellm-agents" / "benchmarks.json").read_text())
+    infos = [r["info"] for r in own["benchmarks"][0]["requests"]["successful"]]
+    keys = [(i["conversation_id"], i["turn_index"]) for i in infos]
+    assert len(keys) - len(set(keys)) == 8
+    run = load_run(import_run("guidellm", IMPORTS / "guidellm-agents", tmp_path / "g"))
+    recs = run.records
+    assert not recs.duplicated(["session_id", "turn"]).any()
+    branch = {i["request_id"] for i in infos if i["agent_id"] == "explore"}
+    sub = recs[recs["agent"] == "sub"]
+    assert set(sub["request_id"]) == branch and len(branch) == 8
+    assert all(
+        s == f"{p}.explore"
+        for s, p in zip(sub["session_id"], sub["parent_session_id"], strict=True)
+    )
+    main = recs[recs["session_id"] == sub["parent_session_id"].iloc[0]].sort_values("turn")
+    assert list(main["turn"]) == [0, 1, 2, 3]
+    tasks = analyze(run).tasks
+    assert (tasks["sessions"] == 2).all() and len(tasks) == len(set(k[0] for k in keys))

@@ -57,6 +57,27 @@ async def test_fork_and_join(server, tmp_path):
     assert r["p:0"]["agent"] == "main" and r["p:0"]["parent_session_id"] is None
 
 
+def _join(think: float):
+    """A parent whose join turn thinks `think` s; its subagent runs about 0.4 s (two 0.2 s pauses)."""
+    return trace(
+        sess("p", [(8, 4, 0, ["p.a1"]), (8, 4, think)]),
+        sess("p.a1", [(8, 4, 0.2), (8, 4, 0.2)], parent="p", mode="spawn"),
+    )
+
+
+@pytest.mark.parametrize("think", [0.1, 1.0])
+async def test_a_join_waits_only_for_what_is_left_of_its_think_time(server, tmp_path, think):
+    # The think timer runs from the spawning turn's end, beside the subagent (the Weka corpora's
+    # join `think_time` includes the subagents' run time): the join goes at whichever is later.
+    _, records, _ = await replay(_join(think), server.url, tmp_path)
+    r = by_id(records)
+    spawn_end, sub_end = r["p:0"]["t_done"], r["p.a1:1"]["t_done"]
+    assert sub_end - spawn_end > 0.4
+    expected = max(spawn_end + think, sub_end)
+    assert r["p:1"]["t_scheduled"] == pytest.approx(expected, abs=0.02)
+    assert expected <= r["p:1"]["t_sent"] < expected + SLACK
+
+
 async def test_closed_loop_holds_its_concurrency(server, tmp_path):
     tr = trace(*[sess(f"s{i}", [(8, 30, 0)]) for i in range(6)])
     result, records, _ = await replay(tr, server.url, tmp_path, concurrency=2)

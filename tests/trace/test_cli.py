@@ -84,10 +84,15 @@ def test_convert_to_weka_then_stats_of_the_directory(tmp_path, capsys):
         == 0
     )
     out = tmp_path / "weka"
+    capsys.readouterr()
     assert (
         main(["trace", "convert", str(src), "--to", "weka", "-o", str(out), "--model", "m1"]) == 0
     )
-    assert "wrote" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert printed.err == ""  # a small trace: no progress, only the one-line summary
+    (line,) = printed.out.splitlines()
+    assert line.startswith(f"converted {src} (native) -> {out} (weka): 3 main + ")
+    assert " subagent sessions, " in line and line.endswith(" s)")
     files = sorted(out.iterdir())
     assert len(files) == 3 and json.loads(files[0].read_text())["models"] == ["m1"]
     assert main(["trace", "stats", str(out), "--json"]) == 0

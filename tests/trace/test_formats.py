@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from harness.errors import TraceFormatError
+from harness.errors import HarnessWarning, TraceFormatError
 from harness.trace.content import Content
 from harness.trace.formats import detect_format, load_trace, save_trace, write_mooncake
 from harness.trace.native import write_trace
@@ -134,9 +134,28 @@ BAD = [
     ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "n", "out": 1, "hash_ids": []}]}), "field 'requests[0].in': missing"),
     ("w.json", json.dumps({**WEKA, "requests": WEKA["requests"][1:]}), "field 'requests[0].type': a subagent group needs a request before it"),
     ("w.json", json.dumps({**WEKA, "requests": [{"t": 0, "type": "x"}]}), "field 'requests[0].type': unknown request type 'x' (one of 'n', 's', 'subagent')"),
+    # a prefix hash names its whole prefix: once per prompt, and no more blocks than tokens fill
+    ("m.jsonl", MOONCAKE.replace("[0, 1, 5]", "[0, 1, 0]"), ":3: field 'hash_ids[2]': repeats hash_ids[0] (0)"),
+    ("m.jsonl", MOONCAKE.replace("[3, 4]", "[3, 4, 8]"), ":2: field 'hash_ids': 3 blocks, more than input_length 700 fills in 512-token blocks (2)"),
+    ("w.json", json.dumps({**WEKA, "requests": [{**WEKA["requests"][0], "hash_ids": [1, 2, 1]}]}), "field 'requests[0].hash_ids[2]': repeats hash_ids[0] (1)"),
+    ("w.json", json.dumps({**WEKA, "requests": [{**WEKA["requests"][0], "in": 100}]}), "field 'requests[0].hash_ids': 4 blocks of 64 tokens, more than `in` = 100 tokens fill (2)"),
+    ("w.json", json.dumps({**WEKA, "requests": [WEKA["requests"][0], {**WEKA["requests"][1], "agent_id": "a"}, {**WEKA["requests"][2], "agent_id": "a"}, WEKA["requests"][3]]}), "field 'requests[2].agent_id': duplicate agent_id 'a' (also requests[1])"),
     ("x.jsonl", '{"hello": 1}\n', ":1: unrecognized trace format"),
     ("e.jsonl", "\n", "empty file"),
 ]  # fmt: skip
+
+
+def test_a_shrinking_weka_prompt_is_a_counted_warning_not_an_error(tmp_path):
+    # Claude Code compacts its context: the public corpus has 422 such calls, so they load
+    calls = [{"t": t, "type": "n", "in": n, "out": 4, "hash_ids": list(range(1, n // 64 + 1))}
+             for t, n in ((0, 640), (1, 700), (2, 200), (3, 260), (4, 130))]  # fmt: skip
+    path = write(tmp_path / "c.json", json.dumps({**WEKA, "requests": calls}))
+    with pytest.warns(HarnessWarning) as seen:
+        trace = load_trace(path)
+    assert len(trace.sessions[0].turns) == 5 and len(seen) == 1
+    message = str(seen[0].message)
+    assert message.startswith(f"{path}: 2 calls have a shorter prompt")
+    assert "first: task-1 requests[2].in: 200 < 700" in message
 
 
 @pytest.mark.parametrize("name,text,message", BAD)

@@ -78,6 +78,13 @@ def test_fork_child_hits_parent_prompt_and_subagent_counts():
     assert stats["main_sessions_with_subagents"] == 0.5
     assert stats["subagents_per_parent"] == 2.0
     assert stats["turns_per_main_session"]["p50"] == 1.5
+    # by agent: main P0, P1, L0 hit 0 + 64 + 32 of 48 + 112 + 48; subagents 48 + 32 of 80 + 48
+    main, sub = stats["by_agent"]["main"], stats["by_agent"]["sub"]
+    assert (main["requests"], sub["requests"]) == (3, 2)
+    assert main["prompt_tokens"] == 208 and sub["prompt_tokens"] == 128
+    assert main["ideal_cache_hit"] == pytest.approx(96 / 208)
+    assert sub["ideal_cache_hit"] == pytest.approx(80 / 128)
+    assert (main["output_tokens"], sub["output_tokens"]) == (48, 32)
 
 
 def test_dist_and_fidelity_rows():

@@ -98,13 +98,14 @@ def test_a_truncated_pretty_printed_trace_says_where_it_was_cut(tmp_path):
 
 
 # A hand-made trace whose `t` agree with its think times (the export estimates `t` from them):
-# the subagents start when request 0 is sent, the parent's next request waits for their last.
+# the subagents start when request 0 is sent; the parent's next request goes its think time after
+# request 0, which runs beside the subagents (their last send, 0.75, is earlier).
 ROUND = _trace("task", [
     _call(0.0, 200, 20, [1, 2, 3, 4]),
     {"t": 0.0, "type": "subagent", "requests": [_call(0.5, 130, 10, [1, 2, 9], think=0.5),
                                                 _call(0.75, 150, 11, [1, 2, 9], think=0.25)]},
     {"t": 0.0, "type": "subagent", "requests": [_call(0.0, 100, 12, [1, 8])]},
-    _call(3.25, 300, 30, [1, 2, 3, 4, 5], think=2.5),
+    _call(2.5, 300, 30, [1, 2, 3, 4, 5], think=2.5),
 ])  # fmt: skip
 
 
@@ -193,3 +194,45 @@ def test_forgetting_finished_local_traces_changes_no_hit(tmp_path):
     assert (tmp_path / "local.mooncake.jsonl").read_bytes() == (
         tmp_path / "kept.mooncake.jsonl"
     ).read_bytes()
+
+
+def _timed(t, api, think=None, kind="n"):
+    call = {"t": t, "type": kind, "in": 64, "out": 4, "hash_ids": [1]}
+    if api is not None:
+        call["api_time"] = api
+    if think is not None:
+        call["think_time"] = think
+    return call
+
+
+def test_gaps_come_from_t_where_think_time_is_missing_or_counts_from_an_untimed_call(tmp_path):
+    # As in the kv-cache-tester corpus: `think_time` counts from the end of the last call with an
+    # `api_time`; streamed calls often have none, and a few calls no `think_time` at all.
+    doc = _trace("c", [
+        _timed(0.0, None, 0.0, "s"),  # first call
+        _timed(8.0, None, None, "s"),  # no think_time: the gap in t (the previous api unknown)
+        _timed(13.0, 2.0, 20.0, "s"),  # think from an untimed call's end would double-count: t
+        _timed(25.0, 1.0, 10.0),  # previous call timed: its think_time, 25 - (13 + 2) = 10
+        _timed(40.0, 1.0, None),  # no think_time: t less the previous api, 40 - 26 = 14
+    ])  # fmt: skip
+    turns = load_trace(write(tmp_path / "c.json", json.dumps(doc))).sessions[0].turns
+    assert [t.think_s for t in turns] == [0.0, 8.0, 5.0, 10.0, 14.0]
+
+
+def test_a_trace_without_api_times_keeps_its_think_times(tmp_path):
+    # our own export writes no api_time: its think_times are the gaps, whatever `t` says
+    doc = _trace("e", [_call(0.0, 64, 4, [1]), _call(9.0, 64, 4, [1], think=2.5)])
+    turns = load_trace(write(tmp_path / "e.json", json.dumps(doc))).sessions[0].turns
+    assert [t.think_s for t in turns] == [0.0, 2.5]
+
+
+def test_weka_round_trip_keeps_the_gaps_of_calls_without_think_time(tmp_path):
+    from harness.trace.formats import save_trace
+
+    doc = _trace("g", [_timed(0.0, 1.0, 0.0, "s"), _timed(18.0, None, None, "s"),
+                       _timed(30.0, 2.0, None, "s")])  # fmt: skip
+    first = load_trace(write(tmp_path / "g.json", json.dumps(doc)))
+    save_trace(first, tmp_path / "out", "weka")
+    again = load_trace(tmp_path / "out")
+    gaps = [t.think_s for t in again.sessions[0].turns]
+    assert gaps == [t.think_s for t in first.sessions[0].turns] == [0.0, 17.0, 12.0]
