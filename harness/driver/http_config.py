@@ -15,7 +15,7 @@ from harness.driver.target import Timeouts
 class HTTPTargetConfig:
     endpoints: tuple[str, ...]  # base URLs: http://host:port or http://host:port/v1
     model: str
-    api: str = "completions"  # "chat" | "completions"
+    api: str = "completions"  # a key of API_PATHS
     api_key: str | None = field(default=None, repr=False)
     headers: tuple[tuple[str, str], ...] = ()
     min_tokens: bool = True  # send min_tokens = max_tokens (vLLM, SGLang)
@@ -26,6 +26,10 @@ class HTTPTargetConfig:
     max_connections: int = 256
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     preflight: bool = False  # at start: the model on /models, one probe request answered
+    session_headers: tuple[str, ...] = ("x-session-id",)  # header families (session_headers.py)
+    anthropic_version: str = "2023-06-01"  # messages: the `anthropic-version` header
+    cache_control: bool = False  # messages: Claude Code's cache_control breakpoints
+    previous_response_id: bool = False  # responses: the server keeps the history
 
     def secrets(self) -> tuple[str, ...]:
         """Values never to write: the key, header values, a URL's password and query values."""
@@ -36,17 +40,27 @@ class HTTPTargetConfig:
         return tuple(sorted({f for f in found if len(f) >= 4}, key=len, reverse=True))
 
 
+# Each API's path under /v1.
+API_PATHS = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "messages": "/messages",
+    "responses": "/responses",
+}
+
+
 def endpoint_url(base: str, api: str, resource: str | None = None) -> str:
     """The URL of `api`'s path (or `resource`, e.g. "/models") under `base`, with or without
-    /v1, its query string kept (a key some gateways take there)."""
+    /v1, its query string kept (a key some gateways take there). A `base` that already ends in
+    an API's path is that API's URL."""
     parts = urlsplit(base)
     path = parts.path.rstrip("/")
-    leaf = resource or ("/chat/completions" if api == "chat" else "/completions")
-    if path.endswith(("/chat/completions", "/completions")):
+    given = next((p for p in API_PATHS.values() if path.endswith(p)), None)
+    if given is not None:
         if resource is None:
             return base
-        path = path.rsplit("/chat/completions", 1)[0].rsplit("/completions", 1)[0]
-    path = (path if path.endswith("/v1") else path + "/v1") + leaf
+        path = path[: -len(given)]
+    path = (path if path.endswith("/v1") else path + "/v1") + (resource or API_PATHS[api])
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 

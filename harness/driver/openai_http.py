@@ -1,9 +1,12 @@
-"""The OpenAI-compatible HTTP target: `/v1/chat/completions` and `/v1/completions`, streamed.
+"""The HTTP target: OpenAI's `/v1/chat/completions` and `/v1/completions`, Anthropic's
+`/v1/messages` and OpenAI's `/v1/responses`, streamed.
 
 One `aiohttp.ClientSession` per run, its connector sized to the load (aiohttp's default silently
-caps at 100 connections). Timeouts are enforced by a per-request watchdog (watchdog.py); failures
-are mapped in http_failure.py, the check before the clock starts is preflight.py, the settings
-and URLs are http_config.py.
+caps at 100 connections). Each API's body, headers and stream decoder are its request form
+(openai_request.py, messages_request.py, responses_request.py); the router's session headers
+come from session_headers.py. Timeouts are enforced by a per-request watchdog (watchdog.py);
+failures are mapped in http_failure.py, the check before the clock starts is preflight.py, the
+settings and URLs are http_config.py.
 """
 
 from __future__ import annotations
@@ -11,20 +14,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aiohttp
-import numpy as np
-import orjson
 
 from harness.driver.aiohttp_internals import use_protocol
-from harness.driver.http_config import HTTPTargetConfig, endpoint_url, redact
+from harness.driver.http_config import API_PATHS, HTTPTargetConfig, endpoint_url, redact
 from harness.driver.http_failure import http_failure, timed_out, transport_failure
 from harness.driver.manifest import redact_url
+from harness.driver.messages_request import MessagesRequest
+from harness.driver.openai_request import OpenAIRequest, RequestForm
 from harness.driver.preflight import preflight
+from harness.driver.responses_request import ResponsesRequest
+from harness.driver.session_headers import FAMILIES, session_headers
 from harness.driver.sse import SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder
-from harness.driver.target import Event, Failure, RequestSpec, Sent, Sink
+from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Sink
 from harness.driver.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
 from harness.driver.wire import BodyReader, StampingProtocol, WireBody
 from harness.errors import DependencyError
@@ -33,14 +38,27 @@ __all__ = ["HTTPTargetConfig", "OpenAIHTTPTarget"]
 
 _perf = time.perf_counter
 
+# Each API's request form: its body, headers and stream decoder.
+FORMS: dict[str, Callable[[HTTPTargetConfig], RequestForm]] = {
+    "chat": OpenAIRequest,
+    "completions": OpenAIRequest,
+    "messages": MessagesRequest,
+    "responses": ResponsesRequest,
+}
+
 
 class OpenAIHTTPTarget:
     name = "openai-http"
 
     def __init__(self, config: HTTPTargetConfig) -> None:
-        if config.api not in ("chat", "completions"):
-            raise ValueError(f"api must be 'chat' or 'completions', got {config.api!r}")
+        if config.api not in API_PATHS:
+            raise ValueError(f"api must be one of {', '.join(API_PATHS)}, got {config.api!r}")
+        unknown = set(config.session_headers) - FAMILIES.keys()
+        if unknown:
+            raise ValueError(f"unknown session header families: {', '.join(sorted(unknown))}")
         self.config = config
+        self.form = FORMS[config.api](config)
+        self._session_headers = session_headers(config.session_headers)
         # Records name endpoints without user info or query strings (they may hold secrets).
         self.endpoints: Sequence[str] = tuple(redact_url(e) for e in config.endpoints)
         self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
@@ -56,8 +74,7 @@ class OpenAIHTTPTarget:
             "Accept-Encoding": "identity",
         }
         h.update(self.config.headers)
-        if self.config.api_key:
-            h["Authorization"] = f"Bearer {self.config.api_key}"
+        h.update(self.form.headers())
         return h
 
     async def start(self, check: bool = True) -> None:
@@ -110,45 +127,24 @@ class OpenAIHTTPTarget:
                 "total": c.timeouts.total,
             },
             "max_connections": c.max_connections,
+            "session_headers": list(c.session_headers),
+            **self._api_settings(),
         }
 
-    def body(self, req: RequestSpec) -> dict:
-        body = self._fields(req)
-        if self.config.api == "chat":
-            body["messages"] = req.messages
-        else:
-            p = req.prompt
-            body["prompt"] = p.tolist() if isinstance(p, np.ndarray) else p
-        return body
-
-    def _fields(self, req: RequestSpec) -> dict:
-        """The body without the prompt."""
+    def _api_settings(self) -> dict:
         c = self.config
-        # servers reject max_tokens 0; a zero-output turn still streams one token
-        n = max(1, req.max_tokens)
-        body: dict = {"model": c.model, "max_tokens": n, "stream": True}
-        body["stream_options"] = (
-            {"include_usage": True, "continuous_usage_stats": True}
-            if c.continuous_usage
-            else {"include_usage": True}
-        )
-        if c.min_tokens:
-            body["min_tokens"] = n
-        if c.ignore_eos:
-            body["ignore_eos"] = True
-        if c.session_id_field:
-            body[c.session_id_field] = req.sticky_key
-        return body
+        if c.api == "messages":
+            return {"anthropic_version": c.anthropic_version, "cache_control": c.cache_control}
+        if c.api == "responses":
+            return {"previous_response_id": c.previous_response_id}
+        return {}
+
+    def body(self, req: RequestSpec) -> dict:
+        return self.form.body(req)
 
     def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
-        """The request's JSON body, in pieces to send in order (`b"".join` gives the JSON).
-
-        Token ids already in JSON (`req.prompt_json`, ~7 bytes per id: ~1 MB at 142k tokens)
-        are one piece as they are, not encoded again nor copied into one buffer."""
-        if req.prompt_json is None or self.config.api == "chat":
-            return (orjson.dumps(self.body(req)),)
-        rest = orjson.dumps(self._fields(req))
-        return (b'{"prompt":[', req.prompt_json, b"]," + rest[1:])
+        """The request's JSON body, in pieces to send in order (`b"".join` gives the JSON)."""
+        return self.form.encode(req)
 
     async def stream(self, req: RequestSpec, sink: Sink) -> None:
         session = self.session()
@@ -172,7 +168,7 @@ class OpenAIHTTPTarget:
         self, session: aiohttp.ClientSession, req: RequestSpec, body: WireBody, wd, sink: Sink
     ) -> list[Event]:
         """Send `body`, read the answer into `sink`: the events that end the request."""
-        dec, resp = StreamDecoder(keep_text=req.want_text), None
+        dec, resp = self.form.decoder(req.want_text), None
         try:
             async with asyncio.timeout(self.config.timeouts.ttft):  # connect + headers
                 resp = await session.post(
@@ -194,11 +190,15 @@ class OpenAIHTTPTarget:
         if dec.failure is not None:
             return [dec.failure]
         verdict = timed_out(wd, self.config.timeouts)
-        return [verdict] if verdict is not None else dec.finish(_perf())
+        if verdict is not None:
+            return [verdict]
+        end = dec.finish(_perf())
+        if isinstance(end[-1], Done):
+            self.form.finished(req, dec)
+        return end
 
     def _headers(self, req: RequestSpec) -> dict[str, str]:
-        headers = dict(self.base_headers)
-        headers["X-Session-ID"] = req.sticky_key
+        headers = self.base_headers | self._session_headers(req)
         headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
         return headers
 

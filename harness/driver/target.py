@@ -52,6 +52,8 @@ class RequestSpec:
     want_text: bool = False  # fill the chunks' text (live history needs the reply); else ""
     payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`
     tools: list[dict] | None = None  # OpenAI chat tool schemas
+    parent_id: str | None = None  # a subagent's parent session (session_headers.py)
+    root_id: str | None = None  # the root of a subagent's family
 
 
 @dataclass(slots=True)
