@@ -55,6 +55,19 @@ async def list_models(target: OpenAIHTTPTarget, base: str) -> dict[str, dict]:
 
 
 async def _probe(target: OpenAIHTTPTarget, i: int, base: str) -> None:
+    """One request answered; with server-kept history (previous_response_id), a second that
+    builds on the first (a server that stores no responses answers it 404)."""
+    messages = [{"role": "user", "content": "ping"}]
+    await _probe_once(target, i, base, messages, "")
+    if target.config.api == "responses" and target.config.previous_response_id:
+        messages = [*messages, {"role": "assistant", "content": "pong"}, messages[0]]
+        hint = " (the server keeps no responses? vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1)"
+        await _probe_once(target, i, base, messages, hint)
+
+
+async def _probe_once(
+    target: OpenAIHTTPTarget, i: int, base: str, messages: list[dict], hint: str
+) -> None:
     probe = RequestSpec(
         request_id="preflight",
         session_id="preflight",
@@ -62,7 +75,7 @@ async def _probe(target: OpenAIHTTPTarget, i: int, base: str) -> None:
         endpoint=i,
         max_tokens=1,
         prompt_tokens=4,
-        messages=[{"role": "user", "content": "ping"}],
+        messages=messages,
         prompt=[1, 2, 3, 4],
     )
     sink = ProbeSink()
@@ -71,7 +84,7 @@ async def _probe(target: OpenAIHTTPTarget, i: int, base: str) -> None:
         f = sink.failure
         raise TargetError(
             f"endpoint {redact_url(base)}: the probe request failed ({f.error_class}: "
-            f"{f.message}); --no-preflight skips this check"
+            f"{f.message}){hint}; --no-preflight skips this check"
         )
 
 

@@ -49,6 +49,7 @@ class AgentServer(SSETestServer):
     config: ServerConfig = field(default_factory=ServerConfig)
     usage_form: str = "anthropic"  # "anthropic" | "vllm"
     stored: dict = field(default_factory=dict)  # response id -> its words, input and output
+    store: bool = True  # keep responses (False: a previous_response_id is answered 404, as vLLM)
 
     def app(self) -> web.Application:
         app = super().app()
@@ -136,6 +137,10 @@ class AgentServer(SSETestServer):
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         entry, body = await self._begin(request, "responses")
+        previous = body.get("previous_response_id")
+        if previous is not None and previous not in self.stored:
+            error = {"message": f"Response with id '{previous}' not found.", "code": 404}
+            return web.json_response({"error": error}, status=404)
         resp, fault = await self._open(request, entry), entry["fault"]
         if resp.status != 200:
             return resp
@@ -161,7 +166,8 @@ class AgentServer(SSETestServer):
             "total_tokens": prompt + n,
         }
         final = dict(response, status="completed", usage=None if fault == "nousage" else usage)
-        self.stored[rid] = entry["words"] + ["assistant", *out_words]
+        if self.store:
+            self.stored[rid] = entry["words"] + ["assistant", *out_words]
         if fault == "incomplete":
             final = dict(
                 final, status="incomplete", incomplete_details={"reason": "max_output_tokens"}

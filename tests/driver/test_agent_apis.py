@@ -188,3 +188,19 @@ async def test_the_default_is_x_session_id_alone(agents, tmp_path):
     server = await agents()
     await replay(trace(sess("a", [(16, 2, 0)])), server.url, tmp_path, api="responses")
     assert server.log[0]["headers"] == {"X-Session-ID": "a"}
+
+
+async def test_the_preflight_finds_a_server_that_keeps_no_responses(agents):
+    from harness.errors import TargetError
+
+    for store in (True, False):
+        server = await agents(store=store)
+        tgt = target(server.url, api="responses", previous_response_id=True, preflight=True)
+        try:
+            if store:
+                await tgt.start()
+            else:
+                with pytest.raises(TargetError, match="keeps no responses"):
+                    await tgt.start()
+        finally:
+            await tgt.close()
