@@ -50,7 +50,7 @@ class MessagesFraming(ChatFraming):
     def opening(self) -> list[bytes]:
         b = self.build
         usage = {"input_tokens": len(b.api.prompt_ids), "output_tokens": 0}
-        message = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant"}
+        message: dict = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant"}
         message |= {"content": [], "model": b.model, "stop_reason": None, "usage": usage}
         block = {"index": 0, "content_block": {"type": "text", "text": ""}}
         return [event("message_start", {"message": message}), event("content_block_start", block)]
@@ -87,7 +87,7 @@ class ResponsesFraming(ChatFraming):
 
     def __init__(self, build: ResponseBuilder) -> None:
         super().__init__(build)
-        self.response = {"id": f"resp_{uuid.uuid4().hex}", "object": "response"}
+        self.response: dict = {"id": f"resp_{uuid.uuid4().hex}", "object": "response"}
         self.response |= {"model": build.model, "status": "in_progress", "output": []}
 
     def opening(self) -> list[bytes]:
@@ -110,7 +110,8 @@ class ResponsesFraming(ChatFraming):
     def closing(self) -> list[bytes]:
         b, out = self.build, self.build.last
         text = b.text
-        message = {"type": "message", "id": "msg_0", "role": "assistant", "status": "completed"}
+        message: dict = {"type": "message", "id": "msg_0", "role": "assistant"}
+        message["status"] = "completed"
         message["content"] = [{"type": "output_text", "text": text, "annotations": []}]
         final = self.response | {"status": "completed", "output": [message]}
         if b.finish_reason == "length":
