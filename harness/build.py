@@ -168,6 +168,10 @@ def http_target_config(
         timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),
         preflight=t.preflight,
+        session_headers=tuple(t.session_headers),
+        anthropic_version=t.anthropic_version,
+        cache_control=t.cache_control,
+        previous_response_id=t.previous_response_id,
     )
 
 

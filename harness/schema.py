@@ -124,10 +124,11 @@ class ReplaySettings:
     time_scale: float | None = None  # timestamp replay: the trace's clock scaled
     window: str | None = None  # the measured window the run asked for: phases or steady
     salt: str | None = None  # the content salt: the ideal rebuilds prompts with it
-    api: str | None = None  # chat or completions
+    api: str | None = None  # chat, completions, messages or responses
     prompt_format: str = "tokens"  # completions: token ids or text
     tokenizer: str | None = None  # the tokenizer the driver fitted text with
     history: str = "recorded"  # recorded or live replies in the history
+    previous_response_id: bool = False  # responses: the server kept the history
 
     @classmethod
     def of(cls, manifest: dict) -> ReplaySettings:

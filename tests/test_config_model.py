@@ -147,7 +147,10 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "kind": "endpoints",
             "endpoints": [{"url": URL}],
             "model": "m",
-            "api": "chat",
+            "api": "messages",
+            "cache_control": True,
+            "anthropic_version": "2023-01-01",
+            "session_headers": ["dynamo", "smg"],
             "prompt_format": "text",
             "routing": "least_outstanding",
             "follow_parent": False,
@@ -196,7 +199,10 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
     changed = _built(validate(doc))
     for built, base in zip(changed, default, strict=True):
         same = {k for k, v in _fields(built).items() if v == _fields(base)[k]}
-        assert same <= NOT_REPLAY_SETTINGS | {"endpoints", "model"}, same
+        # previous_response_id is an option of api responses, not of this doc's messages
+        assert same <= NOT_REPLAY_SETTINGS | {"endpoints", "model", "previous_response_id"}, same
+    doc["target"] |= {"api": "responses", "cache_control": False, "previous_response_id": True}
+    assert all(_fields(built)["previous_response_id"] for built in _built(validate(doc)))
 
 
 def test_block_size_follows_the_engine_unless_set():

@@ -133,8 +133,10 @@ class Load(Strict):
 class Sending(Strict):
     """How each request is sent and routed: settings of the scenario's `target:`."""
 
-    api: Literal["chat", "completions"] = Field(
-        "completions", description="/v1/chat/completions (messages) or /v1/completions"
+    api: Literal["chat", "completions", "messages", "responses"] = Field(
+        "completions",
+        description="/v1/chat/completions (OpenAI chat), /v1/completions (token ids or text), "
+        "/v1/messages (Anthropic Messages) or /v1/responses (OpenAI Responses)",
     )
     prompt_format: Literal["tokens", "text"] = Field(
         "tokens", description="completions API: token-id prompts or text prompts"
@@ -145,6 +147,42 @@ class Sending(Strict):
     follow_parent: bool = Field(
         True, description="route and tag subagents by their root session's id, not their own"
     )
+    session_headers: tuple[Literal["x-session-id", "correlation", "dynamo", "smg"], ...] = Field(
+        ("x-session-id",),
+        description="routers' session header families: x-session-id (X-Session-ID), "
+        "correlation (X-Correlation-ID), dynamo (X-Dynamo-Session-ID and parent), smg "
+        "(X-SMG-Routing-Key); subagents also name their parent and root",
+    )
+    cache_control: bool = Field(
+        False,
+        description="messages API: cache_control breakpoints where Claude Code places them "
+        "(the system prompt, the last two turns)",
+    )
+    anthropic_version: str = Field(
+        "2023-06-01", description="messages API: the anthropic-version header"
+    )
+    previous_response_id: bool = Field(
+        False,
+        description="responses API: the server keeps the history; each turn sends only its "
+        "new items with the previous response's id",
+    )
+
+    @field_validator("session_headers", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """`--session-headers dynamo,smg` (a flag's value is one string)."""
+        return (
+            tuple(v.strip() for v in value.split(",") if v.strip())
+            if isinstance(value, str)
+            else value
+        )
+
+    @model_validator(mode="after")
+    def _options_of_their_api(self) -> Sending:
+        for name, api in (("cache_control", "messages"), ("previous_response_id", "responses")):
+            if getattr(self, name) and self.api != api:
+                raise ValueError(f"{name} is an option of api {api!r}, not {self.api!r}")
+        return self
 
 
 class ReplayConfig(Load, Sending):

@@ -328,6 +328,9 @@ class Replay:
         texts: list[str] | None = None
         if source.live is not None:
             spec.want_text, texts = True, []
+        if s.parent is not None:  # lineage for the routers' session headers
+            spec.parent_id = cycled_id(s.parent, cycle)
+            spec.root_id = cycled_id(self._root(s), cycle)
         if self._encode is not None:  # CPU work that is not the server's: before the clock starts
             spec.payload = self._encode(spec)
         self.stats.in_flight += 1

@@ -51,6 +51,9 @@ class RequestSpec:
     prompt_json: bytes | memoryview | None = None  # token ids as JSON array items (b"1,2,3")
     want_text: bool = False  # fill the chunks' text (live history needs the reply); else ""
     payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`
+    tools: list[dict] | None = None  # OpenAI chat tool schemas
+    parent_id: str | None = None  # a subagent's parent session (session_headers.py)
+    root_id: str | None = None  # the root of a subagent's family
 
 
 @dataclass(slots=True)

@@ -59,6 +59,11 @@ class ResponseBuilder:
         return self._text.stopped
 
     @property
+    def text(self) -> str:
+        """The text so far (what a stop string left of it)."""
+        return self._text.text
+
+    @property
     def done(self) -> bool:
         return self.stopped or (self.last is not None and self.last.finished)
 

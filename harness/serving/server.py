@@ -30,6 +30,8 @@ from harness import __version__
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
 from harness.serving import metrics
+from harness.serving.agent_requests import messages_chat_body, responses_chat_body
+from harness.serving.agent_streams import ChatFraming, MessagesFraming, ResponsesFraming
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, RequestOutput
 from harness.serving.protocol import (
     ApiError,
@@ -98,6 +100,8 @@ def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
     )
     app.router.add_post("/v1/completions", _completions)
     app.router.add_post("/v1/chat/completions", _chat_completions)
+    app.router.add_post("/v1/messages", _messages)
+    app.router.add_post("/v1/responses", _responses)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)
     app.router.add_get("/metrics", _metrics)
@@ -117,7 +121,25 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, parse_chat(body, state.model, state.tokenizer))
 
 
-async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse:
+async def _messages(request: web.Request) -> web.StreamResponse:
+    """Anthropic Messages, answered as the chat request it stands for (agent_requests.py)."""
+    state = request.app[STATE_KEY]
+    body = messages_chat_body(parse_json(await request.read()))
+    return await _generate(request, parse_chat(body, state.model, state.tokenizer), MessagesFraming)
+
+
+async def _responses(request: web.Request) -> web.StreamResponse:
+    """OpenAI Responses, answered as the chat request it stands for (agent_requests.py)."""
+    state = request.app[STATE_KEY]
+    body = responses_chat_body(parse_json(await request.read()))
+    return await _generate(
+        request, parse_chat(body, state.model, state.tokenizer), ResponsesFraming
+    )
+
+
+async def _generate(
+    request: web.Request, api: ApiRequest, framing: type[ChatFraming] = ChatFraming
+) -> web.StreamResponse:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
     # the engine's id is always unique; a client's X-Request-Id only names the response
     engine_id = f"{'chatcmpl' if api.chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -127,7 +149,7 @@ async def _generate(request: web.Request, api: ApiRequest) -> web.StreamResponse
     build = ResponseBuilder(response_id, api, state.model.name, state.tokenizer)
     try:
         if api.stream:
-            return await _stream(request, build, outputs, state, t0)
+            return await _stream(request, framing(build), outputs, state, t0)
         async for out in outputs:
             _observe_first(state, build, t0)
             build.add(out)
@@ -173,9 +195,10 @@ def _observe_first(state: ServerState, build: ResponseBuilder, t0: float) -> Non
         state.metrics.ttft.observe(time.perf_counter() - t0)
 
 
-async def _stream(request, build, outputs, state, t0) -> web.StreamResponse:
+async def _stream(request, framing: ChatFraming, outputs, state, t0) -> web.StreamResponse:
     # Headers go out at once, as vLLM's do, so a long queue wait never looks like a dead server;
     # the engine has validated the request already, so a bad one never gets here.
+    build = framing.build
     resp = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -185,26 +208,21 @@ async def _stream(request, build, outputs, state, t0) -> web.StreamResponse:
     )
     await resp.prepare(request)
     try:
-        for chunk in build.opening_chunks():
-            await resp.write(_sse(chunk))
+        for chunk in framing.opening():
+            await resp.write(chunk)
         async for out in outputs:
             _observe_first(state, build, t0)
-            for chunk in build.chunks(out):
-                await resp.write(_sse(chunk))
+            for chunk in framing.output(out):
+                await resp.write(chunk)
             if build.stopped:
                 break
         failure = _failure(build.last)
-        if failure is not None:
-            await resp.write(_sse(failure.body()))  # vLLM's way to fail a stream already begun
-        await resp.write(b"data: [DONE]\n\n")
+        for chunk in framing.closing() if failure is None else framing.failure(failure):
+            await resp.write(chunk)
         await resp.write_eof()
     except ConnectionError as exc:
         log.info("client went away from %s: %s", build.request_id, exc)  # finally aborts it
     return resp
-
-
-def _sse(obj: dict) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def _request_done(state: ServerState, build: ResponseBuilder, t0: float) -> None:

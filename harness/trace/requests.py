@@ -105,7 +105,8 @@ class RequestSource:
     ) -> None:
         self.trace = trace
         self.content = Content(trace, salt=salt, token_counter=token_counter)
-        self.api = api
+        # messages and responses requests are built from chat messages (harness.driver)
+        self.api = "completions" if api == "completions" else "chat"
         self.prompt_format = prompt_format
         self.live: dict[tuple[str, int], str] | None = {} if live else None
         self._sessions: dict[str, SessionPrompt] = {}

@@ -37,3 +37,18 @@ def test_the_manifest_keeps_the_code_names():
     keys = set(ReplayConfig(max_duration=5.0).as_dict())
     assert {"load", "max_duration", "drain_s", "retry", "api", "run_id"} <= keys
     assert not {"mode", "max_duration_s"} & keys
+
+
+def test_an_apis_option_needs_its_api():
+    with pytest.raises(ValidationError, match="cache_control is an option of api 'messages'"):
+        ReplayConfig(api="chat", cache_control=True)
+    with pytest.raises(ValidationError, match="previous_response_id is an option of api"):
+        ReplayConfig(api="messages", previous_response_id=True)
+    assert ReplayConfig(api="responses", previous_response_id=True).previous_response_id
+
+
+def test_session_header_families_from_a_flags_comma_list_or_a_list():
+    assert ReplayConfig(session_headers="dynamo, smg").session_headers == ("dynamo", "smg")
+    assert ReplayConfig().session_headers == ("x-session-id",)
+    with pytest.raises(ValidationError):
+        ReplayConfig(session_headers=["x-session-id", "nginx"])

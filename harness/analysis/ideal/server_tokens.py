@@ -24,7 +24,12 @@ import pandas as pd
 
 from harness.errors import InputError
 from harness.schema import ReplaySettings
-from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
+from harness.trace.chat_tokens import (
+    CHAT_RENDERED,
+    TOKENIZER_FILE,
+    ChatTemplateError,
+    ChatTokenizer,
+)
 from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.requests import RequestSource
 from harness.trace.token_prefixes import ID_BYTES, TokenPrefixes, token_key
@@ -115,6 +120,13 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
         )
     if api == "completions" and fmt == "tokens":
         return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
+    if api == "responses" and replay.previous_response_id:
+        return TokenSpace(
+            "trace",
+            True,
+            "previous_response_id: the server kept the history (its own replies), so prompts "
+            "cannot be rebuilt",
+        )
     server, why_not = _server_tokenizer(tokenizer, replay)
     where = str(server.path) if server is not None else None
     if server is None or why_not is not None:
@@ -153,7 +165,7 @@ def _why_not_server(
             "no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
             "(give harness analyze --tokenizer DIR)"
         )
-    if api == "chat" and not server.has_template:
+    if api in CHAT_RENDERED and not server.has_template:
         return (
             f"{server.path} has no chat template: the ideal counts trace tokens, scaled to each "
             "request's prompt_tokens"
@@ -180,6 +192,11 @@ def _text_counter(run_tokenizer: str | None, server: ChatTokenizer):
 def _rendered_how(api: str, server: ChatTokenizer) -> str:
     if api == "chat":
         return f"chat messages rendered with the chat template of {server.path} and tokenized as the server does"
+    if api in CHAT_RENDERED:
+        return (
+            f"{api} requests rendered as the chat messages they were built from, with the chat "
+            f"template of {server.path}, and tokenized as the server does"
+        )
     return f"text prompts tokenized with {server.path}, special tokens added, as the server does"
 
 
@@ -209,7 +226,7 @@ def _server_keys(
             )
         prompt = sources[cycle].prompt(sid, turns[i])
         ids = (
-            server.chat_ids(prompt.messages)
+            server.chat_ids(prompt.messages, api=api)
             if prompt.messages is not None
             else server.text_ids(cast(str, prompt.body))  # a text prompt: chat or text api
         )

@@ -1,0 +1,99 @@
+"""The bodies of OpenAI's `/v1/chat/completions` and `/v1/completions` requests, and the fields
+every API's body shares (forced output length, the session id in the body)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import orjson
+
+from harness.driver.http_config import HTTPTargetConfig
+from harness.driver.stream_decode import StreamDecoder
+from harness.driver.target import RequestSpec
+
+
+def output_length(req: RequestSpec) -> int:
+    """The output tokens to ask for: servers reject 0, so a zero-output turn streams one."""
+    return max(1, req.max_tokens)
+
+
+def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
+    """vLLM's and SGLang's forced length (`min_tokens`, `ignore_eos`), the session id field."""
+    body: dict = {}
+    if c.min_tokens:
+        body["min_tokens"] = n
+    if c.ignore_eos:
+        body["ignore_eos"] = True
+    if c.session_id_field:
+        body[c.session_id_field] = req.sticky_key
+    return body
+
+
+class OpenAIRequest:
+    """Chat (`messages`, `tools`) or completions (`prompt`: token ids or text) bodies."""
+
+    def __init__(self, config: HTTPTargetConfig) -> None:
+        self.config = config
+        self.chat = config.api == "chat"
+
+    def headers(self) -> dict[str, str]:
+        key = self.config.api_key
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def decoder(self, keep_text: bool) -> StreamDecoder:
+        return StreamDecoder(keep_text=keep_text)
+
+    def finished(self, req: RequestSpec, dec: StreamDecoder) -> None:
+        pass
+
+    def body(self, req: RequestSpec) -> dict:
+        body = self._fields(req)
+        if self.chat:
+            body["messages"] = req.messages
+            if req.tools:
+                body["tools"] = req.tools
+        else:
+            p = req.prompt
+            body["prompt"] = p.tolist() if isinstance(p, np.ndarray) else p
+        return body
+
+    def _fields(self, req: RequestSpec) -> dict:
+        """The body without the prompt."""
+        c = self.config
+        n = output_length(req)
+        body: dict = {"model": c.model, "max_tokens": n, "stream": True}
+        body["stream_options"] = (
+            {"include_usage": True, "continuous_usage_stats": True}
+            if c.continuous_usage
+            else {"include_usage": True}
+        )
+        return body | shared_fields(c, req, n)
+
+    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
+        """The request's JSON body, in pieces to send in order (`b"".join` gives the JSON).
+
+        Token ids already in JSON (`req.prompt_json`, ~7 bytes per id: ~1 MB at 142k tokens)
+        are one piece as they are, not encoded again nor copied into one buffer."""
+        if req.prompt_json is None or self.chat:
+            return (orjson.dumps(self.body(req)),)
+        rest = orjson.dumps(self._fields(req))
+        return (b'{"prompt":[', req.prompt_json, b"]," + rest[1:])
+
+
+class RequestForm(Protocol):
+    """One API's side of the HTTP target: what its requests carry, and how its streams read."""
+
+    def headers(self) -> dict[str, str]:
+        """Headers every request carries (the key, an API version)."""
+        ...
+
+    def body(self, req: RequestSpec) -> dict: ...
+
+    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]: ...
+
+    def decoder(self, keep_text: bool) -> StreamDecoder: ...
+
+    def finished(self, req: RequestSpec, dec: StreamDecoder) -> None:
+        """`req` completed, read by `dec` (state a next request builds on)."""
+        ...

@@ -1,0 +1,101 @@
+"""The HTTP target's check before the clock starts: each endpoint answers, serves the model (when
+it lists any on /models) and answers one probe request; else a one-line `TargetError`.
+
+`preflight` is the one place that reads /models: what else a run wants from there (e.g. a
+context limit) belongs beside the model check.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aiohttp
+import orjson
+
+from harness.driver.http_config import endpoint_url, redact
+from harness.driver.manifest import redact_url
+from harness.driver.target import Event, Failure, RequestSpec
+from harness.errors import TargetError
+
+if TYPE_CHECKING:
+    from harness.driver.openai_http import OpenAIHTTPTarget
+
+
+async def preflight(target: OpenAIHTTPTarget, i: int, base: str) -> None:
+    """Endpoint `i` (at `base`) answers at all; with `config.preflight`, it serves the model and
+    answers one probe request."""
+    models = await list_models(target, base)
+    c = target.config
+    if not c.preflight:
+        return
+    if models and c.model not in models:
+        raise TargetError(
+            f"endpoint {redact_url(base)} does not serve model {c.model!r}; it serves: "
+            f"{', '.join(sorted(models))}"
+        )
+    await _probe(target, i, base)
+
+
+async def list_models(target: OpenAIHTTPTarget, base: str) -> dict[str, dict]:
+    """The models /models lists, by id (empty when it lists none or does not parse)."""
+    session, c = target.session(), target.config
+    timeout = aiohttp.ClientTimeout(total=c.timeouts.connect)
+    url = endpoint_url(base, c.api, "/models")
+    try:
+        async with session.get(url, timeout=timeout, headers=target.base_headers) as r:
+            body = await r.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        message = redact(f"{type(exc).__name__}: {exc}", c.secrets())
+        raise TargetError(f"cannot reach endpoint {redact_url(base)}: {message}") from None
+    try:
+        data = orjson.loads(body).get("data") if r.status == 200 else None
+        return {m["id"]: m for m in data if isinstance(m, dict) and "id" in m} if data else {}
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return {}
+
+
+async def _probe(target: OpenAIHTTPTarget, i: int, base: str) -> None:
+    """One request answered; with server-kept history (previous_response_id), a second that
+    builds on the first (a server that stores no responses answers it 404)."""
+    messages = [{"role": "user", "content": "ping"}]
+    await _probe_once(target, i, base, messages, "")
+    if target.config.api == "responses" and target.config.previous_response_id:
+        messages = [*messages, {"role": "assistant", "content": "pong"}, messages[0]]
+        hint = " (the server keeps no responses? vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1)"
+        await _probe_once(target, i, base, messages, hint)
+
+
+async def _probe_once(
+    target: OpenAIHTTPTarget, i: int, base: str, messages: list[dict], hint: str
+) -> None:
+    probe = RequestSpec(
+        request_id="preflight",
+        session_id="preflight",
+        sticky_key="preflight",
+        endpoint=i,
+        max_tokens=1,
+        prompt_tokens=4,
+        messages=messages,
+        prompt=[1, 2, 3, 4],
+    )
+    sink = ProbeSink()
+    await target.stream(probe, sink)
+    if sink.failure is not None:
+        f = sink.failure
+        raise TargetError(
+            f"endpoint {redact_url(base)}: the probe request failed ({f.error_class}: "
+            f"{f.message}){hint}; --no-preflight skips this check"
+        )
+
+
+class ProbeSink:
+    """The preflight's probe: only its failure matters."""
+
+    failure: Failure | None = None
+
+    def chunk(self, t: float, tokens: int, text: str) -> None:
+        pass
+
+    def event(self, ev: Event) -> None:
+        if isinstance(ev, Failure):
+            self.failure = ev

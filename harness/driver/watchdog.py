@@ -1,0 +1,63 @@
+"""A request's deadlines (TTFT, idle, total), enforced by one lazily re-armed timer.
+
+One timer per request, not per chunk: it re-arms only when it fires early. When a deadline
+passes it closes the response (and stops the body's reader), so the stream loop never sees a
+task cancellation it did not ask for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+
+from harness.driver.target import Timeouts
+from harness.driver.wire import BodyReader
+
+_perf = time.perf_counter
+
+
+class Watchdog:
+    """Closes the response once the TTFT, idle or total deadline has passed."""
+
+    __slots__ = ("_loop", "_handle", "t0", "last", "first", "reason", "resp", "reader", "_tm")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, t0: float, tm: Timeouts) -> None:
+        self._loop, self._tm = loop, tm
+        self.t0 = self.last = t0
+        self.first = False
+        self.reason: str | None = None
+        self.resp: aiohttp.ClientResponse | None = None
+        self.reader: BodyReader | None = None
+        self._handle = loop.call_later(min(tm.ttft, tm.total), self._check)
+
+    def _deadline(self) -> tuple[float, str]:
+        d, why = (
+            (self.last + self._tm.idle, "IdleTimeout")
+            if self.first
+            else (self.t0 + self._tm.ttft, "TTFTTimeout")
+        )
+        total = self.t0 + self._tm.total
+        return (total, "TotalTimeout") if total <= d else (d, why)
+
+    def _check(self) -> None:
+        deadline, why = self._deadline()
+        now = _perf()
+        if now < deadline - 1e-4:
+            self._handle = self._loop.call_later(deadline - now, self._check)
+            return
+        self.reason = why
+        if self.resp is not None:
+            self.resp.close()
+        if self.reader is not None:
+            self.reader.stop()
+
+    def started(self) -> None:
+        """The first token came: from now the idle deadline holds, so the timer is re-armed."""
+        self.first = True
+        self._handle.cancel()
+        self._handle = self._loop.call_later(min(self._tm.idle, self._tm.total), self._check)
+
+    def cancel(self) -> None:
+        self._handle.cancel()

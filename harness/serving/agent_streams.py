@@ -1,0 +1,127 @@
+"""The framing of a streamed answer per API: OpenAI chat chunks (`data: {...}` ... `[DONE]`),
+Anthropic Messages events (`message_start` ... `message_stop`) and OpenAI Responses events
+(`response.created` ... `response.completed`), each from the same engine outputs.
+
+A framing gives the bytes for the stream's opening, for each engine output, for a failure after
+the stream began, and for its end (with usage).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+
+from harness.serving.async_engine import RequestOutput
+from harness.serving.protocol import ApiError
+from harness.serving.responses import ResponseBuilder
+
+
+def sse(obj: dict) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def event(kind: str, data: dict) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **data}) + b"\n\n"
+
+
+class ChatFraming:
+    """OpenAI chat and completions chunks (the builder's own)."""
+
+    def __init__(self, build: ResponseBuilder) -> None:
+        self.build = build
+
+    def opening(self) -> list[bytes]:
+        return [sse(c) for c in self.build.opening_chunks()]
+
+    def output(self, out: RequestOutput) -> list[bytes]:
+        return [sse(c) for c in self.build.chunks(out)]
+
+    def failure(self, err: ApiError) -> list[bytes]:
+        return [sse(err.body()), b"data: [DONE]\n\n"]  # vLLM's way to fail a stream begun
+
+    def closing(self) -> list[bytes]:
+        return [b"data: [DONE]\n\n"]
+
+
+class MessagesFraming(ChatFraming):
+    """Anthropic Messages: one text block; usage split into uncached input and cache reads."""
+
+    def opening(self) -> list[bytes]:
+        b = self.build
+        usage = {"input_tokens": len(b.api.prompt_ids), "output_tokens": 0}
+        message: dict = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant"}
+        message |= {"content": [], "model": b.model, "stop_reason": None, "usage": usage}
+        block = {"index": 0, "content_block": {"type": "text", "text": ""}}
+        return [event("message_start", {"message": message}), event("content_block_start", block)]
+
+    def output(self, out: RequestOutput) -> list[bytes]:
+        text = self.build.add(out)
+        delta = {"index": 0, "delta": {"type": "text_delta", "text": text}}
+        return [event("content_block_delta", delta)] if text else []
+
+    def failure(self, err: ApiError) -> list[bytes]:
+        return [event("error", {"error": {"type": err.type, "message": err.message}})]
+
+    def closing(self) -> list[bytes]:
+        b, out = self.build, self.build.last
+        stop = "max_tokens" if b.finish_reason == "length" else "end_turn"
+        usage = {"input_tokens": 0, "output_tokens": 0}
+        if out is not None:
+            usage = {
+                "input_tokens": out.prompt_tokens - out.cached_tokens,
+                "cache_read_input_tokens": out.cached_tokens,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": out.completion_tokens,
+            }
+        ending = {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage}
+        return [
+            event("content_block_stop", {"index": 0}),
+            event("message_delta", ending),
+            event("message_stop", {}),
+        ]
+
+
+class ResponsesFraming(ChatFraming):
+    """OpenAI Responses: one message item of output text; usage on the final response."""
+
+    def __init__(self, build: ResponseBuilder) -> None:
+        super().__init__(build)
+        self.response: dict = {"id": f"resp_{uuid.uuid4().hex}", "object": "response"}
+        self.response |= {"model": build.model, "status": "in_progress", "output": []}
+
+    def opening(self) -> list[bytes]:
+        return [event("response.created", {"response": self.response})]
+
+    def output(self, out: RequestOutput) -> list[bytes]:
+        text = self.build.add(out)
+        delta = {"item_id": "msg_0", "output_index": 0, "content_index": 0, "delta": text}
+        return [event("response.output_text.delta", delta)] if text else []
+
+    def failure(self, err: ApiError) -> list[bytes]:
+        error = {"code": err.code or err.type, "message": err.message}
+        return [
+            event(
+                "response.failed",
+                {"response": self.response | {"status": "failed", "error": error}},
+            )
+        ]
+
+    def closing(self) -> list[bytes]:
+        b, out = self.build, self.build.last
+        text = b.text
+        message: dict = {"type": "message", "id": "msg_0", "role": "assistant"}
+        message["status"] = "completed"
+        message["content"] = [{"type": "output_text", "text": text, "annotations": []}]
+        final = self.response | {"status": "completed", "output": [message]}
+        if b.finish_reason == "length":
+            final["incomplete_details"] = {"reason": "max_output_tokens"}
+        if out is not None:
+            final["usage"] = {
+                "input_tokens": out.prompt_tokens,
+                "input_tokens_details": {"cached_tokens": out.cached_tokens},
+                "output_tokens": out.completion_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": out.prompt_tokens + out.completion_tokens,
+            }
+        return [event("response.completed", {"response": final})]

@@ -1,0 +1,115 @@
+"""The reference server's /v1/messages and /v1/responses: the official openai client reads its
+Responses stream, and the harness's own targets replay a trace through both routes with the
+same prompt lengths and cache hits as through chat (one rendered conversation)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import orjson
+import pytest
+
+from harness.driver.config import ReplayConfig
+from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.run import run_replay
+from harness.engine.config import EngineConfig
+from harness.serving.server import BackgroundServer
+from tests.driver.helpers import TEST_TIMEOUTS, load_records, sess, trace
+
+MODEL = "agentic-harness-reference"
+TRACE = trace(sess("a", [(40, 4, 0), (24, 4, 0), (16, 3, 0)], system=48))
+
+
+@pytest.fixture(scope="module")
+def server():
+    config = EngineConfig(num_gpu_blocks=512, device="cpu", max_model_len=4096)
+    with BackgroundServer(config) as running:
+        yield running
+
+
+def test_the_openai_client_reads_a_responses_stream(server):
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
+        stream = client.responses.create(
+            model=MODEL,
+            instructions="Be brief.",
+            input=[{"role": "user", "content": "hello there"}],
+            max_output_tokens=5,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        )
+        events = list(stream)
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert kinds.count("response.output_text.delta") >= 1
+    usage = events[-1].response.usage
+    assert usage.output_tokens == 5 and usage.input_tokens > 0
+    assert usage.input_tokens_details.cached_tokens == 0
+
+
+def _post(server, path: str, body: dict) -> list[dict]:
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{server.url}{path}", orjson.dumps(body), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        lines = resp.read().split(b"\n")
+    return [orjson.loads(line[6:]) for line in lines if line.startswith(b"data: ")]
+
+
+def test_a_messages_stream_in_anthropics_order_with_its_usage(server):
+    body = {
+        "model": MODEL,
+        "max_tokens": 4,
+        "stream": True,
+        "ignore_eos": True,
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "read it"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"p": "a"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"}],
+            },
+        ],
+        "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+    }
+    events = _post(server, "/v1/messages", body)
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["message_start", "content_block_start"]
+    assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    usage = events[-2]["usage"]
+    assert usage["output_tokens"] == 4 and usage["cache_read_input_tokens"] == 0
+    assert usage["input_tokens"] == events[0]["message"]["usage"]["input_tokens"]
+
+
+def test_a_non_streamed_request_is_refused_in_one_line(server):
+    import urllib.error
+    import urllib.request
+
+    body = orjson.dumps({"model": MODEL, "max_tokens": 2, "messages": []})
+    req = urllib.request.Request(
+        f"{server.url}/v1/messages", body, {"Content-Type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=30)
+    assert err.value.code == 400 and b"streamed only" in err.value.read()
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_a_replay_through_the_route_matches_chat(server, tmp_path, api):
+    runs = {}
+    for k, name in enumerate(("chat", api)):  # salts of one length: fresh prefixes, same counts
+        config = HTTPTargetConfig((server.url,), MODEL, api=name, timeouts=TEST_TIMEOUTS)
+        replay = ReplayConfig(api=name, salt=f"{api[0]}{k}", run_id="t")
+        asyncio.run(run_replay(TRACE, OpenAIHTTPTarget(config), replay, tmp_path / name))
+        runs[name] = sorted(load_records(tmp_path / name), key=lambda r: r["turn"])
+    for chat, other in zip(runs["chat"], runs[api], strict=True):
+        assert other["status"] == "ok" and other["completion_tokens"] == chat["completion_tokens"]
+        assert other["prompt_tokens"] == chat["prompt_tokens"]  # one rendered conversation
+        assert other["cached_tokens"] == chat["cached_tokens"]
+    assert runs[api][-1]["cached_tokens"] > 0
