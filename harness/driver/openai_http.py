@@ -82,6 +82,23 @@ def redact(text: str, secrets: Sequence[str]) -> str:
 _BEARER = re.compile(r"([Bb]earer\s+)[^\s\"',;}]+")
 
 
+_IDENTITY_KEYS = ("engine", "runner", "simulated", "device", "modelled_device", "preset")
+
+
+def served_identity(card: dict) -> dict:
+    """What a /models card says serves the model: `owned_by` (vLLM: "vllm"), `max_model_len`,
+    and the reference server's `metadata` (runner, device, simulated). Strings are cut short:
+    a card is the server's to write, the manifest ours."""
+    meta = card.get("metadata") if isinstance(card.get("metadata"), dict) else {}
+    found = {"owned_by": card.get("owned_by"), "max_model_len": card.get("max_model_len")}
+    found.update({k: meta.get(k) for k in _IDENTITY_KEYS})
+    return {
+        k: v[:120] if isinstance(v, str) else v
+        for k, v in found.items()
+        if isinstance(v, str | int | float)  # bool is an int; None and nested values are dropped
+    }
+
+
 class _Watchdog:
     """Closes the response once the TTFT, idle or total deadline has passed."""
 
@@ -140,6 +157,7 @@ class OpenAIHTTPTarget:
         self._secrets = config.secrets()
         self._session: aiohttp.ClientSession | None = None
         self._base_headers = self._make_headers()
+        self._served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
 
     def _make_headers(self) -> dict[str, str]:
         # identity: a compressed stream would only cost CPU on both sides, per chunk
@@ -218,9 +236,13 @@ class OpenAIHTTPTarget:
             raise TargetError(f"cannot reach endpoint {redact_url(base)}: {message}") from None
         try:
             data = orjson.loads(body).get("data") if r.status == 200 else None
-            return {m["id"] for m in data if isinstance(m, dict) and "id" in m} if data else set()
+            cards = [m for m in data or () if isinstance(m, dict) and "id" in m]
         except (orjson.JSONDecodeError, AttributeError, TypeError):
             return set()
+        card = next((m for m in cards if m["id"] == self.config.model), None)
+        if card is not None:
+            self._served[redact_url(base)] = served_identity(card)
+        return {m["id"] for m in cards}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -229,6 +251,7 @@ class OpenAIHTTPTarget:
 
     def describe(self) -> dict:
         c = self.config
+        served = [{"endpoint": e, **self._served[e]} for e in self.endpoints if e in self._served]
         return {
             "kind": self.name,
             "model": c.model,
@@ -246,6 +269,9 @@ class OpenAIHTTPTarget:
                 "total": c.timeouts.total,
             },
             "max_connections": c.max_connections,
+            # learned at start from each endpoint's /models card: what serves the model
+            "served_by": served,
+            "simulated": any(s.get("simulated") is True for s in served),
         }
 
     def body(self, req: RequestSpec) -> dict:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from harness.report.numbers import fmt
+from harness.report.tested import tested_rows, tpgs_caveat
+
 LATENCY_ROWS = (
     ("TTFT", "ttft_s"),
     ("TPOT", "tpot_s"),
@@ -9,12 +12,6 @@ LATENCY_ROWS = (
     ("E2EL", "e2el_s"),
 )
 COLUMNS = ("p50", "p90", "p95", "p99", "mean", "max")
-
-
-def fmt(value, spec: str = ".4g") -> str:
-    if value is None or value != value:  # None or NaN
-        return "-"
-    return format(value, spec)
 
 
 def coverage(s: dict) -> str:
@@ -32,7 +29,8 @@ def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
-    lines = [head, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
+    tested = [f"{label + ':':<13}{text}" for label, text in tested_rows(s)]
+    lines = [head, *tested, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
     lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
@@ -71,6 +69,7 @@ def _headline(s: dict) -> list[str]:
         f"TPGS                     {fmt(s['tpgs'])} tok/s/GPU on {fmt(s['n_gpus'], 'g')} GPU(s) ({s['n_gpus_source']})"
         f" = cached {fmt(parts['cached'])} + uncached input {fmt(parts['uncached_input'])}"
         f" + output {fmt(parts['output'])}",
+        f"                         {tpgs_caveat(s)}",
         f"throughput               {fmt(t['requests_per_s'])} req/s, {fmt(t['sessions_per_s'])} tasks/s,"
         f" {fmt(t['output_tokens_per_s'])} output tok/s over {fmt(t['duration_s'])} s",
     ]

@@ -8,6 +8,8 @@ in seconds; the numbers in the tables always come from the full data.
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 import matplotlib.ticker
 
@@ -22,10 +24,14 @@ from matplotlib.figure import Figure  # noqa: E402
 from harness.analysis.compare.comparable import not_comparable  # noqa: E402
 from harness.analysis.frontier import pareto_frontier  # noqa: E402
 from harness.analysis.summary import Analysis  # noqa: E402
+from harness.report.numbers import fmt, human  # noqa: E402
 
 MAX_POINTS = 20_000
 MAX_LANES = 24
 sns.set_theme(style="whitegrid", context="notebook")
+# plain tick labels up to 1e9 (never "1e4" over an axis); bigger figures go through `human`
+plt.rcParams.update({"axes.formatter.limits": (-5, 9), "axes.formatter.useoffset": False})
+TITLE_PT = 12  # the figure title's size, for wrapping it inside the figure
 
 
 WIDE = 13.5  # inches at 100 dpi: a figure across a 1400 px page
@@ -35,14 +41,41 @@ PERCENTILES = ((0.5, "p50", ":"), (0.9, "p90", "--"), (0.99, "p99", "-."))
 
 def _figure(title: str, width: float = HALF, height: float = 3.6) -> tuple[Figure, plt.Axes]:
     fig, ax = plt.subplots(figsize=(width, height), dpi=100, layout="constrained")
-    ax.set_title(title, loc="left", fontsize="medium")
+    figure_title(fig, title)
     return fig, ax
+
+
+def figure_title(fig: Figure, title: str) -> None:
+    """The title at the figure's left edge, wrapped to its width: an axes title starts where the
+    axes do, so long tick labels (run names, endpoint URLs) pushed it past the right edge."""
+    chars = max(20, int(fig.get_figwidth() * 72 / (TITLE_PT * 0.56)))
+    fig.suptitle("\n".join(textwrap.wrap(title, chars)), x=0.01, ha="left", fontsize=TITLE_PT)
+
+
+def series_label(analyses: list[Analysis], a: Analysis, what: str = "") -> str:
+    """A legend entry: `what` alone for one run (the page names it), else the run's name once."""
+    if len(analyses) == 1:
+        return what or "_nolegend_"
+    return a.run.name
+
+
+def style_key(ax: plt.Axes, styles: list[tuple[str, dict]], **legend) -> None:
+    """A legend of line styles (in grey) after the runs' colours: each run named once, each
+    style once, instead of one entry per run and style."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    for label, kw in styles:
+        handles.append(Line2D([], [], color="dimgrey", **kw))
+        labels.append(label)
+    if handles:
+        ax.legend(handles, labels, fontsize="small", **legend)
 
 
 def _legend(ax: plt.Axes) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize="small")
-    else:
+    elif not ax.get_lines() and not ax.patches:
         ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
 
 
@@ -73,7 +106,13 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
         v = v[v > 0]
         if not v.size:
             continue
-        ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=color, label=a.run.name)
+        ax.step(
+            v,
+            np.arange(1, v.size + 1) / v.size,
+            where="post",
+            color=color,
+            label=series_label(analyses, a),
+        )
         full = a.per_request[column].to_numpy(dtype=float)
         full = full[np.isfinite(full)]
         for q, name, _ in PERCENTILES:
@@ -81,7 +120,7 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
             ax.plot([x], [q], marker="o", color=color, ms=5)
             if len(analyses) == 1:  # with several runs the values are in the strip and the tables
                 ax.annotate(
-                    f"{name} {x:.3g}s",
+                    f"{name} {fmt(x, '.3g')} s",
                     (x, q),
                     textcoords="offset points",
                     xytext=(5, -11),
@@ -122,23 +161,28 @@ def interactivity(analyses: list[Analysis]) -> Figure:
     for a, color in zip(analyses, colors(analyses), strict=False):
         p90 = a.summary["interactivity_p90"]
         if p90:
-            ax.axvline(p90, color=color, ls="--", lw=1.2, label=f"{a.run.name} P90 = {p90:.3g}")
+            ax.axvline(
+                p90,
+                color=color,
+                ls="--",
+                lw=1.2,
+                label=(f"{a.run.name}: " if len(analyses) > 1 else "") + f"P90 = {human(p90)}",
+            )
     ax.set_xlabel("tokens/s/user (log scale); dashed: P90 interactivity = 1 / p90(TPOT)")
     _legend(ax)
     return fig
 
 
 def session_timeline(a: Analysis) -> Figure:
-    """Swim lanes of the longest complete task: one lane per session, bars per request,
-    arrows for spawns (parent -> subagent) and joins (subagent -> parent)."""
-    tasks = a.tasks[a.tasks["complete"]].sort_values("completion_s", ascending=False)
-    fig, ax = _figure(
-        f"Session timeline of the longest task: {a.run.name} (swim lanes)", width=WIDE, height=4.2
-    )
-    if tasks.empty:
+    """Swim lanes of the longest complete task with subagents (else the longest task): one lane
+    per session, bars per request, arrows for spawns (parent -> subagent) and joins (subagent ->
+    parent)."""
+    task, why = timeline_task(a.tasks)
+    title = f"Session timeline (swim lanes) of task {task}: {why}" if task else why
+    fig, ax = _figure(title, width=WIDE, height=4.2)
+    if task is None:
         ax.text(0.5, 0.5, "no complete task", ha="center", transform=ax.transAxes)
         return fig
-    task = tasks.iloc[0]["task"]
     recs = a.graph.recs[a.graph.recs["task"] == task]
     lanes = {
         sid: i
@@ -173,6 +217,22 @@ def session_timeline(a: Analysis) -> Figure:
     return fig
 
 
+def timeline_task(tasks: pd.DataFrame) -> tuple[str | None, str]:
+    """The task a swim lane shows, and why that one: the longest complete task that has subagent
+    sessions (the structure is what a lane shows), else the longest complete task."""
+    done = tasks[tasks["complete"]].sort_values("completion_s", ascending=False)
+    if done.empty:
+        return None, "no complete task"
+    forked = done[done["sessions"] > 1]
+    if not forked.empty:
+        t = forked.iloc[0]
+        return str(t["task"]), (
+            f"the longest complete task with subagents ({int(t['sessions'])} sessions,"
+            f" {fmt(t['completion_s'], '.3g')} s)"
+        )
+    return str(done.iloc[0]["task"]), "the longest complete task (no task had subagents)"
+
+
 def pareto(analyses: list[Analysis]) -> Figure:
     fig, ax = _figure("TPGS vs P90 interactivity (runs as points; line = Pareto frontier)")
     pts = [(a.summary["interactivity_p90"], a.summary["tpgs"], a.run.name) for a in analyses]
@@ -185,7 +245,7 @@ def pareto(analyses: list[Analysis]) -> Figure:
         front = [pts[i] for i in pareto_frontier([(p[0], p[1]) for p in pts])]
         ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", marker="o")
     else:
-        ax.set_title(f"TPGS vs P90 interactivity (no frontier: {why_not})", fontsize="small")
+        figure_title(fig, f"TPGS vs P90 interactivity (no frontier: {why_not})")
     ax.set_xlabel("P90 interactivity (tokens/s/user)")
     ax.set_ylabel("TPGS (tokens/s/GPU)")
     return fig

@@ -8,7 +8,8 @@ from matplotlib.figure import Figure
 
 from harness.analysis.cache import breakdown, group_label
 from harness.analysis.summary import Analysis
-from harness.report.plots.base import HALF, _figure, _legend, colors
+from harness.report.headline import miss_parts
+from harness.report.plots.base import HALF, _figure, _legend, colors, series_label, style_key
 
 
 def cache_by_turn(analyses: list[Analysis]) -> Figure:
@@ -21,15 +22,15 @@ def cache_by_turn(analyses: list[Analysis]) -> Figure:
             marker="o",
             ms=3,
             color=color,
-            label=f"{a.run.name} server",
+            label=series_label(analyses, a),
         )
-        ax.plot(
-            table.index, table["ideal_hit_rate"], ls="--", color=color, label=f"{a.run.name} ideal"
-        )
+        ax.plot(table.index, table["ideal_hit_rate"], ls="--", color=color)
     ax.set_xlabel("turn index")
     ax.set_ylabel("hit rate")
     ax.set_ylim(0, 1.02)
-    _legend(ax)
+    style_key(
+        ax, [("server", {"marker": "o", "ms": 3}), ("ideal", {"ls": "--"})], loc="lower right"
+    )
     return fig
 
 
@@ -44,14 +45,14 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
                     "n/a" if group is None or group != group else group_label(group)
                 )  # NaN: not recorded
                 name = name if len(name) <= 24 else "…" + name[-23:]
-                labels.append(f"{key} {name}" + (f"\n{a.run.name}" if len(analyses) > 1 else ""))
+                labels.append(f"{key} {name}")  # the run: by colour, named once in the legend
                 server.append(row["hit_rate"])
                 ideal.append(row["ideal_hit_rate"])
                 run_of.append(i)
     fig, ax = _figure(
         "Hit rate by agent and endpoint (bar: server; tick: ideal)",
         width=HALF,
-        height=max(3.6, 0.5 + 0.32 * len(labels) * (2 if len(analyses) > 1 else 1)),
+        height=max(3.6, 0.8 + 0.32 * len(labels)),
     )
     palette = colors(analyses)
     y = np.arange(len(labels))
@@ -61,6 +62,12 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
     ax.set_xlabel("hit rate (requests whose server reported cached tokens)")
+    if len(analyses) > 1:
+        from matplotlib.patches import Patch
+
+        ax.legend(
+            [Patch(color=c) for c in palette], [a.run.name for a in analyses], fontsize="small"
+        )
     if not labels:
         ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
     return fig
@@ -70,10 +77,11 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     """Prompt tokens of each run split into hit and each miss category summary.json reports."""
     fig, ax = _figure("Where the prompt tokens went: hit and each miss category", width=HALF)
     names = [a.run.name for a in analyses]
-    categories = list(dict.fromkeys(k for a in analyses for k in a.summary["cache"]["miss_tokens"]))
+    each = [dict(miss_parts(a.summary["cache"]["miss_tokens"])) for a in analyses]
+    categories = list(dict.fromkeys(k for run in each for k in run))
     parts = {"hit": [float(np.nansum(a.misses["cached"])) for a in analyses]}
     for k in categories:
-        parts[k] = [float(a.summary["cache"]["miss_tokens"].get(k) or 0.0) for a in analyses]
+        parts[k] = [run.get(k, 0.0) for run in each]
     left = np.zeros(len(analyses))
     totals = np.maximum(sum(np.asarray(v) for v in parts.values()), 1e-12)
     for (label, values), color in zip(
