@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.analysis.client_check import host_line
 from harness.report.numbers import fmt
 from harness.report.tested import tested_rows, tpgs_caveat
 
@@ -199,6 +200,7 @@ def _window(s: dict) -> list[str]:
             f"client                   send lag p99 {fmt(c['send_lag_s']['p99'], '.3g')} s,"
             f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
             f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}"
+            + (f"; host {host_line(c['host'])}" if c.get("host") else "")
         )
     return out
 
