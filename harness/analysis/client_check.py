@@ -11,7 +11,7 @@ client queueing: add workers (`--workers`, Ray) or lower the load per process.
 A late loop is blamed on what the samples show (`cause`): the driver's own work when its loop
 thread was busy (at least `OWN_WORK_SHARE` of a core); the process's other threads (an in-process
 engine's step thread holds the interpreter) when the process was busy and the loop was not; the
-host when it was overloaded (`client.json` `host`: load average or run queue above
+host when it was overloaded (`client.json` `host_load`: load average or run queue above
 `HOST_LOAD_PER_CPU` per CPU, or more than `STEAL_SHARE` of CPU time stolen) while neither was.
 """
 
@@ -80,7 +80,7 @@ def _worst_worker(workers: list[dict], start: float, end: float) -> dict:
     return {
         "loop_lag_s": laggiest["loop_lag_s"],
         **worst,
-        "host": laggiest["host"],
+        "host_load": laggiest["host_load"],
         "workers": each,
     }
 
@@ -104,7 +104,7 @@ def _loop(client: dict, start: float, end: float) -> dict:
         "loop_cpu_share": _share(t, loop_cpu, start, end),
         "loop_cpu_share_max": _max_share(t, loop_cpu, start, end),
         "process_cpu_share": _share(t, proc_cpu, start, end),
-        "host": _host(client.get("host"), t, start, end),
+        "host_load": _host(client.get("host_load"), t, start, end),
     }
 
 
@@ -152,9 +152,9 @@ def late_cause(c: dict) -> str | None:
         return "driver"
     if process is not None and process - share >= OWN_WORK_SHARE:
         return "process"
-    if c.get("host") is None:
+    if c.get("host_load") is None:
         return "unsampled"
-    return "host" if host_overloaded(c["host"]) else "unknown"
+    return "host" if host_overloaded(c["host_load"]) else "unknown"
 
 
 def _share(t: np.ndarray, cpu: np.ndarray, a: float, b: float) -> float | None:
@@ -204,12 +204,12 @@ def _blame(c: dict) -> str:
         )
     if cause == "host":
         return (
-            f"an overloaded host, not the driver ({host_line(c.get('host'))}; the driver's loop"
+            f"an overloaded host, not the driver ({host_line(c.get('host_load'))}; the driver's loop"
             f" thread used {share:.0%} of a CPU): run the driver where it gets a CPU of its own"
         )
     if cause == "unknown":
         return (
-            f"neither the driver's loop ({share:.0%} CPU) nor the host ({host_line(c.get('host'))})"
+            f"neither the driver's loop ({share:.0%} CPU) nor the host ({host_line(c.get('host_load'))})"
             " was busy: a blocking call or a paused process"
         )
     if cause == "unsampled":

@@ -85,7 +85,7 @@ class LoopProbe:
                 "loop_thread_s": self.loop_cpu_s,
                 "process_s": self.process_cpu_s,
             },
-            "host": self.host.as_dict(),  # one sample per cpu sample, at the same times
+            "host_load": self.host.as_dict(),  # one sample per cpu sample, at the same times
         }
 
 

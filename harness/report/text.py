@@ -200,7 +200,7 @@ def _window(s: dict) -> list[str]:
             f"client                   send lag p99 {fmt(c['send_lag_s']['p99'], '.3g')} s,"
             f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
             f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}"
-            + (f"; host {host_line(c['host'])}" if c.get("host") else "")
+            + (f"; host {host_line(c['host_load'])}" if c.get("host_load") else "")
         )
     return out
 
