@@ -14,8 +14,7 @@ from harness.analysis.run import Run
 
 def what_was_tested(run: Run) -> dict:
     m = run.manifest
-    target = m.get("target") if isinstance(m.get("target"), dict) else {}
-    replay = m.get("replay") if isinstance(m.get("replay"), dict) else {}
+    target, replay = _section(m, "target"), _section(m, "replay")
     imported = m.get("imported") or {}
     settings = imported.get("settings") or {}
     return {
@@ -35,6 +34,11 @@ def what_was_tested(run: Run) -> dict:
         "trace": _trace(run, m),
         "scenario": m.get("scenario"),
     }
+
+
+def _section(m: dict, key: str) -> dict:
+    value = m.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _target(m: dict, target: dict, imported: dict) -> str:

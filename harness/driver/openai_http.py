@@ -89,7 +89,8 @@ def served_identity(card: dict) -> dict:
     """What a /models card says serves the model: `owned_by` (vLLM: "vllm"), `max_model_len`,
     and the reference server's `metadata` (runner, device, simulated). Strings are cut short:
     a card is the server's to write, the manifest ours."""
-    meta = card.get("metadata") if isinstance(card.get("metadata"), dict) else {}
+    meta = card.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     found = {"owned_by": card.get("owned_by"), "max_model_len": card.get("max_model_len")}
     found.update({k: meta.get(k) for k in _IDENTITY_KEYS})
     return {
