@@ -68,8 +68,9 @@ def _served_by(target: dict) -> str | None:
 def device(target: dict) -> dict:
     """{"name", "gpu", "source"}: the device the server said it ran on, or nulls if it did not."""
     if target.get("kind") == "engine-inprocess":
-        said = [target]
-        source = "the engine"
+        configured = (target.get("engine") or {}).get("device")
+        said = [target if target.get("device") else {"device": _unless_auto(configured)}]
+        source = "the engine" if target.get("device") else "the engine's configuration"
     else:
         said = [s for s in target.get("served_by") or [] if s.get("device")]
         source = "the server's /v1/models"
@@ -78,6 +79,11 @@ def device(target: dict) -> dict:
         return {"name": None, "gpu": None, "source": None}
     gpu = all(not n.startswith(("cpu", "simulated")) for n in names)
     return {"name": ", ".join(names), "gpu": gpu, "source": source}
+
+
+def _unless_auto(device: str | None) -> str | None:
+    """A configured device, unless "auto" (resolved at start: older manifests did not say to what)."""
+    return None if device in (None, "auto") else device
 
 
 def _device_name(said: dict) -> str:

@@ -38,7 +38,7 @@ from harness.schema import REPORT_FILE
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem auto;max-width:1400px;padding:0 1rem;color:#222}
 h1{font-size:1.5rem;margin-bottom:.4rem} h2{font-size:1.2rem;margin-top:1.8rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right} th:first-child,td:first-child{text-align:left}
 thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem} td.bad{background:#fde8e8;color:#a00;font-weight:600}
 .sim{background:#fff3cd;border:1px solid #e0c060;padding:.6rem 1rem;border-radius:4px}
@@ -63,7 +63,7 @@ ul.legend i{display:inline-block;width:.65rem;height:.65rem;margin-right:.25rem;
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
 figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee} figcaption{font-size:.8rem;color:#666}
 details{margin:.6rem 0} summary{cursor:pointer;font-weight:600}
-@media (max-width:1100px){.grid{grid-template-columns:1fr}.tested dl{grid-template-columns:max-content 1fr}.card .value{font-size:1.35rem}}
+@media (max-width:1100px){.grid{grid-template-columns:1fr}.runname{writing-mode:horizontal-tb;transform:none;flex-basis:100%;max-height:none;font-weight:600}.tested dl{grid-template-columns:max-content 1fr}.card .value{font-size:1.35rem}}
 """
 
 SCRIPT = """

@@ -35,7 +35,11 @@ def tested_rows(summary: dict) -> list[tuple[str, str]]:
 
 def _target(t: dict) -> str:
     served = f" ({t['served_by']})" if t.get("served_by") else ""
-    scenario = f"; scenario {t['scenario']}" if t.get("scenario") else ""
+    named = t.get("scenario") not in (
+        None,
+        "replay",
+    )  # `harness replay` names no scenario of its own
+    scenario = f"; scenario {t['scenario']}" if named else ""
     return f"{t['target']}{served}{scenario}"
 
 
@@ -84,6 +88,8 @@ def _scale(t: dict) -> str:
 def device_text(t: dict) -> str:
     d = t.get("device") or {}
     if not d.get("name"):
+        if t.get("target", "").startswith("reference engine"):
+            return "not recorded (a run from before the engine recorded its device)"
         return "not reported by the server (TPGS is per the GPU count given)"
     return f"{d['name']}; said by {d['source']}"
 
@@ -158,8 +164,11 @@ def tpgs_caveat(s: dict) -> str:
     elif name:
         where = f"on {n} {str(name).upper()} (not a GPU)"
     else:
-        where = (
-            f"per {n} GPU ({s.get('n_gpus_source', 'default')}); the server did not say its device"
+        given = {"argument": "--gpus", "manifest": "the scenario's gpus"}.get(
+            s.get("n_gpus_source", ""), "the default"
         )
+        engine = str((s.get("tested") or {}).get("target", "")).startswith("reference engine")
+        who = "the run did not record" if engine else "the server did not say"
+        where = f"per {n} GPU ({given}); {who} its device"
     cached = s["tpgs_parts"].get("cached")
     return f"TPGS {where}; {share(cached, s.get('tpgs'))} of it cached prompt tokens"

@@ -94,6 +94,24 @@ def _long(analyses: list[Analysis], column: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def log_x(ax: plt.Axes) -> None:
+    """A log x axis; one spanning less than ~1.5 decades has at most one labelled power of ten,
+    so its minor ticks at 2, 3 and 5 times a power are labelled too, in plain numbers."""
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    narrow = lo > 0 and hi / lo < 30
+    ax.xaxis.set_minor_formatter(
+        matplotlib.ticker.FuncFormatter(_minor_label)
+        if narrow
+        else matplotlib.ticker.NullFormatter()
+    )
+
+
+def _minor_label(value: float, _pos) -> str:
+    mantissa = value / 10 ** np.floor(np.log10(value)) if value > 0 else 0.0
+    return human(value, 1) if round(mantissa, 6) in (2.0, 3.0, 5.0) else ""
+
+
 def colors(analyses: list[Analysis]) -> list:
     return sns.color_palette(n_colors=max(len(analyses), 1))
 
@@ -128,8 +146,7 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
                     color=color,
                 )
     if any(np.size(line.get_xdata()) for line in ax.get_lines()):
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        log_x(ax)
     for q, _, style in PERCENTILES:
         ax.axhline(q, color="grey", lw=0.6, ls=style)
     ax.set_xlabel(f"{label} (s, log scale)")
@@ -156,8 +173,7 @@ def interactivity(analyses: list[Analysis]) -> Figure:
             common_norm=False,
             ax=ax,
         )
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        log_x(ax)
     for a, color in zip(analyses, colors(analyses), strict=False):
         p90 = a.summary["interactivity_p90"]
         if p90:

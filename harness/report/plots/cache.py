@@ -50,7 +50,8 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
                 ideal.append(row["ideal_hit_rate"])
                 run_of.append(i)
     fig, ax = _figure(
-        "Hit rate by agent and endpoint (bar: server; tick: ideal)",
+        "Hit rate by agent and endpoint (bar: server; tick: ideal), over the requests whose"
+        " server reported cached tokens",
         width=HALF,
         height=max(3.6, 0.8 + 0.32 * len(labels)),
     )
@@ -61,7 +62,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
-    ax.set_xlabel("hit rate (requests whose server reported cached tokens)")
+    ax.set_xlabel("hit rate")
     if len(analyses) > 1:
         from matplotlib.patches import Patch
 

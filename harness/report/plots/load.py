@@ -72,7 +72,7 @@ def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
         loc="upper right",
         ncol=2,
     )
-    style_key(hit, [("server hit", {"lw": 1.4}), ("ideal hit", {"ls": "--"})], loc="lower right")
+    style_key(hit, [("server hit", {"lw": 1.4}), ("ideal hit", {"ls": "--"})], loc="best")
     if len(analyses) > 1:
         rate.legend(loc="upper right", fontsize="small")
     return fig
