@@ -31,7 +31,7 @@ TESTED = {
 }
 
 
-def endpoint_run(path, run_id="vllm-run", **manifest):
+def endpoint_run(path, run_id="vllm-run", endpoints=("e1",), **manifest):
     """A synthetic run as a replay against an endpoint writes it: target, endpoints, load."""
     m = {
         **MANIFEST,
@@ -45,7 +45,7 @@ def endpoint_run(path, run_id="vllm-run", **manifest):
         "trace_sha256": "ab" * 32,
         **manifest,
     }
-    return write_run(path, synthetic_records(n_tasks=12, seed=5), m)
+    return write_run(path, synthetic_records(n_tasks=12, seed=5, endpoints=endpoints), m)
 
 
 def above_first_section(page: str) -> str:
@@ -188,3 +188,56 @@ def test_summary_json_says_what_was_tested(tmp_path):
     assert t["target"] == "http://127.0.0.1:18002" and t["served_by"] == "vllm"
     assert t["load"]["mode"] == "closed" and t["load"]["concurrency"] == 4
     assert t["device"] == {"name": None, "gpu": None, "source": None}
+
+
+LONG = "sweep-point-concurrency-64-against-vllm-cpu-gemma-2026-12-01T23-59"
+URL = "http://gateway.inference.internal.example:18002/v1"
+
+
+def _figures(analyses):
+    from harness.report.plots.base import interactivity, latency_cdf
+    from harness.report.plots.cache import cache_by_group, cache_by_turn, miss_categories
+    from harness.report.plots.load import load_held
+
+    return [
+        latency_cdf(analyses, "ttft", "TTFT"),
+        interactivity(analyses),
+        cache_by_turn(analyses),
+        cache_by_group(analyses),
+        miss_categories(analyses),
+        load_held(analyses),
+    ]
+
+
+@pytest.mark.slow
+def test_no_figure_text_is_clipped_with_long_run_names_and_endpoints(tmp_path):
+    import matplotlib.pyplot as plt
+
+    runs = [endpoint_run(tmp_path / f"r{i}", f"{LONG}-{i}", endpoints=(URL,)) for i in (1, 2)]
+    for analyses in ([analyze(load_run(runs[0]))], [analyze(load_run(r)) for r in runs]):
+        for fig in _figures(analyses):
+            fig.canvas.draw()
+            box = fig.bbox
+            texts = [fig._suptitle] + [
+                t for ax in fig.axes for t in (ax.xaxis.label, ax.title, *ax.get_yticklabels())
+            ]
+            for text in (t for t in texts if t is not None and t.get_text()):
+                extent = text.get_window_extent()
+                assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text.get_text()
+            plt.close(fig)
+
+
+@pytest.mark.slow
+def test_legends_name_each_run_once_and_none_for_a_single_run(tmp_path):
+    import matplotlib.pyplot as plt
+
+    runs = [endpoint_run(tmp_path / n, n) for n in ("alpha", "beta")]
+    for analyses in ([analyze(load_run(runs[0]))], [analyze(load_run(r)) for r in runs]):
+        for fig in _figures(analyses):
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                entries = [t.get_text() for t in legend.get_texts()] if legend else []
+                for a in analyses:
+                    named = sum(a.run.name in e for e in entries)
+                    assert named <= (0 if len(analyses) == 1 else 1), entries
+            plt.close(fig)

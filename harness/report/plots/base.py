@@ -52,6 +52,12 @@ def figure_title(fig: Figure, title: str) -> None:
     fig.suptitle("\n".join(textwrap.wrap(title, chars)), x=0.01, ha="left", fontsize=TITLE_PT)
 
 
+def short(name: str, limit: int = 24) -> str:
+    """A tick label cut to `limit` characters, keeping its end (where run and endpoint names
+    differ); the page names the whole run elsewhere."""
+    return name if len(name) <= limit else "…" + name[-(limit - 1) :]
+
+
 def series_label(analyses: list[Analysis], a: Analysis, what: str = "") -> str:
     """A legend entry: `what` alone for one run (the page names it), else the run's name once."""
     if len(analyses) == 1:
@@ -157,7 +163,9 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
 
 def interactivity(analyses: list[Analysis]) -> Figure:
     """Per-request 1 / TPOT on log-spaced bins: one outlier no longer squeezes the rest into one bar."""
-    fig, ax = _figure("Interactivity per request (1 / TPOT), log axis")
+    fig, ax = _figure(
+        "Interactivity per request (1 / TPOT), log axis; dashed: P90 interactivity = 1 / p90(TPOT)"
+    )
     data = _long(analyses, "interactivity")
     data = data[data["value"] > 0]
     if not data.empty:
@@ -184,7 +192,7 @@ def interactivity(analyses: list[Analysis]) -> Figure:
                 lw=1.2,
                 label=(f"{a.run.name}: " if len(analyses) > 1 else "") + f"P90 = {human(p90)}",
             )
-    ax.set_xlabel("tokens/s/user (log scale); dashed: P90 interactivity = 1 / p90(TPOT)")
+    ax.set_xlabel("tokens/s/user (log scale)")
     _legend(ax)
     return fig
 
@@ -227,7 +235,7 @@ def session_timeline(a: Analysis) -> Figure:
                 xytext=(where[src][1], where[src][2]),
                 arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8},
             )
-    ax.set_yticks(list(lanes.values()), list(lanes.keys()))
+    ax.set_yticks(list(lanes.values()), [short(str(sid), 32) for sid in lanes])
     ax.invert_yaxis()
     ax.set_xlabel("run clock (s); red = critical path, blue = main, green = subagent")
     return fig

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from harness.analysis.cache import breakdown, group_label
 from harness.analysis.summary import Analysis
 from harness.report.headline import miss_parts
-from harness.report.plots.base import HALF, _figure, _legend, colors, series_label, style_key
+from harness.report.plots.base import HALF, _figure, _legend, colors, series_label, short, style_key
 
 
 def cache_by_turn(analyses: list[Analysis]) -> Figure:
@@ -44,7 +44,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
                 name = (
                     "n/a" if group is None or group != group else group_label(group)
                 )  # NaN: not recorded
-                name = name if len(name) <= 24 else "…" + name[-23:]
+                name = short(name)
                 labels.append(f"{key} {name}")  # the run: by colour, named once in the legend
                 server.append(row["hit_rate"])
                 ideal.append(row["ideal_hit_rate"])
@@ -77,7 +77,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
 def miss_categories(analyses: list[Analysis]) -> Figure:
     """Prompt tokens of each run split into hit and each miss category summary.json reports."""
     fig, ax = _figure("Where the prompt tokens went: hit and each miss category", width=HALF)
-    names = [a.run.name for a in analyses]
+    names = [short(a.run.name) for a in analyses]
     each = [dict(miss_parts(a.summary["cache"]["miss_tokens"])) for a in analyses]
     categories = list(dict.fromkeys(k for run in each for k in run))
     parts = {"hit": [float(np.nansum(a.misses["cached"])) for a in analyses]}
