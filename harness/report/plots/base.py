@@ -62,7 +62,7 @@ def series_label(analyses: list[Analysis], a: Analysis, what: str = "") -> str:
     """A legend entry: `what` alone for one run (the page names it), else the run's name once."""
     if len(analyses) == 1:
         return what or "_nolegend_"
-    return a.run.name
+    return short(a.run.name, 36)
 
 
 def style_key(ax: plt.Axes, styles: list[tuple[str, dict]], **legend) -> None:
@@ -190,7 +190,8 @@ def interactivity(analyses: list[Analysis]) -> Figure:
                 color=color,
                 ls="--",
                 lw=1.2,
-                label=(f"{a.run.name}: " if len(analyses) > 1 else "") + f"P90 = {human(p90)}",
+                label=(f"{short(a.run.name, 36)}: " if len(analyses) > 1 else "")
+                + f"P90 = {human(p90)}",
             )
     ax.set_xlabel("tokens/s/user (log scale)")
     _legend(ax)
@@ -263,7 +264,10 @@ def pareto(analyses: list[Analysis]) -> Figure:
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
     for x, y, name in pts:
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+        ax.annotate(
+            short(name), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small"
+        )
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: human(v)))
     why_not = not_comparable(analyses[:1], analyses[1:]).get("tpgs")
     if why_not is None:  # a frontier only among runs that measured the same thing
         front = [pts[i] for i in pareto_frontier([(p[0], p[1]) for p in pts])]

@@ -67,7 +67,13 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
         from matplotlib.patches import Patch
 
         ax.legend(
-            [Patch(color=c) for c in palette], [a.run.name for a in analyses], fontsize="small"
+            [Patch(color=c) for c in palette],
+            [short(a.run.name, 36) for a in analyses],
+            fontsize="small",
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18),  # below the axes: the bars run to the right edge
+            ncol=2,
+            frameon=False,
         )
     if not labels:
         ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)

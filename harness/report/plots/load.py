@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from harness.analysis import window
 from harness.analysis.summary import Analysis
+from harness.report.numbers import human
 from harness.report.plots.base import WIDE, colors, figure_title, plt, series_label, style_key
 from harness.schema import ReplaySettings
 
@@ -62,6 +64,7 @@ def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
         _in_flight(held, a, t0, color, series_label(analyses, a))
         _hit(hit, a, t0, color, series_label(analyses, a))
     rate.set_ylabel("output tok/s")
+    rate.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
     held.set_ylabel("in flight")
     hit.set_ylabel("hit rate (rolling)")
     hit.set_ylim(-0.02, 1.02)
