@@ -16,8 +16,10 @@ _SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 def fmt(value, spec: str = ".4g") -> str:
     if value is None or value != value:  # None or NaN
         return "-"
+    if not isinstance(value, int | float):  # e.g. a tool's "inf" request rate, as it wrote it
+        return str(value)
     text = format(value, spec)
-    return human(value) if "e" in text and isinstance(value, int | float) else text
+    return human(value) if "e" in text else text
 
 
 def human(value, digits: int = 3) -> str:

@@ -177,6 +177,10 @@ def test_numbers_never_use_e_notation(value, text):
     assert E_NOTATION.search(human(value if value is not None else 0.0)) is None
 
 
+def test_a_value_a_tool_wrote_as_text_is_shown_as_it_is():
+    assert fmt("inf", "g") == "inf"
+
+
 def test_counts_are_exact_below_ten_thousand():
     assert (count(9876), count(23145), count(None)) == ("9876", "23.1k", "-")
 
