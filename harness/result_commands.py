@@ -109,7 +109,8 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
         "-o",
         "--output",
         default=None,
-        help="output file (default: RUN_DIR/report.html of the first run; with --trend: trend.html here)",
+        help="output file (default: one run: RUN_DIR/report.html; several: report-A-vs-B.html beside"
+        " the first run's folder, each run's own report untouched; with --trend: trend.html here)",
     )
     p.add_argument(
         "--trend",
@@ -207,11 +208,15 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from harness.analysis.run import expand_run_dirs
     from harness.report.html import write_report
     from harness.report.trend import trend_regressions, write_trend
 
     if not args.trend:
-        print(f"wrote {write_report(args.run_dirs, args.output)}")
+        path = write_report(args.run_dirs, args.output)
+        runs = len(expand_run_dirs(args.run_dirs))
+        side = f" ({runs} runs side by side)" if runs > 1 else ""
+        print(f"wrote {path}{side}")
         return 0
     path, result = write_trend(args.run_dirs, args.output or "trend.html")
     for line in trend_regressions(result):

@@ -7,6 +7,12 @@ saturation* when its event loop's thread was busy more than `LOOP_CPU_SHARE` of 
 *sends were late* when the p99 send lag passes `SEND_LAG_P99_S`. A Ray run's `client.json` holds
 each worker's samples (`workers`): each is judged on its own and the worst worker's figures count. Either way latencies include
 client queueing: add workers (`--workers`, Ray) or lower the load per process.
+
+A late loop is blamed on what the samples show (`cause`): the driver's own work when its loop
+thread was busy (at least `OWN_WORK_SHARE` of a core); the process's other threads (an in-process
+engine's step thread holds the interpreter) when the process was busy and the loop was not; the
+host when it was overloaded (`client.json` `host_load`: load average or run queue above
+`HOST_LOAD_PER_CPU` per CPU, or more than `STEAL_SHARE` of CPU time stolen) while neither was.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from harness.schema import CLIENT_FILE
 SEND_LAG_P99_S = 0.050
 LOOP_LAG_P99_S = 0.050
 LOOP_CPU_SHARE = 0.85
+OWN_WORK_SHARE = 0.5  # loop-thread CPU share from which a late loop is the driver's own work
+HOST_LOAD_PER_CPU = 1.5  # load average (or run queue) per CPU above which the host is overloaded
+STEAL_SHARE = 0.10  # share of the host's CPU time stolen by the hypervisor
 
 
 def read_client(run_dir: Path) -> dict | None:
@@ -50,6 +59,7 @@ def client_check(records: pd.DataFrame, client: dict | None, start: float, end: 
         out.update(_worst_worker(client["workers"], start, end))
     elif client:
         out.update(_loop(client, start, end))
+    out["cause"] = late_cause(out)
     out["warnings"] = _judge(out)
     return out
 
@@ -67,7 +77,12 @@ def _worst_worker(workers: list[dict], start: float, end: float) -> dict:
         key: max((w[key] for w in each if w[key] is not None), default=None)
         for key in ("loop_cpu_share", "loop_cpu_share_max", "process_cpu_share")
     }
-    return {"loop_lag_s": laggiest["loop_lag_s"], **worst, "workers": each}
+    return {
+        "loop_lag_s": laggiest["loop_lag_s"],
+        **worst,
+        "host_load": laggiest["host_load"],
+        "workers": each,
+    }
 
 
 def _or_low(value: float | None) -> float:
@@ -89,7 +104,57 @@ def _loop(client: dict, start: float, end: float) -> dict:
         "loop_cpu_share": _share(t, loop_cpu, start, end),
         "loop_cpu_share_max": _max_share(t, loop_cpu, start, end),
         "process_cpu_share": _share(t, proc_cpu, start, end),
+        "host_load": _host(client.get("host_load"), t, start, end),
     }
+
+
+def _host(host: dict | None, t: np.ndarray, start: float, end: float) -> dict | None:
+    """The host over the window: load average and run queue (mean, max), the share of its CPU
+    time stolen; samples taken with the CPU samples at times `t`."""
+    if not host or not host.get("load1"):
+        return None
+    n = min(len(host["load1"]), t.size)
+    inside = (t[:n] >= start) & (t[:n] <= end)
+    inside = inside if inside.any() else np.ones(n, dtype=bool)
+
+    def series(key: str) -> np.ndarray:
+        return np.asarray(host[key][:n], dtype=float)[inside]
+
+    load, runnable = series("load1"), series("runnable")
+    steal, total = series("steal_s"), series("cpu_total_s")
+    spent = total[-1] - total[0] if total.size > 1 else 0.0
+    return {
+        "cpus": host.get("cpus"),
+        "load1_mean": float(load.mean()),
+        "load1_max": float(load.max()),
+        "load1_min": float(load.min()),
+        "runnable_mean": float(runnable.mean()),
+        "runnable_max": int(runnable.max()),
+        "steal_share": float((steal[-1] - steal[0]) / spent) if spent > 0 else None,
+    }
+
+
+def host_overloaded(host: dict | None) -> bool:
+    if not host or not host.get("cpus"):
+        return False
+    per_cpu = max(host["load1_mean"], host["runnable_mean"]) / host["cpus"]
+    return per_cpu > HOST_LOAD_PER_CPU or (host.get("steal_share") or 0.0) > STEAL_SHARE
+
+
+def late_cause(c: dict) -> str | None:
+    """What a late loop or late sends are blamed on: "driver" (its loop thread was busy),
+    "process" (its other threads were), "host" (overloaded), "unknown" (none of these),
+    "unsampled" (the loop was not busy; the host's load was not recorded); None without samples."""
+    share, process = c.get("loop_cpu_share"), c.get("process_cpu_share")
+    if share is None:
+        return None
+    if share >= OWN_WORK_SHARE:
+        return "driver"
+    if process is not None and process - share >= OWN_WORK_SHARE:
+        return "process"
+    if c.get("host_load") is None:
+        return "unsampled"
+    return "host" if host_overloaded(c["host_load"]) else "unknown"
 
 
 def _share(t: np.ndarray, cpu: np.ndarray, a: float, b: float) -> float | None:
@@ -115,13 +180,53 @@ def _max_share(t: np.ndarray, cpu: np.ndarray, a: float, b: float) -> float | No
     return float(shares.max()) if shares.size else None
 
 
+def host_line(host: dict | None) -> str:
+    """'load average 11-17 on 2 CPUs, run queue up to 15, 0 % stolen'."""
+    if not host:
+        return "host load not sampled"
+    lo, hi = host["load1_min"], host["load1_max"]
+    load = f"{lo:.3g}" if round(lo, 1) == round(hi, 1) else f"{lo:.3g}-{hi:.3g}"
+    steal = host.get("steal_share")
+    stolen = "" if steal is None else f", {steal:.0%} of CPU time stolen"
+    return f"load average {load} on {host['cpus']} CPUs, run queue up to {host['runnable_max']}{stolen}"
+
+
+def _blame(c: dict) -> str:
+    """Why timings were late, in words, from `late_cause`."""
+    share = c.get("loop_cpu_share")
+    cause = c.get("cause")
+    if cause == "driver":
+        return f"the driver's own delay (its event-loop thread used {share:.0%} of a CPU)"
+    if cause == "process":
+        return (
+            f"the driver process's other threads (process CPU {c['process_cpu_share']:.0%}, its"
+            f" loop thread {share:.0%}; an in-process engine's step thread holds the interpreter)"
+        )
+    if cause == "host":
+        return (
+            f"an overloaded host, not the driver ({host_line(c.get('host_load'))}; the driver's loop"
+            f" thread used {share:.0%} of a CPU): run the driver where it gets a CPU of its own"
+        )
+    if cause == "unknown":
+        return (
+            f"neither the driver's loop ({share:.0%} CPU) nor the host ({host_line(c.get('host_load'))})"
+            " was busy: a blocking call or a paused process"
+        )
+    if cause == "unsampled":
+        return (
+            f"a delay outside the driver's loop (it used {share:.0%} of a CPU; the host's load"
+            " was not sampled)"
+        )
+    return "the driver's own delay"
+
+
 def _judge(c: dict) -> list[str]:
     out = []
     send_p99, loop_p99 = c["send_lag_s"]["p99"], c["loop_lag_s"]["p99"]
     if send_p99 is not None and send_p99 > SEND_LAG_P99_S:
         out.append(
             f"client: sends were late (send lag p99 {send_p99 * 1e3:.1f} ms > "
-            f"{SEND_LAG_P99_S * 1e3:.0f} ms); latencies include client queueing"
+            f"{SEND_LAG_P99_S * 1e3:.0f} ms); latencies include client queueing, from {_blame(c)}"
         )
     share = c["loop_cpu_share"]
     if share is not None and share > LOOP_CPU_SHARE:
@@ -132,6 +237,6 @@ def _judge(c: dict) -> list[str]:
     if loop_p99 is not None and loop_p99 > LOOP_LAG_P99_S:
         out.append(
             f"client: event loop ran late (loop lag p99 {loop_p99 * 1e3:.1f} ms > "
-            f"{LOOP_LAG_P99_S * 1e3:.0f} ms); stream timings include the driver's own delay"
+            f"{LOOP_LAG_P99_S * 1e3:.0f} ms); stream timings include {_blame(c)}"
         )
     return out

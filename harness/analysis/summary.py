@@ -22,6 +22,7 @@ from harness.analysis.ideal.walk import Ideal, with_ideal
 from harness.analysis.run import Run, load_run
 from harness.analysis.sessions import tasks as sessions
 from harness.analysis.slo import Slo, goodput, parse_slos
+from harness.analysis.tested import what_was_tested
 from harness.errors import InputError, RunFolderError
 from harness.schema import SCENARIO_FILE, SUMMARY_FILE
 
@@ -91,6 +92,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "run_id": run.name,
         "simulated": run.simulated,
         "imported": _imported(run.manifest),
+        "tested": what_was_tested(run),
         **_counts(run),
         "errors_by_class": metrics.error_counts(run.measured),
         "streamed": placed,

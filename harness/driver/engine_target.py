@@ -54,6 +54,11 @@ class EngineTarget:
             "model": self.config.served_model_name,
             "replicas": len(self.engines),
             "simulated": self.engine.simulated,
+            **{
+                k: v
+                for k, v in self.engine.identity().items()
+                if k in ("runner", "device", "modelled_device")
+            },
             "engine": _config_dict(self.config),
         }
 

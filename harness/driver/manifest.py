@@ -91,3 +91,13 @@ def replay_fields(trace, config, *, target: dict, endpoints, trace_path=None) ->
         "trace_sha256": file_sha256(trace_path) if trace_path else None,
         "replay": config.as_dict(),
     }
+
+
+def started_fields(target: dict, manifest: dict) -> dict:
+    """The target as it describes itself once started (an HTTP target has read each endpoint's
+    /models card by then: what serves the model, on which device). A run is simulated when its
+    scenario says so or any server says its timings come from a simulated runner."""
+    return {
+        "target": target,
+        "simulated": bool(manifest.get("simulated")) or target.get("simulated") is True,
+    }

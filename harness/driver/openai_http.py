@@ -65,6 +65,7 @@ class OpenAIHTTPTarget:
         self._secrets = config.secrets()
         self._session: aiohttp.ClientSession | None = None
         self.base_headers = self._make_headers()
+        self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
 
     def _make_headers(self) -> dict[str, str]:
         # identity: a compressed stream would only cost CPU on both sides, per chunk
@@ -110,6 +111,7 @@ class OpenAIHTTPTarget:
 
     def describe(self) -> dict:
         c = self.config
+        served = [{"endpoint": e, **self.served[e]} for e in self.endpoints if e in self.served]
         return {
             "kind": self.name,
             "model": c.model,
@@ -129,6 +131,9 @@ class OpenAIHTTPTarget:
             "max_connections": c.max_connections,
             "session_headers": list(c.session_headers),
             **self._api_settings(),
+            # learned at start from each endpoint's /models card: what serves the model
+            "served_by": served,
+            "simulated": any(s.get("simulated") is True for s in served),
         }
 
     def _api_settings(self) -> dict:

@@ -26,6 +26,8 @@ async def preflight(target: OpenAIHTTPTarget, i: int, base: str) -> None:
     answers one probe request."""
     models = await list_models(target, base)
     c = target.config
+    if c.model in models:
+        target.served[redact_url(base)] = served_identity(models[c.model])
     if not c.preflight:
         return
     if models and c.model not in models:
@@ -52,6 +54,24 @@ async def list_models(target: OpenAIHTTPTarget, base: str) -> dict[str, dict]:
         return {m["id"]: m for m in data if isinstance(m, dict) and "id" in m} if data else {}
     except (orjson.JSONDecodeError, AttributeError, TypeError):
         return {}
+
+
+_IDENTITY_KEYS = ("engine", "runner", "simulated", "device", "modelled_device", "preset")
+
+
+def served_identity(card: dict) -> dict:
+    """What a /models card says serves the model: `owned_by` (vLLM: "vllm"), `max_model_len`,
+    and the reference server's `metadata` (runner, device, simulated). Strings are cut short:
+    a card is the server's to write, the manifest ours."""
+    meta = card.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    found = {"owned_by": card.get("owned_by"), "max_model_len": card.get("max_model_len")}
+    found.update({k: meta.get(k) for k in _IDENTITY_KEYS})
+    return {
+        k: v[:120] if isinstance(v, str) else v
+        for k, v in found.items()
+        if isinstance(v, str | int | float)  # bool is an int; None and nested values are dropped
+    }
 
 
 async def _probe(target: OpenAIHTTPTarget, i: int, base: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.driver import progress
 from harness.driver.config import ReplayConfig
-from harness.driver.manifest import replay_fields
+from harness.driver.manifest import replay_fields, started_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
 from harness.driver.selfcheck import LoopProbe, write_client_check
@@ -104,6 +104,7 @@ async def replay_into(
     try:
         with folder.signals(replay):
             await target.start()
+            folder.update(**started_fields(target.describe(), folder.manifest))
             probe.start()
             result = await replay.run()
         folder.check_written()

@@ -8,11 +8,16 @@ in-process engine's step thread is not counted) and of the whole process. Send l
 run folder; the analyzer judges them over the measured window (harness.analysis.client_check).
 A Ray run's workers each sample their own loop; the coordinator writes them all into one
 `client.json` (`workers`), and the analyzer judges the worst.
+
+With the CPU the probe notes the host's state (Linux `/proc`): the 1-minute load average, the
+run queue (runnable tasks) and the CPU time stolen by the hypervisor, so a late loop can be told
+apart: the driver's own work, or a host too busy to run it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -34,6 +39,7 @@ class LoopProbe:
         self.cpu_t: list[float] = []
         self.loop_cpu_s: list[float] = []
         self.process_cpu_s: list[float] = []
+        self.host = HostProbe()
         self._handle: asyncio.TimerHandle | None = None
         self._due = 0.0
         self._next_cpu = 0.0
@@ -60,6 +66,7 @@ class LoopProbe:
         self.cpu_t.append(now)
         self.loop_cpu_s.append(round(time.thread_time() - self._cpu0[0], 6))
         self.process_cpu_s.append(round(time.process_time() - self._cpu0[1], 6))
+        self.host.sample()
         self._next_cpu = now + self.cpu_every_s
 
     def stop(self) -> None:
@@ -78,6 +85,48 @@ class LoopProbe:
                 "loop_thread_s": self.loop_cpu_s,
                 "process_s": self.process_cpu_s,
             },
+            "host_load": self.host.as_dict(),  # one sample per cpu sample, at the same times
+        }
+
+
+class HostProbe:
+    """The host's load beside the driver's own CPU: load average, run queue, stolen CPU time.
+    Reads `/proc/loadavg` and `/proc/stat` (a few microseconds); elsewhere it records nothing."""
+
+    def __init__(self) -> None:
+        self.load1: list[float] = []
+        self.runnable: list[int] = []
+        self.steal_s: list[float] = []
+        self.total_s: list[float] = []
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.available = Path("/proc/loadavg").is_file() and Path("/proc/stat").is_file()
+
+    def sample(self) -> None:
+        if not self.available:
+            return
+        try:
+            load = Path("/proc/loadavg").read_text().split()
+            with open("/proc/stat", "rb") as fh:
+                cpu = [int(x) for x in fh.readline().split()[1:9]]
+        except (OSError, ValueError, IndexError):
+            self.available = False
+            return
+        self.load1.append(float(load[0]))
+        self.runnable.append(int(load[3].split("/")[0]))
+        self.steal_s.append(
+            round(cpu[7] / self._tick, 3)
+        )  # user nice system idle iowait irq softirq steal
+        self.total_s.append(round(sum(cpu) / self._tick, 3))
+
+    def as_dict(self) -> dict | None:
+        if not self.load1:
+            return None
+        return {
+            "cpus": os.cpu_count(),
+            "load1": self.load1,
+            "runnable": self.runnable,
+            "steal_s": self.steal_s,
+            "cpu_total_s": self.total_s,
         }
 
 

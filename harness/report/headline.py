@@ -1,7 +1,9 @@
-"""The report's headline strip: the four numbers the harness exists for, per run, with SLO verdicts.
+"""The report's headline strip: the numbers the harness exists for, per run, with SLO verdicts.
 
-TTFT p90, P90 interactivity, TPGS (split cached / uncached input / output) and the server's
-prefix-cache hit rate beside the ideal. A card shows the verdict of the run's SLO on that metric
+TTFT p90, P90 interactivity, TPGS (split cached / uncached input / output, with the device it was
+measured on and the share that is cached prompt tokens), the server's prefix-cache hit rate
+beside the ideal, and where the missed prompt tokens went (every category summary.json has, as
+a share of prompt tokens). A card shows the verdict of the run's SLO on that metric
 (`goodput.attained`, docs/metrics.md) when one was set, and says so when none was.
 """
 
@@ -10,14 +12,19 @@ from __future__ import annotations
 import html
 
 from harness.analysis.summary import Analysis
-from harness.report.text import fmt
+from harness.report.misses import label as miss_label
+from harness.report.numbers import count, fmt, share
+from harness.report.tested import tpgs_caveat
 
 CARDS = (
     ("ttft_p90", "TTFT p90", "ttft"),
     ("interactivity_p90", "P90 interactivity", "interactivity"),
     ("tpgs", "TPGS", None),
     ("cache_hit", "Cache hit vs ideal", None),
+    ("misses", "Where the cache missed", None),
 )
+# hit first, then the miss categories in summary.json's order
+PALETTE = ("#2ca02c", "#1f77b4", "#d62728", "#7f7f7f", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
 
 
 def _slo_line(summary: dict, metric: str) -> tuple[str, str]:
@@ -52,9 +59,50 @@ def _value(s: dict, key: str) -> tuple[str, str]:
             f"cached {fmt(parts['cached'])} · uncached {fmt(parts['uncached_input'])} · "
             f"output {fmt(parts['output'])}"
         )
-        return f"{fmt(s['tpgs'])} tok/s/GPU", f"{split} (on {fmt(s['n_gpus'], 'g')} GPU)"
+        return f"{fmt(s['tpgs'])} tok/s/GPU", split
+    if key == "misses":
+        c = s["cache"]
+        missed = sum(v for _, v in miss_parts(c["miss_tokens"]))
+        return f"{share(missed, c.get('prompt_tokens'))} missed", (
+            f"{count(missed)} of {count(c.get('prompt_tokens'))} prompt tokens"
+        )
     hit, ideal = s["cache_hit_rate"], s["ideal_cache_hit_rate"]
     return f"{fmt(hit, '.3f')} / {fmt(ideal, '.3f')}", "server / ideal (infinite cache)"
+
+
+def miss_parts(miss: dict) -> list[tuple[str, float]]:
+    """(label, tokens) of every miss category with tokens, in summary.json's order; a category
+    given as a mapping (sub-causes) is listed by its parts."""
+    out: list[tuple[str, float]] = []
+    for key, value in miss.items():
+        subs = value.items() if isinstance(value, dict) else [("", value)]
+        for sub, tokens in subs:
+            if isinstance(tokens, int | float) and tokens > 0:
+                label = miss_label(key)
+                out.append((f"{label} {sub.replace('_', ' ')}".strip(), float(tokens)))
+    return out
+
+
+def _miss_bar(s: dict) -> str:
+    """Prompt tokens as one bar: hit, then each miss category; the legend gives each share."""
+    c = s["cache"]
+    total = c.get("prompt_tokens") or 0
+    hit = total - sum(v for _, v in miss_parts(c["miss_tokens"]))
+    parts = [("hit", hit), *miss_parts(c["miss_tokens"])] if total else []
+    spans, legend = [], []
+    for (label, tokens), color in zip(parts, PALETTE * 4, strict=False):
+        pct = 100 * tokens / total
+        spans.append(
+            f'<span style="width:{pct:.3f}%;background:{color}" title="{html.escape(label)}"></span>'
+        )
+        if label != "hit":
+            legend.append(
+                f'<li><i style="background:{color}"></i>{html.escape(label)} {share(tokens, total)}</li>'
+            )
+    return (
+        f'<div class="bar">{"".join(spans)}</div><ul class="legend">{"".join(legend)}</ul>'
+        '<div class="sub">shares of all prompt tokens; the categories: "What the cache did"</div>'
+    )
 
 
 def _server_side(summary: dict, on_disk: dict) -> str:
@@ -80,10 +128,16 @@ def headline_strip(analyses: list[Analysis]) -> str:
                 )
             if key == "cache_hit":
                 sub += _server_side(s, a.run.summary or {})
+            extra = ""
+            if key == "tpgs":
+                extra = f'<div class="caveat">{html.escape(tpgs_caveat(s))}</div>'
+            if key == "misses":
+                extra = _miss_bar(s)
             slo, cls = _slo_line(s, slo_metric) if slo_metric else ("", "")
             cards.append(
                 f'<div class="card" data-metric="{key}"><div class="label">{html.escape(label)}</div>'
                 f'<div class="value">{html.escape(value)}</div><div class="sub">{html.escape(sub)}</div>'
+                + extra
                 + (f'<div class="slo {cls}">{html.escape(slo)}</div>' if slo else "")
                 + "</div>"
             )

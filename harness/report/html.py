@@ -1,8 +1,10 @@
 """`report.html`: one self-contained page (inline CSS, figures as base64 PNG, no network), top down
 by the questions a reader asks.
 
-1. The headline strip: TTFT p90, P90 interactivity, TPGS (cached / uncached / output) and cache
-   hit vs ideal, with SLO verdicts (report_headline.py).
+0. What was tested (target, model, API, load, token scale, device, duration, trace: report/tested.py),
+   the caveats (simulated timings, imported runs) and every warning, grouped, in one collapsed banner.
+1. The headline strip: TTFT p90, P90 interactivity, TPGS (cached / uncached / output, on which
+   device), cache hit vs ideal and where the cache missed, with SLO verdicts (report/headline.py).
 2. Where time went: TTFT and TPOT CDFs on log axes with p50/p90/p99 marked; interactivity.
 3. What the cache did: hit vs ideal by turn, agent and endpoint; the miss categories.
 4. What load was held: tasks and requests in flight vs target and the rolling hit rate vs ideal,
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -29,20 +32,30 @@ from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
 from harness.report.headline import headline_strip
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
+from harness.report.tested import tested_html
 from harness.schema import REPORT_FILE
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem auto;max-width:1400px;padding:0 1rem;color:#222}
 h1{font-size:1.5rem;margin-bottom:.4rem} h2{font-size:1.2rem;margin-top:1.8rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.85rem;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.2rem .5rem;text-align:right} th:first-child,td:first-child{text-align:left}
 thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem} td.bad{background:#fde8e8;color:#a00;font-weight:600}
 .sim{background:#fff3cd;border:1px solid #e0c060;padding:.6rem 1rem;border-radius:4px}
 .warn{background:#fde8e8;border:1px solid #d99;padding:.4rem 1rem;border-radius:4px}
 .imported{background:#eef4fb;border:1px solid #9bd;padding:.4rem 1rem;border-radius:4px;font-size:.9rem}
+.tested dl{display:grid;grid-template-columns:max-content 1fr max-content 1fr;gap:.2rem .8rem;margin:.4rem 0 .7rem;font-size:.9rem;border:1px solid #ccd;border-radius:6px;padding:.5rem .8rem;background:#fafbff}
+.tested dt{font-weight:600;color:#445} .tested dd{margin:0;overflow-wrap:anywhere}
+.tested table{margin:.3rem 0 .6rem;font-size:.9rem} .tested th{background:none;font-weight:600;text-align:left}
+.tested td{text-align:left;max-width:40rem;overflow-wrap:anywhere} .tested tr.differ td{background:#fff7e0}
+details.warn{padding:.3rem 1rem} details.warn li{margin:.15rem 0}
+.caveat{font-size:.8rem;color:#7a4b00;margin-top:.2rem}
+.bar{display:flex;height:.7rem;margin:.35rem 0 .2rem;border-radius:3px;overflow:hidden} .bar span{display:block;height:100%}
+ul.legend{list-style:none;padding:0;margin:.1rem 0;font-size:.8rem;display:flex;flex-wrap:wrap;gap:.1rem .7rem}
+ul.legend i{display:inline-block;width:.65rem;height:.65rem;margin-right:.25rem;vertical-align:-1px}
 .strip{display:flex;gap:.8rem;margin:.6rem 0;align-items:stretch;flex-wrap:wrap}
 .runname{writing-mode:vertical-rl;transform:rotate(180deg);font-size:.8rem;color:#555;max-height:8rem;overflow:hidden}
-.card{flex:1 1 0;min-width:14rem;border:1px solid #ccd;border-radius:6px;padding:.6rem .9rem;background:#fafbff}
+.card{flex:1 1 0;min-width:13rem;border:1px solid #ccd;border-radius:6px;padding:.6rem .9rem;background:#fafbff}
 .card .label{font-size:.8rem;text-transform:uppercase;letter-spacing:.04em;color:#556}
 .card .value{font-size:1.7rem;font-weight:600;margin:.15rem 0}
 .card .sub{font-size:.8rem;color:#555} .slo{font-size:.85rem;margin-top:.3rem;font-weight:600}
@@ -50,7 +63,7 @@ thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem} td.bad{backgroun
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
 figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee} figcaption{font-size:.8rem;color:#666}
 details{margin:.6rem 0} summary{cursor:pointer;font-weight:600}
-@media (max-width:1100px){.grid{grid-template-columns:1fr}.card .value{font-size:1.35rem}}
+@media (max-width:1100px){.grid{grid-template-columns:1fr}.runname{writing-mode:horizontal-tb;transform:none;flex-basis:100%;max-height:none;font-weight:600}.tested dl{grid-template-columns:max-content 1fr}.card .value{font-size:1.35rem}}
 """
 
 SCRIPT = """
@@ -63,9 +76,11 @@ window.addEventListener("load", function () {
 
 
 def write_report(run_dirs, out_path: str | Path | None = None) -> Path:
+    """One run: RUN_DIR/report.html. Several: a file of their own beside the first run's folder
+    (`report-A-vs-B.html`), so a comparison never overwrites a run's own report."""
     runs = load_runs([run_dirs] if isinstance(run_dirs, str | Path) else run_dirs)
     analyses = [analyze(r) for r in runs]
-    out = Path(out_path) if out_path else runs[0].path / REPORT_FILE
+    out = Path(out_path) if out_path else default_report_path([r.path for r in runs])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(render_report(analyses), encoding="utf-8")
@@ -73,9 +88,18 @@ def write_report(run_dirs, out_path: str | Path | None = None) -> Path:
     return out
 
 
+def default_report_path(paths: list[Path]) -> Path:
+    if len(paths) == 1:
+        return paths[0] / REPORT_FILE
+    names = [re.sub(r"[^A-Za-z0-9._-]+", "_", p.resolve().name) for p in paths]
+    stem = "-vs-".join(names) if len(names) <= 3 else f"{names[0]}-vs-{len(names) - 1}-runs"
+    return paths[0].resolve().parent / f"report-{stem[:150]}.html"
+
+
 def render_report(analyses: list[Analysis]) -> str:
     names = [a.run.name for a in analyses]
     body = [f"<h1>agentic-harness report: {html.escape(', '.join(names))}</h1>"]
+    body.append(tested_html([(a.run.name, a.summary) for a in analyses]))
     body += _banners(analyses)
     body.append(headline_strip(analyses))
     if len(analyses) > 1:
@@ -205,9 +229,10 @@ def _banners(analyses: list[Analysis]) -> list[str]:
     simulated = [a.run.name for a in analyses if a.run.simulated]
     if simulated:
         out.append(
-            f'<p class="sim"><b>Simulated engine:</b> the timings of {html.escape(", ".join(simulated))} come '
-            "from the reference engine's simulated runner (a cost model, manifest <code>simulated: true</code>), "
-            "not from a real server. Compare them with real runs only as a model.</p>"
+            f'<p class="sim" data-simulated><b>Simulated engine:</b> the timings of {html.escape(", ".join(simulated))} come '
+            "from the reference engine's simulated runner (a cost model: manifest <code>simulated: true</code>, "
+            "as the engine or the server's <code>/v1/models</code> said), not from a real model on real hardware. "
+            "Compare them with real runs only as a model.</p>"
         )
     for a in analyses:
         imported = a.run.manifest.get("imported")
@@ -218,9 +243,47 @@ def _banners(analyses: list[Analysis]) -> list[str]:
                 f"<b>{html.escape(imported['tool'])}</b> ({html.escape(imported['source'])}); "
                 f"where its numbers are defined differently or missing:<ul>{notes}</ul></div>"
             )
-        for w in a.summary.get("warnings", []):
-            out.append(f'<p class="warn">{html.escape(a.run.name)}: {html.escape(w)}</p>')
+    out.append(warnings_banner(analyses))
     return out
+
+
+def warnings_banner(analyses: list[Analysis]) -> str:
+    """Every run's warnings in one collapsed banner: alike warnings (the same words, other
+    numbers or run paths) are one item naming its runs, so a sweep does not open with a banner
+    per point."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for a in analyses:
+        for w in a.summary.get("warnings", []):
+            text = w.replace(f"{a.run.path}: ", "").replace(str(a.run.path), "the run folder")
+            groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", text), []).append((a.run.name, text))
+    if not groups:
+        return ""
+    items = [_warning_item(members, len(analyses)) for members in groups.values()]
+    n = sum(len(m) for m in groups.values())
+    first = next(iter(groups.values()))[0][1]
+    more = (
+        f" (and {len(groups) - 1} more kind{'s' if len(groups) > 2 else ''})"
+        if len(groups) > 1
+        else ""
+    )
+    return (
+        f'<details class="warn" data-warnings="{n}"><summary>{n} warning{"s" if n > 1 else ""}:'
+        f" {html.escape(_short(first))}{more}</summary><ul>{''.join(items)}</ul></details>"
+    )
+
+
+def _warning_item(members: list[tuple[str, str]], runs: int) -> str:
+    texts = list(dict.fromkeys(t for _, t in members))
+    names = list(dict.fromkeys(n for n, _ in members))
+    who = "" if runs == 1 else f" <i>({html.escape(', '.join(names))})</i>"
+    if len(texts) == 1:
+        return f"<li>{html.escape(texts[0])}{who}</li>"
+    each = "".join(f"<li>{html.escape(n)}: {html.escape(t)}</li>" for n, t in members)
+    return f"<li>{html.escape(texts[0])} and {len(members) - 1} alike{who}<ul>{each}</ul></li>"
+
+
+def _short(text: str, limit: int = 140) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def data_points(fig) -> int:

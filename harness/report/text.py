@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from harness.analysis.client_check import host_line
 from harness.report.misses import missed_line, rules_line
+from harness.report.numbers import fmt
+from harness.report.tested import tested_rows, tpgs_caveat
 
 LATENCY_ROWS = (
     ("TTFT", "ttft_s"),
@@ -11,12 +14,6 @@ LATENCY_ROWS = (
     ("E2EL", "e2el_s"),
 )
 COLUMNS = ("p50", "p90", "p95", "p99", "mean", "max")
-
-
-def fmt(value, spec: str = ".4g") -> str:
-    if value is None or value != value:  # None or NaN
-        return "-"
-    return format(value, spec)
 
 
 def coverage(s: dict) -> str:
@@ -34,7 +31,8 @@ def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
-    lines = [head, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
+    tested = [f"{label + ':':<13}{text}" for label, text in tested_rows(s)]
+    lines = [head, *tested, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
     lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
@@ -73,6 +71,7 @@ def _headline(s: dict) -> list[str]:
         f"TPGS                     {fmt(s['tpgs'])} tok/s/GPU on {fmt(s['n_gpus'], 'g')} GPU(s) ({s['n_gpus_source']})"
         f" = cached {fmt(parts['cached'])} + uncached input {fmt(parts['uncached_input'])}"
         f" + output {fmt(parts['output'])}",
+        f"                         {tpgs_caveat(s)}",
         f"throughput               {fmt(t['requests_per_s'])} req/s, {fmt(t['sessions_per_s'])} tasks/s,"
         f" {fmt(t['output_tokens_per_s'])} output tok/s over {fmt(t['duration_s'])} s",
     ]
@@ -199,6 +198,7 @@ def _window(s: dict) -> list[str]:
             f"client                   send lag p99 {fmt(c['send_lag_s']['p99'], '.3g')} s,"
             f" loop lag p99 {fmt(c['loop_lag_s']['p99'], '.3g')} s,"
             f" loop thread CPU {fmt(c['loop_cpu_share'], '.0%')}"
+            + (f"; host {host_line(c['host_load'])}" if c.get("host_load") else "")
         )
     return out
 

@@ -115,6 +115,23 @@ class AsyncEngine:
     def stats(self) -> EngineStats:
         return self.engine.stats()
 
+    def identity(self) -> dict:
+        """What produces the timings: the runner and its device (for the simulated runner, the
+        device its cost model was calibrated on), so a client can flag simulated runs."""
+        runner = self._engine.runner if self._engine is not None else None
+        device = getattr(runner, "device_name", None) or self.config.device
+        identity = {
+            "engine": "agentic-harness reference engine",
+            "runner": self.config.runner,
+            "simulated": self.simulated,
+            "device": device,
+            "preset": self.config.preset,
+        }
+        cost = getattr(runner, "cost", None)
+        if self.simulated and cost is not None:
+            identity["modelled_device"] = cost.meta.get("device")
+        return identity
+
     def _post(self, msg: _Message) -> None:
         with self._lock:
             self._inbox.append(msg)

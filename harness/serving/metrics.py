@@ -155,7 +155,12 @@ _KV_GAUGES = (
 
 
 def render(
-    stats: EngineStats, server: ServerMetrics, model_name: str, *, block_size: int | None = None
+    stats: EngineStats,
+    server: ServerMetrics,
+    model_name: str,
+    *,
+    block_size: int | None = None,
+    identity: dict | None = None,
 ) -> str:
     labels = f'model_name="{_escape(model_name)}"'
     lines: list[str] = []
@@ -169,6 +174,13 @@ def render(
             "gauge",
             "Information of the KV cache configuration.",
             [f'vllm:cache_config_info{{block_size="{block_size}"}} 1.0'],
+        )
+    if identity is not None:  # an info gauge, as vLLM's cache_config_info: labels carry the facts
+        family(
+            "harness:engine_info",
+            "gauge",
+            "What produces the timings: runner (torch | simulated) and device.",
+            [f"harness:engine_info{{{labels},{_info_labels(identity)}}} 1.0"],
         )
     for name, attr, help_ in _GAUGES:
         family(name, "gauge", help_, [f"{name}{{{labels}}} {float(getattr(stats, attr))}"])
@@ -219,6 +231,15 @@ def render(
         server.e2e.lines("vllm:e2e_request_latency_seconds", labels),
     )
     return "\n".join(lines) + "\n"
+
+
+def _info_labels(identity: dict) -> str:
+    keys = ("runner", "device", "simulated", "modelled_device")
+    return ",".join(
+        f'{k}="{_escape(str(identity[k]).lower() if k == "simulated" else str(identity[k]))}"'
+        for k in keys
+        if identity.get(k) is not None
+    )
 
 
 def _escape(value: str) -> str:

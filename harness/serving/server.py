@@ -242,6 +242,8 @@ async def _models(request: web.Request) -> web.Response:
         "root": state.model.name,
         "parent": None,
         "max_model_len": state.model.max_model_len,
+        # not in OpenAI's card: what makes the timings (a simulated runner's are a cost model's)
+        "metadata": request.app[ENGINE_KEY].identity(),
     }
     return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
 
@@ -260,7 +262,11 @@ async def _metrics(request: web.Request) -> web.Response:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
     _check_ready(state)
     text = metrics.render(
-        engine.stats(), state.metrics, state.model.name, block_size=engine.config.block_size
+        engine.stats(),
+        state.metrics,
+        state.model.name,
+        block_size=engine.config.block_size,
+        identity=engine.identity(),
     )
     return web.Response(
         text=text,
@@ -271,7 +277,8 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _version(request: web.Request) -> web.Response:
-    return web.json_response({"version": __version__, "engine": "reference"})
+    identity = request.app[ENGINE_KEY].identity()
+    return web.json_response({"version": __version__, "engine": "reference", **identity})
 
 
 @dataclass

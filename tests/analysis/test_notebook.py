@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -60,6 +61,22 @@ def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch, en
     assert len(images) >= 3
 
 
+def test_compare_notebook_resolves_relative_run_paths(monkeypatch, tmp_path):
+    """The form the notebook's own example gives: paths relative to the repo root, while the
+    kernel runs in dashboards/; and paths relative to where jupyter was started ($PWD)."""
+    relative = os.pathsep.join(
+        ("tests/analysis/fixtures/golden", "tests/analysis/fixtures/baseline")
+    )
+    monkeypatch.setenv("HARNESS_COMPARE_RUNS", relative)
+    monkeypatch.setenv("PWD", str(tmp_path))  # not the repo: only the repo root resolves them
+    assert "golden -> baseline" in _execute(NOTEBOOK)
+    for name in ("baseline", "candidate"):
+        shutil.copytree(FIXTURES / name, tmp_path / "here" / name)
+    monkeypatch.setenv("HARNESS_COMPARE_RUNS", os.pathsep.join(("baseline", "candidate")))
+    monkeypatch.setenv("PWD", str(tmp_path / "here"))
+    assert "baseline -> candidate" in _execute(NOTEBOOK)
+
+
 def test_committed_fixtures_are_what_the_generator_writes(tmp_path):
     for made in make(tmp_path):
         committed = ROOT / "tests" / "analysis" / "fixtures" / made.name
@@ -106,6 +123,16 @@ def test_trend_notebook_marks_the_injected_regression(monkeypatch, tmp_path):
     text = _execute(TREND)
     regressions = [line for line in text.splitlines() if line.startswith("regression:")]
     assert regressions and all(f"nightly-2026-11-0{SLOW_NIGHT}" in line for line in regressions)
+
+
+def test_trend_notebook_resolves_a_relative_glob(monkeypatch, tmp_path):
+    from tests.analysis.test_trend import _nightly
+
+    for night in range(1, 4):
+        _nightly(tmp_path, night)
+    monkeypatch.setenv("HARNESS_TREND_RUNS", "nightly-*")  # relative to where jupyter started
+    monkeypatch.setenv("PWD", str(tmp_path))
+    assert "nightly-2026-11-03" in _execute(TREND)
 
 
 def test_trend_notebook_runs_on_the_fixtures(monkeypatch):

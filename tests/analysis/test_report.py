@@ -73,7 +73,7 @@ def test_headline_strip_holds_the_four_numbers_and_every_figure_has_data(report)
                 strip,
             )
         )
-        assert list(values) == ["ttft_p90", "interactivity_p90", "tpgs", "cache_hit"]
+        assert list(values) == ["ttft_p90", "interactivity_p90", "tpgs", "cache_hit", "misses"]
         assert all(re.search(r"\d", v) for v in values.values()), values
     points = [int(n) for n in re.findall(r'<figure data-points="(\d+)"', dom)]
     assert len(points) >= 8 and min(points) > 0

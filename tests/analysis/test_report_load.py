@@ -46,8 +46,11 @@ def test_every_panel_shades_exactly_the_summarys_window(analysis):
 def test_the_hit_panel_draws_the_rolling_server_and_ideal_hit_rate(analysis):
     fig = load_held([analysis])
     try:
-        lines = {line.get_label(): line for line in fig.axes[2].get_lines()}
-        assert set(lines) == {"r server hit", "r ideal hit"}
+        hit = fig.axes[2]
+        lines = {line.get_linestyle(): line for line in hit.get_lines()}  # the run by its colour
+        assert set(lines) == {"-", "--"}
+        assert [t.get_text() for t in hit.get_legend().get_texts()] == ["server hit", "ideal hit"]
+        lines = {"r server hit": lines["-"], "r ideal hit": lines["--"]}
         tl = analysis.summary["timeline"]
         t0 = float(analysis.run.records["t_sent"].min())
         server = np.asarray(lines["r server hit"].get_ydata(), dtype=float)

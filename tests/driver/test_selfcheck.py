@@ -107,3 +107,68 @@ def test_a_ray_runs_worst_worker_is_judged():
     assert any("event loop ran late" in w for w in both["warnings"])
     calm = client_check(records, {"client_version": 1, "workers": [idle, idle]}, 0.0, 3.0)
     assert calm["warnings"] == [] and calm["loop_cpu_share"] == pytest.approx(0.1)
+
+
+def _late_loop(loop_cpu: list[float], process: list[float], load: list[float]) -> dict:
+    import pandas as pd
+
+    from harness.analysis.client_check import client_check
+
+    records = pd.DataFrame(
+        {"phase": ["measure"] * 3, "t_sent": [1.0, 2.0, 3.0], "t_scheduled": [1.0, 2.0, 3.0]}
+    )
+    samples = {
+        "loop_lag": {"t": [1.0, 2.0, 3.0], "lag_s": [0.2, 0.3, 0.25]},
+        "cpu": {"t": [0.0, 1.0, 2.0, 3.0], "loop_thread_s": loop_cpu, "process_s": process},
+        "host_load": {
+            "cpus": 2,
+            "load1": load,
+            "runnable": [int(x) for x in load],
+            "steal_s": [0.0, 0.0, 0.0, 0.0],
+            "cpu_total_s": [0.0, 2.0, 4.0, 6.0],
+        },
+    }
+    return client_check(records, samples, 0.0, 3.0)
+
+
+def test_a_late_loop_on_an_overloaded_host_is_blamed_on_the_host():
+    # as measured here: load 11-17 on 2 cores, the driver's loop thread at 1 % of a CPU
+    c = _late_loop([0.0, 0.01, 0.02, 0.03], [0.0, 0.02, 0.04, 0.06], [11.0, 13.0, 17.0, 15.0])
+    assert c["cause"] == "host"
+    assert c["host_load"]["load1_min"] == 11.0 and c["host_load"]["load1_max"] == 17.0
+    late = next(w for w in c["warnings"] if "event loop ran late" in w)
+    assert "an overloaded host, not the driver" in late and "load average 11-17 on 2 CPUs" in late
+    assert "used 1% of a CPU" in late and "driver's own delay" not in late
+
+
+def test_a_late_loop_that_was_busy_is_the_drivers_own_delay_whatever_the_host():
+    c = _late_loop([0.0, 0.9, 1.8, 2.7], [0.0, 1.0, 2.0, 3.0], [11.0, 13.0, 17.0, 15.0])
+    assert c["cause"] == "driver"
+    assert any("the driver's own delay" in w for w in c["warnings"])
+
+
+def test_a_late_loop_whose_process_was_busy_is_blamed_on_its_other_threads():
+    c = _late_loop([0.0, 0.05, 0.1, 0.15], [0.0, 0.95, 1.9, 2.85], [1.0, 1.0, 1.0, 1.0])
+    assert c["cause"] == "process"
+    assert any("other threads" in w for w in c["warnings"])
+
+
+def test_a_late_loop_on_a_quiet_host_names_neither():
+    c = _late_loop([0.0, 0.05, 0.1, 0.15], [0.0, 0.06, 0.12, 0.18], [0.5, 0.4, 0.5, 0.6])
+    assert c["cause"] == "unknown"
+    assert any("a blocking call or a paused process" in w for w in c["warnings"])
+
+
+def test_the_probe_samples_the_hosts_load_on_linux():
+    from pathlib import Path
+
+    from harness.driver.selfcheck import HostProbe
+
+    if not Path("/proc/loadavg").is_file():
+        pytest.skip("no /proc")
+    probe = HostProbe()
+    probe.sample()
+    probe.sample()
+    d = probe.as_dict()
+    assert d is not None and len(d["load1"]) == 2 and d["cpus"] >= 1
+    assert d["cpu_total_s"][1] >= d["cpu_total_s"][0] > 0 and d["runnable"][0] >= 1

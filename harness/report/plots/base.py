@@ -8,6 +8,8 @@ in seconds; the numbers in the tables always come from the full data.
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 import matplotlib.ticker
 
@@ -22,10 +24,14 @@ from matplotlib.figure import Figure  # noqa: E402
 from harness.analysis.compare.comparable import not_comparable  # noqa: E402
 from harness.analysis.frontier import pareto_frontier  # noqa: E402
 from harness.analysis.summary import Analysis  # noqa: E402
+from harness.report.numbers import fmt, human  # noqa: E402
 
 MAX_POINTS = 20_000
 MAX_LANES = 24
 sns.set_theme(style="whitegrid", context="notebook")
+# plain tick labels up to 1e9 (never "1e4" over an axis); bigger figures go through `human`
+plt.rcParams.update({"axes.formatter.limits": (-5, 9), "axes.formatter.useoffset": False})
+TITLE_PT = 12  # the figure title's size, for wrapping it inside the figure
 
 
 WIDE = 13.5  # inches at 100 dpi: a figure across a 1400 px page
@@ -35,14 +41,47 @@ PERCENTILES = ((0.5, "p50", ":"), (0.9, "p90", "--"), (0.99, "p99", "-."))
 
 def _figure(title: str, width: float = HALF, height: float = 3.6) -> tuple[Figure, plt.Axes]:
     fig, ax = plt.subplots(figsize=(width, height), dpi=100, layout="constrained")
-    ax.set_title(title, loc="left", fontsize="medium")
+    figure_title(fig, title)
     return fig, ax
+
+
+def figure_title(fig: Figure, title: str) -> None:
+    """The title at the figure's left edge, wrapped to its width: an axes title starts where the
+    axes do, so long tick labels (run names, endpoint URLs) pushed it past the right edge."""
+    chars = max(20, int(fig.get_figwidth() * 72 / (TITLE_PT * 0.56)))
+    fig.suptitle("\n".join(textwrap.wrap(title, chars)), x=0.01, ha="left", fontsize=TITLE_PT)
+
+
+def short(name: str, limit: int = 24) -> str:
+    """A tick label cut to `limit` characters, keeping its end (where run and endpoint names
+    differ); the page names the whole run elsewhere."""
+    return name if len(name) <= limit else "…" + name[-(limit - 1) :]
+
+
+def series_label(analyses: list[Analysis], a: Analysis, what: str = "") -> str:
+    """A legend entry: `what` alone for one run (the page names it), else the run's name once."""
+    if len(analyses) == 1:
+        return what or "_nolegend_"
+    return short(a.run.name, 36)
+
+
+def style_key(ax: plt.Axes, styles: list[tuple[str, dict]], **legend) -> None:
+    """A legend of line styles (in grey) after the runs' colours: each run named once, each
+    style once, instead of one entry per run and style."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    for label, kw in styles:
+        handles.append(Line2D([], [], color="dimgrey", **kw))
+        labels.append(label)
+    if handles:
+        ax.legend(handles, labels, fontsize="small", **legend)
 
 
 def _legend(ax: plt.Axes) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize="small")
-    else:
+    elif not ax.get_lines() and not ax.patches:
         ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
 
 
@@ -61,6 +100,24 @@ def _long(analyses: list[Analysis], column: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def log_x(ax: plt.Axes) -> None:
+    """A log x axis; one spanning less than ~1.5 decades has at most one labelled power of ten,
+    so its minor ticks at 2, 3 and 5 times a power are labelled too, in plain numbers."""
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    narrow = lo > 0 and hi / lo < 30
+    ax.xaxis.set_minor_formatter(
+        matplotlib.ticker.FuncFormatter(_minor_label)
+        if narrow
+        else matplotlib.ticker.NullFormatter()
+    )
+
+
+def _minor_label(value: float, _pos) -> str:
+    mantissa = value / 10 ** np.floor(np.log10(value)) if value > 0 else 0.0
+    return human(value, 1) if round(mantissa, 6) in (2.0, 3.0, 5.0) else ""
+
+
 def colors(analyses: list[Analysis]) -> list:
     return sns.color_palette(n_colors=max(len(analyses), 1))
 
@@ -73,7 +130,13 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
         v = v[v > 0]
         if not v.size:
             continue
-        ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=color, label=a.run.name)
+        ax.step(
+            v,
+            np.arange(1, v.size + 1) / v.size,
+            where="post",
+            color=color,
+            label=series_label(analyses, a),
+        )
         full = a.per_request[column].to_numpy(dtype=float)
         full = full[np.isfinite(full)]
         for q, name, _ in PERCENTILES:
@@ -81,7 +144,7 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
             ax.plot([x], [q], marker="o", color=color, ms=5)
             if len(analyses) == 1:  # with several runs the values are in the strip and the tables
                 ax.annotate(
-                    f"{name} {x:.3g}s",
+                    f"{name} {fmt(x, '.3g')} s",
                     (x, q),
                     textcoords="offset points",
                     xytext=(5, -11),
@@ -89,8 +152,7 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
                     color=color,
                 )
     if any(np.size(line.get_xdata()) for line in ax.get_lines()):
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        log_x(ax)
     for q, _, style in PERCENTILES:
         ax.axhline(q, color="grey", lw=0.6, ls=style)
     ax.set_xlabel(f"{label} (s, log scale)")
@@ -101,7 +163,9 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
 
 def interactivity(analyses: list[Analysis]) -> Figure:
     """Per-request 1 / TPOT on log-spaced bins: one outlier no longer squeezes the rest into one bar."""
-    fig, ax = _figure("Interactivity per request (1 / TPOT), log axis")
+    fig, ax = _figure(
+        "Interactivity per request (1 / TPOT), log axis; dashed: P90 interactivity = 1 / p90(TPOT)"
+    )
     data = _long(analyses, "interactivity")
     data = data[data["value"] > 0]
     if not data.empty:
@@ -117,28 +181,33 @@ def interactivity(analyses: list[Analysis]) -> Figure:
             common_norm=False,
             ax=ax,
         )
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        log_x(ax)
     for a, color in zip(analyses, colors(analyses), strict=False):
         p90 = a.summary["interactivity_p90"]
         if p90:
-            ax.axvline(p90, color=color, ls="--", lw=1.2, label=f"{a.run.name} P90 = {p90:.3g}")
-    ax.set_xlabel("tokens/s/user (log scale); dashed: P90 interactivity = 1 / p90(TPOT)")
+            ax.axvline(
+                p90,
+                color=color,
+                ls="--",
+                lw=1.2,
+                label=(f"{short(a.run.name, 36)}: " if len(analyses) > 1 else "")
+                + f"P90 = {human(p90)}",
+            )
+    ax.set_xlabel("tokens/s/user (log scale)")
     _legend(ax)
     return fig
 
 
 def session_timeline(a: Analysis) -> Figure:
-    """Swim lanes of the longest complete task: one lane per session, bars per request,
-    arrows for spawns (parent -> subagent) and joins (subagent -> parent)."""
-    tasks = a.tasks[a.tasks["complete"]].sort_values("completion_s", ascending=False)
-    fig, ax = _figure(
-        f"Session timeline of the longest task: {a.run.name} (swim lanes)", width=WIDE, height=4.2
-    )
-    if tasks.empty:
+    """Swim lanes of the longest complete task with subagents (else the longest task): one lane
+    per session, bars per request, arrows for spawns (parent -> subagent) and joins (subagent ->
+    parent)."""
+    task, why = timeline_task(a.tasks)
+    title = f"Session timeline (swim lanes) of task {task}: {why}" if task else why
+    fig, ax = _figure(title, width=WIDE, height=4.2)
+    if task is None:
         ax.text(0.5, 0.5, "no complete task", ha="center", transform=ax.transAxes)
         return fig
-    task = tasks.iloc[0]["task"]
     recs = a.graph.recs[a.graph.recs["task"] == task]
     lanes = {
         sid: i
@@ -167,10 +236,26 @@ def session_timeline(a: Analysis) -> Figure:
                 xytext=(where[src][1], where[src][2]),
                 arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8},
             )
-    ax.set_yticks(list(lanes.values()), list(lanes.keys()))
+    ax.set_yticks(list(lanes.values()), [short(str(sid), 32) for sid in lanes])
     ax.invert_yaxis()
     ax.set_xlabel("run clock (s); red = critical path, blue = main, green = subagent")
     return fig
+
+
+def timeline_task(tasks: pd.DataFrame) -> tuple[str | None, str]:
+    """The task a swim lane shows, and why that one: the longest complete task that has subagent
+    sessions (the structure is what a lane shows), else the longest complete task."""
+    done = tasks[tasks["complete"]].sort_values("completion_s", ascending=False)
+    if done.empty:
+        return None, "no complete task"
+    forked = done[done["sessions"] > 1]
+    if not forked.empty:
+        t = forked.iloc[0]
+        return str(t["task"]), (
+            f"the longest complete task with subagents ({int(t['sessions'])} sessions,"
+            f" {fmt(t['completion_s'], '.3g')} s)"
+        )
+    return str(done.iloc[0]["task"]), "the longest complete task (no task had subagents)"
 
 
 def pareto(analyses: list[Analysis]) -> Figure:
@@ -179,13 +264,16 @@ def pareto(analyses: list[Analysis]) -> Figure:
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
     for x, y, name in pts:
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+        ax.annotate(
+            short(name), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small"
+        )
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: human(v)))
     why_not = not_comparable(analyses[:1], analyses[1:]).get("tpgs")
     if why_not is None:  # a frontier only among runs that measured the same thing
         front = [pts[i] for i in pareto_frontier([(p[0], p[1]) for p in pts])]
         ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", marker="o")
     else:
-        ax.set_title(f"TPGS vs P90 interactivity (no frontier: {why_not})", fontsize="small")
+        figure_title(fig, f"TPGS vs P90 interactivity (no frontier: {why_not})")
     ax.set_xlabel("P90 interactivity (tokens/s/user)")
     ax.set_ylabel("TPGS (tokens/s/GPU)")
     return fig

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from harness.analysis.cache import breakdown, group_label
 from harness.analysis.summary import Analysis
 from harness.report.misses import label
-from harness.report.plots.base import HALF, _figure, _legend, colors
+from harness.report.plots.base import HALF, _figure, _legend, colors, series_label, short, style_key
 
 MISS_COLORS = {  # the server's rules in blues, losses in reds, the unknown in grey
     "hit": "tab:green",
@@ -36,15 +36,15 @@ def cache_by_turn(analyses: list[Analysis]) -> Figure:
             marker="o",
             ms=3,
             color=color,
-            label=f"{a.run.name} server",
+            label=series_label(analyses, a),
         )
-        ax.plot(
-            table.index, table["ideal_hit_rate"], ls="--", color=color, label=f"{a.run.name} ideal"
-        )
+        ax.plot(table.index, table["ideal_hit_rate"], ls="--", color=color)
     ax.set_xlabel("turn index")
     ax.set_ylabel("hit rate")
     ax.set_ylim(0, 1.02)
-    _legend(ax)
+    style_key(
+        ax, [("server", {"marker": "o", "ms": 3}), ("ideal", {"ls": "--"})], loc="lower right"
+    )
     return fig
 
 
@@ -58,15 +58,16 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
                 name = (
                     "n/a" if group is None or group != group else group_label(group)
                 )  # NaN: not recorded
-                name = name if len(name) <= 24 else "…" + name[-23:]
-                labels.append(f"{key} {name}" + (f"\n{a.run.name}" if len(analyses) > 1 else ""))
+                name = short(name)
+                labels.append(f"{key} {name}")  # the run: by colour, named once in the legend
                 server.append(row["hit_rate"])
                 ideal.append(row["ideal_hit_rate"])
                 run_of.append(i)
     fig, ax = _figure(
-        "Hit rate by agent and endpoint (bar: server; tick: ideal)",
+        "Hit rate by agent and endpoint (bar: server; tick: ideal), over the requests whose"
+        " server reported cached tokens",
         width=HALF,
-        height=max(3.6, 0.5 + 0.32 * len(labels) * (2 if len(analyses) > 1 else 1)),
+        height=max(3.6, 0.8 + 0.32 * len(labels)),
     )
     palette = colors(analyses)
     y = np.arange(len(labels))
@@ -75,7 +76,19 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
-    ax.set_xlabel("hit rate (requests whose server reported cached tokens)")
+    ax.set_xlabel("hit rate")
+    if len(analyses) > 1:
+        from matplotlib.patches import Patch
+
+        ax.legend(
+            [Patch(color=c) for c in palette],
+            [short(a.run.name, 36) for a in analyses],
+            fontsize="small",
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18),  # below the axes: the bars run to the right edge
+            ncol=2,
+            frameon=False,
+        )
     if not labels:
         ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
     return fig
@@ -87,7 +100,7 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     fig, ax = _figure(
         "Prompt tokens: hit and each miss category (share of prompt tokens)", width=HALF
     )
-    names = [a.run.name for a in analyses]
+    names = [short(a.run.name) for a in analyses]
     categories = list(dict.fromkeys(k for a in analyses for k in a.summary["cache"]["miss_tokens"]))
     parts = {"hit": [float(np.nansum(a.misses["cached"])) for a in analyses]}
     for k in categories:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from harness.analysis import window
 from harness.analysis.summary import Analysis
-from harness.report.plots.base import WIDE, colors, plt
+from harness.report.numbers import human
+from harness.report.plots.base import WIDE, colors, figure_title, plt, series_label, style_key
 from harness.schema import ReplaySettings
 
 
@@ -44,11 +46,10 @@ def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
         layout="constrained",
         height_ratios=(1, 1.6, 1.2),
     )
-    rate.set_title(
+    figure_title(
+        fig,
         "Load held over time: output rate; tasks and requests in flight vs target; rolling hit"
         " rate vs ideal. Shaded: the analyzer's measured window",
-        loc="left",
-        fontsize="medium",
     )
     for a, color in zip(analyses, colors(analyses), strict=False):
         recs = a.run.records
@@ -59,53 +60,53 @@ def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
         if span:
             for ax in (rate, held, hit):
                 ax.axvspan(span[0] - t0, span[1] - t0, color=color, alpha=0.08)
-        _rate(rate, a, t0, color, bins)
-        _in_flight(held, a, t0, color)
-        _hit(hit, a, t0, color)
+        _rate(rate, a, t0, color, bins, series_label(analyses, a))
+        _in_flight(held, a, t0, color, series_label(analyses, a))
+        _hit(hit, a, t0, color, series_label(analyses, a))
     rate.set_ylabel("output tok/s")
+    rate.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
     held.set_ylabel("in flight")
     hit.set_ylabel("hit rate (rolling)")
     hit.set_ylim(-0.02, 1.02)
     hit.set_xlabel("seconds since the run's first send")
-    for ax in (held, hit):
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="upper right", fontsize="small", ncol=2)
+    style_key(
+        held,
+        [("tasks", {"lw": 1.6}), ("requests", {"lw": 0.7}), ("target", {"ls": ":", "lw": 1.4})],
+        loc="upper right",
+        ncol=2,
+    )
+    style_key(hit, [("server hit", {"lw": 1.4}), ("ideal hit", {"ls": "--"})], loc="best")
+    if len(analyses) > 1:
+        rate.legend(loc="upper right", fontsize="small")
     return fig
 
 
-def _in_flight(ax, a: Analysis, t0: float, color) -> None:
+def _in_flight(ax, a: Analysis, t0: float, color, label: str) -> None:
+    """Tasks (thick) and requests (thin) in flight; the target dotted (the run by its colour)."""
     recs = a.run.records
     times, tasks = window.level(*window.task_spans(recs))
-    ax.step(times - t0, tasks, where="post", color=color, lw=1.6, label=f"{a.run.name} tasks")
+    ax.step(times - t0, tasks, where="post", color=color, lw=1.6, label=label)
     times, reqs = window.level(*window.request_spans(recs))
-    ax.step(
-        times - t0,
-        reqs,
-        where="post",
-        color=color,
-        lw=0.7,
-        alpha=0.8,
-        label=f"{a.run.name} requests",
-    )
+    ax.step(times - t0, reqs, where="post", color=color, lw=0.7, alpha=0.8)
     target = load_target(a.run.manifest)
     if target:
-        ax.axhline(
-            target[1],
+        ax.axhline(target[1], color=color, ls=":", lw=1.4)
+        ax.annotate(
+            f"target {target[1]:g} {target[0]}",
+            (0.0, target[1]),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize="x-small",
             color=color,
-            ls=":",
-            lw=1.4,
-            label=f"{a.run.name} target {target[1]:g} {target[0]}",
         )
 
 
-def _hit(ax, a: Analysis, t0: float, color) -> None:
+def _hit(ax, a: Analysis, t0: float, color, label: str) -> None:
     """summary.json `timeline`: the hit rate of the requests sent in the trailing bins."""
     tl = a.summary.get("timeline") or {}
     t = np.asarray(tl.get("t") or [], dtype=float) - t0
-    for key, style, label in (
-        ("hit_rate", "-", "server hit"),
-        ("ideal_hit_rate", "--", "ideal hit"),
-    ):
+    for key, style in (("hit_rate", "-"), ("ideal_hit_rate", "--")):
         values = np.array([np.nan if v is None else v for v in tl.get(key) or []], dtype=float)
         if values.size and np.isfinite(values).any():
             ax.plot(
@@ -114,11 +115,11 @@ def _hit(ax, a: Analysis, t0: float, color) -> None:
                 ls=style,
                 color=color,
                 lw=1.4 if style == "-" else 1.0,
-                label=f"{a.run.name} {label}",
+                label=label if style == "-" else "_nolegend_",
             )
 
 
-def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:
+def _rate(ax, a: Analysis, t0: float, color, bins: int, label: str) -> None:
     ok = a.run.ok
     if ok.empty:
         return
@@ -131,4 +132,4 @@ def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:
         )
         / width
     )
-    ax.step(np.arange(bins) * width, per_bin, where="post", color=color, label=a.run.name)
+    ax.step(np.arange(bins) * width, per_bin, where="post", color=color, label=label)

@@ -1,0 +1,174 @@
+"""What was tested, in words: the first lines of the terminal summary and the report's first block
+(summary.json `tested`, harness.analysis.tested). One (label, text) pair per fact; a run
+analyzed before `tested` existed gives none."""
+
+from __future__ import annotations
+
+import html
+
+from harness.report.numbers import fmt, share
+
+LABELS = ("target", "model", "API", "load", "token scale", "device", "duration", "trace")
+
+
+def tested_rows(summary: dict) -> list[tuple[str, str]]:
+    t = summary.get("tested")
+    if not t:
+        return []
+    return list(
+        zip(
+            LABELS,
+            (
+                _target(t),
+                t.get("model") or "-",
+                _api(t),
+                load_text(t, summary.get("sessions") or {}),
+                _scale(t),
+                device_text(t),
+                _duration(t, summary),
+                _trace(t),
+            ),
+            strict=True,
+        )
+    )
+
+
+def _target(t: dict) -> str:
+    served = f" ({t['served_by']})" if t.get("served_by") else ""
+    named = t.get("scenario") not in (
+        None,
+        "replay",
+    )  # `harness replay` names no scenario of its own
+    scenario = f"; scenario {t['scenario']}" if named else ""
+    return f"{t['target']}{served}{scenario}"
+
+
+def _api(t: dict) -> str:
+    api = t.get("api")
+    if not api:
+        return "-"
+    if api == "completions":
+        return f"completions ({'token ids' if t.get('prompt_format') == 'tokens' else 'text'})"
+    return api
+
+
+def load_text(t: dict, sessions: dict) -> str:
+    """'6 tasks, closed loop, concurrency 6, trace cycled; 9 tasks ran, 3 complete'."""
+    load, tasks = t.get("load") or {}, (t.get("trace") or {}).get("tasks")
+    mode = load.get("mode")
+    head = f"{tasks} tasks, " if tasks else ""
+    if mode == "closed":
+        text = f"{head}closed loop, concurrency {load.get('concurrency') or '-'}"
+        if load.get("cycle_trace") and load.get("max_duration_s"):
+            text += ", trace cycled"
+    elif mode == "open":
+        text = f"{head}open loop, {fmt(load.get('session_rate'))} tasks/s ({load.get('arrival') or '-'})"
+    elif mode == "timestamps":
+        text = f"{head}at the trace's arrival times (time x{fmt(load.get('time_scale') or 1)})"
+    elif mode == "requests":  # an imported tool's run: its own request-level load
+        parts = [
+            f"concurrency {load['concurrency']}" if load.get("concurrency") else "",
+            f"{fmt(load['session_rate'])} req/s" if load.get("session_rate") else "",
+        ]
+        text = ", ".join(p for p in parts if p) or "as the tool ran it"
+    else:
+        text = head.rstrip(", ") or "-"
+    if sessions.get("tasks"):
+        text += f"; {sessions['tasks']} tasks ran, {sessions.get('tasks_complete', 0)} complete"
+    return text
+
+
+def _scale(t: dict) -> str:
+    scale = t.get("token_scale")
+    if scale is None:
+        return "none given (token counts as the trace has them)"
+    return f"x{fmt(scale, 'g')} (every token count of the workload scaled)"
+
+
+def device_text(t: dict) -> str:
+    d = t.get("device") or {}
+    if not d.get("name"):
+        if t.get("target", "").startswith("reference engine"):
+            return "not recorded (a run from before the engine recorded its device)"
+        return "not reported by the server (TPGS is per the GPU count given)"
+    return f"{d['name']}; said by {d['source']}"
+
+
+def _duration(t: dict, summary: dict) -> str:
+    w = summary.get("window") or {}
+    span = w.get("end_s", 0) - w.get("start_s", 0) if w.get("end_s") is not None else None
+    ended = (summary.get("run_end") or {}).get("stopped_by")
+    limit = (t.get("load") or {}).get("max_duration_s")
+    parts = [
+        f"{fmt(t.get('duration_s'), '.3g')} s" if t.get("duration_s") is not None else "-",
+        f"measured window {fmt(span, '.3g')} s" if span is not None else "",
+        f"stopped by {ended.replace('_', ' ')}" if ended else "",
+        f"limit {fmt(limit, 'g')} s" if limit else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def _trace(t: dict) -> str:
+    tr = t.get("trace") or {}
+    sha = (tr.get("sha256") or "")[:12]
+    shape = (
+        f"{tr['tasks']} tasks, {tr['sessions']} sessions" if tr.get("sessions") is not None else ""
+    )
+    parts = [tr.get("name") or "-", f"sha256 {sha}" if sha else "", shape]
+    return " · ".join(p for p in parts if p)
+
+
+def tested_html(summaries: list[tuple[str, dict]]) -> str:
+    """The report's first block: one column per run, a row per fact; rows where runs differ are
+    marked, since those are what a comparison is of."""
+    rows = [tested_rows(s) for _, s in summaries]
+    if not any(rows):
+        return ""
+    if len(rows) == 1:  # one run: label and value pairs in a grid, two pairs a line when wide
+        pairs = "".join(
+            f'<dt>{html.escape(label)}</dt><dd data-tested="{html.escape(label)}">{html.escape(v)}</dd>'
+            for label, v in rows[0]
+        )
+        return f'<section class="tested" aria-label="what was tested"><dl>{pairs}</dl></section>'
+    width = max(len(r) for r in rows)
+    rows = [r or [(label, "-") for label in LABELS][:width] for r in rows]
+    head = (
+        "" if len(summaries) == 1 else "".join(f"<th>{html.escape(n)}</th>" for n, _ in summaries)
+    )
+    body = []
+    for i, label in enumerate(LABELS[:width]):
+        values = [r[i][1] for r in rows]
+        differ = len(set(values)) > 1
+        cells = "".join(f"<td>{html.escape(v)}</td>" for v in values)
+        body.append(
+            f'<tr{" class=differ" if differ else ""} data-tested="{html.escape(label)}">'
+            f"<th>{html.escape(label)}</th>{cells}</tr>"
+        )
+    thead = f"<thead><tr><th></th>{head}</tr></thead>" if head else ""
+    return (
+        '<section class="tested" aria-label="what was tested"><table>'
+        f"{thead}<tbody>{''.join(body)}</tbody></table></section>"
+    )
+
+
+def tpgs_caveat(s: dict) -> str:
+    """What TPGS is per: the device the server said it ran on, and the share that is cached
+    prompt tokens (a cached token costs the server little: a high TPGS can be mostly cache)."""
+    n = fmt(s["n_gpus"], "g")
+    d = (s.get("tested") or {}).get("device") or {}
+    name = d.get("name")
+    if name and str(name).startswith("simulated"):
+        where = f"of a {name.replace('simulated', 'simulated device', 1)}: modelled, not measured"
+    elif name and d.get("gpu"):
+        where = f"on {n} GPU ({name})"
+    elif name:
+        where = f"on {n} {str(name).upper()} (not a GPU)"
+    else:
+        given = {"argument": "--gpus", "manifest": "the scenario's gpus"}.get(
+            s.get("n_gpus_source", ""), "the default"
+        )
+        engine = str((s.get("tested") or {}).get("target", "")).startswith("reference engine")
+        who = "the run did not record" if engine else "the server did not say"
+        where = f"per {n} GPU ({given}); {who} its device"
+    cached = s["tpgs_parts"].get("cached")
+    return f"TPGS {where}; {share(cached, s.get('tpgs'))} of it cached prompt tokens"
