@@ -252,6 +252,8 @@ class OpenAIHTTPTarget:
         body = self._fields(req)
         if self.config.api == "chat":
             body["messages"] = req.messages
+            if req.tools is not None:
+                body["tools"] = req.tools
         else:
             p = req.prompt
             body["prompt"] = p.tolist() if isinstance(p, np.ndarray) else p

@@ -51,6 +51,7 @@ class RequestSpec:
     prompt_json: bytes | memoryview | None = None  # token ids as JSON array items (b"1,2,3")
     want_text: bool = False  # fill the chunks' text (live history needs the reply); else ""
     payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`
+    tools: list[dict] | None = None  # OpenAI chat tool schemas
 
 
 @dataclass(slots=True)

@@ -180,7 +180,7 @@ def _server_keys(
             )
         prompt = sources[cycle].prompt(sid, turns[i])
         ids = (
-            server.chat_ids(prompt.messages)
+            server.chat_ids(prompt.messages, tools=prompt.tools)
             if prompt.messages is not None
             else server.text_ids(cast(str, prompt.body))  # a text prompt: chat or text api
         )
