@@ -67,8 +67,7 @@ class ChatForm:
         return self._tools[system_id]
 
     def _plan(self, session_id: str, turn: int) -> Call | None:
-        s = self.content.trace.session(session_id)
-        return tool_calls.plan_call(self.content.seed, self.content.trace, s, turn)
+        return self.content.plan(session_id, turn)
 
     def tool_calls(self, seg: Segment) -> list[dict] | None:
         """An assistant segment's tool calls (OpenAI chat form), or None."""
@@ -105,8 +104,10 @@ class ChatForm:
             return f"/repo/{words[0]}/{words[1]}.py", " ".join(words[2:7]), " ".join(words[7:])
         corpus = code_text.corpus()
         path = corpus.pick(h)
-        lines = [ln.strip() for ln in corpus.lines(path) if ln.strip()] or ["pass"]
-        return code_text.REPO + path, lines[h % len(lines)], " ".join(words[7:])
+        lines = corpus.lines(path)
+        start = h % len(lines)
+        line = next((ln.strip() for ln in lines[start:] + lines[:start] if ln.strip()), "pass")
+        return code_text.REPO + path, line, " ".join(words[7:])
 
 
 def chat_messages(

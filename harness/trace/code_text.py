@@ -72,13 +72,23 @@ class Corpus:
         return self._ring[i % len(self._ring)]
 
     def lines(self, path: str) -> list[str]:
-        return _read_lines(self.root / path)
+        return _read_lines(self.root, path)
+
+    def functions(self, path: str) -> list[str]:
+        return _functions(self.root, path)
 
 
-@lru_cache(maxsize=256)
-def _read_lines(path: Path) -> list[str]:
-    text = path.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
-    return [line.expandtabs(4) for line in text.split("\n")] or [""]
+@lru_cache(maxsize=1024)  # the whole library (~600 files, ~10 MB) once read; each file once
+def _read_lines(root: Path, path: str) -> list[str]:
+    text = (root / path).read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+    if "\t" in text:
+        text = text.expandtabs(4)
+    return text.split("\n")
+
+
+@lru_cache(maxsize=1024)
+def _functions(root: Path, path: str) -> list[str]:
+    return _DEF.findall("\n".join(_read_lines(root, path))) or ["run"]
 
 
 @cache
@@ -147,7 +157,7 @@ def _glob(c: Corpus, d: _Draw) -> Iterator[str]:
 def _test(c: Corpus, d: _Draw) -> Iterator[str]:
     while True:
         path, start, lines = _excerpt(c, d)
-        names = _DEF.findall("\n".join(lines)) or ["run"]
+        names = c.functions(path)
         yield "============================= test session starts ==============================\n"
         yield f"collected {len(names)} items\n\n"
         for name in names[:40]:
@@ -177,7 +187,7 @@ def _write(c: Corpus, d: _Draw) -> Iterator[str]:
 def _command(c: Corpus, d: _Draw) -> Iterator[str]:
     while True:
         path, _, lines = _excerpt(c, d)
-        names = _DEF.findall("\n".join(lines)) or ["run"]
+        names = c.functions(path)
         yield f"cd /repo && python -m pytest tests/test_{Path(path).stem}.py -k {names[d.below(len(names))]} -x -q"
         yield f" && git diff --stat {REPO}{path}"
         yield " && "

@@ -125,6 +125,7 @@ class Content:
         self._words: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._texts: OrderedDict[tuple, str] = OrderedDict()
         self._chat: ChatForm | None = None
+        self._plans: dict[tuple[str, int], tool_calls.Call | None] = {}
         self._cache_size = cache_size
 
     # ---- segments -------------------------------------------------------------------------
@@ -187,7 +188,7 @@ class Content:
         role, call = "user", None
         if turn > 0:
             spawned = s.turns[turn - 1].spawns
-            ids = tool_calls.plan_call(self.seed, self.trace, s, turn - 1) if tools else None
+            ids = self.plan(s.id, turn - 1) if tools else None
             for i, child_id in enumerate(spawned):
                 child = self.trace.session(child_id)
                 last = len(child.turns) - 1
@@ -210,7 +211,7 @@ class Content:
         assert s.parent is not None
         parent = self.trace.session(s.parent)
         k = s.fork_turn or 0
-        call = tool_calls.plan_call(self.seed, self.trace, parent, k)
+        call = self.plan(parent.id, k)
         assert call is not None  # a turn that starts subagents calls Task
         n = s.turns[0].new_input_tokens
         return [
@@ -219,6 +220,14 @@ class Content:
             else Segment(("res", sib, 0), 0, "tool", cid)
             for sib, cid in zip(parent.turns[k].spawns, call.ids, strict=True)
         ]
+
+    def plan(self, session_id: str, turn: int) -> tool_calls.Call | None:
+        """The tool call a turn makes (tool-shaped turns), planned once."""
+        key = (session_id, turn)
+        if key not in self._plans:
+            s = self.trace.session(session_id)
+            self._plans[key] = tool_calls.plan_call(self.seed, self.trace, s, turn)
+        return self._plans[key]
 
     def _block_segments(self, s: Session, turn: int) -> list[Segment]:
         t = s.turns[turn]
@@ -250,10 +259,20 @@ class Content:
     def segment_token_ids(self, seg: Segment) -> np.ndarray:
         if not self._is_code(seg):
             return self.segment_words(seg) + TOKEN_BASE
+        key = ("ids", seg.key, seg.length)
+        cached = self._words.get(key)
+        if cached is None:
+            cached = self._code_ids(seg)
+            self.remember(self._words, key, cached)
+        return cached
+
+    def _code_ids(self, seg: Segment) -> np.ndarray:
+        """Code as token ids: one per piece, or the tokenizer's own ids of the fitted text
+        (padded with its last id in the rare case the fit fell short, so lengths stay exact)."""
         if self._encode is None:
             return code_text.piece_ids(self._code_pieces(seg, seg.length))
         ids = self._encode(self.segment_text(seg))[: seg.length]
-        ids += ids[-1:] * (seg.length - len(ids)) or [TOKEN_BASE] * (seg.length - len(ids))
+        ids += (ids[-1:] or [TOKEN_BASE]) * (seg.length - len(ids))
         return np.asarray(ids, dtype=np.int64)
 
     def segment_text(self, seg: Segment) -> str:
@@ -284,9 +303,8 @@ class Content:
             return tool_calls.PAYLOAD_KIND.get(seg.key[4], "source")
         if tag != "in" or seg.key[2] == 0:
             return "source"  # system prompts, tasks, outputs, imported blocks
-        s = self.trace.session(seg.key[1])
         if self.turn_form == "tools":
-            call = tool_calls.plan_call(self.seed, self.trace, s, seg.key[2] - 1)
+            call = self.plan(seg.key[1], seg.key[2] - 1)
             return "source" if call is None or call.name == "Task" else call.result_kind
         return ("read", "grep", "test", "edit")[_stable_hash((self.seed, seg.key, "kind")) % 4]
 
