@@ -236,25 +236,32 @@ FILLERS = " x\n;#=.,"  # one-character texts a text's last few tokens are made u
 
 
 def fit(pieces: Callable[[int], list[str]], n: int, count: Counter) -> str:
-    """A text of exactly `n` tokens for `count`: the longest run of pieces that fits (found by
-    halving), then characters of the pieces after it while they still fit, then fillers."""
+    """A text of exactly `n` tokens for `count`: the longest run of pieces that fits, then
+    characters of the pieces after it while they still fit, then fillers. The run is found by
+    interpolation (a piece is about a token, so a guess from the counts so far lands close),
+    halving when a guess gains little: a handful of counts, not one per halving of the text."""
     if n <= 0:
         return ""
     m = n
-    while count("".join(pieces(m))) < n and m < 64 * n:
+    while (top := count("".join(pieces(m)))) < n and m < 64 * n:
         m *= 2
     ps = pieces(m)
-    lo, hi = 0, len(ps)  # count(ps[:lo]) <= n; the answer lies in [lo, hi]
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count("".join(ps[:mid])) <= n:
-            lo = mid
+    lo, c_lo, hi, c_hi = 0, 0, len(ps), top  # count(ps[:lo]) <= n < count(ps[:hi]), or hi = end
+    if c_hi <= n:
+        lo, c_lo = hi, c_hi
+    halve = False
+    while hi - lo > 1:
+        span = hi - lo
+        guess = (lo + hi) // 2 if halve else lo + (n - c_lo + 1) * span // max(1, c_hi - c_lo)
+        guess = min(hi - 1, max(lo + 1, guess))
+        c = count("".join(ps[:guess]))
+        if c <= n:
+            lo, c_lo = guess, c
         else:
-            hi = mid - 1
-    text = "".join(ps[:lo])
-    have = count(text)
-    tail = "".join(ps[lo : lo + 4]) + FILLERS * 8
-    for ch in tail:
+            hi, c_hi = guess, c
+        halve = not halve and hi - lo > span // 2  # little progress: halve next time
+    text, have = "".join(ps[:lo]), c_lo
+    for ch in "".join(ps[lo : lo + 4]) + FILLERS * 8:
         if have == n:
             break
         got = count(text + ch)
