@@ -147,3 +147,24 @@ def test_the_gemma_template_renders_tools_calls_and_results(trace, tmp_path):
     assert '<tool_call>{"name": "' in text and "<tool_response>\n" in text
     assert '{"name": "Read", "description": ' in text  # the schemas open the first user turn
     assert text.count("<start_of_turn>model\n") == len(s.turns)
+
+
+def test_the_template_sees_arguments_as_objects_as_vllm_passes_them(tmp_path):
+    template = "{% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}|{% endfor %}{% endfor %}"
+    tok = ChatTokenizer.load(tokenizer_dir(tmp_path / "tok", template=template))
+    calls = [
+        {"id": "a", "type": "function", "function": {"name": "Read", "arguments": '{"x": 1}'}},
+        {"id": "b", "type": "function", "function": {"name": "Read", "arguments": "not json"}},
+    ]
+    msgs = [{"role": "assistant", "content": None, "tool_calls": calls}]
+    assert tok.render(msgs) == '{"x": 1}|{}|'
+    assert msgs[0]["tool_calls"][0]["function"]["arguments"] == '{"x": 1}'  # not changed
+
+
+def test_a_trace_asking_for_an_unknown_content_is_refused():
+    from harness.errors import InputError
+    from harness.trace.model import Trace, TraceHeader
+
+    tr = Trace(TraceHeader(seed=1, meta={"knobs": {"content": "prose"}}), ())
+    with pytest.raises(InputError, match="prose"):
+        Content(tr)
