@@ -64,7 +64,7 @@ class EngineTarget:
 
     def _prompt_ids(self, req: RequestSpec) -> list[int]:
         if req.messages is not None:
-            return chat_prompt_ids(req.messages, self.tokenizer)
+            return chat_prompt_ids(req.messages, self.tokenizer, tools=req.tools)
         if isinstance(req.prompt, str):
             return self.tokenizer.encode(req.prompt)
         if isinstance(req.prompt, np.ndarray):  # token-id prompts (harness.trace.requests)

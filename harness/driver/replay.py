@@ -29,7 +29,7 @@ from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.schema import Record, new_record
-from harness.trace.content import load_hf_token_counter
+from harness.trace.content import load_hf_token_counter, load_hf_token_encoder
 from harness.trace.cycles import cycle_salt, cycled_id
 from harness.trace.model import Session, Trace
 from harness.trace.requests import RequestSource
@@ -65,6 +65,7 @@ class Replay:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
         self._counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
+        self._encoder = load_hf_token_encoder(config.tokenizer) if config.tokenizer else None
         self._cycles: dict[int, RequestSource] = {}
         self.task_source = TaskSource(trace.main_sessions, config)
         self.router = Router(target.endpoints, config.routing)
@@ -311,6 +312,7 @@ class Replay:
             prompt.messages,
             prompt.body,
             prompt_json=prompt.ids_json,
+            tools=prompt.tools,
         )
         rec = new_record(
             run_id=self.config.run_id,
@@ -361,6 +363,7 @@ class Replay:
                 prompt_format=c.prompt_format,
                 salt=cycle_salt(c.salt, cycle),
                 token_counter=self._counter,
+                token_encoder=self._encoder,
                 live=c.history == "live",
             )
         return source

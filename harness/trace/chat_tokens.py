@@ -12,6 +12,9 @@ lengths are only comparable with the server's figures in the server's tokens (do
   a `tojson` filter that does not escape HTML; `raise_exception` and `strftime_now`; variables
   `messages`, `tools`, `documents`, `add_generation_prompt` (true: vLLM's default) and the named
   special tokens (`bos_token`, `eos_token`, ...) of `tokenizer_config.json`.
+- Tool calls: an assistant message's `tool_calls[].function.arguments`, a JSON string on the
+  wire, reach the template as the object it parses to (vLLM parses them before rendering, as
+  transformers' tool-use templates expect; a string that does not parse becomes `{}`).
 - Tokenizing: chat prompts without added special tokens (vLLM's chat request field
   `add_special_tokens` defaults to false: a template that wants a BOS writes `{{ bos_token }}`);
   text prompts of `/v1/completions` with them (the tokenizer's post-processor adds its BOS).
@@ -151,7 +154,7 @@ class ChatTokenizer:
             )
         try:
             return self._template.render(
-                messages=messages,
+                messages=_arguments_parsed(messages),
                 tools=tools,
                 documents=None,
                 add_generation_prompt=add_generation_prompt,
@@ -172,6 +175,28 @@ class ChatTokenizer:
     def text_ids(self, text: str) -> list[int]:
         """The prompt tokens of a /v1/completions text prompt (special tokens added)."""
         return self.tokenizer.encode(text, add_special_tokens=True).ids
+
+
+def _arguments_parsed(messages: list[dict]) -> list[dict]:
+    """The messages with each tool call's arguments parsed from JSON, as vLLM renders them."""
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if isinstance(calls, list):
+            m = {**m, "tool_calls": [_parsed_call(c) for c in calls]}
+        out.append(m)
+    return out
+
+
+def _parsed_call(call):
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or isinstance(function.get("arguments"), dict):
+        return call
+    try:
+        args = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        args = {}
+    return {**call, "function": {**function, "arguments": args if isinstance(args, dict) else {}}}
 
 
 def _read_config(path: Path) -> dict:

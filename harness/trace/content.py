@@ -5,10 +5,17 @@ or imported hash-id blocks). A segment's content is a seeded function of (trace 
 so equal keys mean identical content and a turn's prompt is, byte for byte, the previous turn's
 prompt + its output + the new input. That is what makes prefix reuse real on a real server.
 
-Content is a sequence of *words* from a fixed vocabulary of common English words, each about one
-token for common BPE tokenizers. The same words give token ids (`TOKEN_BASE + word index`) for
-`/v1/completions` token-id prompts, and text for chat messages. The reference engine's tokenizer
-maps these words back to the same ids (see `encode_words` / `decode_ids`).
+What a segment says follows the trace's `content` (docs/traces.md, "Content"):
+
+- `words` (the default): a sequence of words from a fixed vocabulary of common English words,
+  each about one token for common BPE tokenizers. The same words give token ids (`TOKEN_BASE +
+  word index`) for `/v1/completions` token-id prompts, and text for chat messages. The reference
+  engine's tokenizer maps these words back to the same ids (see `encode_words` / `decode_ids`).
+- `code`: the Python standard library's source, shaped as what an agent reads and writes
+  (`harness.trace.code_text`); with a tokenizer, token-id prompts are that text's own ids.
+
+With `turn_form: tools` a chat prompt is tool-shaped (`harness.trace.tool_calls`): each turn's
+output an assistant tool call, the next turn's new input its result (role `tool`).
 """
 
 from __future__ import annotations
@@ -16,24 +23,30 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.trace.model import Session, Trace
+from harness.errors import InputError
+from harness.trace import code_text, tool_calls
+from harness.trace.model import Trace
+from harness.trace.profile import content_form
+from harness.trace.segments import (
+    SALT_TOKENS as SALT_TOKENS,  # re-exported: content is where callers look
+)
+from harness.trace.segments import Layout, Segment
 from harness.vocab import TOKEN_BASE, WORD_INDEX, WORDS
 
+if TYPE_CHECKING:
+    from harness.trace.chat_form import ChatForm
+
 _WORD_ARRAY = np.array(WORDS, dtype=object)  # fancy indexing turns word ids into text in C
-SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
 
 TokenCounter = Callable[[str], int]
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    key: tuple  # identity: equal keys have identical content
-    length: int  # tokens
-    role: str  # "system" | "user" | "assistant"
+TokenEncoder = Callable[[str], list[int]]
+WORDS_ONLY = frozenset(
+    {"salt", "say"}
+)  # segments in words whatever the content: salts, explanations
 
 
 def _stable_hash(key: tuple) -> int:
@@ -59,6 +72,11 @@ def _word_stream(key_hash: int, n: int) -> np.ndarray:
     return (x % np.uint64(len(WORDS))).astype(np.int32)
 
 
+def word_list(key_hash: int, n: int) -> list[str]:
+    """n words of the content vocabulary from a 64-bit key."""
+    return _WORD_ARRAY[_word_stream(key_hash, n)].tolist()
+
+
 def encode_words(text: str) -> list[int]:
     """Token ids of a text written in the content vocabulary (unknown words raise KeyError)."""
     return [TOKEN_BASE + WORD_INDEX[w] for w in text.split()]
@@ -73,7 +91,7 @@ def vocab_token_id_range() -> tuple[int, int]:
     return TOKEN_BASE, TOKEN_BASE + len(WORDS)
 
 
-class Content:
+class Content(Layout):
     """Materializes the prompts of one trace. Cheap to build; segments are cached (LRU)."""
 
     def __init__(
@@ -82,96 +100,32 @@ class Content:
         *,
         salt: str | None = None,
         token_counter: TokenCounter | None = None,
+        token_encoder: TokenEncoder | None = None,
         cache_size: int = 4096,
     ) -> None:
         self.trace = trace
         self.seed = trace.header.seed or 0
         self.salt = salt
         self.block_size = trace.header.block_size
+        self.kind, self.turn_form = content_form(trace.header.meta)
+        if self.kind not in ("words", "code") or self.turn_form not in ("plain", "tools"):
+            raise InputError(
+                f"content {self.kind!r} / turn_form {self.turn_form!r}: expected words or code, "
+                "plain or tools",
+                field="meta.knobs",
+            )
         self._count = token_counter
+        self._encode = token_encoder
         self._words: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._texts: OrderedDict[tuple, str] = OrderedDict()
+        self._chat: ChatForm | None = None
+        self._plans = {}
         self._cache_size = cache_size
 
-    # ---- segments -------------------------------------------------------------------------
-
-    def segments(self, session_id: str, turn: int) -> list[Segment]:
-        """The prompt of `turn` of a session as segments, in order."""
-        s = self.trace.session(session_id)
-        head = [Segment(("salt", self.salt), SALT_TOKENS, "system")] if self.salt else []
-        t = s.turns[turn]
-        if t.hash_ids is not None:
-            return head + self._block_segments(s, turn)
-        return head + self._context(s, turn) + self._new_input(s, turn)
-
-    def appends_to_previous(self, session_id: str, turn: int) -> bool:
-        """Whether turn `turn`'s prompt is the previous turn's plus `new_segments` (block-mode
-        turns from imported traces carry whole prompts instead)."""
-        turns = self.trace.session(session_id).turns
-        return turn > 0 and turns[turn].hash_ids is None and turns[turn - 1].hash_ids is None
-
-    def new_segments(self, session_id: str, turn: int) -> list[Segment]:
-        """What turn `turn` (> 0, not block-mode) appends to the previous turn's prompt."""
-        s = self.trace.session(session_id)
-        return [self.output_segment(session_id, turn - 1), *self._new_input(s, turn)]
-
-    def output_segment(self, session_id: str, turn: int) -> Segment:
-        s = self.trace.session(session_id)
-        return Segment(("out", s.id, turn), s.turns[turn].output_tokens, "assistant")
-
-    def prompt_length(self, session_id: str, turn: int) -> int:
-        return sum(seg.length for seg in self.segments(session_id, turn))
-
-    def _context(self, s: Session, turn: int) -> list[Segment]:
-        """Everything before turn `turn`'s new input: inherited context + own earlier turns."""
-        if s.mode == "fork" and s.parent is not None:
-            parent = self.trace.session(s.parent)
-            fork = s.fork_turn or 0
-            base = self._context(parent, fork) + self._new_input(parent, fork)
-            base.append(
-                Segment(("out", parent.id, fork), parent.turns[fork].output_tokens, "assistant")
-            )
-        else:
-            base = (
-                [Segment(("sys", s.system_id), s.system_tokens, "system")]
-                if s.system_tokens
-                else []
-            )
-        for j in range(turn):
-            base += self._new_input(s, j)
-            base.append(Segment(("out", s.id, j), s.turns[j].output_tokens, "assistant"))
-        return base
-
-    def _new_input(self, s: Session, turn: int) -> list[Segment]:
-        """A turn's new input; after a join it starts with the subagents' final outputs."""
-        remaining = s.turns[turn].new_input_tokens
-        segs: list[Segment] = []
-        if turn > 0:
-            for child_id in s.turns[turn - 1].spawns:
-                child = self.trace.session(child_id)
-                last = len(child.turns) - 1
-                n = min(child.turns[last].output_tokens, remaining)
-                if n > 0:
-                    segs.append(Segment(("out", child.id, last), n, "user"))
-                    remaining -= n
-        if remaining > 0 or not segs:
-            segs.append(Segment(("in", s.id, turn), remaining, "user"))
-        return segs
-
-    def _block_segments(self, s: Session, turn: int) -> list[Segment]:
-        t = s.turns[turn]
-        assert t.hash_ids is not None and t.input_tokens is not None
-        b, left, segs = self.block_size, t.input_tokens, []
-        for h in t.hash_ids:
-            if left <= 0:
-                break
-            segs.append(Segment(("blk", h), min(b, left), "user"))
-            left -= b
-        if left > 0:
-            segs.append(Segment(("tail", s.id, turn), left, "user"))
-        return segs
-
     # ---- words, token ids, text ------------------------------------------------------------
+
+    def _is_code(self, seg: Segment) -> bool:
+        return self.kind == "code" and seg.key[0] not in WORDS_ONLY
 
     def segment_words(self, seg: Segment) -> np.ndarray:
         """Word indices of a segment. A block segment shorter than the block is a prefix of it."""
@@ -179,21 +133,60 @@ class Content:
         cached = self._words.get(seg.key)
         if cached is None or len(cached) < full:
             cached = _word_stream(_stable_hash((self.seed, seg.key)), full)
-            self._remember(self._words, seg.key, cached)
+            self.remember(self._words, seg.key, cached)
         return cached[: seg.length]
 
     def segment_token_ids(self, seg: Segment) -> np.ndarray:
-        return self.segment_words(seg) + TOKEN_BASE
+        if not self._is_code(seg):
+            return self.segment_words(seg) + TOKEN_BASE
+        key = ("ids", seg.key, seg.length)
+        cached = self._words.get(key)
+        if cached is None:
+            cached = self._code_ids(seg)
+            self.remember(self._words, key, cached)
+        return cached
+
+    def _code_ids(self, seg: Segment) -> np.ndarray:
+        """Code as token ids: one per piece, or the tokenizer's own ids of the fitted text
+        (padded with its last id in the rare case the fit fell short, so lengths stay exact)."""
+        if self._encode is None:
+            return code_text.piece_ids(self._code_pieces(seg, seg.length))
+        ids = self._encode(self.segment_text(seg))[: seg.length]
+        ids += (ids[-1:] or [TOKEN_BASE]) * (seg.length - len(ids))
+        return np.asarray(ids, dtype=np.int64)
 
     def segment_text(self, seg: Segment) -> str:
         key = (seg.key, seg.length)
         text = self._texts.get(key)
         if text is None:
-            text = " ".join(_WORD_ARRAY[self.segment_words(seg)].tolist())
-            if self._count is not None and seg.length > 0:
-                text = self._fit(seg, text, self._count)
-            self._remember(self._texts, key, text)
+            if self._is_code(seg):
+                text = self._code_text(seg)
+            else:
+                text = " ".join(_WORD_ARRAY[self.segment_words(seg)].tolist())
+                if self._count is not None and seg.length > 0:
+                    text = self._fit(seg, text, self._count)
+            self.remember(self._texts, key, text)
         return text
+
+    def _code_pieces(self, seg: Segment, n: int) -> list[str]:
+        return code_text.code_pieces(self._code_kind(seg), _stable_hash((self.seed, seg.key)), n)
+
+    def _code_text(self, seg: Segment) -> str:
+        if self._count is None:
+            return "".join(self._code_pieces(seg, seg.length))
+        return code_text.fit(lambda m: self._code_pieces(seg, m), seg.length, self._count)
+
+    def _code_kind(self, seg: Segment) -> str:
+        """Which document a code segment is: a tool result in the form its tool returns."""
+        tag = seg.key[0]
+        if tag == "arg":
+            return tool_calls.PAYLOAD_KIND.get(seg.key[4], "source")
+        if tag != "in" or seg.key[2] == 0:
+            return "source"  # system prompts, tasks, outputs, imported blocks
+        if self.turn_form == "tools":
+            call = self.plan(seg.key[1], seg.key[2] - 1)
+            return "source" if call is None or call.name == "Task" else call.result_kind
+        return ("read", "grep", "test", "edit")[_stable_hash((self.seed, seg.key, "kind")) % 4]
 
     def _fit(self, seg: Segment, text: str, count: TokenCounter) -> str:
         """Make the text exactly `seg.length` tokens for the user's tokenizer.
@@ -226,7 +219,8 @@ class Content:
             self._ones = [w for w in WORDS if self._costs[w] == 1]
         return self._costs, self._ones
 
-    def _remember(self, cache: OrderedDict, key, value) -> None:
+    def remember(self, cache: OrderedDict, key, value) -> None:
+        """Keep `key` in an LRU `cache` of this content's size."""
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > self._cache_size:
@@ -246,26 +240,22 @@ class Content:
         return self.segment_text(self.output_segment(session_id, turn))
 
     def messages(self, session_id: str, turn: int) -> list[dict]:
-        """OpenAI chat messages of a turn's prompt (see `chat_messages`)."""
-        return chat_messages(self.segments(session_id, turn), self.segment_text)
+        """OpenAI chat messages of a turn's prompt (`harness.trace.chat_form`)."""
+        return self.chat.messages(session_id, turn)
 
+    @property
+    def counter(self) -> TokenCounter | None:
+        """The tokenizer's count that texts are fitted to, when the run has one."""
+        return self._count
 
-def chat_messages(segments, text_of: Callable[[Segment], str]) -> list[dict]:
-    """Segments -> chat messages. Consecutive system or user segments form one message (salt +
-    system prompt; subagent results + tool output); every assistant output is its own message,
-    even an empty one, so that turn k's messages stay a prefix of turn k+1's."""
-    msgs: list[dict] = []
-    for seg in segments:
-        if seg.length == 0 and seg.role != "assistant":
-            if not msgs or msgs[-1]["role"] != seg.role:
-                msgs.append({"role": seg.role, "content": ""})
-            continue
-        text = text_of(seg) if seg.length else ""
-        if msgs and msgs[-1]["role"] == seg.role and seg.role != "assistant":
-            msgs[-1]["content"] = f"{msgs[-1]['content']} {text}" if msgs[-1]["content"] else text
-        else:
-            msgs.append({"role": seg.role, "content": text})
-    return msgs
+    @property
+    def chat(self) -> ChatForm:
+        """The chat form of this content (built on it, hence imported here)."""
+        if self._chat is None:
+            from harness.trace.chat_form import ChatForm
+
+            self._chat = ChatForm(self)
+        return self._chat
 
 
 def load_hf_token_counter(path: str) -> TokenCounter:
@@ -274,3 +264,12 @@ def load_hf_token_counter(path: str) -> TokenCounter:
     from harness.trace.chat_tokens import ChatTokenizer
 
     return ChatTokenizer.load(path).count
+
+
+def load_hf_token_encoder(path: str) -> TokenEncoder:
+    """Token ids of a text (no special tokens) from the same kind of folder: what `content:
+    code` sends as token-id prompts when the run names a tokenizer."""
+    from harness.trace.chat_tokens import ChatTokenizer
+
+    tokenizer = ChatTokenizer.load(path).tokenizer
+    return lambda text: tokenizer.encode(text, add_special_tokens=False).ids

@@ -90,9 +90,34 @@ class Profile(_Strict):
     human_pause: HumanPause = HumanPause()  # main sessions: some gaps are a person's break instead
     max_context_tokens: int = Field(ge=1)  # a session ends before its prompt would exceed this
     subagents: Subagents
+    # What the content is (docs/traces.md, "Content"): common English words, or the Python
+    # standard library's source. Words by default: a profile written before these fields
+    # existed keeps generating byte-identical traces (same trace_sha256, comparable runs).
+    content: Literal["words", "code"] = "words"
+    # plain: user / assistant text turns; tools: each turn's output is a tool call whose result
+    # is the next turn's input (chat sends `tools`, `tool_calls`, role `tool`)
+    turn_form: Literal["plain", "tools"] = "plain"
 
     def knobs(self) -> dict:
-        return self.model_dump(mode="json")
+        """The profile as the trace header records it; the content fields only when they are not
+        their defaults, so that traces of older profiles keep their bytes."""
+        out = self.model_dump(mode="json")
+        for key, default in CONTENT_DEFAULTS.items():
+            if out[key] == default:
+                del out[key]
+        return out
+
+
+CONTENT_DEFAULTS = {"content": "words", "turn_form": "plain"}
+
+
+def content_form(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """(content, turn_form) a trace header's meta asks for; imported traces: the defaults."""
+    knobs = meta.get("knobs")
+    knobs = knobs if isinstance(knobs, Mapping) else {}
+    content = knobs.get("content", CONTENT_DEFAULTS["content"])
+    form = knobs.get("turn_form", CONTENT_DEFAULTS["turn_form"])
+    return str(content), str(form)
 
 
 def set_path(doc: dict, dotted: str, value: Any) -> None:

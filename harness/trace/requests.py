@@ -11,6 +11,9 @@ records what the server answered), the text of every earlier *assistant* segment
 live reply is replaced by that reply's text, in chat messages and text prompts. Token-id prompts
 keep the recorded outputs: a streamed reply is text, and re-tokenizing it with an unknown
 tokenizer would change the prompt's length and identity in ways the trace cannot account for.
+With tool-shaped turns a live reply replaces an assistant turn's text and the trace's tool call
+stays: the next turn's input is that call's result, which must have its call to answer (a
+reply's own tool calls, when a server parses any, are not read back).
 Extending is safe with live replies: a prompt's texts cannot change once built, because a reply
 only ever appears for a turn that has ended, before any prompt that contains it is built.
 
@@ -34,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from harness.trace.content import Content, Segment, TokenCounter, chat_messages
+from harness.trace.chat_form import chat_messages
+from harness.trace.content import Content, Segment, TokenCounter, TokenEncoder
 from harness.trace.model import Trace
 
 STEP_TOKENS = 4096  # prompt_steps: new tokens materialized between two pauses (~0.1-0.2 ms)
@@ -50,6 +54,7 @@ class Prompt:
     body: np.ndarray | str | None = None  # completions API: token ids (int64) or text
     # token ids: the body as JSON array items, b"1,2,3" (no brackets), a read-only bytes view
     ids_json: bytes | memoryview | None = None
+    tools: list[dict] | None = None  # chat API, tool-shaped turns: the session's tool schemas
 
 
 class _Growing:
@@ -101,10 +106,13 @@ class RequestSource:
         prompt_format: str = "tokens",
         salt: str | None = None,
         token_counter: TokenCounter | None = None,
+        token_encoder: TokenEncoder | None = None,
         live: bool = False,
     ) -> None:
         self.trace = trace
-        self.content = Content(trace, salt=salt, token_counter=token_counter)
+        self.content = Content(
+            trace, salt=salt, token_counter=token_counter, token_encoder=token_encoder
+        )
         # messages and responses requests are built from chat messages (harness.driver)
         self.api = "completions" if api == "completions" else "chat"
         self.prompt_format = prompt_format
@@ -132,7 +140,8 @@ class RequestSource:
         else:
             last, new = None, self.content.segments(session_id, turn)
             segments = new
-        state = SessionPrompt(turn, segments, self._empty() if last is None else last.prompt)
+        empty = self._empty(session_id) if last is None else last.prompt
+        state = SessionPrompt(turn, segments, empty)
         if last is not None:
             state.ids, state.json = last.ids, last.json
         elif self.api != "chat" and self.prompt_format == "tokens":
@@ -176,9 +185,9 @@ class RequestSource:
 
     # ---- materializing --------------------------------------------------------------------
 
-    def _empty(self) -> Prompt:
+    def _empty(self, session_id: str) -> Prompt:
         if self.api == "chat":
-            return Prompt(0, [])
+            return Prompt(0, [], tools=self.content.chat.tools(session_id))
         if self.prompt_format == "text":
             return Prompt(0, None, "")
         return Prompt(0, None, np.empty(0, dtype=np.int64), b"")
@@ -190,7 +199,9 @@ class RequestSource:
         tokens = prompt.tokens + sum(s.length for s in segments)
         if self.api == "chat":
             assert prompt.messages is not None  # a chat prompt always carries messages
-            return Prompt(tokens, prompt.messages + chat_messages(segments, self.text), None)
+            calls = self.content.chat.calls_of
+            new = chat_messages(segments, self.text, calls)
+            return Prompt(tokens, prompt.messages + new, None, tools=prompt.tools)
         if self.prompt_format == "text":
             assert isinstance(prompt.body, str)  # a text prompt's body is its text
             parts = [self.text(s) for s in segments if s.length]
@@ -226,9 +237,12 @@ class RequestSource:
         state.prompt = Prompt(tokens, None, ids, text.data.toreadonly())
 
     def text(self, seg: Segment) -> str:
-        """A segment's text: a live reply for an answered assistant output, else the trace's."""
+        """A segment's text in the prompt: a live reply for an answered assistant output, else
+        the trace's (in a chat message, as `Content.message_text` words it)."""
         if self.live is not None and seg.role == "assistant" and seg.key[0] == "out":
             reply = self.live.get((seg.key[1], seg.key[2]))
             if reply is not None:
                 return reply
+        if self.api == "chat":
+            return self.content.chat.message_text(seg)
         return self.content.segment_text(seg)

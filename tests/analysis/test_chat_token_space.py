@@ -22,6 +22,7 @@ from harness.analysis.summary import analyze, analyze_run
 from harness.errors import InputError
 from harness.report.html import render_report
 from harness.report.text import summary_table
+from harness.trace.model import Trace, TraceHeader
 from tests.driver.helpers import replay, sess, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
 from tests.trace.chat_fixtures import build_tokenizer, tokenizer_dir
@@ -175,3 +176,58 @@ async def test_text_prompts_counted_with_the_bos(template_server, tmp_path):
         "cached_tokens": [0, 12],
         "cached_tokens_ideal": [0, 12],
     }
+
+
+class ToolTemplateServer(TemplateServer):
+    """Renders chat as vLLM does with harness/data/gemma3_tools.jinja (written out here with
+    plain jinja2, tool-call arguments parsed first); `drop_tools` forgets the schemas."""
+
+    def __init__(self, *, drop_tools: bool = False) -> None:
+        super().__init__()
+        self.drop_tools = drop_tools
+
+    def _tokens(self, body: dict) -> list:
+        from tests.trace.test_tool_turns import _vllm_render
+
+        if "messages" not in body:
+            return super()._tokens(body)
+        tools = None if self.drop_tools else body.get("tools")
+        text = _vllm_render(body["messages"], tools)
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+
+# a main session whose turn 1 forks a subagent (Task call, its report joined at turn 2)
+TOOL_TRACE = Trace(
+    TraceHeader(seed=7, meta={"knobs": {"turn_form": "tools"}}),
+    (
+        sess("s1", [(6, 3, 0.0), (5, 70, 0.0, ("s1.a1",)), (4, 2, 0.0), (3, 2, 0.0)], system=8),
+        sess("s1.a1", [(5, 4, 0.0), (4, 6, 0.0)], system=8, parent="s1", fork_turn=1, mode="fork"),
+    ),
+)
+
+
+async def _tool_run(tmp_path, drop_tools: bool) -> dict:
+    from tests.trace.test_tool_turns import GEMMA_TOOLS
+
+    server = ToolTemplateServer(drop_tools=drop_tools)
+    await server.start()
+    try:
+        tr = TOOL_TRACE
+        folder = tokenizer_dir(tmp_path / "tok", template=GEMMA_TOOLS)
+        await replay(tr, server.url, tmp_path / "run", api="chat", tokenizer=str(folder))
+    finally:
+        await server.stop()
+    assert all("tools" in e["body"] for e in server.log)
+    return analyze_run(tmp_path / "run")["cache"]["token_space"]
+
+
+async def test_tool_shaped_chat_is_counted_with_its_tools_and_calls(tmp_path):
+    space = await _tool_run(tmp_path, drop_tools=False)
+    assert (space["space"], space["prompt_token_mismatches"]) == ("server", 0)
+    assert space["prompts_checked"] == 6
+
+
+@pytest.mark.slow
+async def test_a_server_that_drops_the_tools_is_a_mismatch(tmp_path):
+    space = await _tool_run(tmp_path, drop_tools=True)
+    assert space["prompt_token_mismatches"] == space["prompts_checked"] > 0

@@ -95,7 +95,7 @@ class SSETestServer:
 
     def _tokens(self, body: dict) -> list:
         if "messages" in body:
-            return [w for m in body["messages"] for w in (m["role"], *_text(m["content"]).split())]
+            return [w for m in body["messages"] for w in (m["role"], *_message_text(m).split())]
         prompt = body["prompt"]
         return prompt if isinstance(prompt, list) else prompt.split()
 
@@ -238,6 +238,14 @@ def _chunk(chat: bool, text: str, *, role: bool = False, finish: bool = False) -
     else:
         choice = {"index": 0, "text": text, "finish_reason": "length" if finish else None}
     return {"id": "x", "object": "chunk", "choices": [choice]}
+
+
+def _message_text(m: dict) -> str:
+    """A message's text and its tool calls' names and arguments (tools-shaped chat)."""
+    calls = [
+        f"{c['function']['name']} {c['function']['arguments']}" for c in m.get("tool_calls") or ()
+    ]
+    return " ".join([_text(m.get("content") or ""), *calls])
 
 
 def _text(content) -> str:

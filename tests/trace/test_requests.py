@@ -6,7 +6,8 @@ import numpy as np
 import orjson
 import pytest
 
-from harness.trace.content import Content, chat_messages
+from harness.trace.chat_form import chat_messages
+from harness.trace.content import Content
 from harness.trace.requests import RequestSource
 from harness.trace.timeline import send_order
 from tests.trace.tiny import small_generated

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -26,6 +27,15 @@ def small_generated(sessions: int = 12, seed: int = 3, **sets) -> Trace:
     overrides = {"subagents.probability": 0.8, **sets}
     profile = load_profile(CPU_PROFILE, overrides=overrides)
     return generate(profile, seed=seed, sessions=sessions)
+
+
+def no_think(trace: Trace) -> Trace:
+    """The same trace without think time, so a replay of it runs in seconds."""
+    sessions = tuple(
+        dataclasses.replace(s, turns=tuple(dataclasses.replace(t, think_s=0.0) for t in s.turns))
+        for s in trace.sessions
+    )
+    return Trace(trace.header, sessions)
 
 
 def write(path: Path, text: str) -> Path:

@@ -226,7 +226,7 @@ def _server_keys(
             )
         prompt = sources[cycle].prompt(sid, turns[i])
         ids = (
-            server.chat_ids(prompt.messages, api=api)
+            server.chat_ids(prompt.messages, api=api, tools=prompt.tools)
             if prompt.messages is not None
             else server.text_ids(cast(str, prompt.body))  # a text prompt: chat or text api
         )

@@ -1,0 +1,45 @@
+"""What goes on the wire for tool-shaped turns and source-code content (a loopback server logs
+the bodies): chat bodies carry `tools`, assistant `tool_calls` and role `tool` results; a
+`content: code` trace sends Python source, as text and as token ids."""
+
+from __future__ import annotations
+
+import json
+
+from harness.trace.content import Content
+from tests.driver.helpers import replay
+from tests.trace.tiny import no_think, small_generated
+
+
+async def test_chat_bodies_carry_tools_tool_calls_and_tool_results(make_server, tmp_path):
+    srv = await make_server()
+    trace = no_think(small_generated(sessions=2, seed=5, content="code", turn_form="tools"))
+    _, records, _ = await replay(trace, srv.url, tmp_path, concurrency=2, api="chat")
+    assert {r["status"] for r in records} == {"ok"} and len(srv.log) == trace.num_requests
+    content = Content(trace)
+    for e in srv.log:
+        body = e["body"]
+        sid, turn = e["request_id"].rsplit(":", 1)
+        assert body["messages"] == content.messages(sid, int(turn)), e["request_id"]
+        assert [t["function"]["name"] for t in body["tools"]][:3] == ["Task", "Bash", "Glob"]
+    last = max(srv.log, key=lambda e: len(e["body"]["messages"]))["body"]["messages"]
+    calls = [c for m in last if m["role"] == "assistant" for c in m["tool_calls"]]
+    results = {m["tool_call_id"] for m in last if m["role"] == "tool"}
+    assert calls and {c["id"] for c in calls} <= results
+    assert all(json.loads(c["function"]["arguments"]) for c in calls)
+
+
+async def test_a_code_trace_sends_python_source(make_server, tmp_path):
+    srv = await make_server()
+    trace = no_think(small_generated(sessions=1, seed=5, content="code"))
+    await replay(trace, srv.url, tmp_path / "chat", api="chat")
+    text = "\n".join(m["content"] for e in srv.log for m in e["body"]["messages"])
+    for marker in ("def ", "import ", "return", "self."):
+        assert marker in text, marker
+    assert all("tools" not in e["body"] for e in srv.log)  # plain turns: no tool schemas
+    srv.log.clear()
+    await replay(trace, srv.url, tmp_path / "ids", api="completions")
+    content = Content(trace)
+    for e in srv.log:
+        sid, turn = e["request_id"].rsplit(":", 1)
+        assert e["body"]["prompt"] == content.prompt_token_ids(sid, int(turn))
