@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, retries, window
+from harness.analysis import cache, context_limit, histograms, metrics, retries, speculation, window
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -83,6 +83,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
     tpgs = metrics.tpgs(ok, n_gpus)
     hit = cache.hit_rates(misses)
+    overflow = context_limit.context_summary(run)  # issue 23: context limits
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -115,6 +116,10 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             **cache.breakdowns(ok, misses),
         },
         "server_cache": server_cache(run.manifest),
+        # issue 23: context limits (analysis/context_limit.py), spec decoding (speculation.py)
+        "context_limit": overflow,
+        "validity": context_limit.validity(overflow),
+        "speculative_decoding": speculation.spec_summary(run.manifest),
         "run_end": {
             "status": run.manifest.get("status"),
             "stopped_by": run.manifest.get("stopped_by"),

@@ -23,6 +23,7 @@ import numpy as np
 import orjson
 
 from harness.driver.aiohttp_internals import use_protocol
+from harness.driver.context_limit import model_len
 from harness.driver.manifest import redact_url
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
 from harness.driver.stream_decode import StreamDecoder, http_error_message
@@ -140,6 +141,7 @@ class OpenAIHTTPTarget:
         self._secrets = config.secrets()
         self._session: aiohttp.ClientSession | None = None
         self._base_headers = self._make_headers()
+        self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
 
     def _make_headers(self) -> dict[str, str]:
         # identity: a compressed stream would only cost CPU on both sides, per chunk
@@ -218,6 +220,7 @@ class OpenAIHTTPTarget:
             raise TargetError(f"cannot reach endpoint {redact_url(base)}: {message}") from None
         try:
             data = orjson.loads(body).get("data") if r.status == 200 else None
+            self.context_limits[base] = model_len(data, self.config.model)  # context_limit.py
             return {m["id"] for m in data if isinstance(m, dict) and "id" in m} if data else set()
         except (orjson.JSONDecodeError, AttributeError, TypeError):
             return set()

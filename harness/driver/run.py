@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.driver import progress
 from harness.driver.config import ReplayConfig
+from harness.driver.context_limit import ContextLimit
 from harness.driver.manifest import replay_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
@@ -104,6 +105,8 @@ async def replay_into(
     try:
         with folder.signals(replay):
             await target.start()
+            if isinstance(target, ContextLimit):  # the limits the target learned as it started
+                folder.update(context_limit=target.manifest())
             probe.start()
             result = await replay.run()
         folder.check_written()

@@ -32,9 +32,13 @@ def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
-    lines = [head, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
+    from harness.report.speculation import spec_lines  # issue 23: validity, spec decoding
+    from harness.report.validity import context_lines
+
+    lines = [head, *context_lines(s), *_imported(s.get("imported"))]
+    lines += [f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
-    lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
+    lines += ["", *_headline(s), *spec_lines(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
     return "\n".join(lines)
 
