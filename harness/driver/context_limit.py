@@ -150,7 +150,7 @@ def served_limits(target: Target) -> tuple[list[int | None], str | None]:
     """Each endpoint's limit as the started target learned it, and from where."""
     served = getattr(target, "context_limits", None)  # the HTTP target's /v1/models, by base URL
     config = getattr(target, "config", None)
-    if served is not None:
+    if served is not None and config is not None:
         limits = [served.get(base) for base in config.endpoints]
         return limits, "/v1/models" if any(v is not None for v in limits) else None
     length = getattr(config, "model_len", None)  # the reference engine's EngineConfig

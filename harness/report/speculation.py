@@ -13,8 +13,7 @@ from harness.report.text import fmt
 
 def spec_table(analyses: list[Analysis]) -> str:
     """The table (a tile of its own, to place where the page wants it); "" when no run has one."""
-    rows = [(a.run.name, a.summary.get("speculative_decoding")) for a in analyses]
-    rows = [(name, spec) for name, spec in rows if spec]
+    rows = [(a.run.name, spec) for a in analyses if (spec := a.summary.get("speculative_decoding"))]
     if not rows:
         return ""
     width = max(len(s.get("acceptance_by_position") or []) for _, s in rows)
