@@ -8,8 +8,13 @@ the trace's tokens (the driver does not tokenize; a server whose chat template a
 still refuse a request counted as fitting, which `send` attributes by the server's message).
 
 Policies:
-- `send` (default): send it anyway; the server's refusal is recorded as `ContextOverflow`, its
-  message kept (`HTTP 400 Bad Request: This model's maximum context length is ...`).
+- `send` (default): send it anyway; the server's error is recorded as `ContextOverflow`, its
+  message kept (`HTTP 400 Bad Request: This model's maximum context length is ...`). vLLM 0.32
+  refuses a prompt that alone is too long that way; a prompt that fits with less output it
+  serves with `max_tokens` cut to the room left, and then refuses `min_tokens` above that
+  ("min_tokens must be less than or equal to max_tokens=2"): any error of a request sent past
+  the limit is its answer to the overflow. An error of a request counted as fitting is
+  attributed only when its message says so.
 - `skip`: not sent; recorded `error` / `ContextOverflowSkipped`, no timings.
 - `trim`: cap `max_tokens` at what fits (`max_model_len - prompt_tokens`). The prompt is never
   cut: cutting it from either end would break the prefix chain the benchmark exists to measure,
@@ -108,7 +113,9 @@ class ContextLimit:
         if self.policy == "skip" or (self.policy == "trim" and not self._trim(req)):
             sink.event(Failure(time.perf_counter(), "error", SKIPPED, self._why(req, limit)))
             return
-        await self.inner.stream(req, _Attributing(sink))
+        # sent past the limit: whatever error the server answers is its answer to that (vLLM
+        # 0.32 caps max_tokens to the room left, then refuses min_tokens above it)
+        await self.inner.stream(req, _Attributing(sink, always=self.policy == "send"))
 
     def _trim(self, req: RequestSpec) -> bool:
         """Under `trim`, cap the request's output at what fits; False when nothing fits."""
@@ -132,14 +139,18 @@ class ContextLimit:
 class _Attributing:
     """A sink that names a server's refusal for length `ContextOverflow`, keeping its class."""
 
-    __slots__ = ("sink", "chunk")
+    __slots__ = ("sink", "chunk", "always")
 
-    def __init__(self, sink: Sink) -> None:
-        self.sink = sink
+    def __init__(self, sink: Sink, always: bool = False) -> None:
+        self.sink, self.always = sink, always  # always: every error (the request overflowed)
         self.chunk = sink.chunk  # the hot path: straight through, no extra call
 
     def event(self, ev: Event) -> None:
-        if isinstance(ev, Failure) and is_overflow_message(ev.message):
+        if (
+            isinstance(ev, Failure)
+            and ev.status == "error"
+            and (self.always or is_overflow_message(ev.message))
+        ):
             # an HTTP failure's message starts with its status ("HTTP 400 Bad Request: ...")
             keep = ev.message if ev.error_class.startswith("HTTP") else None
             ev = Failure(ev.t, ev.status, REFUSED, keep or f"{ev.error_class}: {ev.message}")

@@ -9,6 +9,8 @@
   (`t_parsed`), first token written (`t_first_token`); headers of interest and the body.
 - `max_model_len`: listed on /v1/models (as vLLM and SGLang do); a request whose prompt plus
   max_tokens exceeds it gets vLLM's HTTP 400 ("This model's maximum context length is ...").
+  `overflow: cap` answers as vLLM 0.32 does: only a prompt that alone fills the context is
+  refused; otherwise max_tokens is cut to the room left and a larger min_tokens refused.
 - `spec_tokens` > 0: n-gram-like speculative decoding, every step drafting `spec_tokens` and
   accepting `spec_accepted`; /metrics serves vLLM's `vllm:spec_decode_*` counters (or SGLang's
   `sglang:spec_accept_*` gauges), the prefix-cache counters beside them.
@@ -47,6 +49,7 @@ class ServerConfig:
     max_output: int | None = None  # stream at most this many tokens, whatever was asked
     models: tuple[str, ...] = ("test-model", "m")  # what /v1/models lists (the tests' names)
     max_model_len: int | None = None  # on /v1/models; longer requests get vLLM's 400
+    overflow: str = "refuse"  # or "cap": vLLM 0.32's, max_tokens cut to the room (see docstring)
     spec_tokens: int = 0  # speculative decoding: draft tokens per step (0: off)
     spec_accepted: int = 0  # draft tokens accepted per step (the last step: what is left)
     metrics_flavor: str = "vllm"  # /metrics spec-decode names: vllm (counters), sglang (gauges)
@@ -126,6 +129,23 @@ class SSETestServer:
         self._blocks.update(chain)
         return min(hit, max(0, (len(tokens) - 1) // b * b))
 
+    def _context_check(self, body: dict, prompt: int) -> str | None:
+        """vLLM's refusal of a request past max_model_len (None: served, max_tokens maybe cut)."""
+        limit, asked = self.config.max_model_len, int(body.get("max_tokens") or 16)
+        if limit is None or prompt + asked <= limit:
+            return None
+        if self.config.overflow == "cap" and prompt < limit:
+            body["max_tokens"] = room = limit - prompt
+            least = int(body.get("min_tokens") or 0)
+            if least > room:
+                return f"min_tokens must be less than or equal to max_tokens={room}, got {least}."
+            return None
+        return (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
+
     # ---- the stream ---------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -158,14 +178,9 @@ class SSETestServer:
         self.log.append(entry)
         self.prefix["queries"] += len(tokens)
         self.prefix["hits"] += cached
-        limit, asked = self.config.max_model_len, int(body.get("max_tokens") or 16)
-        if limit is not None and len(tokens) + asked > limit:
-            message = (
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{len(tokens) + asked} tokens ({len(tokens)} in the messages, {asked} in the "
-                "completion). Please reduce the length of the messages or completion."
-            )
-            error = {"message": message, "type": "BadRequestError", "param": None, "code": 400}
+        refusal = self._context_check(body, len(tokens))
+        if refusal is not None:
+            error = {"message": refusal, "type": "BadRequestError", "param": None, "code": 400}
             return web.json_response({"error": error}, status=400)
         if fault in ("http500", "http429"):
             status = int(fault[4:])

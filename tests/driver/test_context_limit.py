@@ -96,6 +96,30 @@ async def test_a_refusal_for_length_counts_even_where_no_limit_was_listed(make_s
     assert not c["checked"] and (c["overflow"], c["predicted"], c["refused"]) == (2, 0, 2)
 
 
+async def test_a_server_that_cuts_the_output_as_vllm_does(make_server, tmp_path):
+    # vLLM 0.32: turn 2 is served with max_tokens cut to the 4 left, then its min_tokens 8 refused
+    server = await make_server(max_model_len=LIMIT, overflow="cap")
+    recs, _ = await _run(server, tmp_path, "send")
+    refused = recs["a:2"]["error"]
+    assert refused["class"] == "ContextOverflow"  # the request overflowed: its error says why
+    assert "min_tokens must be less than or equal to max_tokens=4" in refused["message"]
+    assert "maximum context length" in recs["a:3"]["error"]["message"]
+    c = analyze(load_run(tmp_path)).summary["context_limit"]
+    assert (c["overflow"], c["refused"]) == (2, 2)
+
+
+async def test_without_min_tokens_the_cut_reply_still_counts(make_server, tmp_path):
+    server = await make_server(max_model_len=LIMIT, overflow="cap")
+    tgt = ContextLimit(target(server.url, api="completions", min_tokens=False), "send")
+    await run_replay(
+        trace(sess("a", TURNS)), tgt, ReplayConfig(run_id="c", api="completions"), tmp_path
+    )
+    recs = by_id(load_records(tmp_path))
+    assert recs["a:2"]["status"] == "ok" and recs["a:2"]["completion_tokens"] == 4
+    c = analyze(load_run(tmp_path)).summary["context_limit"]
+    assert (c["overflow"], c["predicted"], c["refused"]) == (2, 2, 1)
+
+
 async def test_within_the_limit_the_run_is_valid(make_server, tmp_path):
     server = await make_server(max_model_len=4096)
     recs, _ = await _run(server, tmp_path, "skip")
