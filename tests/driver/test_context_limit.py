@@ -13,7 +13,7 @@ from harness.analysis.run import load_run
 from harness.analysis.summary import analyze
 from harness.cli import main
 from harness.driver.config import ReplayConfig
-from harness.driver.context_limit import ContextLimit, model_len, overflow
+from harness.driver.context_limit import ContextLimit, model_len, overflow, served_limits
 from harness.driver.run import run_replay
 from harness.trace.native import write_trace
 from tests.driver.helpers import by_id, load_manifest, load_records, sess, target, trace
@@ -172,3 +172,14 @@ async def test_replay_flag_sets_the_policy(make_server, tmp_path, capsys):
     assert "INVALID RUN: 2 of 4 measured requests" in capsys.readouterr().out
     summary = orjson.loads((run / "summary.json").read_bytes())
     assert summary["context_limit"]["trimmed"] == 1 and not summary["validity"]["valid"]
+
+
+def test_the_bundled_engine_gives_its_own_limit():
+    from harness.driver.engine_target import EngineTarget
+    from harness.engine.config import EngineConfig
+
+    engine = EngineTarget(EngineConfig.from_dict({"runner": "simulated", "max_model_len": 512}))
+    limited = ContextLimit(engine, "skip")
+    assert served_limits(engine) == ([512], "engine config")
+    assert not hasattr(limited, "encode")  # the engine encodes nothing: neither does its wrapper
+    assert limited.describe()["context_overflow"] == "skip"
