@@ -51,4 +51,5 @@ def test_reference_engine_over_http_granularity_and_breakdown(tmp_path):
     assert summary["cache_hit_rate"] == pytest.approx(summary["ideal_cache_hit_rate"], abs=0.01)
     miss = summary["cache"]["miss_tokens"]
     assert miss["evicted"] <= 0.005 * summary["cache"]["prompt_tokens"]
-    assert miss["cold"] > 0 and miss["alignment"] > 0
+    assert miss["cold"] > 0 and miss["granularity"] > 0
+    assert miss["unexplained"] <= 0.005 * summary["cache"]["prompt_tokens"]

@@ -2,20 +2,23 @@
 
 Hit rate is `Σ cached_tokens / Σ prompt_tokens` over requests whose server reported
 `cached_tokens`; the ideal is `Σ cached_tokens_ideal / Σ prompt_tokens` (an infinite cache on one
-server, at the server's cache granularity: analysis.ideal, analysis.granularity) over the same
-requests. A request's missed prompt tokens (prompt − cached) are split into (docs/metrics.md):
+server, at the server's cache granularity: analysis.ideal) over the same requests. Each prompt
+token of a request sits at a position; the walk's boundaries (`analysis.ideal.rules.Bounds`) cut
+the prompt into zones, and a token the server missed is named by its zone (docs/metrics.md):
 
-- cold: no earlier request had them (prompt − shared prefix);
-- alignment: shared, but inside the server's partial last block (or the one token every prompt
-  computes): shared prefix − ideal;
-- in flight: an earlier request had them but was still prefilling (no first token yet) when this
-  one was sent, as with parallel subagent forks: ideal − ideal over finished requests, as far as
-  the server missed them;
-- evicted/misrouted: an earlier, finished request had them and the server missed them.
+- cold: no earlier request had it (at or after `shared`);
+- server rule: granularity: shared, inside the partial last block (`whole`..`shared`);
+- server rule: prompt−1 cap: the last block of a prompt shared whole (`ideal`..`whole`);
+- in flight: shared only with requests that had not computed it when this one was sent;
+- misrouted: computed on another endpoint only;
+- server rule: last block: computed on this endpoint, in the last block of a whole-block prompt,
+  where the records show the server never keeps those;
+- evicted: computed on this endpoint by an earlier request that finished prefill, not excluded
+  by a rule the records show: the server had it and lost it;
+- unexplained: what no rule or evidence explains (a rule with too few cases, or contradicted; no
+  matching trace). Never counted as evicted.
 
-A server that reported nothing has its ideal hits counted as `unreported` (cold and alignment do
-not depend on the server). Without the run's trace only the recorded ideal is known: alignment
-and in-flight cannot be told apart from cold and evicted, and the attribution says so.
+A server that reported nothing has its ideal hits counted as `unreported`.
 """
 
 from __future__ import annotations
@@ -23,32 +26,44 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.analysis.ideal import rules
+from harness.analysis.ideal.server_tokens import WALK_COLUMNS
 from harness.analysis.ideal.walk import block_hits
 from harness.analysis.metrics import prompt_tokens
 
 BREAKDOWNS = ("turn", "agent", "endpoint", "session_id")
-CATEGORIES = ("cold", "alignment", "in_flight", "evicted")
+CATEGORIES = (
+    "cold",
+    "granularity",
+    "prompt_cap",
+    "in_flight",
+    "misrouted",
+    "last_block",
+    "no_hits",
+    "evicted",
+    "unexplained",
+)
 MISS_COLUMNS = tuple(f"miss_{c}" for c in (*CATEGORIES, "unreported"))
+ZONES = ("kept", "last", "elsewhere", "flight", "coarse", "cap", "part", "cold")  # between Bounds
+ABOVE_IDEAL = 5  # ZONES from here on do not depend on what the server kept
 
 
-def attribute_misses(ok: pd.DataFrame, block_size: int | None = None) -> pd.DataFrame:
-    """Per request: prompt, cached, ideal, and its missed tokens by category (`miss_*`).
+def attribute_misses(
+    ok: pd.DataFrame, block_size: int | None = None, granularity: dict | None = None
+) -> pd.DataFrame:
+    """Per request: prompt, cached, ideal, its missed tokens by category (`miss_*`) and its
+    server-rule cases (`case_*`: 1 fits, -1 against, 0 none; analysis.ideal.rules).
 
-    `block_size`: the granularity the ideal was computed at (needed for the in-flight split);
-    without the walk's columns (no trace) the split is the approximate one."""
+    `block_size`: the granularity the ideal was computed at (`granularity`: how it was chosen);
+    without the walk's columns (no trace) only the ideal is known, and its misses are unexplained."""
     prompt = prompt_tokens(ok)
     cached = ok["cached_tokens"].to_numpy(dtype=float)
     reported = ~np.isnan(cached)
-    ideal = np.minimum(np.nan_to_num(ok["cached_tokens_ideal"].to_numpy(dtype=float)), prompt)
-    if "ideal_shared_tokens" in ok and block_size is not None:
-        shared = np.minimum(ok["ideal_shared_tokens"].to_numpy(dtype=float), prompt)
-        ready = np.minimum(
-            block_hits(ok["ideal_ready_tokens"].to_numpy(dtype=float), prompt, block_size), ideal
-        )
-    else:  # approximate: alignment folds into cold, in flight into evicted
-        shared, ready = ideal, ideal
     hit = np.where(reported, np.nan_to_num(cached), 0.0)
-    split = _split(prompt, shared, ideal, ready, hit, reported)
+    exact = all(c in ok for c in WALK_COLUMNS) and block_size is not None
+    b = _bounds(ok, prompt, block_size if exact else None, _server_block(block_size, granularity))
+    case = rules.cases(b, hit, reported)
+    status = rules.statuses(case, granularity)
     frame = pd.DataFrame(
         {
             "request_id": ok["request_id"].to_numpy(),
@@ -56,7 +71,8 @@ def attribute_misses(ok: pd.DataFrame, block_size: int | None = None) -> pd.Data
             "cached": cached,
             "ideal": ok["cached_tokens_ideal"].to_numpy(dtype=float),
             "reported": reported,
-            **split,
+            **_split(b, hit, reported, _names(status, exact)),
+            **{f"case_{k}": v for k, v in case.items()},
         },
         index=ok.index,
     )
@@ -64,21 +80,66 @@ def attribute_misses(ok: pd.DataFrame, block_size: int | None = None) -> pd.Data
     return frame
 
 
-def _split(prompt, shared, ideal, ready, hit, reported) -> dict[str, np.ndarray]:
-    cold, alignment = prompt - shared, shared - ideal
-    beyond = np.where(reported, np.maximum(hit - ideal, 0), 0)  # a hit the ideal did not expect:
-    from_alignment = np.minimum(beyond, alignment)  # finer blocks first, then a cache warm before
-    alignment, cold = alignment - from_alignment, np.maximum(cold - (beyond - from_alignment), 0)
-    missed_ideal = np.where(reported, np.maximum(ideal - hit, 0), 0)
-    evicted = np.where(reported, np.maximum(ready - hit, 0), 0)
-    return {
-        "miss_cold": cold,
-        "miss_alignment": alignment,
-        "miss_in_flight": missed_ideal - evicted,
-        "miss_evicted": evicted,
-        "miss_unreported": np.where(reported, 0, ideal),
-        "beyond_ideal": beyond,
-    }
+def _server_block(block: int | None, granularity: dict | None) -> int | None:
+    """The records' block where it is a coarser multiple of the ideal's (`--block-size` finer
+    than the server's): the hits between the two are the server's granularity, not lost."""
+    seen = (granularity or {}).get("from_records")
+    if block and seen and seen > block and seen % block == 0:
+        return seen
+    return block
+
+
+def _bounds(
+    ok: pd.DataFrame, prompt: np.ndarray, block: int | None, server_block: int | None
+) -> rules.Bounds:
+    ideal = np.minimum(np.nan_to_num(ok["cached_tokens_ideal"].to_numpy(dtype=float)), prompt)
+    if block is None or server_block is None:  # no walk: every bound below prompt is the ideal
+        return rules.Bounds(np.vstack([np.zeros_like(ideal), *[ideal] * 7, prompt]))
+    col = {c: np.minimum(ok[c].to_numpy(dtype=float), prompt) for c in WALK_COLUMNS}
+    shared = col["ideal_shared_tokens"]
+    ideal = np.minimum(ideal, shared)
+    served = np.minimum(block_hits(shared, prompt, server_block), ideal)
+    ready = np.minimum(block_hits(col["ideal_ready_tokens"], prompt, block), served)
+    held = np.minimum(block_hits(col["ideal_held_tokens"], prompt, block), ready)
+    kept = np.minimum(block_hits(col["ideal_kept_tokens"], prompt, block), held)
+    whole = np.clip(np.floor_divide(shared, block) * block, ideal, shared)
+    at = np.vstack([np.zeros_like(ideal), kept, held, ready, served, ideal, whole, shared, prompt])
+    return rules.Bounds(np.nan_to_num(at))
+
+
+def _names(status: dict[str, dict], exact: bool) -> tuple[str, ...]:
+    """The category each zone's missed tokens count as, given what the records show."""
+    if rules.explains(status, "no_hits"):
+        held = ("no_hits", "no_hits")
+    else:
+        evicted = "evicted" if exact else "unexplained"
+        last = status["last_block"]["status"]
+        named = {"detected": "last_block", "contradicted": evicted}
+        held = (evicted, named.get(last, "unexplained"))
+    return (
+        *held,
+        "misrouted",
+        "in_flight",
+        "granularity",  # the records' coarser block: they show it
+        "prompt_cap" if rules.explains(status, "prompt_cap") else "unexplained",
+        "granularity" if rules.explains(status, "granularity") else "unexplained",
+        "cold",
+    )
+
+
+def _split(b: rules.Bounds, hit, reported, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Each zone's missed tokens into its category; an unreported request's ideal hit stays
+    `unreported` (the zones above the ideal do not depend on the server)."""
+    out = {c: np.zeros(len(hit)) for c in MISS_COLUMNS}
+    for z, name in enumerate(names):
+        lo, hi = b.at[z], b.at[z + 1]
+        unreported = hi - lo if z >= ABOVE_IDEAL else 0.0
+        out[f"miss_{name}"] += np.where(
+            reported, np.maximum(hi - np.maximum(lo, hit), 0), unreported
+        )
+    out["miss_unreported"] = np.where(reported, 0.0, b.ideal)
+    out["beyond_ideal"] = np.where(reported, np.maximum(hit - b.ideal, 0), 0)
+    return out
 
 
 def _classes(frame: pd.DataFrame) -> np.ndarray:
@@ -90,6 +151,20 @@ def _classes(frame: pd.DataFrame) -> np.ndarray:
         ["unreported", "hit"],
         default=largest,
     )
+
+
+def server_rules(misses: pd.DataFrame, granularity: dict | None, block_size: int | None) -> dict:
+    """summary.json `cache.server_rules`: each rule, its status, cases and the tokens it names."""
+    case = {k: misses[f"case_{k}"].to_numpy() for k in rules.RULES if f"case_{k}" in misses}
+    status = rules.statuses(case, granularity)
+    return {
+        name: {
+            "rule": rules.rule_text(name, block_size),
+            **status[name],
+            "missed_tokens": float(misses[f"miss_{name}"].sum()),
+        }
+        for name in rules.RULES
+    }
 
 
 def hit_rates(misses: pd.DataFrame) -> dict:
@@ -105,10 +180,27 @@ def hit_rates(misses: pd.DataFrame) -> dict:
         "requests": int(len(misses)),
         "requests_reported": int(len(rep)),
         "prompt_tokens": all_prompt,
-        "miss_tokens": {c.removeprefix("miss_"): float(misses[c].sum()) for c in MISS_COLUMNS},
+        **miss_shares(misses, all_prompt),
         "beyond_ideal_tokens": float(misses["beyond_ideal"].sum()),
         "requests_by_miss_class": {
             str(k): int(v) for k, v in misses["miss_class"].value_counts().sort_index().items()
+        },
+    }
+
+
+def miss_shares(misses: pd.DataFrame, prompt: float) -> dict:
+    """The missed tokens by category, and each as a share of the prompt tokens and of the
+    missed tokens (every share says its base in its key)."""
+    tokens = {c.removeprefix("miss_"): float(misses[c].sum()) for c in MISS_COLUMNS}
+    missed = sum(tokens.values())
+    return {
+        "miss_tokens": tokens,
+        "missed_tokens": missed,
+        "miss_share_of_prompt_tokens": {
+            k: v / prompt if prompt else None for k, v in tokens.items()
+        },
+        "miss_share_of_missed_tokens": {
+            k: v / missed if missed else None for k, v in tokens.items()
         },
     }
 
@@ -159,8 +251,8 @@ def time_bins(records: pd.DataFrame, bins: int = 20) -> pd.Series:
 
 def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
     """With several endpoints: requests whose session's previous request went elsewhere, and
-    how much finished prefix the server missed (evicted/misrouted) on those versus on requests that
-    stayed."""
+    the prefix the server missed on those (misrouted: computed on another endpoint only; evicted:
+    computed on its own) versus on requests that stayed."""
     if ok["endpoint"].nunique(dropna=True) < 2:
         return None
     sessions, _ = pd.factorize(ok["session_id"].to_numpy())
@@ -180,7 +272,9 @@ def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
         prompt = float(rep["prompt"].sum())
         out[label] = {
             "requests": int(len(m)),
+            "misrouted_tokens": float(m["miss_misrouted"].sum()),
             "evicted_tokens": float(m["miss_evicted"].sum()),
+            "unexplained_tokens": float(m["miss_unexplained"].sum()),
             "cache_hit_rate": float(rep["cached"].sum()) / prompt if prompt > 0 else None,
             "ideal_cache_hit_rate": float(rep["ideal"].sum()) / prompt if prompt > 0 else None,
         }

@@ -15,7 +15,16 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, context_limit, histograms, metrics, retries, speculation, window
+from harness.analysis import (
+    cache,
+    context_limit,
+    histograms,
+    metrics,
+    retries,
+    speculation,
+    streamed,
+    window,
+)
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -71,7 +80,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     ok = run.ok
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
-    misses = cache.attribute_misses(ok, ideal.granularity.block_size)
+    grain = ideal.granularity
+    misses = cache.attribute_misses(ok, grain.block_size, grain.as_dict())
     session_info, tasks, graph = sessions.session_summary(
         run.records, per_request["ttft"], run.trace
     )
@@ -84,6 +94,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     tpgs = metrics.tpgs(ok, n_gpus)
     hit = cache.hit_rates(misses)
     overflow = context_limit.context_summary(run)  # issue 23: context limits
+    # an import's chunks are not its tokens (its notes say so): nothing to place
+    placed = None if run.manifest.get("imported") else streamed.token_placement(ok)
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -91,6 +103,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "imported": _imported(run.manifest),
         **_counts(run),
         "errors_by_class": metrics.error_counts(run.measured),
+        "streamed": placed,
         "ttft_s": metrics.percentiles(per_request["ttft"]),
         "tpot_s": metrics.percentiles(per_request["tpot"]),
         "itl_s": metrics.weighted_percentiles(itl.values, itl.weights),
@@ -109,7 +122,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
         "cache": {
             **hit,
-            "granularity": ideal.granularity.as_dict(),
+            "granularity": grain.as_dict(),
+            "server_rules": cache.server_rules(misses, grain.as_dict(), grain.block_size),
             "ideal": _ideal_info(ideal),
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
@@ -131,7 +145,12 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "window": measured_window,
         "timeline": window.timeline(run.records),
         "client": client,
-        "warnings": [*run.warnings, *window.warnings(measured_window), *client["warnings"]],
+        "warnings": [
+            *run.warnings,
+            *(streamed.warnings(placed) if placed else ()),
+            *window.warnings(measured_window),
+            *client["warnings"],
+        ],
     }
     return Analysis(run, ideal, per_request, itl, misses, tasks, graph, _clean(summary))
 
@@ -173,7 +192,8 @@ def _ideal_info(ideal: Ideal) -> dict:
         "computed_from": ideal.source,
         "miss_attribution": "exact"
         if exact
-        else "approximate: no matching trace, so alignment counts as cold and in flight as evicted",
+        else "approximate: no matching trace, so the shared prefix is unknown: granularity and"
+        " prompt-1 cap count as cold, and the ideal hits the server missed as unexplained",
     }
 
 

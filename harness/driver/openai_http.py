@@ -382,20 +382,12 @@ class _Parsing:
     def take(self, piece: bytes, t: float, last: bool = False) -> bool:
         """The output of one arrival into the sink; True once the stream failed."""
         self.wd.last, dec = t, self.dec
-        tokens = dec.read(self.parser.close(), t) if last else self._tokens(piece, t)
+        tokens = dec.read(self.parser.close() if last else self.parser.feed(piece), t)
         if tokens:
             if not self.wd.first:
                 self.wd.started()
             self.sink.chunk(t, tokens, dec.text())
         return dec.failure is not None
-
-    def _tokens(self, piece: bytes, t: float) -> int:
-        """Several whole events parsed as one array when they can be, else one by one."""
-        parser, dec = self.parser, self.dec
-        # one line, one event (a paced server's every read): `feed`'s fast path is cheapest
-        array = None if piece.find(b"\n") == len(piece) - 2 else parser.feed_array(piece)
-        tokens = None if array is None else dec.read_array(array[0], array[1], t)
-        return dec.read(parser.feed(piece), t) if tokens is None else tokens
 
 
 async def _http_failure(resp: aiohttp.ClientResponse) -> Failure:

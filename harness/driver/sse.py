@@ -23,37 +23,20 @@ class SSEParser:
         self._started = False
 
     def feed(self, data: bytes) -> list[bytes]:
-        # Fastest path: a read that is exactly one `data: ...` event with LF line ends.
+        # Fast path: a read of whole one-line `data: ...` events with LF line ends, nothing held
+        # from before (a paced server's every read is one; a fast one's hold dozens).
         if (
-            self._started
-            and not self._buf
-            and len(data) <= self._max
-            and data.startswith(b"data: ")
-            and data.find(b"\n") == len(data) - 2
-            and data.endswith(b"\n\n")
-            and b"\r" not in data
-        ):
-            return [data[6:-2]]
-        return self._feed(data)
-
-    def feed_array(self, data: bytes) -> tuple[bytes, int] | None:
-        """When `data` is whole one-line `data: ...` events (LF line ends) and nothing is held
-        from before: their payloads joined as one JSON array's text, and how many; else None,
-        and `feed` it. A fast reader's reads carry dozens of events: one buffer for all of
-        them, not one bytes object per event (the caller parses the array once)."""
-        if (
-            not self._started
-            or self._buf
+            self._buf
             or not data.startswith(b"data: ")
             or not data.endswith(b"\n\n")
-            or len(data) > self._max
             or b"\r" in data
         ):
-            return None
+            return self._feed(data)
         n = data.count(b"\n\ndata: ") + 1
-        if data.count(b"\n") != 2 * n:  # a line that is not `data: ...`, or a multi-line event
-            return None
-        return b"[" + data[6:-2].replace(b"\n\ndata: ", b",") + b"]", n
+        if data.count(b"\n") != 2 * n or len(data) > self._max:
+            return self._feed(data)  # another field, a multi-line event, or a huge read
+        self._started = True  # (a stream that opens with "data: " has no byte-order mark)
+        return [data[6:-2]] if n == 1 else data[6:-2].split(b"\n\ndata: ")
 
     def _feed(self, data: bytes) -> list[bytes]:
         buf = self._buf + data if self._buf else data

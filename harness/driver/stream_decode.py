@@ -6,8 +6,7 @@ error object or an unparseable event fails it at once (its numbers cannot be tru
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable
+import re
 
 import aiohttp
 import orjson
@@ -24,66 +23,61 @@ class StreamDecoder:
 
     Events that arrive in one read share one arrival time, so they form one chunk with their
     summed tokens: splitting them would only add zero-length gaps to the inter-token latency.
+
+    A stream's content events differ only in their text: once one has been parsed, the bytes
+    around its text are the stream's template (`_Template`), and a later event with the same
+    bytes around a plain JSON string is read without building its objects. Anything else (a
+    usage, an error, another shape, an escape in the text) is parsed in full.
     """
 
-    __slots__ = ("started", "failure", "done", "usage", "_completion", "_texts")
+    __slots__ = ("started", "failure", "done", "usage", "_completion", "_texts", "_template")
 
-    def __init__(self, keep_text: bool = False) -> None:
+    def __init__(self, keep_text: bool = False, template: bool = True) -> None:
         self.started = False  # an output chunk has been seen
         self.failure: Failure | None = None
         self.done = False
         self.usage: dict | None = None
         self._completion = 0  # cumulative completion tokens (continuous usage stats)
         self._texts: list[str] | None = [] if keep_text else None
+        self._template = _Template(3 if template else 0)
 
     def read(self, payloads: list[bytes], t: float) -> int:
         """The output tokens of one read's events; on a bad event `failure` is set and decoding
         stops. The text of the tokens counted so far (when kept) is `text()`."""
-        return self._count([_parse(p) for p in payloads], payloads, t)
-
-    def read_array(self, array: bytes, n: int, t: float) -> int | None:
-        """`read` for `n` events whose payloads come joined as one JSON array (`SSEParser.
-        feed_array`): one parse for all. None, with nothing read, unless the array holds `n`
-        JSON objects: then the caller `read`s the events one by one, for the exact error.
-
-        (Events that are not JSON alone could pass here only if, joined by commas, they made
-        exactly `n` objects: no server sends that by accident.)"""
-        done = array.endswith(b",[DONE]]")  # the stream's last read: usage, then [DONE]
-        if done:
-            array, n = array[:-8] + b"]", n - 1
-        objs = _parse(array)
-        if type(objs) is not list or len(objs) != n or {type(obj) for obj in objs} != {dict}:
-            return None
-        tokens = self._count(objs, itertools.repeat(b""), t)
-        self.done = self.done or (done and self.failure is None)
-        return tokens
-
-    def _count(self, objs: list, payloads: Iterable[bytes], t: float) -> int:
-        """Output tokens of parsed events (None: did not parse) and their payloads."""
-        tokens, texts = 0, self._texts
-        for obj, payload in zip(objs, payloads, strict=False):  # payloads may repeat b""
-            try:
-                # Fast path, inlined (it runs for every token): a plain content delta.
-                if type(obj) is dict and obj.get("usage") is None and obj.get("error") is None:
-                    choices = obj.get("choices")
-                    if choices:
-                        choice = choices[0]
-                        delta = choice.get("delta")
-                        text = choice.get("text") if delta is None else delta.get("content")
-                        if text:
-                            tokens += 1
-                            if texts is not None:
-                                texts.append(text)
-                            continue
-                tokens += self.decode(payload, obj, t)
-            except (AttributeError, TypeError, IndexError, KeyError):  # JSON of the wrong shape
-                shown = (payload or orjson.dumps(obj))[:200]
-                self._fail(t, "MalformedEvent", f"unexpected event shape: {shown!r}")
+        tokens, texts, tm = 0, self._texts, self._template
+        head, tail, size, lh, lt = tm.fit()
+        for payload in payloads:
+            # Fast path, inlined (it runs for every token): an event that fits the template
+            # with non-empty ASCII text between (empty text may hide a reasoning delta).
+            if size and len(payload) > size and payload.startswith(head) and payload.endswith(tail):
+                mid = payload[lh:-lt]
+                if mid.isascii() and _SPECIAL(mid) is None:
+                    tokens += 1
+                    if texts is not None:
+                        texts.append(mid.decode("ascii"))
+                    continue
+            tokens += self._event(payload, t)
             if self.failure is not None:
                 break
+            head, tail, size, lh, lt = tm.fit()
         if tokens:
             self.started = True
         return tokens
+
+    def _event(self, payload: bytes, t: float) -> int:
+        """One event parsed in full; a plain content delta becomes the template if none is."""
+        obj = _parse(payload)
+        try:
+            text = _plain_text(obj)
+            if text is None:
+                return self.decode(payload, obj, t)
+        except (AttributeError, TypeError, IndexError, KeyError):  # JSON of the wrong shape
+            self._fail(t, "MalformedEvent", f"unexpected event shape: {payload[:200]!r}")
+            return 0
+        self._template.learn(payload, text)
+        if self._texts is not None:
+            self._texts.append(text)
+        return 1
 
     def text(self) -> str:
         """The text of the tokens read since the last call ("" unless `keep_text`)."""
@@ -107,7 +101,7 @@ class StreamDecoder:
             return self._fail(t, "StreamError", _error_text(obj["error"]))
         choices = obj.get("choices")
         text = _choice_text(choices[0]) if choices else ""
-        tokens = 1 if text else 0
+        tokens = 1 if text or (choices and _held_back(choices[0])) else 0
         usage = obj.get("usage")
         if usage:
             self.usage = usage
@@ -158,6 +152,58 @@ def _parse(payload: bytes) -> object:
         return None
 
 
+def _plain_text(obj: object) -> str | None:
+    """The text of a plain content delta (chat `delta.content`, completions `text`); None for any
+    other event (usage, error, empty text, other shapes): `decode` reads those."""
+    if type(obj) is not dict or obj.get("usage") is not None or obj.get("error") is not None:
+        return None
+    choices = obj.get("choices")
+    if not choices:
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    text = choice.get("text") if delta is None else delta.get("content")
+    return text if type(text) is str and text else None
+
+
+class _Template:
+    """The bytes before and after the text of a stream's content events.
+
+    Learnt from a parsed event whose text, as JSON, occurs once in it; checked by parsing the
+    event again with other text in that place. An event that starts and ends with those bytes
+    and holds between them ASCII without quotes, backslashes or control bytes is the same
+    event with that text: exactly what parsing it would give.
+    """
+
+    __slots__ = ("head", "tail", "size", "tries")
+
+    _PROBE = "\u2603 probe"
+
+    def __init__(self, tries: int) -> None:
+        self.head = self.tail = b""
+        self.size = 0  # len(head) + len(tail); 0 until learnt
+        self.tries = tries  # a stream whose events never fit stops trying
+
+    def fit(self) -> tuple[bytes, bytes, int, int, int]:
+        """head, tail, their summed and own lengths (the tail is never empty once learnt)."""
+        return self.head, self.tail, self.size, len(self.head), len(self.tail)
+
+    def learn(self, payload: bytes, text: str) -> None:
+        if self.size or self.tries <= 0:
+            return
+        self.tries -= 1
+        quoted = orjson.dumps(text)
+        at = payload.find(quoted)
+        if at < 0 or payload.find(quoted, at + 1) >= 0:
+            return
+        head, tail = payload[: at + 1], payload[at + len(quoted) - 1 :]
+        if _plain_text(_parse(head + self._PROBE.encode() + tail)) == self._PROBE:
+            self.head, self.tail, self.size = head, tail, len(head) + len(tail)
+
+
+_SPECIAL = re.compile(rb'["\\\x00-\x1f]').search  # bytes a JSON string holds only escaped
+
+
 def _choice_text(choice: dict) -> str:
     delta = choice.get("delta")
     if delta is None:
@@ -169,6 +215,17 @@ def _choice_text(choice: dict) -> str:
     if calls:
         return "".join((c.get("function") or {}).get("arguments") or "" for c in calls)
     return ""
+
+
+def _held_back(choice: dict) -> bool:
+    """An output event whose token's text is held back: empty text, no role. vLLM sends a
+    chunk only for new token ids (never an empty one during prefill), so its empty-text chunk
+    is a token whose text the detokenizer has not released yet, or a stop token (a reply that
+    is only an end-of-sequence token streams just that). The opening role chunk carries none."""
+    delta = choice.get("delta")
+    if delta is None:
+        return choice.get("text") == ""
+    return type(delta) is dict and delta.get("content") == "" and "role" not in delta
 
 
 def _error_text(err) -> str:

@@ -134,7 +134,8 @@ def _sections(analyses: list[Analysis]) -> list[str]:
 
 def _miss_note(analyses: list[Analysis]) -> str:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.report.text import granularity_line, missed_line, token_space_line
+    from harness.report.misses import legend, missed_line, rules_line
+    from harness.report.text import granularity_line, token_space_line
 
     rows = []
     for a in analyses:
@@ -148,16 +149,21 @@ def _miss_note(analyses: list[Analysis]) -> str:
             f"<br><span data-token-space>token space: {html.escape(space)}</span>" if space else ""
         )
         rows.append(
-            f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c['miss_tokens']))}"
-            f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}{space}</li>"
+            f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c))}"
+            f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}"
+            f"<br>server rules: {html.escape(rules_line(c) or '-')}{space}</li>"
         )
     return (
-        '<div class="note"><p>Missed prompt tokens by category (docs/metrics.md, Cache): <b>cold</b> no '
-        "earlier prompt had them; <b>alignment</b> shared but inside the server's partial last block; "
-        "<b>in flight</b> an earlier request had them but was still being prefilled; "
-        "<b>evicted/misrouted</b> an earlier, finished request had them and the server missed them; "
-        f"<b>unreported</b> the server reported no cached tokens.</p><ul>{''.join(rows)}</ul></div>"
+        '<div class="note"><p>Missed prompt tokens by category, each share of all prompt tokens'
+        f" (docs/metrics.md, Cache): {html.escape(legend(_present(analyses)))}.</p>"
+        f"<ul>{''.join(rows)}</ul></div>"
     )
+
+
+def _present(analyses: list[Analysis]) -> set[str]:
+    """The miss categories some run has tokens in (and evicted, whose 0 is a finding)."""
+    miss = [a.summary["cache"]["miss_tokens"] for a in analyses]
+    return {"cold", "evicted", *(k for m in miss for k, v in m.items() if v)}
 
 
 def _window_note(analyses: list[Analysis]) -> str:

@@ -7,15 +7,8 @@ from collections.abc import Sequence
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.report.text import fmt, granularity_line, missed_line, server_hit
-
-MISS_LABELS = {
-    "miss_cold": "cold",
-    "miss_alignment": "alignment",
-    "miss_in_flight": "in flight",
-    "miss_evicted": "evicted/misrouted",
-    "miss_unreported": "unreported",
-}
+from harness.report.misses import label, missed_line, rules_line
+from harness.report.text import fmt, granularity_line, server_hit
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
@@ -59,10 +52,8 @@ ROWS = (
             f"{s['cache']['granularity']['block_size']} ({s['cache']['granularity']['source']})"
         ),
     ),
-    (
-        "missed tokens cold / alignment / in flight / evicted / unreported",
-        lambda s: " / ".join(f"{v:.0f}" for v in s["cache"]["miss_tokens"].values()),
-    ),
+    ("missed prompt tokens (shares of all prompt tokens)", lambda s: missed_line(s["cache"])),
+    ("server rules (records' evidence)", lambda s: rules_line(s["cache"]) or "-"),
     (
         "tasks complete / all",
         lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}",
@@ -152,8 +143,9 @@ def cache_tables(analyses: list[Analysis]) -> str:
         exact = c["ideal"]["miss_attribution"] == "exact"
         out.append(
             f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
-            f"<br>Missed prompt tokens: {html.escape(missed_line(c['miss_tokens']))}"
-            f"{'' if exact else ' (approximate: no matching trace)'}.</p>"
+            f"<br>Missed prompt tokens: {html.escape(missed_line(c))}"
+            f"{'' if exact else ' (approximate: no matching trace)'}."
+            f"<br>Server rules: {html.escape(rules_line(c) or '-')}.</p>"
         )
     for key, title in (
         ("agent", "agent"),
@@ -167,6 +159,7 @@ def cache_tables(analyses: list[Analysis]) -> str:
             groups = time_bins(measured) if key == "time" else measured[key]
             failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
             t = breakdown(a.run.ok, a.misses, groups.loc[a.run.ok.index], failed=failed)
+            shown = [c for c in MISS_COLUMNS if t[c].any() or c == "miss_evicted"]
             rows = [
                 [
                     group_label(group),
@@ -175,7 +168,7 @@ def cache_tables(analyses: list[Analysis]) -> str:
                     int(r["reported"]),
                     fmt(r["hit_rate"], ".3f"),
                     fmt(r["ideal_hit_rate"], ".3f"),
-                    *(f"{r[c]:.0f}" for c in MISS_COLUMNS),
+                    *(f"{r[c]:.0f}" for c in shown),
                 ]
                 for group, r in t.head(30).iterrows()
             ]
@@ -186,9 +179,13 @@ def cache_tables(analyses: list[Analysis]) -> str:
                 "reported cached",
                 "hit rate",
                 "ideal",
-                *(f"missed: {MISS_LABELS.get(c, c.removeprefix('miss_'))}" for c in MISS_COLUMNS),
+                *(f"missed tokens: {label(c.removeprefix('miss_'))}" for c in shown),
             ]
-            note = f"{a.run.name}: hit rates over ok requests whose server reported cached tokens."
+            note = (
+                f"{a.run.name}: hit rates over ok requests whose server reported cached tokens;"
+                " missed prompt tokens by category (tokens, not shares; categories that are 0"
+                " everywhere left out)."
+            )
             out.append(table(header, rows, note))
     return "\n".join(out)
 

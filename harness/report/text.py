@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harness.report.misses import missed_line, rules_line
+
 LATENCY_ROWS = (
     ("TTFT", "ttft_s"),
     ("TPOT", "tpot_s"),
@@ -96,17 +98,18 @@ def _headline(s: dict) -> list[str]:
 
 def _cache(s: dict) -> list[str]:
     c = s["cache"]
-    miss = c["miss_tokens"]
     out = [
         f"cache hit rate           server {fmt(s['cache_hit_rate'], '.3f')} vs ideal"
         f" {fmt(s['ideal_cache_hit_rate'], '.3f')} (over {c['requests_reported']} of {c['requests']}"
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"cache granularity        {granularity_line(c['granularity'])}",
-        f"missed prompt tokens     {missed_line(miss)}"
+        f"missed prompt tokens     {missed_line(c)}"
         + (
             "" if c["ideal"]["miss_attribution"] == "exact" else " (approximate: no matching trace)"
         ),
     ]
+    if rules_line(c):
+        out.append(f"server rules             {rules_line(c)}")
     server = s.get("server_cache")
     if server:
         out.append(f"server /metrics hit rate {server_hit(server)}")
@@ -121,12 +124,7 @@ def _cache(s: dict) -> list[str]:
             out.append(f"{label:<25}" + "; ".join(parts))
     moves = c.get("session_moves")
     if moves:
-        m, st = moves["moved"], moves["stayed"]
-        out.append(
-            f"endpoint moves           {m['requests']} requests moved endpoint: {m['evicted_tokens']:.0f} tokens"
-            f" evicted/misrouted, hit {fmt(m['cache_hit_rate'], '.3f')}; stayed: {st['evicted_tokens']:.0f},"
-            f" hit {fmt(st['cache_hit_rate'], '.3f')}"
-        )
+        out.append(f"endpoint moves           {moves_line(moves)}")
     return out
 
 
@@ -160,16 +158,17 @@ def granularity_line(g: dict) -> str:
     return f"{g['block_size']} tokens from {g['source']}: {g['reason']} [{', '.join(seen)}]"
 
 
-def missed_line(miss: dict) -> str:
-    total = sum(miss.values())
-    parts = [
-        f"{name.replace('_', ' ')} {miss[name]:.0f}"
-        + (f" ({miss[name] / total:.1%})" if total else "")
-        for name in ("cold", "alignment", "in_flight", "evicted")
-    ]
-    parts[-1] = parts[-1].replace("evicted", "evicted/misrouted", 1)
-    return ", ".join(parts) + (
-        f"; unreported {miss['unreported']:.0f}" if miss.get("unreported") else ""
+def moves_line(moves: dict) -> str:
+    """`cache.session_moves` in words: each side's requests, its missed tokens by evidence, its hit."""
+
+    def side(m: dict) -> str:
+        tokens = f"misrouted {m.get('misrouted_tokens', 0):.0f}, evicted {m['evicted_tokens']:.0f}"
+        return f"{tokens} missed tokens, hit {fmt(m['cache_hit_rate'], '.3f')}"
+
+    m, st = moves["moved"], moves["stayed"]
+    return (
+        f"{m['requests']} requests moved endpoint: {side(m)}; the {st['requests']} that stayed:"
+        f" {side(st)}"
     )
 
 

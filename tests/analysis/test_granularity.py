@@ -50,11 +50,16 @@ async def test_a_server_that_hits_in_blocks_of_n_is_detected_and_matches_its_ide
     assert summary["cache_hit_rate"] > 0.5
     assert summary["cache_hit_rate"] / summary["ideal_cache_hit_rate"] == pytest.approx(1.0)
     miss = summary["cache"]["miss_tokens"]
-    assert miss["evicted"] == miss["in_flight"] == 0 and miss["alignment"] > 0
-    if block > 16:  # counted in the driver's 16-token blocks, the server would seem to lose tokens
+    assert miss["evicted"] == miss["in_flight"] == miss["unexplained"] == 0
+    assert miss["granularity"] > 0
+    assert summary["cache"]["server_rules"]["granularity"]["status"] == "detected"
+    if block > 16:  # counted in 16-token blocks the server seems to miss what its blocks cannot
         at16 = analyze_run(tmp_path, block_size=16)
-        assert at16["cache"]["miss_tokens"]["evicted"] > 0
         assert at16["cache_hit_rate"] < at16["ideal_cache_hit_rate"]
+        m16 = at16["cache"]["miss_tokens"]  # ... but the records show its coarser block
+        assert (
+            m16["evicted"] == m16["unexplained"] == 0 and m16["granularity"] >= miss["granularity"]
+        )
 
 
 def test_detection_from_records():

@@ -1,4 +1,5 @@
-"""Every missed prompt token named: cold, alignment, in flight, evicted/misrouted (hand-computed)."""
+"""Every missed prompt token named by evidence: cold, server rules, in flight, misrouted, evicted,
+unexplained (hand-computed)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_each_request_s_misses(analysis):
     m = analysis.misses.set_index("request_id")
     cols = [
         "miss_cold",
-        "miss_alignment",
+        "miss_granularity",
         "miss_in_flight",
         "miss_evicted",
         "miss_unreported",
@@ -120,9 +121,14 @@ def test_totals_in_summary_and_table(analysis):
     c = analysis.summary["cache"]
     assert c["miss_tokens"] == {
         "cold": 138.0,
-        "alignment": 18.0,
+        "granularity": 18.0,
+        "prompt_cap": 0.0,
         "in_flight": 32.0,
+        "misrouted": 0.0,
+        "last_block": 0.0,
+        "no_hits": 0.0,
         "evicted": 32.0,
+        "unexplained": 0.0,
         "unreported": 32.0,
     }
     assert c["beyond_ideal_tokens"] == 16.0
@@ -130,6 +136,165 @@ def test_totals_in_summary_and_table(analysis):
     assert c["ideal"] == {"block_size": 16, "computed_from": "trace", "miss_attribution": "exact"}
     assert c["granularity"]["source"] == "manifest"  # 3 non-zero cached_tokens: too few to detect
     text = summary_table(analysis.summary)
-    assert "cold 138" in text and "alignment 18" in text and "in flight 32" in text
-    assert "evicted/misrouted 32" in text and "unreported 32" in text
+    assert "252 of 364 prompt tokens (69.2% of prompt): cold 138 (37.9% of prompt)" in text
+    assert "server rule: granularity 18 (4.9% of prompt)" in text and "in flight 32" in text
+    assert "evicted 32 (8.8% of prompt)" in text and "unreported 32" in text
+    assert c["missed_tokens"] == 252.0
+    assert c["miss_share_of_prompt_tokens"]["evicted"] == pytest.approx(32 / 364)
+    assert c["miss_share_of_missed_tokens"]["evicted"] == pytest.approx(32 / 252)
     assert "16 tokens from manifest" in text
+
+
+# ---- against a real loopback server whose cache follows a known rule ----------------------------
+
+# Block 32; a 32-token system prompt shared by every session. Turns whose prompt (system + inputs
+# + earlier outputs) is a whole number of blocks: 64, 128, 192, ...; the rest are not (+8).
+WHOLE = [(32, 32, 0.0)] * 5
+PARTIAL = [(40, 24, 0.0)] * 4
+
+
+def rule_trace():
+    return trace(
+        *(sess(f"w{i}", WHOLE) for i in range(4)),
+        *(sess(f"p{i}", PARTIAL) for i in range(2)),
+    )
+
+
+async def replay_into(folder: Path, tr, configs, **kw) -> dict:
+    from harness.analysis.summary import analyze_run
+    from tests.driver.helpers import replay
+    from tests.driver.sse_server import ServerConfig, SSETestServer
+
+    servers = [SSETestServer(ServerConfig(keep_body=False, **c)) for c in configs]
+    for srv in servers:
+        await srv.start()
+    try:
+        kw = {"concurrency": 1, "api": "completions", "salt": None, **kw}  # no salt tokens
+        await replay(tr, [srv.url for srv in servers], folder, **kw)
+    finally:
+        for srv in servers:
+            await srv.stop()
+    return analyze_run(folder)
+
+
+def server_missed(folder: Path) -> float:
+    """What the server missed of the ideal hit, request by request (the ideal is the analyzer's)."""
+    from harness.analysis.ideal.walk import with_ideal
+
+    records, _ = with_ideal(load_run(folder))
+    return float((records["cached_tokens_ideal"] - records["cached_tokens"]).clip(lower=0).sum())
+
+
+async def test_a_server_that_never_keeps_a_whole_block_prompt_s_last_block(tmp_path):
+    # An infinite cache, one endpoint, one request at a time: nothing is evicted, nothing in
+    # flight; every ideal token the server misses is one the rule skipped.
+    summary = await replay_into(
+        tmp_path / "skip", rule_trace(), [dict(block_size=32, skip_last_block=True)]
+    )
+    c = summary["cache"]
+    skipped = server_missed(tmp_path / "skip")
+    assert skipped >= 3 * 32  # the rule had cases to be seen by
+    miss = c["miss_tokens"]
+    assert miss["evicted"] <= skipped / 4 and miss["evicted"] < 0.005 * c["prompt_tokens"]
+    rule = c["server_rules"]["last_block"]
+    assert (rule["status"], rule["against"]) == ("detected", 0) and rule["cases"] >= 3
+    assert miss["last_block"] == skipped and miss["unexplained"] == 0
+    text = summary_table(summary)
+    assert "server rule: whole-block prompt's last block" in text
+    assert (
+        "the last 32-token block of a prompt of a whole number of blocks is never kept: detected"
+        in text
+    )
+
+
+async def test_eviction_is_still_named_where_it_happens(tmp_path):
+    # The same prompts, a cache of 6 blocks and three sessions at once: blocks the endpoint
+    # computed are pushed out before the session's next turn. It keeps whole-block prompts' last
+    # blocks when it can, so that rule is contradicted, not detected.
+    summary = await replay_into(
+        tmp_path / "small", rule_trace(), [dict(block_size=32, cache_blocks=6)], concurrency=3
+    )
+    miss, rules = summary["cache"]["miss_tokens"], summary["cache"]["server_rules"]
+    lost = server_missed(tmp_path / "small")
+    assert lost > 0 and miss["evicted"] >= 0.5 * lost
+    assert miss["last_block"] == 0 and rules["last_block"]["status"] != "detected"
+    assert "evicted" in summary_table(summary)
+
+
+async def test_the_prompt_minus_one_cap_is_seen_and_a_server_without_it_contradicts_it(tmp_path):
+    # Every session's first prompt is the shared 32-token system prompt alone: from the second
+    # on it is shared whole, and a capped server computes its last 16-token block.
+    tr = trace(*(sess(f"s{i}", [(0, 8, 0.0), (8, 8, 0.0)]) for i in range(5)))
+    capped = await replay_into(tmp_path / "cap", tr, [dict(block_size=16)])
+    rule = capped["cache"]["server_rules"]["prompt_cap"]
+    assert (rule["status"], rule["cases"], rule["against"]) == ("detected", 4, 0)
+    assert capped["cache"]["miss_tokens"]["prompt_cap"] == 4 * 16
+    assert capped["cache"]["miss_tokens"]["evicted"] == 0
+    whole = await replay_into(tmp_path / "nocap", tr, [dict(block_size=16, prompt_cap=False)])
+    rule = whole["cache"]["server_rules"]["prompt_cap"]
+    assert rule["status"] == "contradicted" and rule["against"] == 4
+    assert whole["cache"]["beyond_ideal_tokens"] == 4 * 16
+
+
+async def test_no_cache_and_a_second_endpoint_are_not_eviction(tmp_path):
+    off = await replay_into(
+        tmp_path / "off", rule_trace(), [dict(block_size=32, prefix_cache=False)]
+    )
+    miss = off["cache"]["miss_tokens"]
+    assert off["cache"]["server_rules"]["no_hits"]["status"] == "detected"
+    assert miss["evicted"] == 0 and miss["no_hits"] > 0
+    # Round robin over two endpoints with infinite caches: a turn that lands where its session's
+    # last turn did not finds its prefix computed elsewhere, not lost.
+    two = await replay_into(
+        tmp_path / "two",
+        rule_trace(),
+        [dict(block_size=32), dict(block_size=32)],
+        routing="round_robin",
+    )
+    miss = two["cache"]["miss_tokens"]
+    assert miss["misrouted"] > 0 and miss["evicted"] == 0
+    moved = two["cache"]["session_moves"]["moved"]
+    assert moved["misrouted_tokens"] > 0 and moved["evicted_tokens"] == 0
+    assert "requests moved endpoint: misrouted" in summary_table(two)
+
+
+@pytest.mark.slow
+async def test_the_rule_on_a_generated_trace(tmp_path):
+    # Prompts of drawn lengths: a few of them a whole number of 32-token blocks.
+    from harness.trace.generate import generate
+    from harness.trace.profile import load_profile
+    from tests.analysis.test_granularity import no_think
+    from tests.trace.tiny import CPU_PROFILE
+
+    tr = no_think(generate(load_profile(CPU_PROFILE), seed=5, sessions=3))
+    summary = await replay_into(tmp_path / "gen", tr, [dict(block_size=32, skip_last_block=True)])
+    c, skipped = summary["cache"], server_missed(tmp_path / "gen")
+    assert skipped >= 3 * 32
+    assert c["miss_tokens"]["evicted"] <= skipped / 4
+    assert c["miss_tokens"]["evicted"] < 0.005 * c["prompt_tokens"]
+    assert c["server_rules"]["last_block"]["status"] == "detected"
+    assert c["miss_tokens"]["last_block"] == skipped
+
+
+def test_held_prefixes_keep_what_a_whole_block_prompt_keeps():
+    from harness.analysis.ideal.established import HeldPrefixes
+    from harness.trace.content import Segment
+
+    def seg(name: str, n: int) -> Segment:
+        return Segment((name,), n, "user")
+
+    held = HeldPrefixes()
+    a0 = [seg("sys", 32), seg("a0", 32)]  # 64 tokens: two 32-token blocks, the last not kept
+    end = held.insert(a0, 0, 0, keep=32)
+    a1 = [seg("out", 8), seg("a1", 24)]  # the next turn appends 32
+    assert held.shared(a1, end, 64) == (64, 32)  # resumed: shares a0 whole, of it 32 kept
+    assert held.shared([*a0, *a1]) == (64, 32)  # walked from the root: the same
+    assert held.shared([seg("sys", 32), seg("b", 8)]) == (32, 32)
+    end1 = held.insert(a1, end, 64, keep=64)  # a1 (96: three blocks) keeps a0's last block
+    assert held.shared(a1, end, 64) == (96, 64)  # ... but not its own
+    assert held.shared([*a0, *a1]) == (96, 64)
+    assert held.shared([seg("a2", 4)], end1, 96) == (96, 64)
+    held.insert([*a0, *a1, seg("a2", 4)], 0, 0, keep=100)  # 100 tokens: kept whole
+    assert held.shared([seg("a2", 4)], end1, 96) == (100, 100)
+    partial = [seg("sys", 32), seg("a0", 20)]  # a partial segment of a held one
+    assert held.shared(partial) == (52, 52)

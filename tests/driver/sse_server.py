@@ -2,7 +2,11 @@
 
 - TTFT = base + per-uncached-token x prompt tokens not in its own block prefix memory (hash
   chain of whole blocks, hits capped at prompt-1 tokens, as vLLM does); then one event per token
-  every `token_delay` seconds. Usage reports `prompt_tokens_details.cached_tokens`.
+  every `token_delay` seconds. Usage reports `prompt_tokens_details.cached_tokens`. The memory
+  keeps every block unless `cache_blocks` bounds it (least recently used out first);
+  `skip_last_block` keeps no prompt's last block when the prompt is a whole number of blocks (as
+  vLLM 0.32's CPU build was measured to do: docs/metrics.md); `prompt_cap=False` serves whole
+  prompts.
 - Each request is logged (`server.log`, or GET /log when it runs in its own process) with the
   server-side times (`time.perf_counter()`, CLOCK_MONOTONIC, comparable across processes on one
   Linux machine): headers in (`t_recv`), whole body received (`t_body`), body parsed
@@ -46,6 +50,9 @@ class ServerConfig:
     oversized_bytes: int = 2 * 1024 * 1024
     keep_body: bool = True
     prefix_cache: bool = True
+    cache_blocks: int | None = None  # blocks the prefix memory holds (None: every block)
+    skip_last_block: bool = False  # a whole-block prompt's last block is never kept
+    prompt_cap: bool = True  # serve at most prompt - 1 tokens
     max_output: int | None = None  # stream at most this many tokens, whatever was asked
     models: tuple[str, ...] = ("test-model", "m")  # what /v1/models lists (the tests' names)
     max_model_len: int | None = None  # on /v1/models; longer requests get vLLM's 400
@@ -61,7 +68,7 @@ class SSETestServer:
     log: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._blocks: set[int] = set()
+        self._blocks: dict[int, None] = {}  # in least recently used order
         self.spec = SpecCounters(self.config.spec_tokens)
         self.prefix = {"queries": 0, "hits": 0}
         self._runner: web.AppRunner | None = None
@@ -126,7 +133,11 @@ class SSETestServer:
             chain.append(h)
             if hit == i and h in self._blocks:
                 hit = i + b
-        self._blocks.update(chain)
+        if self.config.skip_last_block and chain and len(tokens) % b == 0:
+            chain.pop()
+        self._keep(chain)
+        if not self.config.prompt_cap:
+            return hit
         return min(hit, max(0, (len(tokens) - 1) // b * b))
 
     def _context_check(self, body: dict, prompt: int) -> str | None:
@@ -145,6 +156,14 @@ class SSETestServer:
             f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the "
             "completion). Please reduce the length of the messages or completion."
         )
+
+    def _keep(self, chain: list[int]) -> None:
+        for h in chain:  # most recently used last
+            self._blocks.pop(h, None)
+            self._blocks[h] = None
+        limit = self.config.cache_blocks
+        while limit is not None and len(self._blocks) > limit:
+            del self._blocks[next(iter(self._blocks))]
 
     # ---- the stream ---------------------------------------------------------------------------
 

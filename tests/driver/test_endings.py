@@ -17,7 +17,7 @@ from tests.driver.helpers import load_manifest, sess, trace
 KEY = "sk-echo-me-not-31337"
 
 
-async def _harness(*args, env=None, timeout=60):
+async def _harness(*args, env=None, timeout=240):
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

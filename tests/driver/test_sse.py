@@ -141,53 +141,94 @@ def test_stream_without_done_or_usage_fails(done, usage, error_class):
     assert isinstance(last, Failure) and last.error_class == error_class
 
 
-# ---- a read of many events, parsed as one array ---------------------------------------------
+# ---- the stream's template: events read without building their objects ----------------------
 
 USAGE = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}'
 TEXT = b'{"choices":[{"text":"a"}]}'
+VLLM = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":17,"model":"x",'
+    b'"choices":[{"index":0,"delta":{"content":"%s"},"logprobs":null,"finish_reason":null}]}'
+)
 
 
 def sse(*payloads: bytes) -> bytes:
     return b"".join(b"data: " + p + b"\n\n" for p in payloads)
 
 
-def decoded(read: bytes, *, arrays: bool) -> tuple:
-    """What decoding one read gives: tokens, text, failure, usage, done."""
-    p, d = SSEParser(), StreamDecoder(keep_text=True)
-    p.feed(b": opening comment\n\n")
-    array = p.feed_array(read) if arrays else None
-    tokens = None if array is None else d.read_array(array[0], array[1], 1.0)
-    if tokens is None:
-        tokens = d.read(p.feed(read), 1.0)
+def decoded(read: bytes, *, template: bool) -> tuple:
+    """What decoding one read (after a first event that teaches the template) gives: tokens,
+    text, failure, usage, done."""
+    p, d = SSEParser(), StreamDecoder(keep_text=True, template=template)
+    d.read(p.feed(sse(VLLM % b" first")), 1.0)
+    tokens = d.read(p.feed(read), 1.0)
     failure = None if d.failure is None else d.failure.error_class
     return tokens, d.text(), failure, d.usage, d.done
+
+
+def vllm(text: bytes) -> bytes:
+    return VLLM % text
 
 
 @pytest.mark.parametrize(
     "read",
     [
-        sse(TOKEN, TOKEN, TEXT),
-        sse(TOKEN, USAGE, b"[DONE]"),
-        sse(TOKEN, b"[1, 2]", TOKEN),
-        sse(TOKEN, b"{not json", TOKEN),
-        sse(TOKEN, b'{"choices": ["not an object"]}', TOKEN),
-        sse(TOKEN, b'{"error": {"message": "overloaded"}}', TOKEN),
-        sse(b'{"choices":[{"delta":{"content":"a"}}]},{"x":1}', TOKEN),  # two objects, one event
-        sse(TOKEN, b"", TOKEN),
-        sse(TOKEN) + b": keep-alive\n\n" + sse(TOKEN),
-        sse(TOKEN) + b'event: x\ndata: {"a":\ndata: 1}\n\n',
-        sse(TOKEN, b"[DONE]"),
-        sse(b"[DONE]"),
+        sse(vllm(b" a"), vllm(b" b"), vllm(b"c d")),
+        sse(vllm(b" a"), USAGE, b"[DONE]"),
+        sse(vllm(b""), vllm(b" a")),  # empty text: parsed in full
+        sse(vllm(b'say \\"hi\\"'), vllm(b"back\\\\slash"), vllm(b"tab\\t")),  # escapes
+        sse(vllm(b"caf\xc3\xa9"), vllm(b"\\u00e9")),  # UTF-8 and a \\u escape
+        sse(vllm(b"bad \xff utf-8")),
+        sse(vllm(b"raw \x01 control")),
+        sse(vllm(b'"},"usage":{"completion_tokens":9},"x":{"y":"')),  # text that ends the object
+        sse(VLLM.replace(b"null}]}", b'"stop"}]}') % b" last"),  # another finish_reason
+        sse(VLLM.replace(b'"content"', b'"reasoning_content"') % b" think"),
+        sse(vllm(b" a"), b"[1, 2]", vllm(b" b")),
+        sse(vllm(b" a"), b"{not json", vllm(b" b")),
+        sse(vllm(b" a"), b'{"error": {"message": "overloaded"}}', vllm(b" b")),
+        sse(vllm(b" a"), b"", vllm(b" b")),
+        sse(vllm(b" a")) + b": keep-alive\n\n" + sse(vllm(b" b")),
+        sse(vllm(b" a")) + b'event: x\ndata: {"a":\ndata: 1}\n\n',
+        sse(vllm(b" a"), b"[DONE]"),
+        sse(TEXT, TEXT),
     ],
 )
-def test_a_read_parsed_as_one_array_decodes_as_event_by_event(read):
-    assert decoded(read, arrays=True) == decoded(read, arrays=False)
+def test_the_template_decodes_as_full_parsing(read):
+    assert decoded(read, template=True) == decoded(read, template=False)
 
 
-def test_array_of_whole_events_only():
+def test_the_template_is_learnt_only_where_the_text_is():
+    # the text also names a key, or sits in another field: never a template from that event
+    for first in (VLLM.replace(b'"model":"x"', b'"model":"%s"') % (b"m", b"m"), vllm(b"content")):
+        d = StreamDecoder()
+        d.read([first], 1.0)
+        assert d._template.size == 0 or d.read([vllm(b"zz")], 1.0) == 1
+    d = StreamDecoder()
+    assert d.read([vllm(b" a"), vllm(b" b")], 1.0) == 2 and d._template.size > 0
+
+
+def test_a_read_of_many_events_splits_them():
     p = SSEParser()
-    p.feed(b": hi\n\n")
-    assert p.feed_array(sse(TOKEN, TEXT)) == (b"[" + TOKEN + b"," + TEXT + b"]", 2)
-    assert p.feed_array(sse(TOKEN)[:-1]) is None  # the last event's blank line is still to come
-    assert p.feed_array(sse(TOKEN).replace(b"\n", b"\r\n")) is None
-    assert SSEParser().feed_array(sse(TOKEN)) is None  # the stream's first bytes: `feed` them
+    assert p.feed(sse(TEXT, USAGE, b"[DONE]")) == [TEXT, USAGE, b"[DONE]"]
+    assert p.feed(sse(TEXT)[:-1]) == []  # the last event's blank line is still to come
+    assert p.feed(b"\n" + sse(TEXT).replace(b"\n", b"\r\n")) == [TEXT, TEXT]
+
+
+# A real vLLM 0.32 stream (Gemma 3 270M) whose reply is only its end-of-sequence token: the one
+# output event has empty text, and usage says 1 completion token.
+VLLM_EOS_ONLY = (
+    b'data: {"id":"chatcmpl-830ec9c392b2930f","object":"chat.completion.chunk","created":1796169576,'
+    b'"model":"gemma3-270m","choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+    b'"logprobs":null,"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}\n\n'
+    b'data: {"id":"chatcmpl-830ec9c392b2930f","object":"chat.completion.chunk","created":1796169576,'
+    b'"model":"gemma3-270m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,'
+    b'"finish_reason":"stop","stop_reason":null,"token_ids":null}]}\n\n'
+)
+
+
+def test_an_empty_text_output_event_places_its_token():
+    p, d = SSEParser(), StreamDecoder(keep_text=True)
+    assert d.read(p.feed(VLLM_EOS_ONLY[: VLLM_EOS_ONLY.index(b"\n\n") + 2]), 1.0) == 0  # role
+    assert d.read(p.feed(VLLM_EOS_ONLY[VLLM_EOS_ONLY.index(b"\n\n") + 2 :]), 2.0) == 1
+    assert d.text() == "" and d.started
+    # an event with no delta text at all (OpenAI's closing `"delta": {}`) carries none
+    assert d.read([b'{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'], 3.0) == 0

@@ -29,6 +29,14 @@ from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.requests import RequestSource
 from harness.trace.token_prefixes import ID_BYTES, TokenPrefixes, token_key
 
+# what the walk leaves per record (analysis.ideal.walk), in its token space
+WALK_COLUMNS = (
+    "ideal_shared_tokens",
+    "ideal_ready_tokens",
+    "ideal_held_tokens",
+    "ideal_kept_tokens",
+)
+
 
 @dataclass
 class TokenSpace:
@@ -60,20 +68,41 @@ class TokenSpace:
 
 
 class ServerTokenWalk:
-    """`analysis.ideal`'s walk over literal token ids: prompts as sent, and prompts as ready."""
+    """`analysis.ideal`'s walk over literal token ids: prompts as sent, prompts as ready, and per
+    endpoint the prompts it computed, whole and as kept (`analysis.ideal.established`)."""
 
     def __init__(self, keys: list[bytes], rows: dict[tuple[str, int], int]) -> None:
         self.keys, self.rows = keys, rows
         self.sent, self.done = TokenPrefixes(), TokenPrefixes()
+        self.held: dict[int, tuple[TokenPrefixes, TokenPrefixes]] = {}
+        self.one_endpoint = False  # set by the walk; the walk over segments uses it, this one not
 
-    def send(self, sid: str, k: int) -> tuple[int, int, int]:
+    def send(self, sid: str, k: int, endpoint: int = 0) -> tuple[int, int, int, int, int]:
         key = self.keys[self.rows[(sid, k)]]
         shared = self.sent.shared_prefix(key)
         self.sent.add(key)
-        return len(key) // ID_BYTES, shared, self.done.shared_prefix(key)
+        held, kept = self._held(endpoint)
+        return (
+            len(key) // ID_BYTES,
+            shared,
+            self.done.shared_prefix(key),
+            held.shared_prefix(key),
+            kept.shared_prefix(key),
+        )
 
-    def ready(self, sid: str, k: int) -> None:
-        self.done.add(self.keys[self.rows[(sid, k)]])
+    def ready(self, sid: str, k: int, endpoint: int = 0, drop: float = 0.0) -> None:
+        """The prompt was computed on `endpoint`; a server rule drops `drop` of it (a fraction)."""
+        key = self.keys[self.rows[(sid, k)]]
+        self.done.add(key)
+        held, kept = self._held(endpoint)
+        held.add(key)
+        tokens = len(key) // ID_BYTES
+        kept.add(key[: (tokens - round(drop * tokens)) * ID_BYTES])
+
+    def _held(self, endpoint: int) -> tuple[TokenPrefixes, TokenPrefixes]:
+        if endpoint not in self.held:
+            self.held[endpoint] = (TokenPrefixes(), TokenPrefixes())
+        return self.held[endpoint]
 
 
 def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace:
@@ -210,6 +239,6 @@ def scale_to_server(records: pd.DataFrame) -> None:
     expected = records["prompt_tokens_expected"].to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(np.isnan(reported) | ~(expected > 0), 1.0, reported / expected)
-    for column in ("cached_tokens_ideal", "ideal_shared_tokens", "ideal_ready_tokens"):
+    for column in ("cached_tokens_ideal", *WALK_COLUMNS):
         if column in records:
             records[column] = records[column].to_numpy(dtype=float) * ratio

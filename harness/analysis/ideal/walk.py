@@ -8,21 +8,30 @@ walks them in send order (`t_sent`, ties by file order), so the value means the 
 and a distributed run, and can be recomputed at any block size (`harness analyze --block-size`).
 
 The walk keeps the shared lengths unfloored, so any block size is one vectorized floor away, and
-walks a second trie in which a prompt enters only once its request had its first token (or
-ended): the prefix shared with requests that had *finished* prefill when this one was sent. The
-difference between the two is the prefix that was still being computed elsewhere (in flight).
+walks a second trie in which a prompt enters only once its request computed it (had its first
+token, or ended ok): the prefix shared with requests that had *finished* prefill when this one was
+sent. The difference between the two is the prefix that was still being computed elsewhere (in
+flight). A third set of tries, one per endpoint (`analysis.ideal.established`), holds what each
+endpoint computed, and what of it a server that never keeps a whole-block prompt's last block
+keeps: the evidence `analysis.cache` names evicted tokens by.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
 
 from harness.analysis.ideal import granularity
-from harness.analysis.ideal.server_tokens import ServerTokenWalk, scale_to_server, token_space
+from harness.analysis.ideal.established import HeldPrefixes
+from harness.analysis.ideal.server_tokens import (
+    WALK_COLUMNS,
+    ServerTokenWalk,
+    scale_to_server,
+    token_space,
+)
 from harness.analysis.records import warn
 from harness.trace.content import Content
 from harness.trace.cycles import cycle_salt, split_cycled_id
@@ -36,11 +45,15 @@ if TYPE_CHECKING:
 @dataclass
 class SharedPrefixes:
     """Per record (aligned to the records frame): prompt length in trace tokens, tokens shared
-    with any earlier-sent prompt, and with earlier prompts whose prefill had finished."""
+    with any earlier-sent prompt, with earlier prompts whose prefill had finished, with those
+    computed on the record's own endpoint (`held`), and with what of them a server that drops a
+    whole-block prompt's last block keeps (`kept`; = held without a block size)."""
 
     prompt: np.ndarray
     shared: np.ndarray
     shared_ready: np.ndarray
+    held: np.ndarray
+    kept: np.ndarray
 
 
 def block_hits(shared: np.ndarray, prompt: np.ndarray, block_size: int) -> np.ndarray:
@@ -63,10 +76,16 @@ def trace_mismatch(trace: Trace, records: pd.DataFrame) -> str | None:
 
 
 def shared_prefixes(
-    trace: Trace, records: pd.DataFrame, *, salt: str | None = None, walk=None
+    trace: Trace,
+    records: pd.DataFrame,
+    *,
+    salt: str | None = None,
+    walk=None,
+    block_size: int | None = None,
 ) -> SharedPrefixes:
     """Walk every record's prompt in send order (records not sent go last, in file order).
-    `walk`: another walk with `send` and `ready` (default: the trace's segments)."""
+    `walk`: another walk with `send` and `ready` (default: the trace's segments); `block_size`:
+    the server's, for what a whole-block prompt keeps (`kept`)."""
     n = len(records)
     t_sent = np.nan_to_num(records["t_sent"].to_numpy(dtype=float), nan=np.inf)
     t_ready = np.maximum(_ready_times(records), np.nextafter(t_sent, np.inf))  # after its own send
@@ -77,24 +96,41 @@ def shared_prefixes(
     walk = walk or _Walk(trace, salt)
     sessions = records["session_id"].tolist()
     turns = records["turn"].to_numpy(dtype=float).astype(int).tolist()
-    out = np.zeros((3, n))
+    endpoints = pd.factorize(records["endpoint"].astype(str).to_numpy())[0].tolist()
+    drops = _drops(records, block_size).tolist()
+    walk.one_endpoint = max(endpoints, default=0) == 0
+    out = np.zeros((5, n))
     for e in order.tolist():
         i = rows[e]
         if kinds[e]:
-            out[:, i] = walk.send(sessions[i], turns[i])
+            out[:, i] = walk.send(sessions[i], turns[i], endpoints[i])
         elif np.isfinite(times[e]):
-            walk.ready(sessions[i], turns[i])
-    return SharedPrefixes(out[0], out[1], out[2])
+            walk.ready(sessions[i], turns[i], endpoints[i], drops[i])
+    return SharedPrefixes(*out)
 
 
 def _ready_times(records: pd.DataFrame) -> np.ndarray:
-    """When a request's prompt was in the server's cache for certain: its first token, else its
-    end. Never (inf) for a request that was not sent."""
+    """When a request's prompt was computed by the server for certain: its first token, else its
+    end if it ended ok. Never (inf) for a request that was not sent or failed before a token."""
     first = records["t_first_token"].to_numpy(dtype=float)
     done = records["t_done"].to_numpy(dtype=float)
-    ready = np.where(np.isnan(first), done, first)
+    ok = (records["status"] == "ok").to_numpy()
+    ready = np.where(np.isnan(first), np.where(ok, done, np.nan), first)
     ready[np.isnan(records["t_sent"].to_numpy(dtype=float))] = np.nan
     return np.nan_to_num(ready, nan=np.inf)
+
+
+def _drops(records: pd.DataFrame, block_size: int | None) -> np.ndarray:
+    """Per record, the fraction of its prompt a server that keeps no whole-block prompt's last
+    block leaves out: block / prompt (the server's count, else the expected one) when the prompt
+    is a whole number of blocks, else 0."""
+    prompt = records["prompt_tokens"].to_numpy(dtype=float)
+    prompt = np.where(np.isnan(prompt), records["prompt_tokens_expected"].to_numpy(float), prompt)
+    if block_size is None:
+        return np.zeros(len(records))
+    whole = (prompt > 0) & (np.nan_to_num(prompt) % block_size == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(whole, block_size / prompt, 0.0)
 
 
 class _Walk:
@@ -109,33 +145,69 @@ class _Walk:
         self.sent, self.done = IdealPrefixCache(1), IdealPrefixCache(1)
         self.sent_end: dict[str, tuple[int, int, int]] = {}  # session -> (turn, node, tokens)
         self.done_end: dict[str, tuple[int, int, int]] = {}
+        self.held: dict[int, HeldPrefixes] = {}  # endpoint -> what it computed
+        self.held_end: dict[int, dict[str, tuple[int, int, int]]] = {}
+        self.built: dict[str, tuple[int, dict[bool, list | None]]] = {}  # session -> its last turn
+        self.one_endpoint = False  # set by shared_prefixes: then `done` is the one `held`
 
-    def send(self, sid: str, k: int) -> tuple[int, int, int]:
-        """(prompt tokens, shared with sent prompts, shared with ready prompts); enters the prompt."""
+    def send(self, sid: str, k: int, endpoint: int = 0) -> tuple[int, int, int, int, int]:
+        """(prompt tokens, shared with sent prompts, with ready prompts, with the endpoint's held
+        prompts, with what of them it kept); enters the prompt as sent."""
         segs, node, base = self._continue(self.sent_end, sid, k)
         shared = base + self.sent.shared_prefix(segs, node)
         total = base + sum(s.length for s in segs)
         self.sent_end[sid] = (k, self.sent.insert(segs, node), total)
+        held, ends = self._held(endpoint)
+        segs, node, base = self._continue(ends, sid, k)
+        here, kept = held.shared(segs, node, base)
+        if self.one_endpoint:  # what finished anywhere is what finished there
+            return total, shared, here, here, kept
         segs, node, base = self._continue(self.done_end, sid, k)
-        return total, shared, base + self.done.shared_prefix(segs, node)
+        return total, shared, base + self.done.shared_prefix(segs, node), here, kept
 
-    def ready(self, sid: str, k: int) -> None:
-        segs, node, base = self._continue(self.done_end, sid, k)
+    def ready(self, sid: str, k: int, endpoint: int = 0, drop: float = 0.0) -> None:
+        """The prompt was computed on `endpoint`; a server rule drops `drop` of it (a fraction)."""
+        held, ends = self._held(endpoint)
+        segs, node, base = self._continue(ends, sid, k)
         total = base + sum(s.length for s in segs)
-        self.done_end[sid] = (k, self.done.insert(segs, node), total)
+        ends[sid] = (k, held.insert(segs, node, base, total - round(drop * total)), total)
+        if not self.one_endpoint:
+            segs, node, base = self._continue(self.done_end, sid, k)
+            self.done_end[sid] = (k, self.done.insert(segs, node), total)
+
+    def _held(self, endpoint: int) -> tuple[HeldPrefixes, dict[str, tuple[int, int, int]]]:
+        if endpoint not in self.held:
+            self.held[endpoint], self.held_end[endpoint] = HeldPrefixes(), {}
+        return self.held[endpoint], self.held_end[endpoint]
 
     def _continue(self, ends: dict, sid: str, k: int) -> tuple[list, int, int]:
         """The segments to walk from (node, tokens already walked) for turn k of a session."""
         end = ends.get(sid)
-        tid, cycle = split_cycled_id(sid)
-        content = self.contents.get(cycle)
-        if content is None:
-            content = self.contents[cycle] = Content(
-                self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256
-            )
-        if end is not None and end[0] == k - 1 and content.appends_to_previous(tid, k):
-            return content.new_segments(tid, k), end[1], end[2]
-        return content.segments(tid, k), 0, 0
+        if end is not None and end[0] == k - 1:
+            segs = self._segments(sid, k, True)
+            if segs is not None:
+                return segs, end[1], end[2]
+        return cast(list, self._segments(sid, k, False)), 0, 0
+
+    def _segments(self, sid: str, k: int, appended: bool) -> list | None:
+        """Turn k's prompt (`appended`: what it appends to turn k-1's, None if it does not), built
+        once for the several tries that walk it: the session's last turn's lists are kept."""
+        memo = self.built.get(sid)
+        if memo is None or memo[0] != k:
+            memo = self.built[sid] = (k, {})
+        if appended not in memo[1]:
+            tid, cycle = split_cycled_id(sid)
+            content = self.contents.get(cycle)
+            if content is None:
+                content = self.contents[cycle] = Content(
+                    self.trace, salt=cycle_salt(self.salt, cycle), cache_size=256
+                )
+            if not appended:
+                memo[1][False] = content.segments(tid, k)
+            else:
+                extends = content.appends_to_previous(tid, k)
+                memo[1][True] = content.new_segments(tid, k) if extends else None
+        return memo[1][appended]
 
 
 # ---- the run's records -------------------------------------------------------------------------
@@ -182,7 +254,9 @@ def fill_ideal(
         return recorded
     problem = trace_mismatch(run.trace, records)
     if problem is None:
-        walked = shared_prefixes(run.trace, records, salt=run.replay.salt)
+        walked = shared_prefixes(
+            run.trace, records, salt=run.replay.salt, block_size=grain.block_size
+        )
         problem = _length_mismatch(walked.prompt, records)
     if problem is not None:
         note = f"{run.path}: trace.jsonl does not match the records ({problem}); "
@@ -190,10 +264,12 @@ def fill_ideal(
     space = token_space(run, records, tokenizer)
     if space.keys is not None:
         walk = ServerTokenWalk(space.keys, _rows(records))
-        walked = shared_prefixes(run.trace, records, walk=walk)
+        walked = shared_prefixes(run.trace, records, walk=walk, block_size=grain.block_size)
         records["prompt_tokens_expected"] = walked.prompt
-    records["ideal_shared_tokens"] = walked.shared
-    records["ideal_ready_tokens"] = walked.shared_ready
+    for column, values in zip(
+        WALK_COLUMNS, (walked.shared, walked.shared_ready, walked.held, walked.kept), strict=True
+    ):
+        records[column] = values
     records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, grain.block_size)
     if space.approximate:
         scale_to_server(records)

@@ -8,7 +8,22 @@ from matplotlib.figure import Figure
 
 from harness.analysis.cache import breakdown, group_label
 from harness.analysis.summary import Analysis
+from harness.report.misses import label
 from harness.report.plots.base import HALF, _figure, _legend, colors
+
+MISS_COLORS = {  # the server's rules in blues, losses in reds, the unknown in grey
+    "hit": "tab:green",
+    "cold": "tab:brown",
+    "granularity": "tab:blue",
+    "prompt_cap": "lightsteelblue",
+    "last_block": "tab:cyan",
+    "no_hits": "navy",
+    "in_flight": "tab:orange",
+    "misrouted": "tab:purple",
+    "evicted": "tab:red",
+    "unexplained": "tab:grey",
+    "unreported": "gainsboro",
+}
 
 
 def cache_by_turn(analyses: list[Analysis]) -> Figure:
@@ -67,22 +82,24 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
 
 
 def miss_categories(analyses: list[Analysis]) -> Figure:
-    """Prompt tokens of each run split into hit and each miss category summary.json reports."""
-    fig, ax = _figure("Where the prompt tokens went: hit and each miss category", width=HALF)
+    """Prompt tokens of each run split into hit and each miss category summary.json reports
+    (those that are 0 in every run left out, evicted kept: its 0 is a finding)."""
+    fig, ax = _figure(
+        "Prompt tokens: hit and each miss category (share of prompt tokens)", width=HALF
+    )
     names = [a.run.name for a in analyses]
     categories = list(dict.fromkeys(k for a in analyses for k in a.summary["cache"]["miss_tokens"]))
     parts = {"hit": [float(np.nansum(a.misses["cached"])) for a in analyses]}
     for k in categories:
-        parts[k] = [float(a.summary["cache"]["miss_tokens"].get(k) or 0.0) for a in analyses]
+        values = [float(a.summary["cache"]["miss_tokens"].get(k) or 0.0) for a in analyses]
+        if any(values) or k == "evicted":
+            parts[k] = values
     left = np.zeros(len(analyses))
     totals = np.maximum(sum(np.asarray(v) for v in parts.values()), 1e-12)
-    for (label, values), color in zip(
-        parts.items(),
-        ["tab:green", "tab:blue", "tab:red", "tab:grey", "tab:orange", "tab:purple", "tab:brown"],
-        strict=False,
-    ):
+    for k, values in parts.items():
         share = np.asarray(values) / totals
-        ax.barh(names, share, left=left, color=color, label=label, height=0.5)
+        color = MISS_COLORS.get(k, "tab:olive")
+        ax.barh(names, share, left=left, color=color, label=label(k), height=0.5)
         left += share
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of prompt tokens")
