@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from harness.driver.config import ReplayConfig
+from harness.driver.context_limit import limit_context
 from harness.driver.target import Target
 from harness.errors import InputError
 from harness.scenario import Scenario
@@ -145,7 +146,7 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
             for e in target.engines
         ]
 
-    return target, scrape
+    return limit_context(target, t.context_overflow), scrape
 
 
 def http_target_config(
@@ -187,7 +188,7 @@ def _http_target(
             return None
         return [await scrape_metrics(u) for u in urls]
 
-    return target, scrape
+    return limit_context(target, scenario.target.context_overflow), scrape
 
 
 def api_key(scenario: Scenario) -> str | None:
@@ -214,10 +215,11 @@ def api_key(scenario: Scenario) -> str | None:
 
 
 async def scrape_metrics(base_url: str) -> dict | None:
-    """vLLM-named prefix-cache counters from an endpoint's /metrics (None if it has none)."""
+    """vLLM-named prefix-cache (and speculative-decoding) counters from an endpoint's /metrics
+    (None if it has none)."""
     import aiohttp
 
-    from harness.prometheus import cache_block_size, metric_total
+    from harness.prometheus import cache_block_size, metric_total, spec_decode
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
@@ -231,4 +233,5 @@ async def scrape_metrics(base_url: str) -> dict | None:
     except (aiohttp.ClientError, TimeoutError):
         return None
     counters = {k: metric_total(text, n) for k, n in METRIC_NAMES.items()}
-    return {**counters, "cache_block_size": cache_block_size(text)}  # analysis.granularity reads it
+    # analysis.granularity reads cache_block_size; analysis.speculation the spec-decode figures
+    return {**counters, "cache_block_size": cache_block_size(text), **spec_decode(text)}

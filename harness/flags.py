@@ -47,6 +47,7 @@ FLAGS = (
     Flag("target", "--max-connections", "target.max_connections", "N"),
     Flag("target", "--no-scrape-metrics", "target.scrape_metrics", const=False),
     Flag("target", "--no-preflight", "target.preflight", const=False),
+    Flag("target", "--context-overflow", "target.context_overflow"),
     Flag("target", "--timeout-connect", "target.timeouts.connect_s", "S"),
     Flag("target", "--timeout-ttft", "target.timeouts.ttft_s", "S"),
     Flag("target", "--timeout-idle", "target.timeouts.idle_s", "S"),

@@ -39,3 +39,37 @@ def metric_total(text: str, name: str, **labels: str) -> float:
         for n, lab, v in parse_prometheus(text)
         if n == name and all(lab.get(k) == want for k, want in labels.items())
     )
+
+
+# vLLM's speculative-decoding counters (a draft = one verify step of one request) and SGLang's
+# gauges (its scheduler's figures over the last logged batch, not counters: no difference taken).
+SPEC_COUNTERS = {
+    "spec_decode_num_drafts": "vllm:spec_decode_num_drafts_total",
+    "spec_decode_num_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "spec_decode_num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+}
+SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+SPEC_GAUGES = {
+    "sglang_spec_accept_length": "sglang:spec_accept_length",
+    "sglang_spec_accept_rate": "sglang:spec_accept_rate",
+}
+
+
+def spec_decode(text: str) -> dict:
+    """The speculative-decoding figures a server exports (empty when it exports none): vLLM's
+    counters, accepted tokens per draft position (a list, position 0 first), SGLang's gauges."""
+    samples = parse_prometheus(text)
+    names = {n for n, _, _ in samples}
+    out: dict = {
+        key: metric_total(text, name)
+        for key, name in {**SPEC_COUNTERS, **SPEC_GAUGES}.items()
+        if name in names
+    }
+    per_pos: dict[int, float] = {}
+    for name, labels, value in samples:
+        if name == SPEC_PER_POSITION and labels.get("position", "").isdigit():
+            pos = int(labels["position"])
+            per_pos[pos] = per_pos.get(pos, 0.0) + value
+    if per_pos:
+        out["spec_decode_accepted_per_pos"] = [per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)]
+    return out

@@ -143,6 +143,11 @@ class TargetConfig(Sending):
         description="before the clock starts: the model must be on /v1/models and one probe "
         "request must succeed",
     )
+    context_overflow: Literal["send", "skip", "trim"] = Field(
+        "send",
+        description="a request past the server's max_model_len (from /v1/models): send it and "
+        "record the refusal, skip it, or trim its max_tokens to fit (harness/driver/context_limit.py)",
+    )
     timeouts: Timeouts = Timeouts()
     max_connections: int | None = Field(
         None, ge=1, description="HTTP connection pool size (unset: sized to the load)"

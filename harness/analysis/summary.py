@@ -15,7 +15,16 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, retries, streamed, window
+from harness.analysis import (
+    cache,
+    context_limit,
+    histograms,
+    metrics,
+    retries,
+    speculation,
+    streamed,
+    window,
+)
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -85,6 +94,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
     tpgs = metrics.tpgs(ok, n_gpus)
     hit = _without_ideal(cache.hit_rates(misses), ideal, run.manifest)
+    overflow = context_limit.context_summary(run)  # issue 23: context limits
     # an import's chunks are not its tokens (its notes say so): nothing to place
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok)
     summary = {
@@ -122,6 +132,10 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
         },
         "server_cache": server_cache(run.manifest),
+        # issue 23: context limits (analysis/context_limit.py), spec decoding (speculation.py)
+        "context_limit": overflow,
+        "validity": context_limit.validity(overflow),
+        "speculative_decoding": speculation.spec_summary(run.manifest),
         "run_end": {
             "status": run.manifest.get("status"),
             "stopped_by": run.manifest.get("stopped_by"),

@@ -66,6 +66,7 @@ class OpenAIHTTPTarget:
         self._session: aiohttp.ClientSession | None = None
         self.base_headers = self._make_headers()
         self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
+        self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
 
     def _make_headers(self) -> dict[str, str]:
         # identity: a compressed stream would only cost CPU on both sides, per chunk

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import orjson
 
+from harness.driver.context_limit import model_len
 from harness.driver.http_config import endpoint_url, redact
 from harness.driver.manifest import redact_url
 from harness.driver.target import Event, Failure, RequestSpec
@@ -28,6 +29,7 @@ async def preflight(target: OpenAIHTTPTarget, i: int, base: str) -> None:
     c = target.config
     if c.model in models:
         target.served[redact_url(base)] = served_identity(models[c.model])
+    target.context_limits[base] = model_len(list(models.values()), c.model)  # context_limit.py
     if not c.preflight:
         return
     if models and c.model not in models:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.driver import progress
 from harness.driver.config import ReplayConfig
+from harness.driver.context_limit import ContextLimit
 from harness.driver.manifest import replay_fields, started_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
@@ -105,6 +106,8 @@ async def replay_into(
         with folder.signals(replay):
             await target.start()
             folder.update(**started_fields(target.describe(), folder.manifest))
+            if isinstance(target, ContextLimit):  # the limits the target learned as it started
+                folder.update(context_limit=target.manifest())
             probe.start()
             result = await replay.run()
         folder.check_written()

@@ -31,8 +31,10 @@ import matplotlib.pyplot as plt
 from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
 from harness.report.headline import headline_strip
+from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.report.tested import tested_html
+from harness.report.validity import BANNER_CSS, invalid_banner
 from harness.schema import REPORT_FILE
 
 CSS = """
@@ -100,8 +102,9 @@ def render_report(analyses: list[Analysis]) -> str:
     names = [a.run.name for a in analyses]
     body = [f"<h1>agentic-harness report: {html.escape(', '.join(names))}</h1>"]
     body.append(tested_html([(a.run.name, a.summary) for a in analyses]))
-    body += _banners(analyses)
+    body += invalid_banner(analyses) + _banners(analyses)  # issue 23: invalid runs first
     body.append(headline_strip(analyses))
+    body.append(spec_table(analyses))  # speculative decoding, when a server reported it
     if len(analyses) > 1:
         body += ["<h2>Change against the first run</h2>", compare_section(analyses)]
     body += _sections(analyses)
@@ -114,7 +117,7 @@ def render_report(analyses: list[Analysis]) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape('report: ' + ', '.join(names))}</title>"
-        f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
+        f"<style>{CSS}{BANNER_CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )

@@ -31,10 +31,14 @@ def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
+    from harness.report.speculation import spec_lines  # issue 23: validity, spec decoding
+    from harness.report.validity import context_lines
+
     tested = [f"{label + ':':<13}{text}" for label, text in tested_rows(s)]
-    lines = [head, *tested, *_imported(s.get("imported")), f"measured requests: {coverage(s)}", ""]
+    lines = [head, *context_lines(s), *tested, *_imported(s.get("imported"))]
+    lines += [f"measured requests: {coverage(s)}", ""]
     lines += _latency_table(s)
-    lines += ["", *_headline(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
+    lines += ["", *_headline(s), *spec_lines(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
     return "\n".join(lines)
 

@@ -11,6 +11,13 @@
   server-side times (`time.perf_counter()`, CLOCK_MONOTONIC, comparable across processes on one
   Linux machine): headers in (`t_recv`), whole body received (`t_body`), body parsed
   (`t_parsed`), first token written (`t_first_token`); headers of interest and the body.
+- `max_model_len`: listed on /v1/models (as vLLM and SGLang do); a request whose prompt plus
+  max_tokens exceeds it gets vLLM's HTTP 400 ("This model's maximum context length is ...").
+  `overflow: cap` answers as vLLM 0.32 does: only a prompt that alone fills the context is
+  refused; otherwise max_tokens is cut to the room left and a larger min_tokens refused.
+- `spec_tokens` > 0: n-gram-like speculative decoding, every step drafting `spec_tokens` and
+  accepting `spec_accepted`; /metrics serves vLLM's `vllm:spec_decode_*` counters (or SGLang's
+  `sglang:spec_accept_*` gauges), the prefix-cache counters beside them.
 - Faults, chosen per request from the session id (X-Session-ID containing `fault-<mode>`):
   http500, http429, close (connection dropped mid-stream), malformed (unparseable event), stall
   (stops sending), slowheaders (no headers for `slow_s`), oversized (one huge event), errorobj
@@ -48,6 +55,11 @@ class ServerConfig:
     prompt_cap: bool = True  # serve at most prompt - 1 tokens
     max_output: int | None = None  # stream at most this many tokens, whatever was asked
     models: tuple[str, ...] = ("test-model", "m")  # what /v1/models lists (the tests' names)
+    max_model_len: int | None = None  # on /v1/models; longer requests get vLLM's 400
+    overflow: str = "refuse"  # or "cap": vLLM 0.32's, max_tokens cut to the room (see docstring)
+    spec_tokens: int = 0  # speculative decoding: draft tokens per step (0: off)
+    spec_accepted: int = 0  # draft tokens accepted per step (the last step: what is left)
+    metrics_flavor: str = "vllm"  # /metrics spec-decode names: vllm (counters), sglang (gauges)
 
 
 @dataclass
@@ -57,6 +69,8 @@ class SSETestServer:
 
     def __post_init__(self) -> None:
         self._blocks: dict[int, None] = {}  # in least recently used order
+        self.spec = SpecCounters(self.config.spec_tokens)
+        self.prefix = {"queries": 0, "hits": 0}
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -65,6 +79,7 @@ class SSETestServer:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/log", self._get_log)
         return app
 
@@ -82,8 +97,19 @@ class SSETestServer:
             await self._runner.cleanup()
 
     async def _models(self, request: web.Request) -> web.Response:
-        data = [{"id": name, "object": "model"} for name in self.config.models]
+        limit = self.config.max_model_len
+        extra = {} if limit is None else {"max_model_len": limit}
+        data = [{"id": name, "object": "model", **extra} for name in self.config.models]
         return web.json_response({"object": "list", "data": data})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        lines = [
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {self.prefix["queries"]}.0',
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {self.prefix["hits"]}.0',
+        ]
+        if self.config.spec_tokens:
+            lines += self.spec.exposition(self.config.metrics_flavor)
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def _get_log(self, request: web.Request) -> web.Response:
         body = orjson.dumps(self.log)
@@ -113,6 +139,23 @@ class SSETestServer:
         if not self.config.prompt_cap:
             return hit
         return min(hit, max(0, (len(tokens) - 1) // b * b))
+
+    def _context_check(self, body: dict, prompt: int) -> str | None:
+        """vLLM's refusal of a request past max_model_len (None: served, max_tokens maybe cut)."""
+        limit, asked = self.config.max_model_len, int(body.get("max_tokens") or 16)
+        if limit is None or prompt + asked <= limit:
+            return None
+        if self.config.overflow == "cap" and prompt < limit:
+            body["max_tokens"] = room = limit - prompt
+            least = int(body.get("min_tokens") or 0)
+            if least > room:
+                return f"min_tokens must be less than or equal to max_tokens={room}, got {least}."
+            return None
+        return (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
 
     def _keep(self, chain: list[int]) -> None:
         for h in chain:  # most recently used last
@@ -152,6 +195,12 @@ class SSETestServer:
             "body": body if self.config.keep_body else None,
         }
         self.log.append(entry)
+        self.prefix["queries"] += len(tokens)
+        self.prefix["hits"] += cached
+        refusal = self._context_check(body, len(tokens))
+        if refusal is not None:
+            error = {"message": refusal, "type": "BadRequestError", "param": None, "code": 400}
+            return web.json_response({"error": error}, status=400)
         if fault in ("http500", "http429"):
             status = int(fault[4:])
             return web.json_response(
@@ -210,6 +259,8 @@ class SSETestServer:
             await resp.write(_event(ev))
             if delay:
                 await asyncio.sleep(delay)
+        if self.config.spec_tokens:
+            self.spec.request(n, self.config.spec_accepted)
         if fault != "nousage":
             await resp.write(_event({"id": "x", "object": "chunk", "choices": [], "usage": usage}))
         if fault != "nodone":
@@ -229,6 +280,46 @@ class SSETestServer:
             await resp.write(
                 _event({"error": {"message": "injected stream error", "type": "test", "code": 500}})
             )
+
+
+class SpecCounters:
+    """What a speculating server counts: drafts (verify steps), drafted and accepted tokens, and
+    accepted tokens by draft position. The first output token comes from the prefill."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self.drafts, self.drafted, self.accepted = k, 0, 0, 0
+        self.per_pos = [0] * k
+        self.last_length = self.last_rate = 0.0  # SGLang's gauges: the last request's figures
+
+    def request(self, n: int, accept: int) -> None:
+        left, steps, accepted = n - 1, 0, 0
+        while left > 0:
+            a = min(accept, self.k, left - 1)
+            for i in range(a):
+                self.per_pos[i] += 1
+            steps, accepted, left = steps + 1, accepted + a, left - a - 1
+        self.drafts, self.drafted = self.drafts + steps, self.drafted + steps * self.k
+        self.accepted += accepted
+        if steps:
+            self.last_length, self.last_rate = 1 + accepted / steps, accepted / (steps * self.k)
+
+    def exposition(self, flavor: str) -> list[str]:
+        if flavor == "sglang":
+            return [
+                f'sglang:spec_accept_length{{model_name="m"}} {self.last_length}',
+                f'sglang:spec_accept_rate{{model_name="m"}} {self.last_rate}',
+            ]
+        lab = 'engine="0",model_name="m"'
+        return [
+            "# TYPE vllm:spec_decode_num_drafts_total counter",
+            f"vllm:spec_decode_num_drafts_total{{{lab}}} {self.drafts}.0",
+            f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {self.drafted}.0",
+            f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {self.accepted}.0",
+            *(
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {v}.0'
+                for i, v in enumerate(self.per_pos)
+            ),
+        ]
 
 
 def _chunk(chat: bool, text: str, *, role: bool = False, finish: bool = False) -> dict:

@@ -19,6 +19,7 @@ import numpy as np
 from harness.analysis.compare import evidence
 from harness.analysis.compare.comparable import not_comparable
 from harness.analysis.compare.sides import HEADLINE, Headline, Side
+from harness.analysis.context_limit import invalid_reasons
 from harness.analysis.ending import run_ending
 from harness.analysis.run import load_runs
 from harness.analysis.summary import analyze
@@ -175,17 +176,42 @@ def compare_analyses(
         for t in thresholds
         if t.crossed(by_key[t.key])
     ]
+    invalid = invalid_notes([*baseline, *run])  # issue 23: a gate fails on an invalid run
     return CompareResult(
         baseline=base.names,
         run=cand.names,
         counts={"baseline": base.counts(), "run": cand.counts()},
-        rows=rows,
+        rows=_measured(rows),
         thresholds=[str(t) for t in thresholds],
-        failures=failures,
+        failures=failures + (invalid if thresholds else []),
         alpha=alpha,
         min_change=min_change,
-        notes=import_notes([*baseline, *run]) + ending_notes([*baseline, *run]),
+        notes=import_notes([*baseline, *run])
+        + ending_notes([*baseline, *run])
+        + invalid
+        + _server_wide_note(rows),
     )
+
+
+def _server_wide_note(rows: list[MetricChange]) -> list[str]:
+    wide = {m.key for m in HEADLINE if m.server_wide}
+    if not any(r.key in wide and (r.baseline, r.run) != (None, None) for r in rows):
+        return []
+    return [
+        "spec-decode rows: the servers' /metrics counters over each whole run, no samples to"
+        " draw an interval from; significant when the change is at least --min-change"
+    ]
+
+
+def invalid_notes(analyses: list) -> list[str]:
+    """One line per invalid run (analysis/context_limit.py): a gate does not pass it."""
+    return [f"{a.run.name} is INVALID: {r}" for a in analyses for r in invalid_reasons(a.summary)]
+
+
+def _measured(rows: list[MetricChange]) -> list[MetricChange]:
+    """Every row, less the server-wide ones neither side measured (no spec decoding)."""
+    wide = {m.key for m in HEADLINE if m.server_wide}
+    return [r for r in rows if r.key not in wide or (r.baseline, r.run) != (None, None)]
 
 
 def ending_notes(analyses: list) -> list[str]:
@@ -242,6 +268,8 @@ def _change(
     if why_not is not None:
         row.verdict, row.why_not = "not comparable", why_not
         return row
+    if metric.server_wide:
+        return _on_size(row, min_change)
     if b is None or r is None or min(units) < 2:
         return row  # too little evidence to judge: never called significant
     boot = evidence.change_interval(
@@ -250,6 +278,18 @@ def _change(
         alpha,
     )
     return _judged(row, boot, min_change)
+
+
+def _on_size(row: MetricChange, min_change: float) -> MetricChange:
+    """A figure with no samples to draw (a server's counters over the whole run): significant
+    when it moved by at least `min_change`, with no interval to show."""
+    if row.baseline is None or row.run is None or row.change is None:
+        return row
+    if abs(row.change) >= min_change:
+        row.significant = True
+        worse = (row.change > 0) == (row.better == "lower")
+        row.verdict = "worse" if worse else "better"
+    return row
 
 
 def _judged(row: MetricChange, boot: evidence.Interval | None, min_change: float) -> MetricChange:

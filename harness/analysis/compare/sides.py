@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from harness.analysis import speculation
 from harness.analysis.compare import evidence
 from harness.analysis.compare.evidence import Clusters, Statistic
 from harness.analysis.metrics import completion_tokens, prompt_tokens, run_window
@@ -146,6 +147,27 @@ class Headline:
     value: Callable[[Side], float | None]  # the figure over the side's pooled runs
     evidence: Callable[[Analysis], Clusters]  # one run's samples, grouped by unit of evidence
     statistic: Statistic  # the figure recomputed from a bootstrap replicate of the samples
+    # A server-wide figure (the /metrics counters over the run): no per-task samples, so no
+    # interval; compare judges it on the size of its change alone and shows it only when measured.
+    server_wide: bool = False
+
+
+def _spec_value(key: str) -> Callable[[Side], float | None]:
+    def value(side: Side) -> float | None:
+        values = [v for a in side.analyses if (v := speculation.figure(a.summary, key)) is not None]
+        return float(np.mean(values)) if values else None
+
+    return value
+
+
+def _no_samples(a: Analysis) -> Clusters:
+    return Clusters.of([], [])
+
+
+def _server_wide(key: str, label: str) -> Headline:
+    return Headline(
+        f"spec_{key}", label, "higher", _spec_value(key), _no_samples, evidence.mean, True
+    )
 
 
 def _latency(name: str, label: str, q: int) -> Headline:
@@ -215,4 +237,7 @@ HEADLINE: tuple[Headline, ...] = (
     Headline(
         "error_rate", "failed requests (fraction)", "lower", _error_rate, _failures, evidence.mean
     ),
+    # issue 23: speculative decoding, from the servers' /metrics (analysis/speculation.py)
+    _server_wide("acceptance_rate", "spec-decode acceptance rate"),
+    _server_wide("mean_accepted_length", "spec-decode mean accepted length (tok/step)"),
 )

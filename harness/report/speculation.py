@@ -1,0 +1,62 @@
+"""Speculative decoding, shown: a small table of each run's acceptance rate, mean accepted length
+and acceptance by draft position (summary.json `speculative_decoding`, from the server's
+/metrics; docs/metrics.md, "Speculative decoding"), and its line in the terminal summary.
+A run whose server exported no spec-decode figures shows nothing. Presents only."""
+
+from __future__ import annotations
+
+import html
+
+from harness.analysis.summary import Analysis
+from harness.report.text import fmt
+
+
+def spec_table(analyses: list[Analysis]) -> str:
+    """The table (a tile of its own, to place where the page wants it); "" when no run has one."""
+    rows = [(a.run.name, spec) for a in analyses if (spec := a.summary.get("speculative_decoding"))]
+    if not rows:
+        return ""
+    width = max(len(s.get("acceptance_by_position") or []) for _, s in rows)
+    head = "".join(f"<th>pos {i}</th>" for i in range(width))
+    body = "".join(_row(name, spec, width) for name, spec in rows)
+    return (
+        '<div class="spec" data-spec-decode><table><thead><tr><th>run</th><th>acceptance rate</th>'
+        f"<th>mean accepted length</th><th>drafts</th><th>drafted tokens</th><th>accepted</th>{head}"
+        f"</tr></thead><tbody>{body}</tbody></table>"
+        '<p class="note">Speculative decoding over the run, from the server\'s /metrics counters: '
+        "acceptance rate = accepted / drafted tokens; mean accepted length = 1 + accepted / drafts "
+        "(tokens per verify step); pos i = accepted at draft position i / drafts. SGLang exports "
+        "gauges of its last batch only (marked).</p></div>"
+    )
+
+
+def _row(name: str, spec: dict, width: int) -> str:
+    gauge = spec.get("source") == "sglang gauges"
+    rate = spec.get("acceptance_rate", spec.get("last_batch_accept_rate"))
+    length = spec.get("mean_accepted_length", spec.get("last_batch_accept_length"))
+    by_pos = list(spec.get("acceptance_by_position") or [])
+    cells = [
+        f"{fmt(rate, '.3f')}{' (last batch)' if gauge else ''}",
+        fmt(length, ".3f"),
+        *(fmt(spec.get(k), ".0f") for k in ("drafts", "draft_tokens", "accepted_tokens")),
+        *(fmt(v, ".3f") for v in by_pos + [None] * (width - len(by_pos))),
+    ]
+    return f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def spec_lines(summary: dict) -> list[str]:
+    spec = summary.get("speculative_decoding")
+    if not spec:
+        return []
+    if spec.get("source") == "sglang gauges":
+        return [
+            f"speculative decoding     last batch: acceptance {fmt(spec['last_batch_accept_rate'], '.3f')},"
+            f" accepted length {fmt(spec['last_batch_accept_length'], '.3f')} (SGLang gauges)"
+        ]
+    by_pos = ", ".join(fmt(v, ".2f") for v in spec.get("acceptance_by_position") or [])
+    return [
+        f"speculative decoding     acceptance {fmt(spec['acceptance_rate'], '.3f')}"
+        f" ({spec['accepted_tokens']:.0f} of {spec['draft_tokens']:.0f} drafted tokens),"
+        f" mean accepted length {fmt(spec['mean_accepted_length'], '.3f')}"
+        + (f", by position {by_pos}" if by_pos else "")
+    ]

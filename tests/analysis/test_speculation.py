@@ -1,0 +1,123 @@
+"""Speculative-decoding figures end to end: `harness replay` against a real loopback server that
+drafts and accepts a known number of tokens per step and serves vLLM's (or SGLang's) counters on
+/metrics; the figures in summary.json, the report's table, the terminal line and compare's rows,
+each checked against what the server counted; and compare's gate on an invalid run."""
+
+import asyncio
+import json
+import sys
+from asyncio.subprocess import PIPE
+
+import pytest
+
+from harness.analysis.compare.changes import compare_runs
+from harness.prometheus import spec_decode
+from harness.report.html import write_report
+from harness.report.text import summary_table
+from harness.trace.native import write_trace
+from tests.driver.helpers import sess, trace
+from tests.driver.sse_server import ServerConfig, SSETestServer
+
+# 3 sessions x 2 turns, 9 output tokens each: after the prefill's token, 8 come from verify steps.
+# Drafting 4 and accepting 2 a step: steps of 3, 3 and 2 tokens (the last accepts 1) -> per request
+# 3 drafts, 12 drafted tokens, 5 accepted; positions 0, 1 accepted in 3 and 2 of the 3 steps.
+SESSIONS = [sess(f"s{i}", [(8, 9, 0.0), (8, 9, 0.0)]) for i in range(3)]
+REQUESTS = 6
+
+
+async def _replay(tmp_path, name: str, *extra: str, **server_cfg) -> tuple[dict, SSETestServer]:
+    server = SSETestServer(ServerConfig(**server_cfg))
+    await server.start()
+    try:
+        path = tmp_path / "trace.jsonl"
+        write_trace(trace(*SESSIONS), path)
+        run = tmp_path / name
+        args = ["replay", path, "--endpoint", server.url, "--model", "m", "-o", run, *extra]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "harness", *map(str, args), stdout=PIPE, stderr=PIPE
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+    finally:
+        await server.stop()
+    from harness.analysis.summary import analyze_run
+
+    return analyze_run(run), server
+
+
+@pytest.mark.slow
+async def test_vllm_counters_give_acceptance_and_mean_accepted_length(tmp_path):
+    summary, server = await _replay(tmp_path, "spec", spec_tokens=4, spec_accepted=2)
+    spec = summary["speculative_decoding"]
+    assert server.spec.drafts == 3 * REQUESTS  # the preflight's 1-token probe drafted nothing
+    assert spec["source"] == "vllm counters" and spec["endpoints_scraped"] == 1
+    assert (spec["drafts"], spec["draft_tokens"], spec["accepted_tokens"]) == (18, 72, 30)
+    assert spec["acceptance_rate"] == pytest.approx(30 / 72)
+    assert spec["mean_accepted_length"] == pytest.approx(1 + 30 / 18)
+    assert spec["acceptance_by_position"] == pytest.approx([1.0, 2 / 3, 0.0, 0.0])
+    line = next(x for x in summary_table(summary).splitlines() if "speculative" in x)
+    assert "acceptance 0.417 (30 of 72 drafted tokens)" in line and "2.667" in line
+    page = write_report([tmp_path / "spec"]).read_text()
+    assert "data-spec-decode" in page and "<td>0.417</td>" in page
+
+
+@pytest.mark.slow
+async def test_compare_judges_acceptance_on_its_size(tmp_path):
+    await _replay(tmp_path, "base", spec_tokens=4, spec_accepted=2)
+    await _replay(tmp_path, "worse", spec_tokens=4, spec_accepted=0)
+    result = compare_runs(
+        tmp_path / "base", tmp_path / "worse", fail_on="spec_acceptance_rate:-10%"
+    )
+    row = next(r for r in result.rows if r.key == "spec_acceptance_rate")
+    assert (row.baseline, row.run) == (pytest.approx(30 / 72), 0.0)
+    assert row.verdict == "worse" and row.interval is None
+    assert result.exit_code == 1 and "spec_acceptance_rate" in result.failures[0]
+    assert any("no samples to draw an interval" in n for n in result.notes)
+
+
+@pytest.mark.slow
+async def test_no_spec_rows_without_speculation_and_the_gate_fails_an_invalid_run(tmp_path):
+    await _replay(tmp_path, "fits")
+    # the same trace at a limit its second turns do not fit: 3 of 6 requests skipped
+    await _replay(tmp_path, "tight", "--context-overflow", "skip", max_model_len=60)
+    tight = json.loads((tmp_path / "tight" / "summary.json").read_text())
+    assert tight["context_limit"]["skipped"] == 3 and not tight["validity"]["valid"]
+    quiet = compare_runs(tmp_path / "fits", tmp_path / "tight")
+    assert not any(r.key.startswith("spec_") for r in quiet.rows)
+    assert quiet.exit_code == 0 and any("tight is INVALID" in n for n in quiet.notes)
+    gate = compare_runs(tmp_path / "fits", tmp_path / "tight", fail_on="ttft_p90:+1000%")
+    assert gate.exit_code == 1 and "tight is INVALID: 3 of 6" in gate.failures[-1]
+    page = write_report([tmp_path / "tight"]).read_text()
+    assert 'data-invalid="tight"' in page and "data-spec-decode" not in page
+
+
+@pytest.mark.slow
+async def test_sglang_gauges_are_reported_as_the_last_batch(tmp_path):
+    summary, _ = await _replay(
+        tmp_path, "sgl", spec_tokens=4, spec_accepted=2, metrics_flavor="sglang"
+    )
+    spec = summary["speculative_decoding"]
+    assert spec["source"] == "sglang gauges" and "acceptance_rate" not in spec
+    assert spec["last_batch_accept_rate"] == pytest.approx(5 / 12)
+    assert spec["last_batch_accept_length"] == pytest.approx(1 + 5 / 3)
+    assert "last batch" in summary_table(summary)
+
+
+def test_the_exposition_as_vllm_writes_it():
+    text = (
+        "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
+        "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="g"} 10.0\n'
+        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="g"} 40.0\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="g"} 12.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="g",position="1"} 4.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="g",position="0"} 8.0\n'
+        'vllm:spec_decode_num_accepted_tokens_created{engine="0",model_name="g"} 1.7e9\n'
+    )
+    assert spec_decode(text) == {
+        "spec_decode_num_drafts": 10.0,
+        "spec_decode_num_draft_tokens": 40.0,
+        "spec_decode_num_accepted_tokens": 12.0,
+        "spec_decode_accepted_per_pos": [8.0, 4.0],
+    }
+    assert spec_decode('vllm:prefix_cache_hits_total{engine="0"} 3.0\n') == {}
