@@ -130,6 +130,11 @@ class TargetConfig(Sending):
         False,
         description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)",
     )
+    cache_details: bool = Field(
+        False,
+        description="send SGLang's return_cached_tokens_details: cached tokens by tier "
+        "(sglext.cached_tokens_details) in each record",
+    )
     session_id_field: str | None = Field(
         None,
         description="also send the session id in the request body under NAME (X-Session-ID is "

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis import cache, histograms, metrics, retries, window
+from harness.analysis import cache, cache_tiers, histograms, metrics, retries, window
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -112,6 +112,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "ideal": _ideal_info(ideal),
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
+            "tiers": cache_tiers.tier_split(ok, run.manifest),
             **cache.breakdowns(ok, misses),
         },
         "server_cache": server_cache(run.manifest),

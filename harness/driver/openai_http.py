@@ -44,6 +44,7 @@ class HTTPTargetConfig:
     ignore_eos: bool = True
     continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
     session_id_field: str | None = None  # also put the session id in the body under this name
+    cache_details: bool = False  # SGLang's return_cached_tokens_details (cached tokens by tier)
     timeouts: Timeouts = Timeouts()
     max_connections: int = 256
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
@@ -274,6 +275,8 @@ class OpenAIHTTPTarget:
             body["ignore_eos"] = True
         if c.session_id_field:
             body[c.session_id_field] = req.sticky_key
+        if c.cache_details:
+            body["return_cached_tokens_details"] = True
         return body
 
     def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
