@@ -181,7 +181,9 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
                     else dict.fromkeys(ENGINE_STATS, 0)
                 ),
                 "cache_block_size": e.config.block_size,
-                "cached_by_source": _engine_tier_hits(e.stats()) if e.started else None,
+                "cached_by_source": (
+                    _engine_tier_hits(e.stats()) if e.started else dict.fromkeys(TIER_SOURCES, 0)
+                ),
             }
             for e in target.engines
         ]

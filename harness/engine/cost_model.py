@@ -35,8 +35,8 @@ DEFAULT_PATH = "default_cost_model.json"
 # `transfer_calibration` on the development machine (default_cost_model.json holds the figures);
 # remote: a store across a 100 Gb/s link, 12.5 GB/s, with 50 us per block of request overhead.
 DEFAULT_TRANSFER = {
-    "cpu": {"write_gb_s": 10.0, "read_gb_s": 10.0, "latency_s": 5e-6},
-    "disk": {"write_gb_s": 1.0, "read_gb_s": 2.0, "latency_s": 5e-5},
+    "cpu": {"write_gb_s": 37.0, "read_gb_s": 41.8, "latency_s": 6.3e-6},
+    "disk": {"write_gb_s": 0.37, "read_gb_s": 0.84, "latency_s": 9.7e-5},
     "remote": {"write_gb_s": 12.5, "read_gb_s": 12.5, "latency_s": 5e-5},
 }
 

@@ -150,3 +150,26 @@ def test_kv_bytes_survive_device_to_cpu_to_disk_to_device(shared_runner, tmp_pat
     assert result[0] == first  # the KV read back from disk gives the same greedy tokens
     changed = [b for b in saved if not torch.equal(saved[b][0], r.k_cache[:, b])]
     assert changed  # the restore really wrote device pages
+
+
+def test_the_simulated_runner_charges_each_tier_move_at_its_cost(tmp_path):
+    from harness.engine.cost_model import DEFAULT_TRANSFER, CostModel
+
+    cost = CostModel.load()
+    page = 16384
+    disk = {**DEFAULT_TRANSFER["disk"], **cost.transfer.get("disk", {})}
+    want = 10 * (disk["latency_s"] + page / (disk["read_gb_s"] * 1e9))
+    assert cost.transfer_seconds({("disk", "out"): 10}, page) == pytest.approx(want)
+    # A model whose steps cost nothing: the modelled time is the moves' time alone.
+    free = CostModel(0.0, 0.0, 0.0, 0.0, transfer={"cpu": {"latency_s": 1e-3}})
+    free.save(str(tmp_path / "cost.json"))
+    e = LLMEngine(
+        sim(num_gpu_blocks=12, cpu_offload_blocks=64, cost_model=str(tmp_path / "cost.json"))
+    )
+    a = prompt(0, 100)
+    drain_one(e, "a", a)
+    _push_out(e)
+    drain_one(e, "again", a + [7])
+    moved = e.tiers.blocks_moved
+    assert moved["cpu", "out"] == 6 and moved["cpu", "in"] > 6
+    assert e.runner.sim_time_s == pytest.approx(free.transfer_seconds(moved, e.runner.page_bytes))
