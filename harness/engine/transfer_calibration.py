@@ -51,15 +51,30 @@ def _cost(write: dict[str, float], read: dict[str, float]) -> dict[str, float]:
     }
 
 
+def _copies(
+    k_cache: torch.Tensor, n: int, sync: Callable[[], object]
+) -> tuple[Callable[[], object], Callable[[], object]]:
+    """n pages device-to-host, and host-to-device."""
+    host = k_cache[:, :n].to("cpu", copy=True)
+
+    def out() -> object:
+        return k_cache[:, :n].to("cpu", copy=True), sync()
+
+    def back() -> object:
+        return k_cache[:, :n].copy_(host), sync()
+
+    return out, back
+
+
 def cpu_cost(k_cache: torch.Tensor, pages: tuple[int, ...] = PAGES) -> dict[str, float]:
     """Device <-> host copies of KV pages (a CPU device: a host memcpy)."""
     page_bytes = k_cache[:, 0].numel() * k_cache.element_size()
     sync = torch.cuda.synchronize if k_cache.is_cuda else (lambda: None)
     outs, backs = [], []
     for n in pages:
-        host = k_cache[:, :n].to("cpu", copy=True)
-        outs.append(_fastest_s(lambda n=n: (k_cache[:, :n].to("cpu", copy=True), sync())))
-        backs.append(_fastest_s(lambda n=n, h=host: (k_cache[:, :n].copy_(h), sync())))
+        out, back = _copies(k_cache, n, sync)
+        outs.append(_fastest_s(out))
+        backs.append(_fastest_s(back))
     sizes = [n * page_bytes for n in pages]
     return _cost(_fit(sizes, outs), _fit(sizes, backs))
 

@@ -16,9 +16,9 @@ import torch
 from harness.engine.engine import LLMEngine
 from harness.errors import EngineError
 from harness.prometheus import metric_total
+from harness.servers import child_env
 from harness.serving.kv_store import BackgroundStore
 from harness.serving.server import BackgroundServer
-from harness.servers import child_env
 from tests.engine.conftest import drain, greedy, prompt, sim, tiny
 
 TIERS = ("device", "cpu", "disk", "remote")
@@ -108,7 +108,7 @@ def test_metrics_and_usage_split_hits_by_tier(tmp_path):
     with BackgroundServer(config) as server:
         details = []
         a = prompt(0, 100)
-        for i, tokens in enumerate([a, *(prompt(50 + j, 150) for j in range(3)), a + [7]]):
+        for tokens in [a, *(prompt(50 + j, 150) for j in range(3)), a + [7]]:
             body = {
                 "model": config.served_model_name,
                 "prompt": tokens,
