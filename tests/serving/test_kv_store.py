@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
@@ -142,3 +143,29 @@ def test_metrics_and_usage_split_hits_by_tier(tmp_path):
     assert metric_total(
         text, "harness:kv_tier_bytes_moved_total", tier="disk", direction="out"
     ) == (6 * config.model.kv_bytes_per_page("float32", 16))
+
+
+@pytest.mark.slow
+def test_a_run_with_kv_store_local_starts_one_store_for_its_served_replicas(tmp_path):
+    from harness.cli import main
+
+    out = tmp_path / "run"
+    sets = [
+        "workload.sessions=4",
+        "load.concurrency=4",
+        "load.max_requests=40",
+        "target.engine.mode=http",
+        "target.engine.replicas=2",
+        "target.routing=round_robin",
+        "target.engine.options.runner=simulated",
+        "target.engine.options.sim_time_scale=0",
+        "target.engine.options.kv_store=local",
+    ]
+    quickstart = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+    argv = ["run", str(quickstart), "-o", str(out), "--quiet"]
+    assert main(argv + sum((["--set", s] for s in sets), [])) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    tiers = summary["cache"]["tiers"]
+    assert tiers["tokens"]["remote"] > 0  # round robin: turns found their prefix in the store
+    assert tiers["server"]["tokens"] == tiers["tokens"]  # /metrics agrees with the records
+    assert "kv store on http://127.0.0.1:" in (out / "servers" / "kv-store.log").read_text()
