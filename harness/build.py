@@ -30,6 +30,15 @@ METRIC_NAMES = {  # manifest key -> vLLM's Prometheus counter
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",
     "num_preemptions": "vllm:num_preemptions_total",
 }
+CACHED_BY_SOURCE = "vllm:prompt_tokens_cached_by_source_total"
+# Our tiers by vLLM's `source` label values (its CacheHitSource); the reference engine exports
+# the same family (harness/serving/metrics.py).
+TIER_SOURCES = {
+    "device": ("device",),
+    "cpu": ("host",),
+    "disk": ("disk",),
+    "remote": ("p2p", "external_unspecified"),
+}
 ENGINE_STATS = (
     "prefix_cache_queries",
     "prefix_cache_hits",
@@ -93,6 +102,37 @@ async def open_target(
     scenario: Scenario, run_dir: Path, trace: Trace, config: ReplayConfig
 ) -> AsyncIterator[tuple[Target, Scrape]]:
     """The target and its /metrics scrape; servers started here are stopped on the way out."""
+    async with (
+        _local_kv_store(scenario, run_dir) as resolved,
+        _open_target(resolved, run_dir, trace, config) as opened,
+    ):
+        yield opened
+
+
+@contextlib.asynccontextmanager
+async def _local_kv_store(scenario: Scenario, run_dir: Path) -> AsyncIterator[Scenario]:
+    """`kv_store: local`: a `harness kv-store` process for this run, its URL in the options."""
+    t = scenario.target
+    if t.kind != "engine" or t.engine.options.get("kv_store") != "local":
+        yield scenario
+        return
+    from harness.scenario import set_path, validate
+    from harness.servers import LocalKVStore
+
+    store = LocalKVStore(log_dir=run_dir / "servers")
+    await asyncio.to_thread(store.start)
+    try:
+        doc = scenario.to_dict()
+        set_path(doc, "target.engine.options.kv_store", store.url)
+        yield validate(doc, source="<kv store>")
+    finally:
+        await asyncio.to_thread(store.stop)
+
+
+@contextlib.asynccontextmanager
+async def _open_target(
+    scenario: Scenario, run_dir: Path, trace: Trace, config: ReplayConfig
+) -> AsyncIterator[tuple[Target, Scrape]]:
     t = scenario.target
     if t.kind == "engine" and t.engine.mode == "inprocess":
         yield _inprocess_target(scenario)
@@ -142,6 +182,9 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
                     else dict.fromkeys(ENGINE_STATS, 0)
                 ),
                 "cache_block_size": e.config.block_size,
+                "cached_by_source": (
+                    _engine_tier_hits(e.stats()) if e.started else dict.fromkeys(TIER_SOURCES, 0)
+                ),
             }
             for e in target.engines
         ]
@@ -165,6 +208,7 @@ def http_target_config(
         min_tokens=t.send_min_tokens,
         ignore_eos=t.send_ignore_eos,
         continuous_usage=t.continuous_usage,
+        cache_details=t.cache_details,
         session_id_field=t.session_id_field,
         timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),
@@ -233,5 +277,23 @@ async def scrape_metrics(base_url: str) -> dict | None:
     except (aiohttp.ClientError, TimeoutError):
         return None
     counters = {k: metric_total(text, n) for k, n in METRIC_NAMES.items()}
-    # analysis.granularity reads cache_block_size; analysis.speculation the spec-decode figures
-    return {**counters, "cache_block_size": cache_block_size(text), **spec_decode(text)}
+    by_source = None
+    if CACHED_BY_SOURCE in text:  # vLLM's and the reference engine's hits by tier
+        by_source = {
+            tier: sum(metric_total(text, CACHED_BY_SOURCE, source=s) for s in sources)
+            for tier, sources in TIER_SOURCES.items()
+        }
+    # analysis.granularity reads cache_block_size; analysis.cache_tiers cached_by_source;
+    # analysis.speculation the spec-decode figures
+    return {
+        **counters,
+        "cache_block_size": cache_block_size(text),
+        "cached_by_source": by_source,
+        **spec_decode(text),
+    }
+
+
+def _engine_tier_hits(stats) -> dict[str, int]:
+    """An in-process engine's hit tokens by tier, as its /metrics would export them."""
+    tiers = {t: stats.tiers.get(t, {}).get("hit_tokens", 0) for t in ("cpu", "disk", "remote")}
+    return {"device": stats.prefix_cache_hits - sum(tiers.values()), **tiers}

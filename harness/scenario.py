@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -130,6 +131,11 @@ class TargetConfig(Sending):
         False,
         description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)",
     )
+    cache_details: bool = Field(
+        False,
+        description="send SGLang's return_cached_tokens_details: cached tokens by tier "
+        "(sglext.cached_tokens_details) in each record",
+    )
     session_id_field: str | None = Field(
         None,
         description="also send the session id in the request body under NAME (X-Session-ID is "
@@ -179,7 +185,26 @@ class TargetConfig(Sending):
 
 class SweepAxis(Strict):
     param: str  # dotted scenario field, e.g. load.concurrency or target.engine.options.max_num_seqs
-    values: tuple[Any, ...] = Field(min_length=1)
+    values: tuple[Any, ...] = Field(min_length=1)  # a mapping value is merged into a mapping field
+    labels: tuple[str, ...] | None = Field(
+        None, description="the points' names (their folders), one per value; default param=value"
+    )
+
+    @model_validator(mode="after")
+    def _labels(self) -> SweepAxis:
+        if self.labels is not None and len(self.labels) != len(self.values):
+            raise ValueError(f"{len(self.labels)} labels for {len(self.values)} values")
+        if self.labels is not None and any(not re.fullmatch(r"[\w.+=-]+", x) for x in self.labels):
+            raise ValueError("labels are folder names: letters, digits, '_', '.', '+', '=', '-'")
+        return self
+
+    def point(self, doc: dict, i: int) -> str:
+        """Set value i in `doc`; the point's label."""
+        value, current = self.values[i], _get_path(doc, self.param)
+        if isinstance(value, dict) and isinstance(current, dict):
+            value = {**current, **value}
+        set_path(doc, self.param, value)
+        return self.labels[i] if self.labels else f"{self.param.rsplit('.', 1)[-1]}={value}"
 
 
 class Execution(Strict):
@@ -214,12 +239,9 @@ class Scenario(Strict):
         base = self.to_dict()
         base["sweep"] = []
         out = []
-        for combo in itertools.product(*(axis.values for axis in self.sweep)):
+        for combo in itertools.product(*(range(len(axis.values)) for axis in self.sweep)):
             doc = copy.deepcopy(base)
-            labels = []
-            for axis, value in zip(self.sweep, combo, strict=True):
-                set_path(doc, axis.param, value)
-                labels.append(f"{axis.param.rsplit('.', 1)[-1]}={value}")
+            labels = [axis.point(doc, i) for axis, i in zip(self.sweep, combo, strict=True)]
             out.append(("-".join(labels), validate(doc, source="<sweep point>")))
         return out
 
@@ -266,6 +288,13 @@ def parse_set(item: str) -> tuple[str, Any]:
 
 def set_path(doc: dict, dotted: str, value: Any) -> None:
     yamlconf.set_path(doc, dotted, value, ScenarioError)
+
+
+def _get_path(doc: dict, dotted: str) -> Any:
+    node: Any = doc
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def validate(

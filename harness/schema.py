@@ -43,6 +43,10 @@ class Record(TypedDict):
     prompt_tokens: int | None  # as the server reported; null if not reported
     completion_tokens: int | None
     cached_tokens: int | None
+    cached_tokens_device: int | None  # cached_tokens by the tier it came from, where the server
+    cached_tokens_cpu: int | None  # says (the reference engine; SGLang's cached_tokens_details)
+    cached_tokens_disk: int | None
+    cached_tokens_remote: int | None
     status: str  # a STATUSES value
     error: ErrorInfo | None
     phase: str  # a PHASES value

@@ -21,6 +21,7 @@ from harness.errors import EngineError
 from harness.serving.commands import engine_flags
 
 _READY = re.compile(r"serving on (http://\S+)")
+_STORE_READY = re.compile(r"kv store on (http://\S+)")
 
 
 def child_env() -> dict[str, str]:
@@ -59,6 +60,8 @@ class LocalServers:
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
         self.urls: list[str] = []
+        self.ready_pattern = _READY
+        self.log_name = "server-{i}.log"
 
     def __enter__(self) -> LocalServers:
         try:
@@ -74,7 +77,7 @@ class LocalServers:
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for i in range(self.replicas):
-            log = self.log_dir / f"server-{i}.log"
+            log = self.log_dir / self.log_name.format(i=i)
             self.logs.append(log)
             with log.open(
                 "w"
@@ -97,7 +100,7 @@ class LocalServers:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             text = log.read_text(errors="replace")
-            match = _READY.search(text)
+            match = self.ready_pattern.search(text)
             if match:
                 return match.group(1)
             if proc.poll() is not None:
@@ -122,3 +125,18 @@ class LocalServers:
                 proc.kill()
                 proc.wait()
         self.procs = []
+
+
+class LocalKVStore(LocalServers):
+    """One `harness kv-store` process for a run whose replicas share a store (`kv_store: local`)."""
+
+    def __init__(self, *, log_dir: Path, capacity_blocks: int = 1_048_576) -> None:
+        super().__init__({}, 1, log_dir=log_dir)
+        self.argv = [sys.executable, "-P", "-m", "harness", "kv-store", "--port", "0"]
+        self.argv += ["--capacity-blocks", str(capacity_blocks)]
+        self.ready_pattern = _STORE_READY
+        self.log_name = "kv-store.log"
+
+    @property
+    def url(self) -> str:
+        return self.urls[0]

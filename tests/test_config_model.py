@@ -157,6 +157,7 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "send_min_tokens": False,
             "send_ignore_eos": False,
             "continuous_usage": True,
+            "cache_details": True,
             "session_id_field": "sid",
             "max_connections": 7,
             "preflight": False,

@@ -97,6 +97,22 @@ def test_open_loop_needs_rate_and_one_workload_source(tmp_path, profile):
         )
 
 
+def test_a_sweep_of_mappings_merges_each_into_the_field_under_its_label(tmp_path, profile):
+    text = BASE.format(profile=profile.name) + (
+        "target:\n  engine:\n    options: {runner: simulated, num_gpu_blocks: 64}\n"
+        "sweep:\n  - param: target.engine.options\n    labels: [device, cpu]\n"
+        "    values: [{}, {cpu_offload_blocks: 32}]\n"
+    )
+    points = load_scenario(write(tmp_path, text)).points()
+    assert [label for label, _ in points] == ["device", "cpu"]
+    assert points[0][1].target.engine.options == {"runner": "simulated", "num_gpu_blocks": 64}
+    assert points[1][1].target.engine.options["cpu_offload_blocks"] == 32
+    assert points[1][1].target.engine.options["num_gpu_blocks"] == 64
+    bad = text.replace("labels: [device, cpu]", "labels: [device]")
+    with pytest.raises(ScenarioError, match="1 labels for 2 values"):
+        load_scenario(write(tmp_path, bad, "bad.yaml"))
+
+
 def test_sweep_points_and_resolved_round_trip(tmp_path, profile):
     text = BASE.format(profile=profile.name) + (
         "sweep:\n  - param: load.concurrency\n    values: [1, 2]\n"

@@ -17,6 +17,7 @@ import yaml
 
 from harness.analysis import (
     cache,
+    cache_tiers,
     context_limit,
     histograms,
     metrics,
@@ -129,6 +130,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "ideal": _ideal_info(ideal),
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
+            "tiers": cache_tiers.tier_split(ok, run.manifest),
             **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
         },
         "server_cache": server_cache(run.manifest),

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.driver.target import Done, Failure, RequestSpec, Sink, Usage
 from harness.engine.config import EngineConfig
+from harness.engine.kv_tiers import TIERS as CACHE_TIERS
 from harness.errors import ChatTemplateError, EngineError
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
 from harness.serving.chat_template import chat_prompt_ids
@@ -104,7 +105,10 @@ class EngineTarget:
                     reason = f"Engine{out.finish_reason.title()}"
                     sink.event(Failure(now, "error", reason, out.error or out.finish_reason))
                     return
-                sink.event(Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens))
+                tiers = {t: getattr(out, f"cached_tokens_{t}") for t in CACHE_TIERS}
+                sink.event(
+                    Usage(out.prompt_tokens, out.completion_tokens, out.cached_tokens, tiers)
+                )
                 sink.event(Done(now))
                 return
 

@@ -19,7 +19,8 @@ def output_length(req: RequestSpec) -> int:
 
 
 def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
-    """vLLM's and SGLang's forced length (`min_tokens`, `ignore_eos`), the session id field."""
+    """vLLM's and SGLang's forced length (`min_tokens`, `ignore_eos`), the session id field,
+    SGLang's cached tokens by tier."""
     body: dict = {}
     if c.min_tokens:
         body["min_tokens"] = n
@@ -27,6 +28,8 @@ def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
         body["ignore_eos"] = True
     if c.session_id_field:
         body[c.session_id_field] = req.sticky_key
+    if c.cache_details:
+        body["return_cached_tokens_details"] = True
     return body
 
 

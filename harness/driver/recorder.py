@@ -57,6 +57,9 @@ class RecordSink:
                 ev.completion_tokens,
                 ev.cached_tokens,
             )
+            if ev.cached_tiers is not None:
+                for tier, tokens in ev.cached_tiers.items():
+                    rec[f"cached_tokens_{tier}"] = tokens  # type: ignore[literal-required]
         elif isinstance(ev, Done):
             rec["status"], rec["t_done"] = "ok", round(ev.t - self.t0, 6)
         elif isinstance(ev, Failure):

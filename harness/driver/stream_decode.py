@@ -30,13 +30,23 @@ class StreamDecoder:
     usage, an error, another shape, an escape in the text) is parsed in full.
     """
 
-    __slots__ = ("started", "failure", "done", "usage", "_completion", "_texts", "_template")
+    __slots__ = (
+        "started",
+        "failure",
+        "done",
+        "usage",
+        "sglext",
+        "_completion",
+        "_texts",
+        "_template",
+    )
 
     def __init__(self, keep_text: bool = False, template: bool = True) -> None:
         self.started = False  # an output chunk has been seen
         self.failure: Failure | None = None
         self.done = False
         self.usage: dict | None = None
+        self.sglext: dict | None = None  # SGLang's extension chunk (cached tokens by tier)
         self._completion = 0  # cumulative completion tokens (continuous usage stats)
         self._texts: list[str] | None = [] if keep_text else None
         self._template = _Template(3 if template else 0)
@@ -102,6 +112,8 @@ class StreamDecoder:
         choices = obj.get("choices")
         text = _choice_text(choices[0]) if choices else ""
         tokens = 1 if text or (choices and _held_back(choices[0])) else 0
+        if obj.get("sglext"):
+            self.sglext = obj["sglext"]
         usage = obj.get("usage")
         if usage:
             self.usage = usage
@@ -126,6 +138,7 @@ class StreamDecoder:
                     self.usage.get("prompt_tokens"),
                     self.usage.get("completion_tokens"),
                     details.get("cached_tokens"),
+                    cached_tiers(details, self.sglext),
                 )
             )
         if not self.done:
@@ -142,6 +155,35 @@ class StreamDecoder:
         else:
             out.append(Done(t))
         return out
+
+
+TIERS = ("device", "cpu", "disk", "remote")
+_SGLANG_DISK_BACKENDS = ("file",)  # SGLang's HiCacheFile: local files; other L3 backends are remote
+
+
+def cached_tiers(details: dict, sglext: dict | None) -> dict[str, int] | None:
+    """Cached tokens by tier: the reference engine's `cached_tokens_<tier>` fields, else SGLang's
+    `cached_tokens_details` (device, host, storage with its backend; in `sglext`, or beside
+    cached_tokens); None when the server gives no split (vLLM splits only in /metrics)."""
+    ours = {t: details.get(f"cached_tokens_{t}") for t in TIERS}
+    if any(type(v) is int for v in ours.values()):
+        return {t: _count_of(v) for t, v in ours.items()}
+    sg = (sglext or {}).get("cached_tokens_details") or details.get("cached_tokens_details")
+    if not isinstance(sg, dict):
+        return None
+    counts = {k: _count_of(sg.get(k)) for k in ("device", "host", "storage")}
+    disk = sg.get("storage_backend") in _SGLANG_DISK_BACKENDS
+    storage = counts["storage"]
+    return {
+        "device": counts["device"],
+        "cpu": counts["host"],
+        "disk": storage if disk else 0,
+        "remote": 0 if disk else storage,
+    }
+
+
+def _count_of(value: object) -> int:
+    return value if type(value) is int else 0
 
 
 def _parse(payload: bytes) -> object:

@@ -73,6 +73,8 @@ class Usage:
     prompt_tokens: int | None
     completion_tokens: int | None
     cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens; None if absent
+    # ... split by tier ("device", "cpu", "disk", "remote"), where the server says; else None
+    cached_tiers: dict[str, int] | None = None
 
 
 @dataclass(slots=True)

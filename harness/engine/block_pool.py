@@ -10,17 +10,18 @@ Semantics follow vLLM's KVCacheManager / FreeKVCacheBlockQueue and its hybrid al
 - Sliding-window pages whose blocks fell out of a running request's window are given back at once
   (the next allocation). They keep their content only where a snapshot retains it: the retention
   policy picks the points whose window state outlives the request (see `retain_window`).
-- A hashed page evicted from the device goes to the CPU tier when one is configured.
+- A hashed page evicted from the device goes to the tiers below it (CPU, then disk) when
+  configured, and every full block to the shared store when there is one (`kv_tiers`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from harness.engine.config import FULL, SLIDING
 from harness.engine.cpu_tier import CpuTier
+from harness.engine.kv_tiers import KVTiers
 from harness.engine.prefix_lookup import (
     ROOT_HASH,
     PrefixHit,
@@ -34,13 +35,6 @@ from harness.engine.sequence import NULL_BLOCK, Frontier, Request
 from harness.errors import EngineError
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
-
-
-class KVMover(Protocol):
-    """The runner's copy of one page's KV out of / into the device cache."""
-
-    def save_block(self, block_id: int) -> Any: ...
-    def load_block(self, block_id: int, payload: Any) -> None: ...
 
 
 @dataclass(slots=True)
@@ -67,8 +61,7 @@ class BlockPool:
         block_size: int,
         *,
         enable_caching: bool = True,
-        cpu_tier: CpuTier | None = None,
-        mover: KVMover | None = None,
+        tiers: KVTiers | None = None,
         kinds: tuple[str, ...] = (FULL,),
         sliding_window: int = 0,
         retention: str = "interval+selective",
@@ -83,14 +76,17 @@ class BlockPool:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.cached: dict[tuple[int, bytes, bytes], int] = {}  # (group, parent, tokens) -> page
-        self.cpu_tier = cpu_tier
-        self.mover = mover
+        self.tiers = tiers
         self.retained: set[bytes] = set()  # block hashes whose sliding pages outlive their holders
         self.in_use = Counter({FULL: 0, SLIDING: 0})  # pages held by requests, by kind
         self.peak_in_use = Counter({FULL: 0, SLIDING: 0})
         self.num_snapshots = 0  # window states retained so far
         self.num_evictions = 0
         self.num_frees = 0  # free() calls: the only event that can give a blocked request room
+
+    @property
+    def cpu_tier(self) -> CpuTier | None:
+        return self.tiers.cpu if self.tiers is not None else None
 
     @property
     def num_blocks(self) -> int:
@@ -137,18 +133,18 @@ class BlockPool:
             return False
         key, h = frontier
         return (
-            self.hybrid or key in self.cached or (self.cpu_tier is not None and h in self.cpu_tier)
+            self.hybrid or key in self.cached or (self.tiers is not None and self.tiers.contains(h))
         )
 
     def can_take(self, hit: PrefixHit, num_new_blocks: int) -> bool:
         """Room for the hit and `num_new_blocks` more blocks (in every group)."""
         # Touching a free hit page removes it from the free queue, so it no longer counts.
-        need = hit.num_cpu_blocks + num_new_blocks * len(self.kinds)
+        need = hit.num_restored_blocks + num_new_blocks * len(self.kinds)
         return need <= self.num_free - hit.num_free_device
 
     def take(self, req: Request, hit: PrefixHit) -> None:
-        """Give the request the hit's pages: share device ones, copy CPU-tier ones back."""
-        # Touch every device hit first so allocating for the CPU ones cannot evict them.
+        """Give the request the hit's pages: share device ones, copy tier ones back."""
+        # Touch every device hit first so allocating for the tier ones cannot evict them.
         for g, table in enumerate(hit.tables):
             self._touch([e for e in table if isinstance(e, int) and e != NULL_BLOCK], g)
         req.block_tables = [
@@ -166,10 +162,10 @@ class BlockPool:
         self._plan_snapshots(req, hit)
 
     def _restore(self, entry: tuple, g: int) -> int:
-        key, parent, tokens, payload = entry
+        key, parent, tokens, payload, tier = entry
         (page,) = self._allocate(1, g)
-        if self.mover is not None:
-            self.mover.load_block(page, payload)
+        if self.tiers is not None:
+            self.tiers.restore(tier, key, page, payload)
         self._register(self.blocks[page], block_hash(parent, tokens), parent, tokens)
         return page
 
@@ -248,6 +244,8 @@ class BlockPool:
                     and (g, parent, tokens) not in self.cached
                 ):
                     self._register(block, hashes[i], parent, tokens)
+                    if self.tiers is not None:
+                        self.tiers.write_through(tier_key(hashes[i], g), tokens, block.block_id)
         req.num_cached_blocks = max(req.num_cached_blocks, n_full)
         while req.snapshot_points and req.snapshot_points[0] <= n_full:
             self.retain_window(req, req.snapshot_points.pop(0))
@@ -298,9 +296,8 @@ class BlockPool:
 
     def _evict(self, block: Block) -> None:
         assert block.hash is not None and block.tokens is not None  # only hashed pages evict
-        if self.cpu_tier is not None and self.cpu_tier.capacity > 0:
-            payload = self.mover.save_block(block.block_id) if self.mover is not None else None
-            self.cpu_tier.put(tier_key(block.hash, block.group), block.tokens, payload)
+        if self.tiers is not None and self.tiers.local:
+            self.tiers.offload(tier_key(block.hash, block.group), block.tokens, block.block_id)
         elif self.kinds[block.group] == SLIDING:
             self.retained.discard(block.hash)
         self._unregister(block)

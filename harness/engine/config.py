@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, fields
 from functools import cached_property
 
@@ -127,6 +128,11 @@ class EngineConfig:
     long_prefill_token_threshold: int = 0  # 0 = off (no per-request cap)
     prefill_schedule_interval: int = 1  # admit prefill work only every N steps
     cpu_offload_blocks: int = 0  # CPU tier capacity in blocks; 0 = off
+    disk_offload_blocks: int = 0  # disk tier capacity in blocks; 0 = off
+    disk_offload_dir: str | None = None  # an existing folder the disk tier's files go under
+    kv_store: str | None = (
+        None  # http://HOST:PORT of a `harness kv-store`; "local": a run starts one
+    )
     runner: str = "torch"  # "torch" | "simulated"
     preset: str = "tiny"
     device: str = "auto"  # "auto" -> cuda if available else cpu
@@ -178,7 +184,12 @@ class EngineConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise _err(name, f"must be positive, got {value}")
-        for name in ("long_prefill_token_threshold", "cpu_offload_blocks", "seed"):
+        for name in (
+            "long_prefill_token_threshold",
+            "cpu_offload_blocks",
+            "disk_offload_blocks",
+            "seed",
+        ):
             if getattr(self, name) < 0:
                 raise _err(name, f"must be >= 0, got {getattr(self, name)}")
         gb = self.kv_cache_memory_gb
@@ -193,10 +204,21 @@ class EngineConfig:
                     "max_model_len",
                     f"{self.max_model_len} exceeds preset '{self.preset}' limit {limit}",
                 )
+        self._check_tiers()
         if self.total_blocks < 2:
             raise _err(
                 "num_gpu_blocks", f"the KV cache holds {self.total_blocks} blocks; need >= 2"
             )
+
+    def _check_tiers(self) -> None:
+        if self.disk_offload_blocks and self.disk_offload_dir is None:
+            raise _err("disk_offload_dir", "needed when disk_offload_blocks > 0")
+        d = self.disk_offload_dir
+        if self.disk_offload_blocks and d is not None and not os.path.isdir(d):
+            raise _err("disk_offload_dir", f"{d!r} is not a directory")
+        url = self.kv_store
+        if url is not None and url != "local" and not url.startswith("http://"):
+            raise _err("kv_store", f"{url!r} is not http://HOST:PORT (or 'local')")
 
     @property
     def model(self) -> ModelPreset:
@@ -239,6 +261,9 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "long_prefill_token_threshold": (int,),
     "prefill_schedule_interval": (int,),
     "cpu_offload_blocks": (int,),
+    "disk_offload_blocks": (int,),
+    "disk_offload_dir": (str, _NONE),
+    "kv_store": (str, _NONE),
     "runner": (str,),
     "preset": (str,),
     "device": (str,),

@@ -5,6 +5,11 @@
 `tokens` drives the linear layers, attended pairs drive attention (a chunk of n tokens over s
 cached ones attends n*s + n(n+1)/2 pairs), samples drive the LM head and sampling. The terms are
 fitted by non-negative least squares on timed torch-runner steps of varied shapes.
+
+KV moves between the device and its tiers add, per block, `latency_s + page_bytes / bandwidth`
+(`transfer`: per tier, write bandwidth into it, read bandwidth back; `transfer_calibration`
+measures the CPU copy and the disk on this machine; the remote store's default is documented in
+docs/engine.md).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import platform
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,6 +31,14 @@ from harness.engine.sequence import Request, SamplingParams
 from harness.errors import EngineError
 
 DEFAULT_PATH = "default_cost_model.json"
+# Per-block transfer costs when a cost model gives none. CPU and disk: measured by
+# `transfer_calibration` on the development machine (default_cost_model.json holds the figures);
+# remote: a store across a 100 Gb/s link, 12.5 GB/s, with 50 us per block of request overhead.
+DEFAULT_TRANSFER = {
+    "cpu": {"write_gb_s": 37.0, "read_gb_s": 41.8, "latency_s": 6.3e-6},
+    "disk": {"write_gb_s": 0.37, "read_gb_s": 0.84, "latency_s": 9.7e-5},
+    "remote": {"write_gb_s": 12.5, "read_gb_s": 12.5, "latency_s": 5e-5},
+}
 
 
 @dataclass(frozen=True)
@@ -52,10 +66,21 @@ class CostModel:
     per_attended_s: float
     per_sample_s: float
     meta: dict = field(default_factory=dict)  # device, preset, dtype, fit quality
+    # tier -> {"write_gb_s", "read_gb_s", "latency_s"}; a missing tier or key: DEFAULT_TRANSFER
+    transfer: dict = field(default_factory=dict)
 
     def step_seconds(self, shape: StepShape) -> float:
         coef = (self.fixed_s, self.per_token_s, self.per_attended_s, self.per_sample_s)
         return float(np.dot(coef, shape.features()))
+
+    def transfer_seconds(self, moves: Mapping[tuple[str, str], int], page_bytes: int) -> float:
+        """Seconds to move `moves` blocks of `page_bytes` ((tier, "in"|"out") -> blocks)."""
+        total = 0.0
+        for (tier, direction), blocks in moves.items():
+            cost = {**DEFAULT_TRANSFER[tier], **self.transfer.get(tier, {})}
+            gb_s = cost["write_gb_s" if direction == "in" else "read_gb_s"]
+            total += blocks * (cost["latency_s"] + page_bytes / (gb_s * 1e9))
+        return total
 
     @classmethod
     def load(cls, path: str | None = None) -> CostModel:
@@ -114,6 +139,13 @@ def _time_step(runner, chunks: list[ScheduledChunk], reps: int) -> float:
     return statistics.median(times)
 
 
+def _transfer(runner, config: EngineConfig) -> dict:
+    from harness.engine.transfer_calibration import cpu_cost, disk_cost
+
+    page = config.model.kv_bytes_per_page(config.dtype, config.block_size)
+    return {"cpu": cpu_cost(runner.k_cache), "disk": disk_cost(page, config.disk_offload_dir)}
+
+
 def calibrate(
     config: EngineConfig, out_path: str, *, max_context: int = 20_480, reps: int = 3
 ) -> dict:
@@ -153,6 +185,7 @@ def calibrate(
             "median_rel_error": float(np.median(rel)),
             "max_rel_error": float(rel.max()),
         },
+        transfer=_transfer(runner, config),
     )
     model.save(out_path)
     return asdict(model)

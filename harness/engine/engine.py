@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness.engine.block_pool import BlockPool
 from harness.engine.config import FULL, SLIDING, EngineConfig
-from harness.engine.cpu_tier import CpuTier
+from harness.engine.kv_tiers import KVTiers
 from harness.engine.scheduler import ScheduledChunk, Scheduler
 from harness.engine.sequence import Request, SamplingParams
+from harness.engine.tier_setup import make_tiers, tier_stats
 from harness.errors import EngineError
 
 
@@ -32,11 +33,13 @@ class RequestOutput:  # one per engine step that produced tokens for the request
     finish_reason: str | None  # "length" | "stop" | "abort" | "error"
     prompt_tokens: int
     completion_tokens: int
-    cached_tokens: int  # device + CPU tier, set at first admission (vLLM semantics)
-    cached_tokens_device: int
+    cached_tokens: int  # every tier, set at first admission (vLLM semantics)
+    cached_tokens_device: int  # ... split by the tier the KV came from
     cached_tokens_cpu: int
     first_scheduled_at: float | None  # perf_counter, for the server's own logs
     error: str | None = None
+    cached_tokens_disk: int = 0
+    cached_tokens_remote: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class EngineStats:
     kv_blocks_sliding_peak: int = 0
     kv_snapshot_blocks: int = 0  # free sliding-window pages kept by snapshots (reusable)
     kv_snapshots_total: int = 0  # window states retained so far
+    # Per tier below the device (kv_tiers.OFFLOAD_TIERS): hit tokens, blocks and bytes moved
+    # in and out, blocks resident, unreadable blocks, failed store calls (`tier_stats`).
+    tiers: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def make_runner(config: EngineConfig):
@@ -74,14 +80,13 @@ class LLMEngine:
     def __init__(self, config: EngineConfig, runner=None) -> None:
         self.config = config
         self.runner = runner if runner is not None else make_runner(config)
-        tier = CpuTier(config.cpu_offload_blocks) if config.cpu_offload_blocks else None
+        self.tiers: KVTiers | None = make_tiers(config, self.runner)
         model = config.model
         self.pool = BlockPool(
             config.total_blocks,
             config.block_size,
             enable_caching=config.enable_prefix_caching,
-            cpu_tier=tier,
-            mover=self.runner,
+            tiers=self.tiers,
             kinds=tuple(g.kind for g in model.kv_groups),
             sliding_window=model.sliding_window,
             retention=config.prefix_cache_retention,
@@ -183,8 +188,12 @@ class LLMEngine:
             if c.request.first_scheduled_at is None:
                 c.request.first_scheduled_at = now
                 self.prompt_tokens_total += c.request.num_prompt_tokens
+        if self.tiers is not None and self.runner.simulated:
+            self.runner.charge_transfers(self.tiers.drain_moves())
         sampled = self.runner.execute(chunks)
         outputs = [out for c in chunks if (out := self._update(c, sampled)) is not None]
+        if self.tiers is not None:
+            self.tiers.flush()  # this step's blocks to the shared store, in one request
         if self.config.debug_checks:
             self.scheduler.check_invariants()
         return outputs
@@ -221,10 +230,12 @@ class LLMEngine:
             prompt_tokens=req.num_prompt_tokens,
             completion_tokens=req.num_output_tokens,
             cached_tokens=req.cached_tokens,
-            cached_tokens_device=max(req.cached_tokens_device, 0),
+            cached_tokens_device=req.cached_tokens_device,
             cached_tokens_cpu=req.cached_tokens_cpu,
             first_scheduled_at=req.first_scheduled_at,
             error=error,
+            cached_tokens_disk=req.cached_in("disk"),
+            cached_tokens_remote=req.cached_in("remote"),
         )
 
     def fail_all(self, message: str) -> list[RequestOutput]:
@@ -252,6 +263,7 @@ class LLMEngine:
             generation_tokens_total=self.generation_tokens_total,
             num_steps=s.num_steps,
             requests_finished=self.requests_finished,
+            tiers=tier_stats(self.tiers, s.tier_hits),
             **self._kv_stats(),
         )
 

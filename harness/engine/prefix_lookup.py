@@ -12,6 +12,7 @@ coordinator: the full-attention hit bounds the sliding one, which scans back fro
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ def hash_blocks(req: Request, block_size: int, num_blocks: int) -> list[bytes]:
 
 
 def tier_key(h: bytes, group: int) -> bytes:
-    """The CPU tier's key of a group's block (group 0 keeps the bare hash)."""
+    """The tiers' key of a group's block (group 0 keeps the bare hash)."""
     return h if group == 0 else h + group.to_bytes(2, "little")
 
 
@@ -53,15 +54,21 @@ def window_start(num_tokens: int, window: int, block_size: int) -> int:
 
 @dataclass
 class PrefixHit:
-    """A cached prefix of `num_blocks` blocks: per KV group, device page ids (int) or CPU-tier
-    entries (key, parent, tokens, KV) for blocks [first, num_blocks), NULL_BLOCK before `first`."""
+    """A cached prefix of `num_blocks` blocks: per KV group, device page ids (int) or tier
+    entries (key, parent, tokens, KV, tier) for blocks [first, num_blocks), NULL_BLOCK before
+    `first`."""
 
     num_blocks: int = 0
-    tables: list[list[int | tuple[bytes, bytes, bytes, Any]]] = field(default_factory=list)
+    tables: list[list[int | tuple[bytes, bytes, bytes, Any, str]]] = field(default_factory=list)
     hashes: list[bytes] = field(default_factory=list)  # of blocks [0, num_blocks)
     num_full_blocks: int = 0  # what the full-attention groups alone hold (>= num_blocks)
-    num_cpu_blocks: int = 0
+    num_restored_blocks: int = 0  # tier entries in every group: device pages taking them needs
+    tier_blocks: Counter[str] = field(default_factory=Counter)  # first group's blocks by tier
     num_free_device: int = 0  # device hits now in the free queue (taking them uses free space)
+
+    @property
+    def num_cpu_blocks(self) -> int:
+        return self.tier_blocks["cpu"]
 
     @property
     def entries(self) -> list:
@@ -77,6 +84,7 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
     bs = pool.block_size
     n = (req.num_tokens - 1) // bs
     hashes = hash_blocks(req, bs, n)
+    _prefetch(pool, req, hashes, n)
     # Without reclaim, sliding groups keep every block and are looked up like full ones.
     kinds = pool.kinds if pool.reclaim_window else (FULL,) * len(pool.kinds)
     full = [g for g, kind in enumerate(kinds) if kind == FULL]
@@ -111,25 +119,43 @@ def _sliding_hit(
     return 0
 
 
+def _prefetch(pool: BlockPool, req: Request, hashes: list[bytes], n: int) -> None:
+    """Ask the shared store, once, for the blocks after those the device and local tiers hold
+    (every group's, at most a device's worth)."""
+    tiers = pool.tiers
+    if tiers is None or tiers.remote is None:
+        return
+    bs, k = pool.block_size, 0
+    while k < n and (
+        (0, hashes[k - 1] if k else ROOT_HASH, req.block_tokens(k, bs)) in pool.cached
+        or tiers.holds_locally(hashes[k])
+    ):
+        k += 1
+    groups = range(len(pool.kinds))
+    end = min(n, k + pool.num_blocks // len(pool.kinds))
+    tiers.prefetch([tier_key(hashes[i], g) for i in range(k, end) for g in groups])
+
+
 def _entry(pool: BlockPool, req: Request, g: int, i: int, hashes: list[bytes]):
-    """Group g's block i of the request: a device page id, a CPU-tier entry, or None."""
+    """Group g's block i of the request: a device page id, a tier entry, or None."""
     bs = pool.block_size
     parent = hashes[i - 1] if i else ROOT_HASH
     tokens = req.block_tokens(i, bs)
     page = pool.cached.get((g, parent, tokens))
     if page is not None:
         return page
-    if pool.cpu_tier is None:
+    if pool.tiers is None:
         return None
     key = tier_key(hashes[i], g)
-    cpu = pool.cpu_tier.get(key, tokens)
-    return None if cpu is None else (key, parent, tokens, cpu.payload)
+    found = pool.tiers.find(key, tokens)
+    return None if found is None else (key, parent, tokens, found[1], found[0])
 
 
 def _count(pool: BlockPool, hit: PrefixHit) -> None:
-    for table in hit.tables:
+    for g, table in enumerate(hit.tables):
         for e in table:
             if isinstance(e, tuple):
-                hit.num_cpu_blocks += 1
+                hit.num_restored_blocks += 1
+                hit.tier_blocks[e[4]] += g == 0
             elif e != NULL_BLOCK:
                 hit.num_free_device += pool.blocks[e].ref_cnt == 0

@@ -8,6 +8,7 @@ of the request's last token and position, so runs are repeatable and caching can
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from harness.engine.config import EngineConfig
 from harness.engine.cost_model import CostModel, StepShape
@@ -26,11 +27,14 @@ class SimRunner:
         self.vocab_size = config.model.vocab_size
         self.sim_time_s = 0.0  # modelled time of every step so far
         self.last_step_s = 0.0
+        self._transfer_s = 0.0  # KV tier moves charged to the next step
+        self.page_bytes = config.model.kv_bytes_per_page(config.dtype, config.block_size)
 
     def execute(self, chunks: list[ScheduledChunk]) -> dict[str, int]:
         if not chunks:
             return {}
-        seconds = self.cost.step_seconds(StepShape.of(chunks))
+        seconds = self.cost.step_seconds(StepShape.of(chunks)) + self._transfer_s
+        self._transfer_s = 0.0
         self.sim_time_s += seconds
         self.last_step_s = seconds
         if self.config.sim_time_scale > 0:
@@ -44,9 +48,21 @@ class SimRunner:
         ) % 2**32
         return _FIRST_ID + x % (self.vocab_size - _FIRST_ID)
 
-    # The CPU tier stores only hashes for the simulated runner: there is no KV to copy.
+    # The tiers store only hashes and token ids for the simulated runner: there is no KV to copy.
+    # What a copy would cost is charged instead (`charge_transfers`).
     def save_block(self, block_id: int) -> None:
         return None
 
     def load_block(self, block_id: int, payload: None) -> None:
         return None
+
+    def encode_block(self, payload: None) -> bytes:
+        return b""
+
+    def decode_block(self, data: bytes) -> None:
+        return None
+
+    def charge_transfers(self, moves: Mapping[tuple[str, str], int]) -> None:
+        """Blocks moved between the device and its tiers: their modelled seconds go into the next
+        step, at the cost model's per-tier bandwidth and latency."""
+        self._transfer_s += self.cost.transfer_seconds(moves, self.page_bytes)

@@ -154,7 +154,7 @@ class TorchRunner:
         use_greedy = torch.tensor([t == 0.0 for t in temperatures], device=logits.device)
         return torch.where(use_greedy, greedy, drawn).tolist()
 
-    # ---- KV mover for the CPU tier ------------------------------------------------------
+    # ---- KV mover for the tiers (CPU: host tensors; disk and store: their bytes) -----------
 
     def save_block(self, block_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k_cache[:, block_id].to("cpu", copy=True), self.v_cache[:, block_id].to(
@@ -165,3 +165,13 @@ class TorchRunner:
         k, v = payload
         self.k_cache[:, block_id].copy_(k)
         self.v_cache[:, block_id].copy_(v)
+
+    def encode_block(self, payload: tuple[torch.Tensor, torch.Tensor]) -> bytes:
+        """A page's K and V as raw bytes (any dtype, bfloat16 included: viewed as bytes)."""
+        kv = torch.stack(payload).contiguous()
+        return kv.view(-1).view(torch.uint8).numpy().tobytes()
+
+    def decode_block(self, data: bytes) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (2, *self.k_cache[:, 0].shape)
+        kv = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(self.dtype).view(shape)
+        return kv[0], kv[1]

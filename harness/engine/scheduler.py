@@ -9,11 +9,12 @@ keep their hashes, so re-admission usually hits them) and it returns to the head
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from harness.engine.block_pool import BlockPool
+from harness.engine.block_pool import BlockPool, PrefixHit
 from harness.engine.config import EngineConfig
+from harness.engine.kv_tiers import OFFLOAD_TIERS
 from harness.engine.sequence import Request, RequestStatus
 from harness.errors import EngineError
 
@@ -40,8 +41,12 @@ class Scheduler:
         self.num_steps = 0
         self.num_preemptions = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up at first admission
-        self.prefix_cache_hits = 0  # of which served from the device cache or the CPU tier
-        self.cpu_cache_hits = 0
+        self.prefix_cache_hits = 0  # of which served from the device cache or a tier below it
+        self.tier_hits: Counter[str] = Counter()  # hit tokens by tier (kv_tiers.TIERS)
+
+    @property
+    def cpu_cache_hits(self) -> int:
+        return self.tier_hits["cpu"]
 
     @property
     def has_work(self) -> bool:
@@ -140,7 +145,7 @@ class Scheduler:
             req.num_computed_tokens = num_hit
             self.pool.allocate_slots(req, n)
             if not req.admitted:
-                self._first_admission(req, num_hit, hit.num_cpu_blocks * bs)
+                self._first_admission(req, num_hit, hit)
             self.waiting.popleft()
             req.status = RequestStatus.RUNNING
             self.running.append(req)
@@ -170,13 +175,14 @@ class Scheduler:
         if self.pool.can_take(hit, -(-(len(hit.entries) * bs + n) // bs) - len(hit.entries)):
             raise EngineError(f"request {req.request_id} was skipped as blocked but fits")
 
-    def _first_admission(self, req: Request, num_hit: int, num_cpu: int) -> None:
+    def _first_admission(self, req: Request, num_hit: int, hit: PrefixHit) -> None:
         # vLLM semantics: cached_tokens is what the first admission found, never updated after.
-        req.cached_tokens_device = num_hit - num_cpu
-        req.cached_tokens_cpu = num_cpu
+        bs = self.pool.block_size
+        tiers = {tier: hit.tier_blocks[tier] * bs for tier in OFFLOAD_TIERS}
+        req.cached_tiers = {"device": num_hit - sum(tiers.values()), **tiers}
         self.prefix_cache_queries += req.num_prompt_tokens
         self.prefix_cache_hits += num_hit
-        self.cpu_cache_hits += num_cpu
+        self.tier_hits.update(req.cached_tiers)
 
     def check_invariants(self) -> None:
         self.pool.check_invariants([t for r in self.running for t in r.block_tables])

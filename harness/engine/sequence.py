@@ -61,8 +61,8 @@ class Request:
         # (the pool's free() count, the hit's frontier, hit tokens, chunk tokens).
         self.blocked: tuple[int, Frontier | None, int, int] | None = None
         self.status = RequestStatus.WAITING
-        self.cached_tokens_device = -1  # -1 until first admission (vLLM sets it once)
-        self.cached_tokens_cpu = 0
+        # Prompt tokens found cached at first admission, by tier (vLLM sets it once); None before.
+        self.cached_tiers: dict[str, int] | None = None
         self.first_scheduled_at: float | None = None
         self.num_preemptions = 0
         self.finish_reason: str | None = None
@@ -87,11 +87,22 @@ class Request:
 
     @property
     def cached_tokens(self) -> int:
-        return max(self.cached_tokens_device, 0) + self.cached_tokens_cpu
+        return sum(self.cached_tiers.values()) if self.cached_tiers else 0
+
+    def cached_in(self, tier: str) -> int:
+        return self.cached_tiers.get(tier, 0) if self.cached_tiers else 0
+
+    @property
+    def cached_tokens_device(self) -> int:
+        return self.cached_in("device")
+
+    @property
+    def cached_tokens_cpu(self) -> int:
+        return self.cached_in("cpu")
 
     @property
     def admitted(self) -> bool:
-        return self.cached_tokens_device >= 0
+        return self.cached_tiers is not None
 
     @property
     def is_prefill(self) -> bool:

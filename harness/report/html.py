@@ -144,6 +144,7 @@ def _sections(analyses: list[Analysis]) -> list[str]:
             _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
         ),
         _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
+        _tier_figure(analyses),
         "<h2>What load was held</h2>",
         _figure_html("Load held over time", load_held(analyses)),
         _window_note(analyses),
@@ -154,6 +155,12 @@ def _sections(analyses: list[Analysis]) -> list[str]:
         _details("The slowest tasks and their critical paths", task_tables(analyses), opened=True)
     )
     return out
+
+
+def _tier_figure(analyses: list[Analysis]) -> str:
+    from harness.report.plots.cache_tiers import cache_tiers, has_tiers
+
+    return _figure_html("Cache hits by tier", cache_tiers(analyses)) if has_tiers(analyses) else ""
 
 
 def _miss_note(analyses: list[Analysis]) -> str:

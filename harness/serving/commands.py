@@ -56,6 +56,19 @@ _VALUE_FLAGS = (
         "admit prefill work only every N steps (1)",
     ),
     ("--cpu-offload-blocks", "cpu_offload_blocks", int, "CPU-tier capacity in blocks; 0 = off (0)"),
+    (
+        "--disk-offload-blocks",
+        "disk_offload_blocks",
+        int,
+        "disk-tier capacity in blocks (evicted from the CPU tier); 0 = off (0)",
+    ),
+    ("--disk-offload-dir", "disk_offload_dir", str, "an existing folder for the disk tier's files"),
+    (
+        "--kv-store",
+        "kv_store",
+        str,
+        "URL of a `harness kv-store` shared by replicas (every full block goes there)",
+    ),
     ("--seed", "seed", int, "weights and sampling seed (0)"),
     ("--cost-model", "cost_model", str, "calibrated cost model file for --runner simulated"),
     (
@@ -96,13 +109,14 @@ _BOOL_FLAGS = (
 )
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}
+_SPECIAL_METAVARS = {"cost_model": "FILE", "disk_offload_dir": "DIR", "kv_store": "URL"}
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("reference engine (vLLM's flag names)")
     for flag, dest, kind, help_ in _VALUE_FLAGS:
         extra = ("--num-gpu-blocks",) if dest == "num_gpu_blocks" else ()
-        metavar = "FILE" if dest == "cost_model" else _METAVARS[kind]
+        metavar = _SPECIAL_METAVARS.get(dest, _METAVARS[kind])
         group.add_argument(
             flag, *extra, dest=dest, type=kind, default=None, metavar=metavar, help=help_
         )
@@ -188,8 +202,46 @@ def register(subparsers) -> None:
     )
     calibrate.add_argument("--device", default=None, help=f"{' | '.join(DEVICES)} | cuda:N (auto)")
     calibrate.add_argument("--dtype", choices=tuple(DTYPES), default=None, help="dtype (float32)")
+    calibrate.add_argument(
+        "--disk-offload-dir",
+        default=None,
+        metavar="DIR",
+        help="where to time the disk tier's block files (the system's temporary folder)",
+    )
     calibrate.add_argument("-o", "--output", required=True, help="cost model file to write (JSON)")
     calibrate.set_defaults(func=_calibrate)
+    _register_kv_store(subparsers)
+
+
+def _register_kv_store(subparsers) -> None:
+    store = subparsers.add_parser(
+        "kv-store",
+        help="serve a KV block store that `harness serve --kv-store URL` replicas share",
+        description="A content-addressed KV block store on loopback (as Mooncake Store or an "
+        "LMCache server): replicas put full blocks and fetch the prefixes they miss. Prints "
+        "'kv store on URL' once ready; SIGINT/SIGTERM stop it.",
+    )
+    store.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    store.add_argument("--port", type=int, default=8100, help="port; 0 = pick a free one (8100)")
+    store.add_argument(
+        "--capacity-blocks",
+        type=int,
+        default=1_048_576,
+        metavar="N",
+        help="blocks held (an LRU; 1,048,576)",
+    )
+    store.set_defaults(func=_kv_store)
+
+
+def _kv_store(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise EngineError(f"--port must be in 0..65535, got {args.port}")
+    if args.capacity_blocks < 1:
+        raise EngineError(f"--capacity-blocks must be >= 1, got {args.capacity_blocks}")
+    from harness.serving.kv_store import serve_store
+
+    serve_store(args.host, args.port, args.capacity_blocks, announce=_announce)
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -209,7 +261,8 @@ def _announce(line: str) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    chosen = {k: v for k in ("preset", "device", "dtype") if (v := getattr(args, k)) is not None}
+    names = ("preset", "device", "dtype", "disk_offload_dir")
+    chosen = {k: v for k in names if (v := getattr(args, k)) is not None}
     config = EngineConfig.from_dict(chosen)
     from harness.engine.cost_model import calibrate
 

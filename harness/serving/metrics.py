@@ -12,7 +12,7 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.serving.async_engine import EngineStats
+from harness.serving.async_engine import EngineStats, RequestOutput
 
 # vLLM's buckets for the same histograms
 TTFT_BUCKETS = (
@@ -90,18 +90,35 @@ class Histogram:
         return out
 
 
+TIERS = ("device", "cpu", "disk", "remote")  # engine.kv_tiers.TIERS
+# vLLM's `source` label of vllm:prompt_tokens_cached_by_source for each of our tiers (its
+# CacheHitSource: a remote store that is not another vLLM instance is "external_unspecified").
+VLLM_SOURCES = {
+    "device": "device",
+    "cpu": "host",
+    "disk": "disk",
+    "remote": "external_unspecified",
+}
+
+
 @dataclass
 class ServerMetrics:
     finished: Counter = field(default_factory=Counter)  # finish_reason -> requests
     cached_tokens_reported: int = 0
-    cached_tokens_cpu_reported: int = 0
+    cached_by_tier: Counter = field(default_factory=Counter)  # tier -> tokens reported
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
 
-    def request_done(self, finish_reason: str, cached: int, cached_cpu: int, e2e_s: float) -> None:
+    @property
+    def cached_tokens_cpu_reported(self) -> int:
+        return self.cached_by_tier["cpu"]
+
+    def request_done(self, finish_reason: str, out: RequestOutput | None, e2e_s: float) -> None:
         self.finished[finish_reason] += 1
-        self.cached_tokens_reported += cached
-        self.cached_tokens_cpu_reported += cached_cpu
+        if out is not None:
+            self.cached_tokens_reported += out.cached_tokens
+            for tier in TIERS:
+                self.cached_by_tier[tier] += getattr(out, f"cached_tokens_{tier}")
         self.e2e.observe(e2e_s)
 
 
@@ -218,6 +235,7 @@ def render(
         "Sum of usage.prompt_tokens_details.cached_tokens over finished requests.",
         [f"harness:cached_tokens_reported_total{{{labels}}} {server.cached_tokens_reported}"],
     )
+    lines.extend(tier_lines(stats, server, labels))
     family(
         "vllm:time_to_first_token_seconds",
         "histogram",
@@ -244,3 +262,52 @@ def _info_labels(identity: dict) -> str:
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+_TIER_COUNTERS = (  # (name, EngineStats.tiers key, help); labelled by tier (and direction)
+    (
+        "harness:kv_tier_blocks_moved_total",
+        "blocks",
+        "KV blocks moved into a tier (in) or back to the device (out).",
+    ),
+    (
+        "harness:kv_tier_bytes_moved_total",
+        "bytes",
+        "KV bytes moved into a tier (in) or back to the device (out).",
+    ),
+)
+
+
+def tier_lines(stats: EngineStats, server: ServerMetrics, labels: str) -> list[str]:
+    """Per tier: hit tokens (vLLM's by-source family and ours), blocks and bytes moved, resident
+    blocks, unreadable blocks and failed store calls."""
+    offload = stats.tiers
+    hits = {t: offload[t]["hit_tokens"] for t in offload}
+    hits["device"] = stats.prefix_cache_hits - sum(hits.values())
+    name = "vllm:prompt_tokens_cached_by_source_total"
+    out = [
+        f"# HELP {name} Prefix-cache hit tokens by the tier that supplied them.",
+        f"# TYPE {name} counter",
+    ]
+    out += [f'{name}{{{labels},source="{VLLM_SOURCES[t]}"}} {hits.get(t, 0)}' for t in TIERS]
+    name = "harness:cached_tokens_reported_by_tier_total"
+    out += [
+        f"# HELP {name} Sum of the per-request cached tokens reported, by tier.",
+        f"# TYPE {name} counter",
+    ]
+    out += [f'{name}{{{labels},tier="{t}"}} {server.cached_by_tier[t]}' for t in TIERS]
+    for name, key, help_ in _TIER_COUNTERS:
+        out += [f"# HELP {name} {help_}", f"# TYPE {name} counter"]
+        out += [
+            f'{name}{{{labels},tier="{t}",direction="{d}"}} {c[f"{key}_{d}"]}'
+            for t, c in offload.items()
+            for d in ("in", "out")
+        ]
+    for name, key, kind in (
+        ("harness:kv_tier_blocks", "resident_blocks", "gauge"),
+        ("harness:kv_tier_corrupt_blocks_total", "corrupt", "counter"),
+        ("harness:kv_tier_errors_total", "errors", "counter"),
+    ):
+        out += [f"# HELP {name} KV tiers: {key.replace('_', ' ')}.", f"# TYPE {name} {kind}"]
+        out += [f'{name}{{{labels},tier="{t}"}} {c[key]}' for t, c in offload.items()]
+    return out

@@ -74,6 +74,8 @@ class ApiRequest:
     include_usage: bool  # stream_options.include_usage: a final chunk with usage
     continuous_usage: bool  # stream_options.continuous_usage_stats (vLLM): usage on every chunk
     return_token_ids: bool  # vLLM's extension: the prompt's and the output's ids in the response
+    # SGLang's extension: `sglext.cached_tokens_details`, cached tokens by tier
+    return_cached_tokens_details: bool = False
     stop: tuple[str, ...] = ()  # stop strings: the text ends before the first one found
 
 
@@ -173,6 +175,7 @@ def _request(body: dict, model: ServedModel, prompt_ids: list[int], *, chat: boo
             options, "continuous_usage_stats", False, "stream_options.continuous_usage_stats"
         ),
         return_token_ids=_bool(body, "return_token_ids", False),
+        return_cached_tokens_details=_bool(body, "return_cached_tokens_details", False),
         stop=_stop_strings(body),
     )
 

@@ -43,9 +43,16 @@ class ResponseBuilder:
     """Engine outputs -> OpenAI response bodies and stream chunks, for one request."""
 
     def __init__(
-        self, request_id: str, api: ApiRequest, model_name: str, tokenizer: Tokenizer
+        self,
+        request_id: str,
+        api: ApiRequest,
+        model_name: str,
+        tokenizer: Tokenizer,
+        *,
+        storage_backend: str | None = None,
     ) -> None:
         self.request_id, self.api, self.model = request_id, api, model_name
+        self.storage_backend = storage_backend  # SGLang's name of its L3 tier; None: no such tier
         self.created = int(time.time())
         self._decoder = tokenizer.decode_stream()
         self._stop_ids = {*tokenizer.stop_token_ids, *api.params.stop_token_ids}
@@ -94,10 +101,24 @@ class ResponseBuilder:
             "total_tokens": out.prompt_tokens + out.completion_tokens,
             "prompt_tokens_details": {
                 "cached_tokens": out.cached_tokens,
-                "cached_tokens_device": out.cached_tokens_device,  # our extensions
+                "cached_tokens_device": out.cached_tokens_device,  # our extensions, by tier
                 "cached_tokens_cpu": out.cached_tokens_cpu,
+                "cached_tokens_disk": out.cached_tokens_disk,
+                "cached_tokens_remote": out.cached_tokens_remote,
             },
         }
+
+    def sglext(self, out: RequestOutput) -> dict:
+        """SGLang's form of the split (its `CachedTokensDetails`): device, host and, where an L3
+        tier exists, storage (here disk and the shared store together) and its backend's name."""
+        details: dict[str, Any] = {
+            "device": out.cached_tokens_device,
+            "host": out.cached_tokens_cpu,
+        }
+        if self.storage_backend is not None:
+            details["storage"] = out.cached_tokens_disk + out.cached_tokens_remote
+            details["storage_backend"] = self.storage_backend
+        return {"cached_tokens_details": details}
 
     def response(self) -> dict:
         text = self._text.text
@@ -113,6 +134,8 @@ class ResponseBuilder:
             body["prompt_token_ids"] = list(self.api.prompt_ids)
         assert self.last is not None  # the caller has taken the request's outputs first
         body["usage"] = self.usage(self.last)
+        if self.api.return_cached_tokens_details:
+            body["sglext"] = self.sglext(self.last)
         return body
 
     def opening_chunks(self) -> list[dict]:
@@ -128,6 +151,8 @@ class ResponseBuilder:
         chunks = [self._chunk(delta, self.finish_reason, out)]
         if self.api.return_token_ids:
             chunks[0]["choices"][0]["token_ids"] = list(out.new_token_ids)
+        if self.done and self.api.return_cached_tokens_details:  # as SGLang: its own chunk
+            chunks.append(self._envelope(self._chunk_object, []) | {"sglext": self.sglext(out)})
         if self.done and self.api.include_usage:
             chunks.append(self._envelope(self._chunk_object, []) | {"usage": self.usage(out)})
         return chunks

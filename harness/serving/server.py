@@ -5,8 +5,9 @@
     GET  /v1/models  /health  /metrics  /version
 
 Streaming is Server-Sent Events (`data: {...}` chunks, `data: [DONE]`), as OpenAI and vLLM send it.
-Every response reports `usage.prompt_tokens_details.cached_tokens`; `cached_tokens_device` and
-`cached_tokens_cpu` beside it split it by cache tier. A client that disconnects aborts its request:
+Every response reports `usage.prompt_tokens_details.cached_tokens`; `cached_tokens_device`,
+`_cpu`, `_disk` and `_remote` beside it split it by cache tier, and a request with SGLang's
+`return_cached_tokens_details: true` also gets SGLang's `sglext.cached_tokens_details`. A client that disconnects aborts its request:
 the handler is cancelled (`handler_cancellation=True`) and closing the engine's output iterator
 aborts the request in the engine.
 """
@@ -54,6 +55,7 @@ class ServerState:
     metrics: metrics.ServerMetrics
     started: float  # unix time, for "created" fields only
     ready: bool = True  # False while the engine is still being built
+    storage_backend: str | None = None  # SGLang's L3 name for the disk tier / shared store
 
 
 ENGINE_KEY = web.AppKey("engine", AsyncEngine)
@@ -94,6 +96,7 @@ def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
             engine.config.total_blocks * engine.config.block_size,
         ),
         tokenizer=tokenizer_for(engine.config),
+        storage_backend=_storage_backend(engine.config),
         metrics=metrics.ServerMetrics(),
         started=time.time(),
         ready=ready,
@@ -146,7 +149,9 @@ async def _generate(
     response_id = request.headers.get("X-Request-Id", engine_id)[:256]
     t0 = time.perf_counter()
     outputs = _submit(engine, engine_id, api)
-    build = ResponseBuilder(response_id, api, state.model.name, state.tokenizer)
+    build = ResponseBuilder(
+        response_id, api, state.model.name, state.tokenizer, storage_backend=state.storage_backend
+    )
     try:
         if api.stream:
             return await _stream(request, framing(build), outputs, state, t0)
@@ -228,8 +233,12 @@ async def _stream(request, framing: ChatFraming, outputs, state, t0) -> web.Stre
 def _request_done(state: ServerState, build: ResponseBuilder, t0: float) -> None:
     out = build.last
     reason = build.finish_reason if build.done else "abort"  # not done: the client went away
-    cached, cached_cpu = (out.cached_tokens, out.cached_tokens_cpu) if out is not None else (0, 0)
-    state.metrics.request_done(reason or "abort", cached, cached_cpu, time.perf_counter() - t0)
+    state.metrics.request_done(reason or "abort", out, time.perf_counter() - t0)
+
+
+def _storage_backend(c: EngineConfig) -> str | None:
+    names = [n for n, on in (("file", c.disk_offload_blocks), ("kv-store", c.kv_store)) if on]
+    return "+".join(names) or None
 
 
 async def _models(request: web.Request) -> web.Response:

@@ -72,3 +72,6 @@ def test_calibrate_writes_a_loadable_fit(tmp_path):
     cm = CostModel.load(str(out))
     assert min(cm.fixed_s, cm.per_token_s, cm.per_attended_s, cm.per_sample_s) >= 0
     assert cm.step_seconds(StepShape(512, 512 * 256, 1)) > 0 and d["meta"]["steps_timed"] >= 8
+    for tier in ("cpu", "disk"):  # the tiers' copies, measured on this machine
+        cost = cm.transfer[tier]
+        assert cost["write_gb_s"] > 0 and cost["read_gb_s"] > 0 and cost["latency_s"] >= 0
