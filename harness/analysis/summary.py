@@ -87,6 +87,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     session_info, tasks, graph = sessions.session_summary(
         run.records, per_request["ttft"], run.trace
     )
+    session_info["tasks_complete_by_tool"] = _tool_completed(run.manifest)
     n_gpus, gpu_source = _n_gpus(run, gpus)
     slos = slos if slos is not None else scenario_slos(run.path)
     rates = metrics.throughput(ok)
@@ -188,6 +189,14 @@ def _imported(manifest: dict) -> dict | None:
         "ideal": imported.get("ideal"),  # the tool's own ideal hit, with its definition
         "settings": imported.get("settings") or {},
     }
+
+
+def _tool_completed(manifest: dict) -> int | None:
+    """An import's own count of completed sessions (AIPerf's log), where the tool gave one: the
+    export alone cannot tell a task that ran all its turns from one cut short."""
+    settings = (manifest.get("imported") or {}).get("settings") or {}
+    n = settings.get("sessions_completed")
+    return n if isinstance(n, int) else None
 
 
 def _without_ideal(hit: dict, ideal: Ideal, manifest: dict) -> dict:

@@ -56,7 +56,7 @@ ROWS = (
     ("server rules (records' evidence)", lambda s: rules_line(s["cache"]) or "-"),
     (
         "tasks complete / all",
-        lambda s: f"{s['sessions']['tasks_complete']} / {s['sessions']['tasks']}",
+        lambda s: _tasks_complete(s["sessions"]),
     ),
     ("task completion p50 / p90 (s)", lambda s: _pair(s["sessions"]["task_completion_s"])),
     (
@@ -224,3 +224,12 @@ def task_tables(analyses: list[Analysis], top: int = 10) -> str:
         ]
         out.append(table(header, rows, note))
     return "\n".join(out)
+
+
+def _tasks_complete(x: dict) -> str:
+    """`complete / tasks`; an import whose tool logged its completed sessions shows that count
+    (the export alone cannot tell a task that ran all its turns from one cut short)."""
+    by_tool = x.get("tasks_complete_by_tool")
+    if by_tool is None:
+        return f"{x['tasks_complete']} / {x['tasks']}"
+    return f"{by_tool} / {x['tasks']} (tool's log; {x['tasks_complete']} with all requests ok)"

@@ -74,7 +74,9 @@ def load_text(t: dict, sessions: dict) -> str:
     else:
         text = head.rstrip(", ") or "-"
     if sessions.get("tasks"):
-        text += f"; {sessions['tasks']} tasks ran, {sessions.get('tasks_complete', 0)} complete"
+        done = sessions.get("tasks_complete_by_tool")
+        done = sessions.get("tasks_complete", 0) if done is None else done
+        text += f"; {sessions['tasks']} tasks ran, {done} complete"
     return text
 
 

@@ -174,8 +174,15 @@ def moves_line(moves: dict) -> str:
 def _sessions(s: dict) -> list[str]:
     x = s["sessions"]
     tc, cp, jw = x["task_completion_s"], x["critical_path_service_s"], x["join_wait_s"]
+    by_tool = x.get("tasks_complete_by_tool")
+    complete = (
+        f"{x['tasks_complete']} complete"
+        if by_tool is None
+        else f"{by_tool} complete by the tool's own log ({x['tasks_complete']} whose exported "
+        "requests all succeeded)"
+    )
     return [
-        f"tasks                    {x['tasks_complete']} complete of {x['tasks']} ({x['sessions']} sessions;"
+        f"tasks                    {complete} of {x['tasks']} ({x['sessions']} sessions;"
         f" structure {x['structure']})",
         f"task completion (s)      p50 {fmt(tc['p50'])}  p90 {fmt(tc['p90'])}  max {fmt(tc['max'])}",
         f"critical path in server  p50 {fmt(cp['p50'])}  p90 {fmt(cp['p90'])} s;"

@@ -221,6 +221,16 @@ def test_aiperf_subagents_are_sub_sessions_of_their_task(aiperf_weka):
     assert run.manifest["imported"]["settings"]["sessions_completed"] == 1  # AIPerf's own log
 
 
+def test_aiperf_tasks_complete_as_aiperf_logged_them(aiperf_weka):
+    from harness.report.text import summary_table
+
+    s = analyze(load_run(aiperf_weka)).summary
+    assert s["sessions"]["tasks_complete_by_tool"] == 1  # AIPerf's log: completed=1
+    assert s["sessions"]["tasks_complete"] > 1  # every exported request of those tasks succeeded
+    line = next(x for x in summary_table(s).splitlines() if x.startswith("tasks "))
+    assert "1 complete by the tool's own log" in line, line
+
+
 def test_aiperf_notes_match_the_data(aiperf_weka):
     """The TPOT note: AIPerf's inter token latency is our TPOT on the same server counts."""
     own = json.loads((IMPORTS / "aiperf-weka" / "profile_export_aiperf.json").read_text())
