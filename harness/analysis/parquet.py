@@ -130,7 +130,12 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     path = run_dir / PARQUET_FILE
     table = pq.read_table(path)
     frame = pd.DataFrame({"line": table.column("line").to_numpy()})
+    names = set(table.column_names)
     for name in RECORD_FIELDS:
+        if name not in names:  # written before the field existed: absent, as in records.jsonl
+            numeric = name in FLOAT_FIELDS or name in COUNT_FIELDS
+            frame[name] = np.nan if numeric else pd.Series([None] * len(frame), dtype=object)
+            continue
         column = table.column(name).combine_chunks()
         if name in FLOAT_FIELDS or name in COUNT_FIELDS:
             frame[name] = column.to_numpy(zero_copy_only=False).astype(float)

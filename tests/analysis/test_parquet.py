@@ -89,3 +89,17 @@ def test_analysis_from_parquet_equals_analysis_from_json_lines(tmp_path):
     from_json = analyze_run(path)
     save_records(path)
     assert analyze_run(path) == from_json
+
+
+def test_a_parquet_written_before_a_field_existed_loads_it_as_absent(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = _run(tmp_path)
+    save_records(path)
+    table = pq.read_table(path / PARQUET_FILE)
+    old = table.drop_columns(["cached_tokens_device", "agent"])  # fields a newer harness added
+    pq.write_table(old.replace_schema_metadata(table.schema.metadata), path / PARQUET_FILE)
+    frame, _ = read_parquet(path)
+    assert frame["cached_tokens_device"].isna().all() and frame["agent"].isna().all()
+    from_json, _ = read_records(path / "records.jsonl")
+    assert frame["request_id"].tolist() == from_json["request_id"].tolist()
