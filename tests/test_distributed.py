@@ -241,6 +241,45 @@ def test_an_unreachable_target_is_one_line(runs):
     assert not error.startswith("TargetError")
 
 
+# ---- harness run --workers through the CLI (tests/distributed/cli_runs.py) ----------------------
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory) -> tuple[Path, dict]:
+    problem = ray_problem()
+    if problem:
+        pytest.skip(f"Ray tests need a loopback-only network namespace and Ray: {problem}")
+    out = tmp_path_factory.mktemp("ray-cli")
+    done = run_isolated(["-m", "tests.distributed.cli_runs", str(out)], timeout=240, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_workers_started_beside_a_harness_folder_import_this_harness(cli_run):
+    """`harness run --workers 2` from a folder holding a decoy `harness` package: Ray puts the
+    driver's working directory first on its workers' path; the workers still run this one."""
+    out, res = cli_run
+    assert "decoy" not in res["stderr"], res["stderr"][-2000:]
+    assert res["killed"] is not None, res["stderr"][-2000:]  # a worker ran: it had records
+    recs = load_records(out / "run")
+    assert sum(r["status"] == "ok" for r in recs) >= 6
+
+
+@pytest.mark.slow
+def test_a_run_that_lost_a_worker_exits_3_in_one_line(cli_run):
+    out, res = cli_run
+    assert res["exit_code"] == 3, res["stderr"][-2000:]
+    why = [line for line in res["stderr"].splitlines() if line.startswith("harness: exit")]
+    assert why == [
+        "harness: exit 3: the run is partial: a load worker was lost or it was not closed"
+    ]
+    m = load_manifest(out / "run")
+    assert m["status"] == "partial" and m["stopped_by"] == "worker_lost"
+    assert [w["status"] for w in m["workers"]].count("lost") == 1
+    assert "Traceback" not in res["stderr"]
+
+
 # ---- errors, without starting Ray -------------------------------------------------------------
 
 

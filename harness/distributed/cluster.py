@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,16 +40,37 @@ def ray_cluster(address: str) -> Iterator:
         kwargs["address"] = address
     elif address == "local":
         kwargs["address"] = "local"
+    empty = tempfile.mkdtemp(prefix="harness-ray-")
+    try:
+        _init_from(empty, ray, kwargs, address)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+
+
+def _init_from(folder: str, ray, kwargs: dict[str, Any], address: str) -> None:
+    """`ray.init` with `folder` (empty) as the working directory, then back to the caller's.
+
+    Ray puts the driver's working directory first on every worker's `sys.path`, so a folder
+    named `harness` there (a clone's parent folder) would shadow this package in the workers:
+    an ImportError, or another version's code. From an empty folder the workers find the harness
+    the driver runs, by its install or PYTHONPATH. The folder lasts as long as the cluster (a
+    local cluster's processes start in it); the caller's working directory is back once Ray is
+    up, so the run's relative paths mean what they meant.
+    """
+    here = os.getcwd()
+    os.chdir(folder)
     try:
         ray.init(**kwargs)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise InputError(
             f"cannot connect to Ray at {address!r}: {exc}", field="execution.address"
         ) from None
-    try:
-        yield ray
     finally:
-        ray.shutdown()
+        os.chdir(here)
 
 
 def worker_cpus(ray, workers: int) -> float:

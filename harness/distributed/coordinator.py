@@ -189,6 +189,8 @@ class _Coordinator:
                 f"Ray did not start {len(self.actors)} workers within {READY_TIMEOUT_S:.0f} s "
                 f"(cluster resources: {self.ray.cluster_resources()})"
             ) from None
+        except self.ray.exceptions.RayError as exc:  # e.g. the worker could not import harness
+            raise TargetError(f"a Ray worker did not start: {_last_line(exc)}") from None
 
     async def _load(self, shard, actor) -> None:
         config = shard_config(self.config, self.plan, shard)
@@ -314,3 +316,9 @@ class _Coordinator:
             workers=[h.as_dict() for h in self.health],
             workers_lost=sum(h.status in ("lost", "failed") for h in self.health),
         )
+
+
+def _last_line(exc: BaseException) -> str:
+    """A Ray error's cause: the last line of its text (Ray puts the worker's traceback first)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]

@@ -122,6 +122,13 @@ class Content(Layout):
         self._plans = {}
         self._cache_size = cache_size
 
+    def share_caches(self, other: Content) -> None:
+        """Use `other`'s word and text caches: `other` is the same trace under another salt (a
+        replay's other pass over it). A segment's words do not depend on the salt (the salt
+        segment's own key holds it), so the passes share one bounded cache instead of each
+        filling its own."""
+        self._words, self._texts = other._words, other._texts
+
     # ---- words, token ids, text ------------------------------------------------------------
 
     def _is_code(self, seg: Segment) -> bool:

@@ -289,3 +289,30 @@ async def test_concurrency_above_ulimit_n_is_refused(server, tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "ulimit -n" in _one_error_line(proc.stderr), proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "total", "failed", "code", "line"),
+    [
+        ("partial", 40, 3, 3, "the run is partial: a load worker was lost"),
+        ("partial", 40, 0, 3, "the run is partial"),  # lost between requests: nothing failed
+        ("running", 40, 0, 3, "the run is running"),
+        ("interrupted", 40, 0, 130, "interrupted"),
+        ("complete", 40, 40, 1, "no measured request succeeded (40 of 40 failed)"),
+        ("complete", 0, 0, 1, "the measured window is empty"),
+        ("complete", 40, 39, 0, None),
+    ],
+)
+def test_each_ending_maps_to_its_exit_code_as_the_cli_prints_it(
+    capsys, status, total, failed, code, line
+):
+    """The function both verbs end with (`harness run` takes the worst over its points): a Ray
+    run that lost a worker exits 3 whatever its requests did."""
+    from harness.run_commands import _exit
+
+    assert _exit(status, total, failed, 1.0) == code
+    err = capsys.readouterr().err
+    if line is None:
+        assert err == ""
+    else:
+        assert err.startswith(f"harness: exit {code}: ") and line in err and err.count("\n") == 1
