@@ -19,21 +19,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from harness.driver.config import ReplayConfig
 from harness.driver.load import Task, TaskSource, arrivals
+from harness.driver.passes import Passes
 from harness.driver.recorder import Recorder, collect, ended_at
 from harness.driver.routing import Router
 from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.schema import Record, new_record
-from harness.trace.content import Content, load_hf_token_counter, load_hf_token_encoder
-from harness.trace.cycles import cycle_salt, cycled_id
+from harness.trace.cycles import cycled_id
 from harness.trace.model import Session, Trace
-from harness.trace.requests import RequestSource
 
 
 @dataclass
@@ -65,12 +63,7 @@ class Replay:
     ) -> None:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
-        self._counter = load_hf_token_counter(config.tokenizer) if config.tokenizer else None
-        self._encoder = load_hf_token_encoder(config.tokenizer) if config.tokenizer else None
-        self._cycles: dict[int, RequestSource] = {}
-        self._families: Counter[int] = Counter()  # families running, by cycle
-        self._first_content: Content | None = None  # whose caches every pass shares
-        self._latest_cycle = 0
+        self.passes = Passes(trace, config)  # the prompts of each pass over the trace
         self.task_source = TaskSource(trace.main_sessions, config)
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
@@ -204,7 +197,7 @@ class Replay:
 
     async def _family(self, task: Task, start: float) -> None:
         self.sessions_started += 1
-        self._family_started(task.cycle)
+        self.passes.family_started(task.cycle)
         try:
             begin: float | None = start
             if task.start_turn:
@@ -214,27 +207,7 @@ class Replay:
         except asyncio.CancelledError:
             pass  # interrupted or drained: the records are written
         finally:
-            self._family_ended(task)
-
-    def _family_started(self, cycle: int) -> None:
-        self._families[cycle] += 1
-        self._latest_cycle = max(self._latest_cycle, cycle)
-        self._drop_finished_cycles()
-
-    def _family_ended(self, task: Task) -> None:
-        self._source(task.cycle).forget(m.id for m in self.trace.family(task.session.id))
-        self._families[task.cycle] -= 1
-        self._drop_finished_cycles()
-
-    def _drop_finished_cycles(self) -> None:
-        """A pass over the trace whose families have all ended, once a later pass has started,
-        sends nothing more (tasks come in order): its prompt source goes, with its content
-        caches. A cycled soak holds the passes in flight, not every pass so far (it grew ~1 MB
-        a pass: docs/driver.md, "Soak")."""
-        done = [c for c, n in self._families.items() if n == 0 and c < self._latest_cycle]
-        for c in done:
-            del self._families[c]
-            self._cycles.pop(c, None)
+            self.passes.family_ended(task.cycle, (m.id for m in self.trace.family(task.session.id)))
 
     async def _history(self, s: Session, cycle: int, first: int, start: float) -> float | None:
         """Mid-trajectory start at turn `first`: the context a session of that age has in the
@@ -313,7 +286,7 @@ class Replay:
     ) -> Record | None:
         if not self._admit():
             return None
-        source = self._source(cycle)
+        source = self.passes.source(cycle)
         # the streams are read between the steps of a long build, and between it and the send
         steps, prompt = source.prompt_steps(s.id, k), None
         while prompt is None:
@@ -376,30 +349,6 @@ class Replay:
         if texts is not None and rec["status"] == "ok":
             source.reply(s.id, k, "".join(texts))
         return rec
-
-    def _source(self, cycle: int) -> RequestSource:
-        """The prompts of one pass over the trace (cycle > 0: its own salt, harness.trace.cycles)."""
-        source = self._cycles.get(cycle)
-        if source is None:
-            source = self._cycles[cycle] = self._new_source(cycle)
-        return source
-
-    def _new_source(self, cycle: int) -> RequestSource:
-        c = self.config
-        source = RequestSource(
-            self.trace,
-            api=c.api,
-            prompt_format=c.prompt_format,
-            salt=cycle_salt(c.salt, cycle),
-            token_counter=self._counter,
-            token_encoder=self._encoder,
-            live=c.history == "live",
-        )
-        if self._first_content is None:
-            self._first_content = source.content
-        else:  # one word cache for all passes, not one per pass in flight
-            source.content.share_caches(self._first_content)
-        return source
 
     def _root(self, s: Session) -> str:
         while s.parent is not None:

@@ -22,7 +22,7 @@ async def test_a_cycled_replay_lets_finished_passes_go(make_server, tmp_path):
             replay = Replay(tr, tgt, config, rec)
             run = asyncio.create_task(replay.run())
             while not run.done():
-                held.append(len(replay._cycles))
+                held.append(len(replay.passes))
                 await asyncio.sleep(0.005)
             result = await run
     finally:
