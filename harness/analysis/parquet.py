@@ -131,6 +131,9 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     table = pq.read_table(path)
     frame = pd.DataFrame({"line": table.column("line").to_numpy()})
     for name in RECORD_FIELDS:
+        if name not in table.column_names:  # a field added after this file was written
+            frame[name] = np.nan if name in FLOAT_FIELDS or name in COUNT_FIELDS else None
+            continue
         column = table.column(name).combine_chunks()
         if name in FLOAT_FIELDS or name in COUNT_FIELDS:
             frame[name] = column.to_numpy(zero_copy_only=False).astype(float)
