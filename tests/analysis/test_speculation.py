@@ -175,3 +175,17 @@ def test_a_per_request_form_with_a_count_missing_or_not_whole_is_not_recorded():
     assert spec_counts({**good, "num_draft_tokens": 11.0}) is None
     assert spec_counts({**good, "num_spec_steps": -1}) is None
     assert spec_counts({"num_spec_steps": 4}) is None and spec_counts(None) is None
+
+
+@pytest.mark.slow
+async def test_without_counters_the_per_request_sums_stand_in(tmp_path):
+    kw = {"spec_tokens": 4, "spec_accepted": 2, "spec_per_request": True}
+    summary, _ = await _replay(tmp_path, "a", "--no-scrape-metrics", **kw)
+    spec = summary["speculative_decoding"]
+    assert spec["source"] == "per-request usage" and "drafts" not in spec
+    assert spec["per_request"]["acceptance_rate"] == pytest.approx(30 / 72)
+    assert any("no /metrics counters scraped" in x for x in summary_table(summary).splitlines())
+    await _replay(tmp_path, "b", "--no-scrape-metrics", **{**kw, "spec_accepted": 0})
+    result = compare_runs(tmp_path / "a", tmp_path / "b")
+    row = next(r for r in result.rows if r.key == "spec_acceptance_rate")
+    assert (row.baseline, row.run) == (pytest.approx(30 / 72), 0.0)
