@@ -209,6 +209,7 @@ def http_target_config(
         ignore_eos=t.send_ignore_eos,
         continuous_usage=t.continuous_usage,
         cache_details=t.cache_details,
+        tool_choice=t.tool_choice,
         session_id_field=t.session_id_field,
         timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),

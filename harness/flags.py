@@ -39,6 +39,7 @@ FLAGS = (
     Flag("target", "--no-ignore-eos", "target.send_ignore_eos", const=False),
     Flag("target", "--continuous-usage", "target.continuous_usage", const=True),
     Flag("target", "--cache-details", "target.cache_details", const=True),
+    Flag("target", "--tool-choice", "target.tool_choice", "CHOICE"),
     Flag("target", "--session-id-field", "target.session_id_field", "NAME"),
     Flag("target", "--session-headers", "target.session_headers", "F,F"),
     Flag("target", "--cache-control", "target.cache_control", const=True),

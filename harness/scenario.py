@@ -136,6 +136,11 @@ class TargetConfig(Sending):
         description="send SGLang's return_cached_tokens_details: cached tokens by tier "
         "(sglext.cached_tokens_details) in each record",
     )
+    tool_choice: Literal["auto", "required", "none"] | None = Field(
+        None,
+        description="chat: send tool_choice with each request that carries tools (none sent by "
+        "default: the server's own default, auto where tools are given)",
+    )
     session_id_field: str | None = Field(
         None,
         description="also send the session id in the request body under NAME (X-Session-ID is "

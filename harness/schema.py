@@ -47,6 +47,9 @@ class Record(TypedDict):
     cached_tokens_cpu: int | None  # says (the reference engine; SGLang's cached_tokens_details)
     cached_tokens_disk: int | None
     cached_tokens_remote: int | None
+    spec_drafts: int | None  # speculative decoding of this request, where the server says
+    spec_draft_tokens: int | None  # (vLLM's per-request metrics.speculative_decoding): verify
+    spec_accepted_tokens: int | None  # steps, tokens drafted, draft tokens accepted
     status: str  # a STATUSES value
     error: ErrorInfo | None
     phase: str  # a PHASES value

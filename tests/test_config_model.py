@@ -158,6 +158,7 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "send_ignore_eos": False,
             "continuous_usage": True,
             "cache_details": True,
+            "tool_choice": "required",
             "session_id_field": "sid",
             "max_connections": 7,
             "preflight": False,

@@ -138,7 +138,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         # issue 23: context limits (analysis/context_limit.py), spec decoding (speculation.py)
         "context_limit": overflow,
         "validity": context_limit.validity(overflow),
-        "speculative_decoding": speculation.spec_summary(run.manifest),
+        "speculative_decoding": speculation.spec_summary(run.manifest, ok),
         "run_end": {
             "status": run.manifest.get("status"),
             "stopped_by": run.manifest.get("stopped_by"),

@@ -23,6 +23,7 @@ class HTTPTargetConfig:
     continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
     session_id_field: str | None = None  # also put the session id in the body under this name
     cache_details: bool = False  # SGLang's return_cached_tokens_details (cached tokens by tier)
+    tool_choice: str | None = None  # chat: sent with the request's tools (auto, required, none)
     timeouts: Timeouts = Timeouts()
     max_connections: int = 256
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES

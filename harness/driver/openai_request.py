@@ -56,6 +56,8 @@ class OpenAIRequest:
             body["messages"] = req.messages
             if req.tools:
                 body["tools"] = req.tools
+                if self.config.tool_choice is not None:
+                    body["tool_choice"] = self.config.tool_choice
         else:
             p = req.prompt
             body["prompt"] = p.tolist() if isinstance(p, np.ndarray) else p

@@ -60,6 +60,13 @@ class RecordSink:
             if ev.cached_tiers is not None:
                 for tier, tokens in ev.cached_tiers.items():
                     rec[f"cached_tokens_{tier}"] = tokens  # type: ignore[literal-required]
+            if ev.spec is not None:
+                spec = ev.spec
+                rec["spec_drafts"], rec["spec_draft_tokens"], rec["spec_accepted_tokens"] = (
+                    spec.drafts,
+                    spec.draft_tokens,
+                    spec.accepted_tokens,
+                )
         elif isinstance(ev, Done):
             rec["status"], rec["t_done"] = "ok", round(ev.t - self.t0, 6)
         elif isinstance(ev, Failure):

@@ -11,7 +11,7 @@ import re
 import aiohttp
 import orjson
 
-from harness.driver.target import Done, Event, Failure, Usage
+from harness.driver.target import Done, Event, Failure, SpecCounts, Usage
 
 _ERROR_BODY_BYTES = 64 * 1024
 _loads = orjson.loads
@@ -36,6 +36,7 @@ class StreamDecoder:
         "done",
         "usage",
         "sglext",
+        "spec",
         "_completion",
         "_texts",
         "_template",
@@ -47,6 +48,7 @@ class StreamDecoder:
         self.done = False
         self.usage: dict | None = None
         self.sglext: dict | None = None  # SGLang's extension chunk (cached tokens by tier)
+        self.spec: object = None  # vLLM's per-request `metrics.speculative_decoding`
         self._completion = 0  # cumulative completion tokens (continuous usage stats)
         self._texts: list[str] | None = [] if keep_text else None
         self._template = _Template(3 if template else 0)
@@ -117,6 +119,9 @@ class StreamDecoder:
         usage = obj.get("usage")
         if usage:
             self.usage = usage
+            metrics = obj.get("metrics")  # vLLM puts it on the final usage chunk, beside usage
+            if type(metrics) is dict:
+                self.spec = metrics.get("speculative_decoding")
             so_far = usage.get("completion_tokens")
             if choices and type(so_far) is int:  # continuous usage stats: exact tokens per event
                 tokens, self._completion = max(0, so_far - self._completion), so_far
@@ -139,6 +144,7 @@ class StreamDecoder:
                     self.usage.get("completion_tokens"),
                     details.get("cached_tokens"),
                     cached_tiers(details, self.sglext),
+                    spec_counts(self.spec),
                 )
             )
         if not self.done:
@@ -180,6 +186,22 @@ def cached_tiers(details: dict, sglext: dict | None) -> dict[str, int] | None:
         "disk": storage if disk else 0,
         "remote": 0 if disk else storage,
     }
+
+
+# vLLM's SpeculativeDecodingMetrics (vllm/entrypoints/generate/base/protocol.py): verify steps,
+# draft tokens proposed, draft tokens accepted (the bonus token excluded).
+_SPEC_KEYS = ("num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens")
+
+
+def spec_counts(spec: object) -> SpecCounts | None:
+    """A request's own speculative-decoding counts, from vLLM's per-request form (a server
+    started with `--per-request-spec-decode-metrics`); None when the server sent none, or a
+    count that is not a whole number."""
+    if not isinstance(spec, dict):
+        return None
+    counts = [spec.get(k) for k in _SPEC_KEYS]
+    whole = [v for v in counts if type(v) is int and v >= 0]
+    return SpecCounts(*whole) if len(whole) == len(_SPEC_KEYS) else None
 
 
 def _count_of(value: object) -> int:

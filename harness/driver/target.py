@@ -75,6 +75,16 @@ class Usage:
     cached_tokens: int | None  # usage.prompt_tokens_details.cached_tokens; None if absent
     # ... split by tier ("device", "cpu", "disk", "remote"), where the server says; else None
     cached_tiers: dict[str, int] | None = None
+    spec: SpecCounts | None = None  # the request's speculative decoding, where the server says
+
+
+@dataclass(slots=True)
+class SpecCounts:
+    """One request's speculative decoding as its server reported it (vLLM's per-request form)."""
+
+    drafts: int  # verify steps
+    draft_tokens: int  # tokens drafted
+    accepted_tokens: int  # draft tokens accepted (the bonus token of each step excluded)
 
 
 @dataclass(slots=True)

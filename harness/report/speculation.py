@@ -22,11 +22,13 @@ def spec_table(analyses: list[Analysis]) -> str:
     return (
         '<div class="spec" data-spec-decode><table><thead><tr><th>run</th><th>acceptance rate</th>'
         f"<th>mean accepted length</th><th>drafts</th><th>drafted tokens</th><th>accepted</th>{head}"
+        "<th>per request: p50 / p90 (n)</th>"
         f"</tr></thead><tbody>{body}</tbody></table>"
         '<p class="note">Speculative decoding over the run, from the server\'s /metrics counters: '
         "acceptance rate = accepted / drafted tokens; mean accepted length = 1 + accepted / drafts "
         "(tokens per verify step); pos i = accepted at draft position i / drafts. SGLang exports "
-        "gauges of its last batch only (marked).</p></div>"
+        "gauges of its last batch only (marked). Per request: each request's own accepted / "
+        "drafted tokens, where the server reported it in the request's usage.</p></div>"
     )
 
 
@@ -40,14 +42,41 @@ def _row(name: str, spec: dict, width: int) -> str:
         fmt(length, ".3f"),
         *(fmt(spec.get(k), ".0f") for k in ("drafts", "draft_tokens", "accepted_tokens")),
         *(fmt(v, ".3f") for v in by_pos + [None] * (width - len(by_pos))),
+        _per_request_cell(spec.get("per_request")),
     ]
     return f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _per_request_cell(per: dict | None) -> str:
+    if not per:
+        return fmt(None, ".3f")
+    each = per["request_acceptance"]
+    return f"{fmt(each['p50'], '.3f')} / {fmt(each['p90'], '.3f')} ({each['count']})"
 
 
 def spec_lines(summary: dict) -> list[str]:
     spec = summary.get("speculative_decoding")
     if not spec:
         return []
+    return [*_server_lines(spec), *_per_request_lines(spec.get("per_request"))]
+
+
+def _per_request_lines(per: dict | None) -> list[str]:
+    if not per:
+        return []
+    each = per["request_acceptance"]
+    return [
+        f"  per request ({per['requests_reporting']} reporting)"
+        f"  acceptance {fmt(per['acceptance_rate'], '.3f')}"
+        f" ({per['accepted_tokens']} of {per['draft_tokens']} drafted tokens),"
+        f" each request's p50 {fmt(each['p50'], '.3f')} p90 {fmt(each['p90'], '.3f')}"
+        f" (n={each['count']})"
+    ]
+
+
+def _server_lines(spec: dict) -> list[str]:
+    if spec.get("source") == "per-request usage":
+        return ["speculative decoding     no /metrics counters scraped"]
     if spec.get("source") == "sglang gauges":
         return [
             f"speculative decoding     last batch: acceptance {fmt(spec['last_batch_accept_rate'], '.3f')},"

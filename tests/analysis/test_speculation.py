@@ -121,3 +121,71 @@ def test_the_exposition_as_vllm_writes_it():
         "spec_decode_accepted_per_pos": [8.0, 4.0],
     }
     assert spec_decode('vllm:prefix_cache_hits_total{engine="0"} 3.0\n') == {}
+
+
+# Replies of 9 and 5 tokens: 3 drafts, 12 drafted, 5 accepted; 2 drafts, 8 drafted, 2 accepted.
+MIXED = [sess(f"m{i}", [(8, 9, 0.0), (8, 5, 0.0)]) for i in range(3)]
+
+
+@pytest.mark.slow
+async def test_per_request_counts_reach_records_summary_and_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "SESSIONS", MIXED)
+    summary, server = await _replay(
+        tmp_path, "per", spec_tokens=4, spec_accepted=2, spec_per_request=True
+    )
+    lines = (tmp_path / "per" / "records.jsonl").read_text().splitlines()
+    records = sorted(map(json.loads, lines), key=lambda r: r["output_tokens_expected"])
+    counts = [
+        (r["spec_drafts"], r["spec_draft_tokens"], r["spec_accepted_tokens"]) for r in records
+    ]
+    assert counts == [(2, 8, 2)] * 3 + [(3, 12, 5)] * 3
+    spec = summary["speculative_decoding"]
+    per = spec["per_request"]
+    assert per["requests_reporting"] == 6
+    assert (per["drafts"], per["draft_tokens"], per["accepted_tokens"]) == (15, 60, 21)
+    # the usage chunks add up to what /metrics counted over the run
+    assert (spec["drafts"], spec["draft_tokens"], spec["accepted_tokens"]) == (15, 60, 21)
+    assert (server.spec.drafts, server.spec.accepted) == (15, 21)
+    assert per["acceptance_rate"] == pytest.approx(21 / 60)
+    each = per["request_acceptance"]
+    assert each["count"] == 6
+    assert each["p50"] == pytest.approx((0.25 + 5 / 12) / 2) and each["p90"] == pytest.approx(
+        5 / 12
+    )
+    line = next(x for x in summary_table(summary).splitlines() if "per request" in x)
+    assert "(6 reporting)" in line and "acceptance 0.350 (21 of 60" in line
+    assert "p50 0.333 p90 0.417 (n=6)" in line
+    page = write_report([tmp_path / "per"]).read_text()
+    assert "<td>0.333 / 0.417 (6)</td>" in page
+
+
+@pytest.mark.slow
+async def test_no_per_request_counts_without_the_servers_form(tmp_path):
+    summary, _ = await _replay(tmp_path, "plain", spec_tokens=4, spec_accepted=2)
+    assert summary["speculative_decoding"]["per_request"] is None
+    rec = json.loads((tmp_path / "plain" / "records.jsonl").read_text().splitlines()[0])
+    assert rec["spec_drafts"] is rec["spec_draft_tokens"] is rec["spec_accepted_tokens"] is None
+
+
+def test_a_per_request_form_with_a_count_missing_or_not_whole_is_not_recorded():
+    from harness.driver.stream_decode import spec_counts
+
+    good = {"num_spec_steps": 4, "num_draft_tokens": 11, "num_accepted_draft_tokens": 8}
+    assert spec_counts(good) is not None and spec_counts(good).accepted_tokens == 8
+    assert spec_counts({**good, "num_draft_tokens": 11.0}) is None
+    assert spec_counts({**good, "num_spec_steps": -1}) is None
+    assert spec_counts({"num_spec_steps": 4}) is None and spec_counts(None) is None
+
+
+@pytest.mark.slow
+async def test_without_counters_the_per_request_sums_stand_in(tmp_path):
+    kw = {"spec_tokens": 4, "spec_accepted": 2, "spec_per_request": True}
+    summary, _ = await _replay(tmp_path, "a", "--no-scrape-metrics", **kw)
+    spec = summary["speculative_decoding"]
+    assert spec["source"] == "per-request usage" and "drafts" not in spec
+    assert spec["per_request"]["acceptance_rate"] == pytest.approx(30 / 72)
+    assert any("no /metrics counters scraped" in x for x in summary_table(summary).splitlines())
+    await _replay(tmp_path, "b", "--no-scrape-metrics", **{**kw, "spec_accepted": 0})
+    result = compare_runs(tmp_path / "a", tmp_path / "b")
+    row = next(r for r in result.rows if r.key == "spec_acceptance_rate")
+    assert (row.baseline, row.run) == (pytest.approx(30 / 72), 0.0)

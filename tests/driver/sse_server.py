@@ -17,7 +17,9 @@
   refused; otherwise max_tokens is cut to the room left and a larger min_tokens refused.
 - `spec_tokens` > 0: n-gram-like speculative decoding, every step drafting `spec_tokens` and
   accepting `spec_accepted`; /metrics serves vLLM's `vllm:spec_decode_*` counters (or SGLang's
-  `sglang:spec_accept_*` gauges), the prefix-cache counters beside them.
+  `sglang:spec_accept_*` gauges), the prefix-cache counters beside them; `spec_per_request`
+  also puts the request's own counts on its final usage chunk, as vLLM 0.32 started with
+  `--per-request-spec-decode-metrics summary` does (`metrics.speculative_decoding`).
 - Faults, chosen per request from the session id (X-Session-ID containing `fault-<mode>`):
   http500, http429, close (connection dropped mid-stream), malformed (unparseable event), stall
   (stops sending), slowheaders (no headers for `slow_s`), oversized (one huge event), errorobj
@@ -59,6 +61,7 @@ class ServerConfig:
     overflow: str = "refuse"  # or "cap": vLLM 0.32's, max_tokens cut to the room (see docstring)
     spec_tokens: int = 0  # speculative decoding: draft tokens per step (0: off)
     spec_accepted: int = 0  # draft tokens accepted per step (the last step: what is left)
+    spec_per_request: bool = False  # the final usage chunk carries metrics.speculative_decoding
     metrics_flavor: str = "vllm"  # /metrics spec-decode names: vllm (counters), sglang (gauges)
 
 
@@ -259,10 +262,13 @@ class SSETestServer:
             await resp.write(_event(ev))
             if delay:
                 await asyncio.sleep(delay)
+        final: dict = {"id": "x", "object": "chunk", "choices": [], "usage": usage}
         if self.config.spec_tokens:
-            self.spec.request(n, self.config.spec_accepted)
+            mine = self.spec.request(n, self.config.spec_accepted)
+            if self.config.spec_per_request:
+                final["metrics"] = {"speculative_decoding": mine}
         if fault != "nousage":
-            await resp.write(_event({"id": "x", "object": "chunk", "choices": [], "usage": usage}))
+            await resp.write(_event(final))
         if fault != "nodone":
             await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
@@ -291,17 +297,29 @@ class SpecCounters:
         self.per_pos = [0] * k
         self.last_length = self.last_rate = 0.0  # SGLang's gauges: the last request's figures
 
-    def request(self, n: int, accept: int) -> None:
+    def request(self, n: int, accept: int) -> dict:
+        """Count one request of `n` output tokens; its own counts in vLLM's per-request form."""
         left, steps, accepted = n - 1, 0, 0
+        histogram = [0] * (self.k + 1)
         while left > 0:
             a = min(accept, self.k, left - 1)
             for i in range(a):
                 self.per_pos[i] += 1
+            histogram[a] += 1
             steps, accepted, left = steps + 1, accepted + a, left - a - 1
         self.drafts, self.drafted = self.drafts + steps, self.drafted + steps * self.k
         self.accepted += accepted
         if steps:
             self.last_length, self.last_rate = 1 + accepted / steps, accepted / (steps * self.k)
+        return {
+            "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+            "draft_acceptance_rate": accepted / (steps * self.k) if steps else 0.0,
+            "acceptance_histogram": histogram,
+            "num_spec_steps": steps,
+            "num_accepted_draft_tokens": accepted,
+            "num_draft_tokens": steps * self.k,
+            "num_spec_tokens": self.k,
+        }
 
     def exposition(self, flavor: str) -> list[str]:
         if flavor == "sglang":

@@ -43,3 +43,44 @@ async def test_a_code_trace_sends_python_source(make_server, tmp_path):
     for e in srv.log:
         sid, turn = e["request_id"].rsplit(":", 1)
         assert e["body"]["prompt"] == content.prompt_token_ids(sid, int(turn))
+
+
+async def _cli_replay(trace, url: str, run, *extra: str) -> tuple[int, str]:
+    import asyncio
+    import sys
+    from asyncio.subprocess import PIPE
+
+    from harness.trace.native import write_trace
+
+    path = run.with_suffix(".jsonl")
+    write_trace(trace, path)
+    args = ["replay", path, "--endpoint", url, "--model", "m", "--api", "chat", "-o", run, *extra]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "harness", *map(str, args), stdout=PIPE, stderr=PIPE
+    )
+    _, err = await proc.communicate()
+    return proc.returncode or 0, err.decode()
+
+
+async def test_tool_choice_goes_with_the_tools_and_only_with_them(make_server, tmp_path):
+    srv = await make_server()
+    tools = no_think(small_generated(sessions=1, seed=5, content="code", turn_form="tools"))
+    rc, err = await _cli_replay(tools, srv.url, tmp_path / "tools", "--tool-choice", "required")
+    assert rc == 0, err
+    sent = [e["body"] for e in srv.log if e["request_id"] != "preflight"]  # a probe, no tools
+    assert sent and all(b["tool_choice"] == "required" and b["tools"] for b in sent)
+    srv.log.clear()
+    plain = no_think(small_generated(sessions=1, seed=5, content="code"))
+    rc, err = await _cli_replay(plain, srv.url, tmp_path / "plain", "--tool-choice", "auto")
+    assert rc == 0, err
+    assert srv.log and all("tool_choice" not in e["body"] for e in srv.log)
+    srv.log.clear()
+    rc, _ = await _cli_replay(tools, srv.url, tmp_path / "default")
+    assert rc == 0 and all("tool_choice" not in e["body"] for e in srv.log)
+
+
+async def test_an_unknown_tool_choice_is_refused_before_sending(make_server, tmp_path):
+    srv = await make_server()
+    tools = no_think(small_generated(sessions=1, seed=5, content="code", turn_form="tools"))
+    rc, err = await _cli_replay(tools, srv.url, tmp_path / "bad", "--tool-choice", "always")
+    assert rc == 2 and "tool_choice" in err and "Traceback" not in err and not srv.log
