@@ -36,7 +36,7 @@ from harness.analysis.tested import what_was_tested
 from harness.errors import InputError, RunFolderError
 from harness.schema import SCENARIO_FILE, SUMMARY_FILE
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 
 @dataclass
