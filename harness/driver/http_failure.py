@@ -37,11 +37,16 @@ def transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failur
     return Failure(_perf(), "error", type(exc).__name__, str(exc) or type(exc).__name__)
 
 
-def timed_out(wd: Watchdog, tm: Timeouts) -> Failure | None:
-    """The watchdog's verdict, if it closed the response."""
-    if wd.reason is None:
+def timed_out(wd: Watchdog, tm: Timeouts, exc: BaseException | None = None) -> Failure | None:
+    """The watchdog's verdict, if it closed the response; for the wait for headers (a plain
+    `TimeoutError` at the watchdog's own deadline, whichever of the two fired first), the
+    deadline that passed."""
+    reason = wd.reason
+    if reason is None and type(exc) is TimeoutError:
+        reason = wd.passed()
+    if reason is None:
         return None
-    return Failure(_perf(), "timeout", wd.reason, timeout_message(wd.reason, tm))
+    return Failure(_perf(), "timeout", reason, timeout_message(reason, tm))
 
 
 def retry_after_s(value: str | None) -> float | None:

@@ -162,7 +162,7 @@ class OpenAIHTTPTarget:
             end = [Failure(_perf(), "error", "OversizedEvent", str(exc))]
         except (aiohttp.ClientError, TimeoutError) as exc:
             tm = self.config.timeouts
-            end = [timed_out(wd, tm) or transport_failure(exc, tm, wd.first)]
+            end = [timed_out(wd, tm, exc) or transport_failure(exc, tm, wd.first)]
         finally:
             wd.cancel()
         for ev in end:
@@ -176,7 +176,7 @@ class OpenAIHTTPTarget:
         """Send `body`, read the answer into `sink`: the events that end the request."""
         dec, resp = self.form.decoder(req.want_text), None
         try:
-            async with asyncio.timeout(self.config.timeouts.ttft):  # connect + headers
+            async with asyncio.timeout_at(wd.headers_deadline()):  # connect + headers
                 resp = await session.post(
                     self._urls[req.endpoint], data=body, headers=self._headers(req)
                 )

@@ -30,7 +30,7 @@ class Watchdog:
         self.reason: str | None = None
         self.resp: aiohttp.ClientResponse | None = None
         self.reader: BodyReader | None = None
-        self._handle = loop.call_later(min(tm.ttft, tm.total), self._check)
+        self._handle = loop.call_later(self._deadline()[0] - t0, self._check)
 
     def _deadline(self) -> tuple[float, str]:
         d, why = (
@@ -40,6 +40,15 @@ class Watchdog:
         )
         total = self.t0 + self._tm.total
         return (total, "TotalTimeout") if total <= d else (d, why)
+
+    def headers_deadline(self) -> float:
+        """The loop time by which the headers must have come (the TTFT or total deadline)."""
+        return self._loop.time() + max(0.0, self._deadline()[0] - _perf())
+
+    def passed(self) -> str | None:
+        """The deadline that has passed by now, if any (its error class)."""
+        deadline, why = self._deadline()
+        return why if _perf() >= deadline - 1e-3 else None
 
     def _check(self) -> None:
         deadline, why = self._deadline()
@@ -54,10 +63,11 @@ class Watchdog:
             self.reader.stop()
 
     def started(self) -> None:
-        """The first token came: from now the idle deadline holds, so the timer is re-armed."""
+        """The first token came: from now the idle deadline holds, so the timer is re-armed, at
+        the idle deadline or the total one (from the send, not from now), whichever comes first."""
         self.first = True
         self._handle.cancel()
-        self._handle = self._loop.call_later(min(self._tm.idle, self._tm.total), self._check)
+        self._handle = self._loop.call_later(max(0.0, self._deadline()[0] - _perf()), self._check)
 
     def cancel(self) -> None:
         self._handle.cancel()

@@ -1,0 +1,66 @@
+"""The three deadlines hold in any order: TTFT from the send to the first token, idle between
+reads, total from the send over everything (docs/driver.md, "How a run ends")."""
+
+import pytest
+
+from harness.driver.target import Timeouts
+from tests.driver.helpers import replay, sess, trace
+
+
+async def _one(make_server, tmp_path, tm: Timeouts, *, sid="s", output=40, **server):
+    srv = await make_server(**server)
+    _, records, _ = await replay(
+        trace(sess(sid, [(8, output, 0)])), srv.url, tmp_path, target_kw={"timeouts": tm}
+    )
+    (r,) = records
+    return r
+
+
+@pytest.mark.parametrize(
+    ("server", "tm", "why"),
+    [
+        # total < idle, the first token late: the total deadline counts from the send, not from
+        # the first token (it fired at first token + total before)
+        ({"ttft_base": 0.4, "token_delay": 0.05}, Timeouts(ttft=5, idle=5, total=0.7), "first"),
+        # total < idle, tokens steady from the start
+        ({"token_delay": 0.05}, Timeouts(ttft=5, idle=5, total=0.5), "steady"),
+        # total < TTFT: the headers came, the first token does not
+        ({"ttft_base": 3.0}, Timeouts(ttft=5, idle=5, total=0.5), "no token"),
+    ],
+    ids=["first-token-late", "steady", "no-token"],
+)
+async def test_total_runs_from_the_send_whatever_the_other_deadlines(
+    make_server, tmp_path, server, tm, why
+):
+    r = await _one(make_server, tmp_path, tm, **server)
+    assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout"), (why, r["error"])
+    took = r["t_done"] - r["t_sent"]
+    assert tm.total - 0.01 <= took < tm.total + 0.25, (why, took)
+
+
+async def test_total_below_ttft_bounds_the_wait_for_headers(make_server, tmp_path):
+    tm = Timeouts(ttft=5, idle=5, total=0.5)
+    r = await _one(make_server, tmp_path, tm, sid="fault-slowheaders-a", slow_s=3.0)
+    assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout"), r["error"]
+    assert r["t_first_token"] is None
+    assert 0.49 <= r["t_done"] - r["t_scheduled"] < 0.9
+
+
+async def test_ttft_below_total_is_still_a_ttft_timeout(make_server, tmp_path):
+    tm = Timeouts(ttft=0.3, idle=5, total=0.6)
+    r = await _one(make_server, tmp_path, tm, sid="fault-slowheaders-a", slow_s=3.0)
+    assert (r["status"], r["error"]["class"]) == ("timeout", "TTFTTimeout"), r["error"]
+    assert 0.29 <= r["t_done"] - r["t_scheduled"] < 0.6
+
+
+async def test_idle_below_total_after_the_first_token_is_an_idle_timeout(make_server, tmp_path):
+    tm = Timeouts(ttft=5, idle=0.3, total=0.8)
+    r = await _one(make_server, tmp_path, tm, sid="fault-stall-a", slow_s=3.0)
+    assert (r["status"], r["error"]["class"]) == ("timeout", "IdleTimeout"), r["error"]
+    assert 0.29 <= r["t_done"] - r["t_last_token"] < 0.6
+
+
+async def test_a_request_within_every_deadline_is_ok(make_server, tmp_path):
+    tm = Timeouts(ttft=1, idle=1, total=2)
+    r = await _one(make_server, tmp_path, tm, output=5, ttft_base=0.2, token_delay=0.05)
+    assert r["status"] == "ok" and r["completion_tokens"] == 5
