@@ -63,17 +63,21 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.driver.signals names which)
+        print(f"harness: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in _WRITE_ERRORS:
             raise
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"harness: error: {where}cannot write ({exc.strerror})", file=sys.stderr)
         return 2
+
+
+# A folder or disk that refuses a write: one line, whichever file it was (docs/driver.md).
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 if __name__ == "__main__":

@@ -133,7 +133,9 @@ def _capacity(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and any(out.iterdir()):
         raise InputError("already exists and is not empty; choose another with -o", path=out)
-    out.mkdir(parents=True, exist_ok=True)
+    from harness.driver.runfolder import make_run_dir
+
+    make_run_dir(out)
     scenario = load_scenario(args.scenario, args.sets)
     result = capacity(
         scenario, out, max_concurrency=args.max_concurrency, resolution=args.resolution
@@ -202,10 +204,12 @@ def replay_scenario(args: argparse.Namespace):
 def _replay(args: argparse.Namespace) -> int:
     from harness.build import build_trace
     from harness.driver import progress
+    from harness.driver.signals import interrupt_on_signals
     from harness.runner import replay_point
 
     scenario = replay_scenario(args)
-    trace = build_trace(scenario)
+    with interrupt_on_signals():
+        trace = build_trace(scenario)
     t = scenario.target
     if scenario.load.history == "live" and t.api == "completions" and t.prompt_format == "tokens":
         print(

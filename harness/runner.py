@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.build import build_trace, open_target, replay_config, simulated
+from harness.driver.runfolder import make_run_dir
+from harness.driver.signals import Interrupted, interrupt_on_signals
 from harness.errors import InputError
 from harness.exit_codes import check_concurrency
 from harness.scenario import Scenario, dump_scenario
@@ -51,7 +53,7 @@ def run_scenario(
     if len(points) == 1 and not scenario.sweep:
         point = run_point(scenario, run_dir, quiet=quiet)
         return RunResult(run_dir, [point], interrupted=point.status == RunStatus.INTERRUPTED)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_run_dir(run_dir)
     dump_scenario(scenario, run_dir / SCENARIO_FILE)
     results: list[PointResult] = []
     for label, point_scenario in points:
@@ -75,17 +77,21 @@ def run_scenario(
 
 
 def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> PointResult:
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError("names a file, not a run folder; choose another with -o", path=run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
+    if run_dir.exists() and run_dir.is_dir() and any(run_dir.iterdir()):
         raise InputError(
             "the run folder already exists and is not empty; choose another with -o", path=run_dir
         )
-    trace = build_trace(scenario)
+    with interrupt_on_signals():
+        trace = build_trace(scenario)
     result = replay_point(scenario, trace, run_dir, show_progress=not quiet and os.isatty(1))
-    return PointResult(
-        scenario.name, run_dir, result.status, analyze_point(scenario, run_dir, quiet=quiet)
-    )
+    try:
+        with interrupt_on_signals():
+            summary = analyze_point(scenario, run_dir, quiet=quiet)
+    except Interrupted as exc:  # the run folder is closed already: only the analysis is lost
+        raise Interrupted(
+            f"{exc} during the analysis; `harness analyze {run_dir}` redoes it"
+        ) from None
+    return PointResult(scenario.name, run_dir, result.status, summary)
 
 
 def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progress: bool):
@@ -93,8 +99,7 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
     event loop both verbs use."""
     from harness.driver.run import connection_limit, run_blocking
 
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError("names a file, not a run folder; choose another with -o", path=run_dir)
+    make_run_dir(run_dir)  # before any server starts or file is written: one line if it cannot be
     config = replay_config(scenario, run_dir.name)
     if config.load == "closed":
         limit = scenario.target.max_connections or connection_limit(trace, config)

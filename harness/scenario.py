@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 
 from harness import yamlconf
 from harness.driver.config import Load, Sending
+from harness.driver.endpoint import parse_endpoint
 from harness.driver.target import Timeouts
 from harness.errors import ScenarioError
 from harness.yamlconf import Strict
@@ -82,18 +83,8 @@ class Endpoint(Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")) or url[-3:] == "://":
-            raise ValueError(f"{_redacted(url)!r} is not an http:// or https:// URL")
-        if any(c in url for c in "\r\n "):
-            raise ValueError("an endpoint URL holds no spaces, CR or LF")
+        parse_endpoint(url)  # one line saying what to fix (harness/driver/endpoint.py)
         return url
-
-
-def _redacted(url: str) -> str:
-    """A URL as an error may show it: without user info or query string."""
-    head, _, rest = url.partition("://")
-    host, sep, path = rest.partition("/")
-    return f"{head}://{host.rpartition('@')[2]}{sep}{path.partition('?')[0]}"
 
 
 class EngineTargetConfig(Strict):
@@ -185,6 +176,22 @@ class TargetConfig(Sending):
             raise ValueError("kind 'endpoints' needs at least one entry in 'endpoints'")
         if self.kind == "engine" and self.endpoints:
             raise ValueError("'endpoints' is only for kind 'endpoints'")
+        return self
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> TargetConfig:
+        """A URL's user:password is sent as Basic auth, the key as a Bearer token: one request
+        cannot carry both (one Authorization header), so the two together are refused."""
+        given = [
+            f"target.{k}" for k in ("api_key_env", "api_key_file") if getattr(self, k) is not None
+        ]
+        given += [f"target.headers.{k}" for k in self.headers if k.lower() == "authorization"]
+        with_user = [i for i, e in enumerate(self.endpoints) if parse_endpoint(e.url).credentials]
+        if given and with_user:
+            raise ValueError(
+                f"endpoints.{with_user[0]}.url holds user:password@ and {given[0]} gives an API "
+                "key too: a request carries one Authorization header; give one of the two"
+            )
         return self
 
 

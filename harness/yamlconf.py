@@ -109,7 +109,9 @@ def validate_model(
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        # a validator's own ValueError reads as its message, without pydantic's "Value error, "
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = msg.removeprefix("Value error, ")
         field = ".".join(str(p) for p in loc) or None
         line = None if _overridden(loc, overrides) else line_of(root, loc)
         raise error(msg, path=source, line=line, field=field) from None

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 
 # Leaf modules every package may use; they import only each other. "" is harness/__init__.py.
-LOW_LEVEL = {"", "errors", "schema", "yamlconf", "vocab", "prometheus"}
+LOW_LEVEL = {"", "errors", "schema", "yamlconf", "vocab", "prometheus", "atomic"}
 
 ALLOWED = {
     "engine": set(),

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.analysis.records import read_records
+from harness.atomic import replacing
 from harness.errors import ParquetSkipped
 from harness.schema import COUNT_FIELDS, FLOAT_FIELDS, RECORD_FIELDS, RECORDS_FILE
 
@@ -73,9 +74,8 @@ def write_parquet(frame: pd.DataFrame, run_dir: Path, notes: list[str]) -> Path:
     }
     table = to_table(frame).replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     out = run_dir / PARQUET_FILE
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(out)
+    with replacing(out) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
     return out
 
 

@@ -33,6 +33,7 @@ from harness.analysis.run import Run, load_run
 from harness.analysis.sessions import tasks as sessions
 from harness.analysis.slo import Slo, goodput, parse_slos
 from harness.analysis.tested import what_was_tested
+from harness.atomic import write_atomic
 from harness.errors import InputError, RunFolderError
 from harness.schema import SCENARIO_FILE, SUMMARY_FILE
 
@@ -254,10 +255,7 @@ def server_cache(manifest: dict) -> dict | None:
 
 def write_summary(summary: dict, run_dir: Path) -> Path:
     path = Path(run_dir) / SUMMARY_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
 
 
 def _counts(run: Run) -> dict:

@@ -126,6 +126,8 @@ class _Coordinator:
         self.t0 = time.perf_counter()
         self.start_wall: float | None = None
         self.interrupted = False
+        # its interrupt() handles every phase itself (workers starting included)
+        self.running = True
 
     def now(self) -> float:
         return time.perf_counter() - self.t0

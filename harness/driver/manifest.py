@@ -13,21 +13,16 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from harness import __version__
+from harness.driver.endpoint import redact_url
 from harness.schema import RECORD_SCHEMA_VERSION, RunStatus
+
+__all__ = ["redact_url"]  # here for the readers that import it from the manifest's module
 
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-
-
-def redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def git_commit() -> str | None:

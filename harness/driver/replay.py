@@ -73,6 +73,7 @@ class Replay:
         self.stopped_by: str | None = None
         self.think_capped = {"pauses": 0, "seconds_cut": 0.0}  # pauses shortened by think_cap_s
         self.interrupted = False
+        self.started = False  # run() was called: from now a signal interrupts the replay
         self.finished = False  # run() returned: the replay itself says how it ended
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -90,6 +91,7 @@ class Replay:
         several processes can share one start; the run waits for it. Default: now."""
         if t0 is not None:
             await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+        self.started = True
         self.t0 = time.perf_counter() if t0 is None else t0
         if self.config.max_duration is not None:
             loop = asyncio.get_running_loop()
@@ -133,6 +135,24 @@ class Replay:
         if not self.finished:
             return None
         return self.stopped_by or self.task_source.stopped_by or "trace_end"
+
+    @property
+    def running(self) -> bool:
+        """Sending or draining: a signal interrupts it (before, it cancels the preflight)."""
+        return self.started and not self.finished
+
+    @property
+    def phase(self) -> str:
+        """Where the run is: preflight (not sending yet), warmup, run, drain (past its stop,
+        in flight requests finishing) or done."""
+        if not self.started:
+            return "preflight"
+        if self.finished:
+            return "done"
+        if self._stop.is_set():
+            return "drain"
+        c = self.config
+        return "warmup" if self.sent < c.warmup_requests or self.now() < c.warmup_s else "run"
 
     @property
     def unsent(self) -> int:

@@ -18,6 +18,7 @@ from harness.driver.manifest import replay_fields, started_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
 from harness.driver.selfcheck import LoopProbe, write_client_check
+from harness.driver.signals import Signals
 from harness.driver.target import Target
 from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
@@ -56,9 +57,15 @@ def event_loop_factory():
 
 def run_blocking(coro):
     """Run `coro` to completion on uvloop when installed: `harness run` and `harness replay`
-    measure on the same event loop."""
+    measure on the same event loop. A SIGINT or SIGTERM in any phase of it ends that phase at
+    once (`harness.driver.signals`); `Interrupted` comes out once the run folder is closed."""
+
+    async def guarded():
+        with Signals().installed():
+            return await coro
+
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        return runner.run(coro)
+        return runner.run(guarded())
 
 
 async def run_replay(

@@ -2,8 +2,8 @@
 
 `RunFolder(path, run_id, **fields)` refuses a folder that already holds records, writes the
 manifest with status `running`, and appends records as requests end. While a replay runs,
-`signals(replay)` turns the first Ctrl-C / SIGTERM into `replay.interrupt()` and a second one
-into KeyboardInterrupt. Server /metrics snapshots go into the manifest (`server_metrics`);
+`signals(replay)` turns the first Ctrl-C / SIGTERM into `replay.interrupt()` (before it sends:
+the preflight cancelled) and a second one into KeyboardInterrupt. Server /metrics snapshots go into the manifest (`server_metrics`);
 `close(status)` ends the run with a `RunStatus`. Used as a context manager, an exception closes
 the run `interrupted` (Ctrl-C, cancellation) or `failed`. Nothing rewrites records.jsonl: the
 analyzer derives everything else from the folder.
@@ -14,30 +14,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import orjson
 
 from harness.driver.manifest import new_manifest, now_iso
 from harness.driver.recorder import Recorder
+from harness.driver.signals import Interruptible, Signals
 from harness.errors import RunFolderError, WriteError
 from harness.schema import MANIFEST_FILE, RECORDS_FILE, RunStatus
 
 
-class Interruptible(Protocol):
-    interrupted: bool
+def make_run_dir(path: str | Path) -> Path:
+    """The run folder (and its parents) created, and a file can be written in it; else one line
+    naming the folder and why: a file in the way, no such parent, no permission, a read-only
+    file system."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise RunFolderError("names a file, not a run folder; choose another with -o", path=path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unusable(path, exc, exc.filename) from None
+    try:
+        with tempfile.TemporaryFile(dir=path):  # nothing left behind: unnamed, or unlinked
+            pass
+    except OSError as exc:
+        raise _unusable(path, exc, None) from None
+    return path
 
-    def interrupt(self) -> None: ...
 
-    def stop(self, reason: str) -> None: ...
+def _unusable(path: Path, exc: OSError, culprit: str | None) -> RunFolderError:
+    why = exc.strerror or type(exc).__name__
+    if culprit is not None and Path(culprit) != path:
+        why = f"{why}: {culprit}"
+    if isinstance(exc, FileExistsError):  # a parent that is a file or a dangling link
+        why = f"{culprit} is in the way: not a folder"
+    return RunFolderError(
+        f"cannot create or write the run folder ({why}); choose another with -o", path=path
+    )
 
 
 class RunFolder:
     def __init__(self, path: str | Path, run_id: str, **fields) -> None:
-        self.path = Path(path)
+        self.path = make_run_dir(path)
         if (self.path / RECORDS_FILE).exists():
             raise RunFolderError(
                 "already holds records; choose a new run folder", path=self.path / RECORDS_FILE
@@ -45,6 +67,8 @@ class RunFolder:
         self.manifest = new_manifest(run_id, **fields)
         self.recorder = Recorder(self.path)
         self.status = RunStatus.RUNNING
+        self._replay: Interruptible | None = None  # while signals(replay) holds
+        self._phase = "preflight"  # what a signal interrupts when no replay is watched
         self._write_manifest()
 
     def write(self, rec: dict) -> None:
@@ -65,27 +89,28 @@ class RunFolder:
 
     @contextlib.contextmanager
     def signals(self, replay: Interruptible) -> Iterator[None]:
-        """First Ctrl-C / SIGTERM: `replay.interrupt()`. A second one: give up on the clean-up."""
-        loop = asyncio.get_running_loop()
-        installed = []
+        """The first Ctrl-C / SIGTERM: `replay.interrupt()` while it sends, else the phase that
+        waits (the preflight) is cancelled; the manifest names the signal (`signal`) and the
+        phase (`stopped_in`). A second one: give up on the clean-up (`harness.driver.signals`)."""
 
-        def on_signal() -> None:
-            if replay.interrupted:
-                raise KeyboardInterrupt
-            replay.interrupt()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.ExitStack() as stack:
+            signals = Signals.current() or stack.enter_context(Signals().installed())
+            if self._note not in signals.noted:
+                signals.noted.append(self._note)
+                stack.callback(signals.noted.remove, self._note)
+            stack.enter_context(signals.watching(replay))
+            self.recorder.on_failure = lambda exc: replay.stop("disk_full")
+            self._replay = replay
             try:
-                loop.add_signal_handler(sig, on_signal)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-                pass
-        self.recorder.on_failure = lambda exc: replay.stop("disk_full")
-        try:
-            yield
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+                yield
+            finally:
+                self._replay, self._phase = None, "closing"
+
+    def _note(self, name: str) -> None:
+        """A signal came (its name): the manifest says which, and in which phase."""
+        if not self.closed:
+            phase = getattr(self._replay, "phase", "run") if self._replay else self._phase
+            self.update(signal=name, stopped_in=phase)
 
     def check_written(self) -> None:
         """Raise `WriteError` (one line) if a record could not be written."""
@@ -115,9 +140,15 @@ class RunFolder:
         return self.status is not RunStatus.RUNNING
 
     def __enter__(self) -> RunFolder:
+        signals = Signals.current()  # a signal before the replay (a /metrics scrape) is noted
+        if signals is not None:
+            signals.noted.append(self._note)
         return self
 
     def __exit__(self, kind, exc, tb) -> None:
+        signals = Signals.current()
+        if signals is not None and self._note in signals.noted:
+            signals.noted.remove(self._note)
         if self.closed:
             return
         stopped = kind is not None and issubclass(kind, KeyboardInterrupt | asyncio.CancelledError)

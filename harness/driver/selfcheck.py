@@ -24,6 +24,7 @@ from pathlib import Path
 
 import orjson
 
+from harness.atomic import write_atomic
 from harness.schema import CLIENT_FILE
 
 CLIENT_VERSION = 1
@@ -149,11 +150,4 @@ def write_client_samples(run_dir: str | Path, samples: dict, *, name: str = CLIE
     """Atomically, like the manifest: a reader never sees half a file (nor, on a full disk, an
     empty .tmp: the error is raised with it removed)."""
     path = Path(run_dir) / name
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(orjson.dumps(samples))
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, orjson.dumps(samples))

@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt
 
 from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
+from harness.atomic import write_atomic
 from harness.report.headline import headline_strip
 from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
@@ -84,10 +85,7 @@ def write_report(run_dirs, out_path: str | Path | None = None) -> Path:
     analyses = [analyze(r) for r in runs]
     out = Path(out_path) if out_path else default_report_path([r.path for r in runs])
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render_report(analyses), encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_atomic(out, render_report(analyses))
 
 
 def default_report_path(paths: list[Path]) -> Path:

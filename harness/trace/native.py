@@ -17,6 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from harness.atomic import replacing
 from harness.errors import TraceFormatError
 from harness.trace.blocks import IdChain
 from harness.trace.model import TRACE_FORMAT, TRACE_VERSION, Session, Trace, TraceHeader, Turn
@@ -278,9 +279,7 @@ def write_trace(trace: Trace, path: str | Path) -> None:
 def write_lines(lines: Iterable[str], path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+    with replacing(path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as fh:
         for line in lines:
             fh.write(line)
             fh.write("\n")
-    tmp.replace(path)

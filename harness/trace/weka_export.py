@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from harness.atomic import replacing
 from harness.errors import TraceFormatError
 from harness.trace.blocks import LOCAL_MASK, BlockHasher
 from harness.trace.content import Content
@@ -127,10 +128,8 @@ def write_weka(
         traces = (progress(n) or obj for n, obj in enumerate(traces, start=1))
     if path.suffix == ".jsonl":
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as fh:
+        with replacing(path) as tmp, tmp.open("wb") as fh:
             n = sum(fh.write(orjson.dumps(obj) + b"\n") > 0 for obj in traces)
-        tmp.replace(path)
         return n
     if path.exists() and not path.is_dir():
         raise TraceFormatError(

@@ -23,7 +23,9 @@
 - Faults, chosen per request from the session id (X-Session-ID containing `fault-<mode>`):
   http500, http429, close (connection dropped mid-stream), malformed (unparseable event), stall
   (stops sending), slowheaders (no headers for `slow_s`), oversized (one huge event), errorobj
-  (an error object in the stream), nousage (no usage object), nodone (no [DONE]).
+  (an error object in the stream), nousage (no usage object), nodone (no [DONE]), json200 (a
+  200 JSON reply), echoauth (a 401 quoting the Authorization header), emptydeltas (every event's
+  text empty), plus `http404` like http500. `SilentServer` never answers at all.
 
 Run alone: `python tests/driver/sse_server.py --port 0` prints `PORT <n>` once listening.
 """
@@ -86,13 +88,14 @@ class SSETestServer:
         app.router.add_get("/log", self._get_log)
         return app
 
-    async def start(self, port: int = 0) -> str:
+    async def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
+        """Listen on `host` (a loopback address: 127.0.0.1, or ::1 for IPv6); its base URL."""
         self._runner = web.AppRunner(self.app(), shutdown_timeout=0.2, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=4096)
+        site = web.TCPSite(self._runner, host, port, backlog=4096)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         return self.url
 
     async def stop(self) -> None:
@@ -204,7 +207,7 @@ class SSETestServer:
         if refusal is not None:
             error = {"message": refusal, "type": "BadRequestError", "param": None, "code": 400}
             return web.json_response({"error": error}, status=400)
-        if fault in ("http500", "http429"):
+        if fault in ("http500", "http429", "http404"):
             status = int(fault[4:])
             return web.json_response(
                 {"error": {"message": f"injected {status}", "type": "test", "code": status}},
@@ -252,7 +255,7 @@ class SSETestServer:
             if i == 1 and fault in ("close", "malformed", "stall", "oversized", "errorobj"):
                 await self._inject(request, resp, fault)
                 return
-            ev = _chunk(chat, f" x{i}", finish=i == n - 1)
+            ev = _chunk(chat, "" if fault == "emptydeltas" else f" x{i}", finish=i == n - 1)
             if continuous:
                 ev["usage"] = dict(
                     usage, completion_tokens=i + 1, total_tokens=usage["prompt_tokens"] + i + 1
@@ -286,6 +289,34 @@ class SSETestServer:
             await resp.write(
                 _event({"error": {"message": "injected stream error", "type": "test", "code": 500}})
             )
+
+
+class SilentServer:
+    """A server that accepts connections and never answers a byte (a hung endpoint): every
+    request to it waits until the client gives up. `connections` counts the ones accepted."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self._held: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+        self.url = ""
+
+    async def start(self, host: str = "127.0.0.1") -> str:
+        self._server = await asyncio.start_server(self._accept, host, 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return self.url
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._held.append(writer)
+
+    async def stop(self) -> None:
+        for w in self._held:
+            w.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
 
 
 class SpecCounters:

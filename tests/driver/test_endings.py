@@ -74,7 +74,7 @@ async def test_replay_exit_codes_follow_the_table(server, tmp_path):
         (["-o", "FILE"], "names a file"),
         (["--header", "X-Evil: a\r\nX-Injected: b"], "one line"),
         (["--concurrency", "100000"], "100000 concurrent sessions"),
-        (["--endpoint", "localhost:8000"], "not an http"),
+        (["--endpoint", "localhost:8000"], "add http://"),
         (["--max-duration", "10", "--warmup", "6", "--cooldown", "4"], "cover the whole run"),
     ],
 )
