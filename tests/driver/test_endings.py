@@ -163,6 +163,7 @@ async def test_a_full_disk_stops_the_run_with_one_line(make_server, tmp_path):
         code, _, err = await _harness("analyze", run)  # summary.json cannot be written either
         errors = [line for line in err.splitlines() if line.startswith("harness: error:")]
         assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+        assert not list(run.glob("*.tmp"))  # no 0-byte summary.json.tmp (nor any other)
     finally:
         subprocess.run(["umount", "-l", str(mnt)])
 
