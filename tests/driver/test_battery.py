@@ -39,9 +39,7 @@ async def test_a_server_failing_one_way_on_every_request(make_server, tmp_path, 
     served = [e for e in srv.log if e["session_id"] != "preflight"]
     assert sorted(r["request_id"] for r in recs) == sorted(e["request_id"] for e in served)
     assert len(recs) == 6 and len(srv.log) == 7  # the probe, then every request once
-    assert {(r["status"], (r["error"] or {}).get("class")) for r in recs} == {
-        (status, error_class)
-    }
+    assert {(r["status"], (r["error"] or {}).get("class")) for r in recs} == {(status, error_class)}
     counts = load_manifest(run)["counts"]
     assert counts["requests"] == 6 and counts["by_status"] == {status: 6}
     if mode == "emptydeltas":  # the server's own count is kept; each event is a token

@@ -102,6 +102,7 @@ async def test_interrupted_run_leaves_valid_records_and_manifest(make_server, tm
     manifest = load_manifest(run)
     assert manifest["status"] == "interrupted" and manifest["ended_at"]
     assert manifest["stopped_by"] == "signal"
+    assert (manifest["signal"], manifest["stopped_in"]) == (sig.name, "run")
     assert manifest["counts"]["requests"] == len(recs)
 
 

@@ -71,6 +71,8 @@ def test_an_exception_closes_the_run(tmp_path, error, status):
 async def test_signals_interrupt_then_give_up(tmp_path):
     class Replay:
         interrupted = False
+        running = True  # sending: the signal interrupts it
+        phase = "run"
 
         def interrupt(self) -> None:
             self.interrupted = True
@@ -81,9 +83,30 @@ async def test_signals_interrupt_then_give_up(tmp_path):
         await asyncio.sleep(0.05)
         assert replay.interrupted
         folder.close(RunStatus.INTERRUPTED)
-    assert load_manifest(tmp_path)["status"] == "interrupted"
+    m = load_manifest(tmp_path)
+    assert (m["status"], m["signal"], m["stopped_in"]) == ("interrupted", "SIGTERM", "run")
     # handlers are removed on the way out: SIGTERM is the default again
     assert signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+
+
+async def test_a_signal_before_the_replay_sends_cancels_the_wait(tmp_path):
+    class Replay:
+        interrupted = False
+        running = False  # the preflight: nothing sent yet
+        phase = "preflight"
+
+        def interrupt(self) -> None:
+            self.interrupted = True
+
+    replay = Replay()
+    folder = RunFolder(tmp_path, "r")
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"), folder, folder.signals(replay):
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(30)  # a probe that never answers
+    assert not replay.interrupted
+    m = load_manifest(tmp_path)
+    assert (m["status"], m["stopped_by"], m["signal"]) == ("interrupted", "signal", "SIGINT")
+    assert m["stopped_in"] == "preflight"
 
 
 async def test_records_are_batched_then_flushed_within_flush_s(tmp_path):
