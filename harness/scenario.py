@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 
 from harness import yamlconf
 from harness.driver.config import Load, Sending
+from harness.driver.sampling import Sampling
 from harness.driver.target import Timeouts
 from harness.errors import ScenarioError
 from harness.yamlconf import Strict
@@ -145,6 +146,11 @@ class TargetConfig(Sending):
         None,
         description="also send the session id in the request body under NAME (X-Session-ID is "
         "always sent)",
+    )
+    sampling: Sampling = Field(
+        default_factory=Sampling,
+        description="temperature, top_p, top_k, seed sent in each API's own fields (greedy: "
+        "temperature 0 unless set; harness/driver/sampling.py)",
     )
     scrape_metrics: bool = Field(
         True, description="read the endpoints' Prometheus /metrics before and after the run"

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from harness.driver.sampling import Sampling
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES
 from harness.driver.target import Timeouts
 
@@ -24,6 +25,7 @@ class HTTPTargetConfig:
     session_id_field: str | None = None  # also put the session id in the body under this name
     cache_details: bool = False  # SGLang's return_cached_tokens_details (cached tokens by tier)
     tool_choice: str | None = None  # chat: sent with the request's tools (auto, required, none)
+    sampling: Sampling = Sampling()  # sent in each API's own fields (sampling.py)
     timeouts: Timeouts = Timeouts()
     max_connections: int = 256
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES

@@ -123,6 +123,7 @@ class OpenAIHTTPTarget:
             "ignore_eos": c.ignore_eos,
             "continuous_usage": c.continuous_usage,
             "session_id_field": c.session_id_field,
+            "sampling": c.sampling.describe(c.api),
             "timeouts": {
                 "connect": c.timeouts.connect,
                 "ttft": c.timeouts.ttft,

@@ -19,9 +19,9 @@ def output_length(req: RequestSpec) -> int:
 
 
 def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
-    """vLLM's and SGLang's forced length (`min_tokens`, `ignore_eos`), the session id field,
-    SGLang's cached tokens by tier."""
-    body: dict = {}
+    """The sampling settings in `c.api`'s fields, vLLM's and SGLang's forced length
+    (`min_tokens`, `ignore_eos`), the session id field, SGLang's cached tokens by tier."""
+    body: dict = c.sampling.fields(c.api)
     if c.min_tokens:
         body["min_tokens"] = n
     if c.ignore_eos:

@@ -136,9 +136,9 @@ def token_space_line(t: dict | None) -> str:
     """summary.json `cache.token_space` in words; empty for trace tokens the server receives as such."""
     if not t or not (t["space"] == "server" or t["approximate"]):
         return ""
-    if t["approximate"]:
+    if t["approximate"] and not t.get("prompt_token_mismatches"):
         return f"APPROXIMATE, compare rates not token counts: {t['reason']}"
-    line = (
+    line = ("APPROXIMATE, " if t["approximate"] else "") + (
         f"server's tokens: {t['prompts_checked']} prompt_tokens checked against"
         f" the local count, {t['prompt_token_mismatches']} differ"
     )
