@@ -209,6 +209,7 @@ def http_target_config(
         min_tokens=t.send_min_tokens,
         ignore_eos=t.send_ignore_eos,
         continuous_usage=t.continuous_usage,
+        tokenizer=config.tokenizer,
         cache_details=t.cache_details,
         tool_choice=t.tool_choice,
         sampling=t.sampling,

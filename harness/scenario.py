@@ -128,9 +128,10 @@ class TargetConfig(Sending):
         True, description="send min_tokens (off for servers that reject unknown fields)"
     )
     send_ignore_eos: bool = Field(True, description="send ignore_eos")
-    continuous_usage: bool = Field(
-        False,
-        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)",
+    continuous_usage: bool | Literal["auto"] = Field(
+        "auto",
+        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per "
+        "chunk); auto: on chat and completions where /v1/models says vLLM (harness/driver/placing.py)",
     )
     cache_details: bool = Field(
         False,

@@ -70,7 +70,7 @@ class OpenAIRequest:
         body: dict = {"model": c.model, "max_tokens": n, "stream": True}
         body["stream_options"] = (
             {"include_usage": True, "continuous_usage_stats": True}
-            if c.continuous_usage
+            if c.continuous_usage is True  # "auto" is resolved when the target starts
             else {"include_usage": True}
         )
         return body | shared_fields(c, req, n)
