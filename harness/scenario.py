@@ -149,7 +149,7 @@ class TargetConfig(Sending):
         "always sent)",
     )
     sampling: Sampling = Field(
-        default_factory=Sampling,
+        Sampling(),
         description="temperature, top_p, top_k, seed sent in each API's own fields (greedy: "
         "temperature 0 unless set; harness/driver/sampling.py)",
     )
