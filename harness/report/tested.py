@@ -86,7 +86,8 @@ def content_text(content: dict | None, spec: dict | None) -> str:
         return "-"
     kind = {"code": "code (Python source)", "words": "words (English word lists)"}
     form = "tool-shaped turns" if content.get("turn_form") == "tools" else "plain turns"
-    text = f"{kind.get(content.get('kind'), content.get('kind'))}, {form}"
+    name = str(content.get("kind"))
+    text = f"{kind.get(name, name)}, {form}"
     if content.get("kind") == "words" and spec:
         text += (
             "; WORDS UNDER SPECULATIVE DECODING: word lists are drafted and accepted far more "
