@@ -188,3 +188,20 @@ async def test_messages_from_the_quickstarts_profile_carry_a_system(servers, tmp
         for m in e["body"]["messages"]
         for b in m["content"]
     )
+
+
+@pytest.mark.parametrize("content", ["words", "code"])
+async def test_a_words_run_under_speculation_says_so_on_its_first_screen(
+    servers, tmp_path, content
+):
+    from tests.trace.tiny import no_think, small_generated
+
+    # the per-request form (no /metrics scrape here): the server reports speculative decoding
+    server = await servers(spec_tokens=4, spec_accepted=3, spec_per_request=True)
+    tr = no_think(small_generated(sessions=1, seed=5, content=content))
+    await replay(tr, server.url, tmp_path / "run", api="chat", max_requests=3)
+    summary = analyze_run(tmp_path / "run")
+    assert summary["tested"]["content"] == {"kind": content, "turn_form": "plain"}
+    first = summary_table(summary).splitlines()[:12]
+    line = next(x for x in first if x.startswith("content:"))
+    assert ("WORDS UNDER SPECULATIVE DECODING" in line) == (content == "words"), line
