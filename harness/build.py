@@ -168,6 +168,7 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
         EngineConfig.from_dict(dict(t.engine.options)),
         replicas=t.engine.replicas,
         ignore_eos=t.send_ignore_eos,
+        temperature=t.sampling.temperature,
     )
 
     async def scrape() -> list[dict | None] | None:
@@ -208,8 +209,10 @@ def http_target_config(
         min_tokens=t.send_min_tokens,
         ignore_eos=t.send_ignore_eos,
         continuous_usage=t.continuous_usage,
+        tokenizer=config.tokenizer,
         cache_details=t.cache_details,
         tool_choice=t.tool_choice,
+        sampling=t.sampling,
         session_id_field=t.session_id_field,
         timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),

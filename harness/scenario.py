@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 from harness import yamlconf
 from harness.driver.config import Load, Sending
 from harness.driver.endpoint import parse_endpoint
+from harness.driver.sampling import Sampling
 from harness.driver.target import Timeouts
 from harness.errors import ScenarioError
 from harness.yamlconf import Strict
@@ -118,9 +119,10 @@ class TargetConfig(Sending):
         True, description="send min_tokens (off for servers that reject unknown fields)"
     )
     send_ignore_eos: bool = Field(True, description="send ignore_eos")
-    continuous_usage: bool = Field(
-        False,
-        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per chunk)",
+    continuous_usage: bool | Literal["auto"] = Field(
+        "auto",
+        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per "
+        "chunk); auto: on chat and completions where /v1/models says vLLM (harness/driver/placing.py)",
     )
     cache_details: bool = Field(
         False,
@@ -136,6 +138,11 @@ class TargetConfig(Sending):
         None,
         description="also send the session id in the request body under NAME (X-Session-ID is "
         "always sent)",
+    )
+    sampling: Sampling = Field(
+        Sampling(),
+        description="temperature, top_p, top_k, seed sent in each API's own fields (greedy: "
+        "temperature 0 unless set; harness/driver/sampling.py)",
     )
     scrape_metrics: bool = Field(
         True, description="read the endpoints' Prometheus /metrics before and after the run"

@@ -102,9 +102,10 @@ def test_replay_and_scenario_defaults_agree(trace_file):
     assert (target.min_tokens, target.ignore_eos, target.continuous_usage, target.api) == (
         True,
         True,
-        False,
+        "auto",  # resolved when the target starts: on where /v1/models says vLLM
         "completions",
     )
+    assert target.sampling.fields("chat") == {"temperature": 0.0}  # greedy unless asked
     # the driver's own defaults are the same ones (library use, tests)
     library = _fields(ReplayConfig())
     assert {k: v for k, v in library.items() if k != "run_id"} == {
@@ -157,6 +158,7 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "send_min_tokens": False,
             "send_ignore_eos": False,
             "continuous_usage": True,
+            "sampling": {"temperature": 0.5, "seed": 2},
             "cache_details": True,
             "tool_choice": "required",
             "session_id_field": "sid",

@@ -22,6 +22,7 @@ from harness.analysis import (
     histograms,
     metrics,
     retries,
+    short_replies,
     speculation,
     streamed,
     window,
@@ -99,7 +100,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     hit = _without_ideal(cache.hit_rates(misses), ideal, run.manifest)
     overflow = context_limit.context_summary(run)  # issue 23: context limits
     # an import's chunks are not its tokens (its notes say so): nothing to place
-    placed = None if run.manifest.get("imported") else streamed.token_placement(ok)
+    placed = None if run.manifest.get("imported") else streamed.token_placement(ok, run.manifest)
+    short = short_replies.short_replies(ok, run.replay.api)
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -109,6 +111,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         **_counts(run),
         "errors_by_class": metrics.error_counts(run.measured),
         "streamed": placed,
+        "short_replies": short,
         "ttft_s": metrics.percentiles(per_request["ttft"]),
         "tpot_s": metrics.percentiles(per_request["tpot"]),
         "itl_s": metrics.weighted_percentiles(itl.values, itl.weights),
@@ -154,6 +157,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "warnings": [
             *run.warnings,
             *(streamed.warnings(placed) if placed else ()),
+            *short_replies.warnings(short),
             *window.warnings(measured_window),
             *client["warnings"],
         ],

@@ -1,4 +1,4 @@
-"""What was tested: target, model, API, load and its mode, token scale, device, duration, trace.
+"""What was tested: target, model, API, sampling, load, token scale, content, device, duration, trace.
 
 Read from the run folder only (manifest, trace header), so a reader sees what the numbers are of
 before reading them (summary.json `tested`). The device is the one the server said it ran on:
@@ -10,6 +10,7 @@ count given (`--gpus`, default 1), whatever the hardware.
 from __future__ import annotations
 
 from harness.analysis.run import Run
+from harness.trace.profile import content_form
 
 
 def what_was_tested(run: Run) -> dict:
@@ -26,8 +27,10 @@ def what_was_tested(run: Run) -> dict:
         "model": target.get("model") or settings.get("model_id"),
         "api": replay.get("api"),
         "prompt_format": replay.get("prompt_format"),
+        "sampling": target.get("sampling"),  # what each request asked for; null: older runs
         "load": _load(replay, settings),
         "token_scale": _scale(run),
+        "content": _content(run),
         "device": device(target),
         "simulated": run.simulated,
         "duration_s": m.get("duration_s"),
@@ -109,6 +112,16 @@ def _scale(run: Run) -> float | None:
     meta = run.trace.header.meta if run.trace is not None else {}
     scale = meta.get("scale") if isinstance(meta, dict) else None
     return float(scale) if isinstance(scale, int | float) else None
+
+
+def _content(run: Run) -> dict | None:
+    """What the prompts said: `words` or `code`, plain or tool-shaped turns (the trace's knobs;
+    an imported trace is words); null without a trace."""
+    if run.trace is None:
+        return None
+    meta = run.trace.header.meta if isinstance(run.trace.header.meta, dict) else {}
+    kind, form = content_form(meta)
+    return {"kind": kind, "turn_form": form}
 
 
 def _trace(run: Run, m: dict) -> dict:

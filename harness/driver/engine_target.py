@@ -25,7 +25,14 @@ from harness.serving.tokenizer import tokenizer_for
 class EngineTarget:
     name = "engine"
 
-    def __init__(self, config: EngineConfig, *, replicas: int = 1, ignore_eos: bool = True) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        replicas: int = 1,
+        ignore_eos: bool = True,
+        temperature: float | None = 0.0,
+    ) -> None:
         if replicas < 1:
             raise EngineError(f"replicas must be >= 1, got {replicas}")
         self.config = config
@@ -33,6 +40,7 @@ class EngineTarget:
         self.engines = [AsyncEngine(config) for _ in range(replicas)]
         self.tokenizer = tokenizer_for(config)
         self.ignore_eos = ignore_eos
+        self.temperature = 0.0 if temperature is None else temperature  # the engine's default: 0
         self.endpoints: Sequence[str] = tuple(
             "inprocess" if replicas == 1 else f"inprocess-{i}" for i in range(replicas)
         )
@@ -61,6 +69,11 @@ class EngineTarget:
                 if k in ("runner", "device", "modelled_device")
             },
             "engine": _config_dict(self.config),
+            # the engine samples by temperature only (top_p, top_k, seed: not implemented)
+            "sampling": {
+                "temperature": self.temperature,
+                "sent": {"temperature": self.temperature},
+            },
         }
 
     def _prompt_ids(self, req: RequestSpec) -> list[int]:
@@ -77,6 +90,7 @@ class EngineTarget:
             max_tokens=req.max_tokens,
             min_tokens=req.max_tokens if self.ignore_eos else 0,
             ignore_eos=self.ignore_eos,
+            temperature=self.temperature,
         )
         try:
             engine = self.engines[req.endpoint % len(self.engines)]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from harness.driver.sampling import Sampling
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES
 from harness.driver.target import Timeouts
 
@@ -20,10 +21,14 @@ class HTTPTargetConfig:
     headers: tuple[tuple[str, str], ...] = ()
     min_tokens: bool = True  # send min_tokens = max_tokens (vLLM, SGLang)
     ignore_eos: bool = True
-    continuous_usage: bool = False  # vLLM stream_options.continuous_usage_stats
+    # vLLM's stream_options.continuous_usage_stats: "auto" asks for it on chat and completions
+    # where every endpoint's /models card names a server that gives it (PER_EVENT_USAGE)
+    continuous_usage: bool | str = "auto"
+    tokenizer: str | None = None  # places a multi-token event's tokens by its text (placing.py)
     session_id_field: str | None = None  # also put the session id in the body under this name
     cache_details: bool = False  # SGLang's return_cached_tokens_details (cached tokens by tier)
     tool_choice: str | None = None  # chat: sent with the request's tools (auto, required, none)
+    sampling: Sampling = Sampling()  # sent in each API's own fields (sampling.py)
     timeouts: Timeouts = Timeouts()
     max_connections: int = 256
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
@@ -41,6 +46,11 @@ class HTTPTargetConfig:
             found += [parts.password or "", *(v for _, v in parse_qsl(parts.query))]
         return tuple(sorted({f for f in found if len(f) >= 4}, key=len, reverse=True))
 
+
+# /models `owned_by` of the servers that report usage on every event when asked (vLLM; the
+# reference server), and the APIs whose streams carry it there
+PER_EVENT_USAGE = ("vllm", "agentic-harness")
+PER_EVENT_USAGE_APIS = ("chat", "completions")
 
 # Each API's path under /v1.
 API_PATHS = {

@@ -19,11 +19,19 @@ from collections.abc import Callable, Sequence
 import aiohttp
 
 from harness.driver.aiohttp_internals import use_protocol
-from harness.driver.http_config import API_PATHS, HTTPTargetConfig, endpoint_url, redact
+from harness.driver.http_config import (
+    API_PATHS,
+    PER_EVENT_USAGE,
+    PER_EVENT_USAGE_APIS,
+    HTTPTargetConfig,
+    endpoint_url,
+    redact,
+)
 from harness.driver.http_failure import http_failure, timed_out, transport_failure
 from harness.driver.manifest import redact_url
 from harness.driver.messages_request import MessagesRequest
 from harness.driver.openai_request import OpenAIRequest, RequestForm
+from harness.driver.placing import PlacingSink
 from harness.driver.preflight import preflight
 from harness.driver.responses_request import ResponsesRequest
 from harness.driver.session_headers import FAMILIES, session_headers
@@ -67,6 +75,7 @@ class OpenAIHTTPTarget:
         self.base_headers = self._make_headers()
         self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
         self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
+        self._count: Callable[[str], int] | None = None  # placing.py's counter, when it applies
 
     def _make_headers(self) -> dict[str, str]:
         # identity: a compressed stream would only cost CPU on both sides, per chunk
@@ -99,6 +108,30 @@ class OpenAIHTTPTarget:
         if check:
             for i, base in enumerate(self.config.endpoints):
                 await preflight(self, i, base)
+        self._resolve_usage()
+
+    def _resolve_usage(self) -> None:
+        """`continuous_usage: auto` decided from what the endpoints' /models cards said, and
+        the tokenizer that places a multi-token event's tokens where usage is not per event."""
+        c = self.config
+        if c.continuous_usage == "auto":
+            said = [self.served.get(e, {}).get("owned_by") for e in self.endpoints]
+            on = c.api in PER_EVENT_USAGE_APIS and all(s in PER_EVENT_USAGE for s in said)
+            self.config = c = dataclasses.replace(c, continuous_usage=on)
+            self.form = FORMS[c.api](c)
+        if c.tokenizer is not None and not c.continuous_usage:
+            from harness.trace.content import load_hf_token_counter
+
+            self._count = load_hf_token_counter(c.tokenizer)
+
+    def token_placement(self) -> str:
+        """How each event's output tokens are known (the manifest's `token_placement`)."""
+        c = self.config
+        if c.continuous_usage is True:
+            return "usage per event"
+        if self._count is not None:
+            return f"by text: events counted one token each, the rest placed by their text with {c.tokenizer}"
+        return "one token per event (no per-event usage, no tokenizer)"
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -122,7 +155,9 @@ class OpenAIHTTPTarget:
             "min_tokens": c.min_tokens,
             "ignore_eos": c.ignore_eos,
             "continuous_usage": c.continuous_usage,
+            "token_placement": self.token_placement(),
             "session_id_field": c.session_id_field,
+            "sampling": c.sampling.describe(c.api),
             "timeouts": {
                 "connect": c.timeouts.connect,
                 "ttft": c.timeouts.ttft,
@@ -153,6 +188,8 @@ class OpenAIHTTPTarget:
         return self.form.encode(req)
 
     async def stream(self, req: RequestSpec, sink: Sink) -> None:
+        if self._count is not None:
+            sink = PlacingSink(sink, self._count)
         session = self.session()
         body = WireBody(req.payload if req.payload is not None else self.encode(req))
         wd = _Watchdog(asyncio.get_running_loop(), _perf(), self.config.timeouts)
@@ -174,7 +211,7 @@ class OpenAIHTTPTarget:
         self, session: aiohttp.ClientSession, req: RequestSpec, body: WireBody, wd, sink: Sink
     ) -> list[Event]:
         """Send `body`, read the answer into `sink`: the events that end the request."""
-        dec, resp = self.form.decoder(req.want_text), None
+        dec, resp = self.form.decoder(req.want_text or self._count is not None), None
         try:
             async with asyncio.timeout_at(wd.headers_deadline()):  # connect + headers
                 resp = await session.post(

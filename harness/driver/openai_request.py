@@ -19,9 +19,9 @@ def output_length(req: RequestSpec) -> int:
 
 
 def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
-    """vLLM's and SGLang's forced length (`min_tokens`, `ignore_eos`), the session id field,
-    SGLang's cached tokens by tier."""
-    body: dict = {}
+    """The sampling settings in `c.api`'s fields, vLLM's and SGLang's forced length
+    (`min_tokens`, `ignore_eos`), the session id field, SGLang's cached tokens by tier."""
+    body: dict = c.sampling.fields(c.api)
     if c.min_tokens:
         body["min_tokens"] = n
     if c.ignore_eos:
@@ -70,7 +70,7 @@ class OpenAIRequest:
         body: dict = {"model": c.model, "max_tokens": n, "stream": True}
         body["stream_options"] = (
             {"include_usage": True, "continuous_usage_stats": True}
-            if c.continuous_usage
+            if c.continuous_usage is True  # "auto" is resolved when the target starts
             else {"include_usage": True}
         )
         return body | shared_fields(c, req, n)

@@ -8,7 +8,18 @@ import html
 
 from harness.report.numbers import fmt, share
 
-LABELS = ("target", "model", "API", "load", "token scale", "device", "duration", "trace")
+LABELS = (
+    "target",
+    "model",
+    "API",
+    "sampling",
+    "load",
+    "token scale",
+    "content",
+    "device",
+    "duration",
+    "trace",
+)
 
 
 def tested_rows(summary: dict) -> list[tuple[str, str]]:
@@ -22,8 +33,10 @@ def tested_rows(summary: dict) -> list[tuple[str, str]]:
                 _target(t),
                 t.get("model") or "-",
                 _api(t),
+                sampling_text(t.get("sampling")),
                 load_text(t, summary.get("sessions") or {}),
                 _scale(t),
+                content_text(t.get("content"), summary.get("speculative_decoding")),
                 device_text(t),
                 _duration(t, summary),
                 _trace(t),
@@ -50,6 +63,38 @@ def _api(t: dict) -> str:
     if api == "completions":
         return f"completions ({'token ids' if t.get('prompt_format') == 'tokens' else 'text'})"
     return api
+
+
+def sampling_text(sampling: dict | None) -> str:
+    """'greedy (temperature 0)', 'temperature 0.7, top_p 0.9', or the server's default."""
+    if sampling is None:
+        return "not recorded (a run from before the harness set it: the server's default)"
+    sent = sampling.get("sent") or {}
+    if not sent:
+        return "none sent: the server's default"
+    greedy = "greedy, " if sent.get("temperature") == 0 else ""
+    text = greedy + ", ".join(
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in sent.items()
+    )
+    unsent = sampling.get("not_carried") or []
+    return text + (f" ({', '.join(unsent)}: no field in this API)" if unsent else "")
+
+
+def content_text(content: dict | None, spec: dict | None) -> str:
+    """'code, tool-shaped turns'; word lists under speculative decoding say what they do to it."""
+    if not content:
+        return "-"
+    kind = {"code": "code (Python source)", "words": "words (English word lists)"}
+    form = "tool-shaped turns" if content.get("turn_form") == "tools" else "plain turns"
+    name = str(content.get("kind"))
+    text = f"{kind.get(name, name)}, {form}"
+    if content.get("kind") == "words" and spec:
+        text += (
+            "; WORDS UNDER SPECULATIVE DECODING: word lists are drafted and accepted far more "
+            "than agent traffic (docs/speculative.md), so its acceptance and TPOT are not an "
+            "agent's: use content: code"
+        )
+    return text
 
 
 def load_text(t: dict, sessions: dict) -> str:

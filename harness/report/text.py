@@ -36,11 +36,23 @@ def summary_table(s: dict) -> str:
 
     tested = [f"{label + ':':<13}{text}" for label, text in tested_rows(s)]
     lines = [head, *context_lines(s), *tested, *_imported(s.get("imported"))]
-    lines += [f"measured requests: {coverage(s)}", ""]
+    lines += [f"measured requests: {coverage(s)}", *_short(s.get("short_replies")), ""]
     lines += _latency_table(s)
     lines += ["", *_headline(s), *spec_lines(s), "", *_cache(s), "", *_sessions(s), *_window(s)]
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
     return "\n".join(lines)
+
+
+def _short(short: dict | None) -> list[str]:
+    """Replies that ended before the trace's output length (summary.json `short_replies`)."""
+    if not short or not short["short"]:
+        return []
+    return [
+        f"short replies: {short['short']} of {short['requests']} ok {short['api'] or ''} replies"
+        f" ({fmt(100 * short['share'], '.2g')} %) below the trace's output length,"
+        f" {short['tokens_missing']} of {short['tokens_asked']} tokens missing; they bias"
+        f" {'; '.join(short['biases'])}"
+    ]
 
 
 def _imported(imported: dict | None) -> list[str]:
@@ -136,9 +148,9 @@ def token_space_line(t: dict | None) -> str:
     """summary.json `cache.token_space` in words; empty for trace tokens the server receives as such."""
     if not t or not (t["space"] == "server" or t["approximate"]):
         return ""
-    if t["approximate"]:
+    if t["approximate"] and not t.get("prompt_token_mismatches"):
         return f"APPROXIMATE, compare rates not token counts: {t['reason']}"
-    line = (
+    line = ("APPROXIMATE, " if t["approximate"] else "") + (
         f"server's tokens: {t['prompts_checked']} prompt_tokens checked against"
         f" the local count, {t['prompt_token_mismatches']} differ"
     )

@@ -4,7 +4,8 @@ Segments become OpenAI chat messages (`chat_messages`); with tool-shaped turns
 (`harness.trace.tool_calls`) an assistant output is a short explanation and its tool calls, the
 next turn's input the calls' results (role `tool`), and every prompt carries the session's tool
 schemas. The schemas are part of the system prompt's trace tokens (a profile's system prompts
-are "system prompt + tool schemas"), so the system text is shortened by their cost.
+are "system prompt + tool schemas"), so the system text is shortened by their cost; a scaled
+system prompt gets a scaled tool set (`trace.tool_set`), so some system text always remains.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from harness.trace import code_text, tool_calls
+from harness.trace import code_text, tool_calls, tool_set
 from harness.trace.content import Content, Segment, word_list
 from harness.trace.tool_calls import Call, stable_hash
 
@@ -45,7 +46,7 @@ class ChatForm:
                     Segment(("say", *seg.key[1:]), call.explanation, "assistant")
                 )
         if self.content.turn_form == "tools" and seg.key[0] == "sys":
-            cost = self._tool_schemas(seg.key[1])[1]
+            cost = self._tool_schemas(seg.key[1], seg.length)[1]
             return self.content.segment_text(Segment(seg.key, max(0, seg.length - cost), seg.role))
         return self.content.segment_text(seg)
 
@@ -54,12 +55,13 @@ class ChatForm:
         s = self.content.trace.session(session_id)
         if self.content.turn_form != "tools" or any(t.hash_ids is not None for t in s.turns):
             return None
-        return self._tool_schemas(s.system_id)[0]
+        return self._tool_schemas(s.system_id, s.system_tokens)[0]
 
-    def _tool_schemas(self, system_id: str) -> tuple[list[dict], int]:
-        """A system prompt's tools and what they cost in trace tokens (their JSON's tokens)."""
+    def _tool_schemas(self, system_id: str, system_tokens: int) -> tuple[list[dict], int]:
+        """A system prompt's tools (scaled to fit it, `trace.tool_set`) and what they cost in
+        trace tokens (their JSON's tokens)."""
         if system_id not in self._tools:
-            tools = tool_calls.session_tools(self.content.seed, system_id)
+            tools = tool_set.system_tools(self.content.seed, system_id, system_tokens)
             text = json.dumps(tools, ensure_ascii=False)
             count = self.content.counter
             cost = count(text) if count is not None else len(code_text.pieces_of(text))

@@ -14,7 +14,9 @@ lengths are only comparable with the server's figures in the server's tokens (do
   special tokens (`bos_token`, `eos_token`, ...) of `tokenizer_config.json`.
 - Tool calls: an assistant message's `tool_calls[].function.arguments`, a JSON string on the
   wire, reach the template as the object it parses to (vLLM parses them before rendering, as
-  transformers' tool-use templates expect; a string that does not parse becomes `{}`).
+  transformers' tool-use templates expect; a string that does not parse becomes `{}`). A null
+  `content` (a turn that only calls tools) reaches it as "" (vLLM's message parsing), so a
+  template that prints the content bare prints nothing, not "None".
 - Tokenizing: chat prompts without added special tokens (vLLM's chat request field
   `add_special_tokens` defaults to false: a template that wants a BOS writes `{{ bos_token }}`);
   text prompts of `/v1/completions` with them (the tokenizer's post-processor adds its BOS).
@@ -178,12 +180,18 @@ class ChatTokenizer:
 
 
 def _arguments_parsed(messages: list[dict]) -> list[dict]:
-    """The messages with each tool call's arguments parsed from JSON, as vLLM renders them."""
+    """The messages as vLLM renders them: each tool call's arguments parsed from JSON, and a
+    null content (an assistant turn that only calls tools) empty, never the text "None"."""
     out = []
     for m in messages:
-        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if not isinstance(m, dict):
+            out.append(m)
+            continue
+        calls = m.get("tool_calls")
         if isinstance(calls, list):
             m = {**m, "tool_calls": [_parsed_call(c) for c in calls]}
+        if "content" in m and m["content"] is None:
+            m = {**m, "content": ""}
         out.append(m)
     return out
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.trace import tool_set
 from harness.trace.model import Mode, Session, Trace, TraceHeader, Turn
 from harness.trace.profile import Dist, HumanPause, Profile, Subagents
 
@@ -176,6 +177,9 @@ def generate(
     if n < 1:
         raise ValueError("sessions must be >= 1")
     gen = Generator(profile, seed)
+    if profile.turn_form == "tools":  # a system prompt too small for any tool: refused here
+        for j, tokens in enumerate(gen.system_tokens):
+            tool_set.system_tools(seed, f"sys{j}", tokens)
     width = max(6, len(str(n - 1)))
     out: list[Session] = []
     for i, arrival in enumerate(gen.arrivals(n)):

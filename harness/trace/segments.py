@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.trace import tool_calls
+from harness.trace import tool_calls, tool_set
 from harness.trace.model import Session, Trace
 
 SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
@@ -133,7 +133,8 @@ class Layout:
         key = (session_id, turn)
         if key not in self._plans:
             s = self.trace.session(session_id)
-            self._plans[key] = tool_calls.plan_call(self.seed, self.trace, s, turn)
+            tools = tool_set.names(self.seed, s.system_id, s.system_tokens)
+            self._plans[key] = tool_calls.plan_call(self.seed, self.trace, s, turn, tools)
         return self._plans[key]
 
     def _block_segments(self, s: Session, turn: int) -> list[Segment]:

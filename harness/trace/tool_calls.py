@@ -190,13 +190,18 @@ class Call:
         return RESULT_KIND.get(self.name, "read")
 
 
-def plan_call(seed: int, trace: Trace, s: Session, turn: int) -> Call | None:
-    """The call turn `turn` of `s` makes, or None when it answers in text (the last turn)."""
+def plan_call(
+    seed: int, trace: Trace, s: Session, turn: int, tools: frozenset[str] = CORE
+) -> Call | None:
+    """The call turn `turn` of `s` makes, or None when it answers in text (the last turn).
+    `tools`: the names the session's (scaled) tool set has; a lookup or a change calls one of
+    them (a spawning turn calls Task, which a scaled set may lack: its schema did not fit)."""
     t = s.turns[turn]
     if turn == len(s.turns) - 1 and not t.spawns:
         return None
     n, h = t.output_tokens, stable_hash(seed, s.id, turn, "tool")
-    name = "Task" if t.spawns else _pick(LARGE_TOOLS if n > SMALL_OUTPUT else SMALL_TOOLS, h)
+    kinds = LARGE_TOOLS if n > SMALL_OUTPUT else SMALL_TOOLS
+    name = "Task" if t.spawns else _pick(_available(kinds, tools), h)
     calls = max(1, len(t.spawns))
     ids = tuple(call_id(seed, s.id, turn, i) for i in range(calls))
     if name not in PAYLOAD_ARGUMENT:
@@ -205,6 +210,18 @@ def plan_call(seed: int, trace: Trace, s: Session, turn: int) -> Call | None:
     rest = n - explanation
     payloads = tuple(rest // calls + (1 if i < rest % calls else 0) for i in range(calls))
     return Call(name, ids, explanation, payloads)
+
+
+def _available(
+    weighted: tuple[tuple[str, int], ...], tools: frozenset[str]
+) -> tuple[tuple[str, int], ...]:
+    """The weighted tools the set has; else any it has (by payload first), in a fixed order."""
+    kept = tuple((name, w) for name, w in weighted if name in tools)
+    if kept:
+        return kept
+    # Task only as the last resort: its result is a subagent's report, not a tool's output
+    ordered = sorted(tools, key=lambda name: (name == "Task", name not in PAYLOAD_ARGUMENT, name))
+    return ((ordered[0], 1),) if ordered else weighted
 
 
 def _pick(weighted: tuple[tuple[str, int], ...], h: int) -> str:

@@ -25,7 +25,7 @@ from harness.report.text import summary_table
 from harness.trace.model import Trace, TraceHeader
 from tests.driver.helpers import replay, sess, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
-from tests.trace.chat_fixtures import build_tokenizer, tokenizer_dir
+from tests.trace.chat_fixtures import TEMPLATE, build_tokenizer, tokenizer_dir
 
 TRACE = trace(sess("s1", [(6, 3, 0.0), (5, 2, 0.0)], system=8))
 
@@ -196,38 +196,76 @@ class ToolTemplateServer(TemplateServer):
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
 
-# a main session whose turn 1 forks a subagent (Task call, its report joined at turn 2)
+class BareTemplateServer(TemplateServer):
+    """Renders chat with `TEMPLATE`, which prints each content bare, as vLLM does: a null
+    content (a turn that only calls tools) is rendered empty."""
+
+    def _tokens(self, body: dict) -> list:
+        if "messages" not in body:
+            return super()._tokens(body)
+        text = "".join(f"<s>{m['role']}\n{m.get('content') or ''}</s>\n" for m in body["messages"])
+        return self.tokenizer.encode(text + "<s>assistant\n", add_special_tokens=False).ids
+
+
+# a main session whose turn 1 forks a subagent (Task call, its report joined at turn 2); a
+# 120-token system prompt holds one tool schema (harness/trace/tool_set.py)
 TOOL_TRACE = Trace(
     TraceHeader(seed=7, meta={"knobs": {"turn_form": "tools"}}),
     (
-        sess("s1", [(6, 3, 0.0), (5, 70, 0.0, ("s1.a1",)), (4, 2, 0.0), (3, 2, 0.0)], system=8),
-        sess("s1.a1", [(5, 4, 0.0), (4, 6, 0.0)], system=8, parent="s1", fork_turn=1, mode="fork"),
+        sess("s1", [(6, 3, 0.0), (5, 70, 0.0, ("s1.a1",)), (4, 2, 0.0), (3, 2, 0.0)], system=120),
+        sess(
+            "s1.a1", [(5, 4, 0.0), (4, 6, 0.0)], system=120, parent="s1", fork_turn=1, mode="fork"
+        ),
     ),
 )
 
 
-async def _tool_run(tmp_path, drop_tools: bool) -> dict:
-    from tests.trace.test_tool_turns import GEMMA_TOOLS
+# Bash and Read fit a 200-token system prompt; a 2-token Bash call has no text (content None)
+NULL_TRACE = Trace(
+    TraceHeader(seed=7, meta={"knobs": {"turn_form": "tools"}}),
+    (sess("s1", [(6, 2, 0.0), (5, 2, 0.0), (4, 2, 0.0), (3, 2, 0.0), (3, 2, 0.0)], system=200),),
+)
 
-    server = ToolTemplateServer(drop_tools=drop_tools)
+
+async def _tool_run(tmp_path, server: SSETestServer, template: str, tr=TOOL_TRACE) -> dict:
     await server.start()
     try:
-        tr = TOOL_TRACE
-        folder = tokenizer_dir(tmp_path / "tok", template=GEMMA_TOOLS)
+        folder = tokenizer_dir(tmp_path / "tok", template=template)
         await replay(tr, server.url, tmp_path / "run", api="chat", tokenizer=str(folder))
     finally:
         await server.stop()
     assert all("tools" in e["body"] for e in server.log)
-    return analyze_run(tmp_path / "run")["cache"]["token_space"]
+    return analyze_run(tmp_path / "run")
 
 
 async def test_tool_shaped_chat_is_counted_with_its_tools_and_calls(tmp_path):
-    space = await _tool_run(tmp_path, drop_tools=False)
+    from tests.trace.test_tool_turns import GEMMA_TOOLS
+
+    summary = await _tool_run(tmp_path, ToolTemplateServer(), GEMMA_TOOLS)
+    space = summary["cache"]["token_space"]
     assert (space["space"], space["prompt_token_mismatches"]) == ("server", 0)
-    assert space["prompts_checked"] == 6
+    assert space["prompts_checked"] == 6 and not space["approximate"]
+
+
+async def test_a_null_content_is_rendered_empty_as_the_server_does(tmp_path):
+    # TEMPLATE prints content bare: rendering a tool-only turn's None would print "None"
+    server = BareTemplateServer()
+    summary = await _tool_run(tmp_path, server, TEMPLATE, NULL_TRACE)
+    sent = [m for e in server.log for m in e["body"]["messages"]]
+    assert any(m["role"] == "assistant" and m["content"] is None for m in sent)
+    space = summary["cache"]["token_space"]
+    assert (space["prompts_checked"], space["prompt_token_mismatches"]) == (5, 0)
+    assert not any("token space" in w for w in summary["warnings"])
 
 
 @pytest.mark.slow
-async def test_a_server_that_drops_the_tools_is_a_mismatch(tmp_path):
-    space = await _tool_run(tmp_path, drop_tools=True)
+async def test_a_server_that_drops_the_tools_is_a_mismatch_and_a_warning(tmp_path):
+    from tests.trace.test_tool_turns import GEMMA_TOOLS
+
+    summary = await _tool_run(tmp_path, ToolTemplateServer(drop_tools=True), GEMMA_TOOLS)
+    space = summary["cache"]["token_space"]
     assert space["prompt_token_mismatches"] == space["prompts_checked"] > 0
+    assert space["approximate"] and "the ideal is approximate" in space["reason"]
+    warning = next(w for w in summary["warnings"] if w.startswith("token space:"))
+    assert f"{space['prompts_checked']} of {space['prompts_checked']} prompts" in warning
+    assert "APPROXIMATE, server's tokens" in summary_table(summary)

@@ -55,7 +55,7 @@ async def test_vllm_counters_give_acceptance_and_mean_accepted_length(tmp_path):
     assert spec["acceptance_rate"] == pytest.approx(30 / 72)
     assert spec["mean_accepted_length"] == pytest.approx(1 + 30 / 18)
     assert spec["acceptance_by_position"] == pytest.approx([1.0, 2 / 3, 0.0, 0.0])
-    line = next(x for x in summary_table(summary).splitlines() if "speculative" in x)
+    line = next(x for x in summary_table(summary).splitlines() if x.startswith("speculative"))
     assert "acceptance 0.417 (30 of 72 drafted tokens)" in line and "2.667" in line
     page = write_report([tmp_path / "spec"]).read_text()
     assert "data-spec-decode" in page and "<td>0.417</td>" in page

@@ -184,6 +184,8 @@ class AgentServer(SSETestServer):
 
     def _length(self, body: dict, entry: dict) -> int:
         n = int(body.get("max_tokens") or body.get("max_output_tokens") or 16)
+        if self.config.max_output is not None:  # a server that stops early
+            n = min(n, self.config.max_output)
         entry["output_tokens"] = n
         entry["t_first_token"] = time.perf_counter()
         return n

@@ -65,6 +65,8 @@ class ServerConfig:
     spec_accepted: int = 0  # draft tokens accepted per step (the last step: what is left)
     spec_per_request: bool = False  # the final usage chunk carries metrics.speculative_decoding
     metrics_flavor: str = "vllm"  # /metrics spec-decode names: vllm (counters), sglang (gauges)
+    tokens_per_event: int = 1  # a speculating server's events: up to this many tokens each
+    owned_by: str | None = None  # /v1/models `owned_by` (vLLM: "vllm")
 
 
 @dataclass
@@ -105,6 +107,8 @@ class SSETestServer:
     async def _models(self, request: web.Request) -> web.Response:
         limit = self.config.max_model_len
         extra = {} if limit is None else {"max_model_len": limit}
+        if self.config.owned_by:
+            extra["owned_by"] = self.config.owned_by
         data = [{"id": name, "object": "model", **extra} for name in self.config.models]
         return web.json_response({"object": "list", "data": data})
 
@@ -250,15 +254,17 @@ class SSETestServer:
         return resp
 
     async def _tokens_out(self, request, resp, entry, chat, n, fault, continuous, usage) -> None:
-        delay = self.config.token_delay
-        for i in range(n):
-            if i == 1 and fault in ("close", "malformed", "stall", "oversized", "errorobj"):
+        delay, k = self.config.token_delay, self.config.tokens_per_event
+        for i in range(0, n, k):
+            if i == k and fault in ("close", "malformed", "stall", "oversized", "errorobj"):
                 await self._inject(request, resp, fault)
                 return
-            ev = _chunk(chat, "" if fault == "emptydeltas" else f" x{i}", finish=i == n - 1)
+            end = min(n, i + k)
+            text = "" if fault == "emptydeltas" else "".join(f" x{j}" for j in range(i, end))
+            ev = _chunk(chat, text, finish=end == n)
             if continuous:
                 ev["usage"] = dict(
-                    usage, completion_tokens=i + 1, total_tokens=usage["prompt_tokens"] + i + 1
+                    usage, completion_tokens=end, total_tokens=usage["prompt_tokens"] + end
                 )
             if i == 0:
                 entry["t_first_token"] = time.perf_counter()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from harness.trace.content import Content
+from harness.trace.tool_set import system_tools
 from tests.driver.helpers import replay
 from tests.trace.tiny import no_think, small_generated
 
@@ -21,7 +22,9 @@ async def test_chat_bodies_carry_tools_tool_calls_and_tool_results(make_server, 
         body = e["body"]
         sid, turn = e["request_id"].rsplit(":", 1)
         assert body["messages"] == content.messages(sid, int(turn)), e["request_id"]
-        assert [t["function"]["name"] for t in body["tools"]][:3] == ["Task", "Bash", "Glob"]
+        s = trace.session(sid)  # a scaled system prompt's scaled tool set (trace/tool_set.py)
+        assert body["tools"] == system_tools(trace.header.seed, s.system_id, s.system_tokens)
+        assert body["messages"][0]["role"] == "system" and body["messages"][0]["content"]
     last = max(srv.log, key=lambda e: len(e["body"]["messages"]))["body"]["messages"]
     calls = [c for m in last if m["role"] == "assistant" for c in m["tool_calls"]]
     results = {m["tool_call_id"] for m in last if m["role"] == "tool"}

@@ -32,7 +32,11 @@ def test_generate_then_stats_json(tmp_path, capsys):
 
 def test_generate_scale_flag_and_table_output(tmp_path, capsys):
     out = tmp_path / "t.jsonl"
-    assert main(["trace", "generate", "--sessions", "3", "--scale", "0.001", "-o", str(out)]) == 0
+    args = ["trace", "generate", "--sessions", "3", "--scale", "0.001", "-o", str(out)]
+    # x0.001: ~18-token system prompts, too small for a tool schema: refused in one line
+    assert main(args) == 2
+    assert "too few for one tool schema" in capsys.readouterr().err
+    assert main([*args, "--set", "turn_form=plain"]) == 0
     trace = load_trace(out)
     assert trace.header.meta["scale"] == 0.001 and trace.header.profile == "agentx"
     assert main(["trace", "stats", str(out)]) == 0

@@ -47,15 +47,30 @@ def test_generate_with_content_code_sends_python_source(tmp_path):
     assert tr.header.meta["knobs"]["content"] == "code"
     src = RequestSource(tr, api="chat")
     s = tr.sessions[0]
-    text = " ".join(m["content"] for m in src.prompt(s.id, len(s.turns) - 1).messages)
+    text = " ".join(m["content"] or "" for m in src.prompt(s.id, len(s.turns) - 1).messages)
     for marker in PYTHON:
         assert marker in text, marker
     words = re.findall(r"[A-Za-z]+", text)
     assert sum(w in WORDS for w in words) < 0.8 * len(words)  # not a word list
 
 
-def test_default_profile_keeps_its_bytes(tmp_path):
-    """The new fields stay out of the header at their defaults: older traces regenerate alike."""
+def test_the_shipped_profiles_send_source_in_tool_shaped_turns(tmp_path):
+    out = tmp_path / "t.jsonl"
+    for profile in (CPU_PROFILE, CPU_PROFILE.with_name("agentx.yaml")):
+        args = ["trace", "generate", "--profile", str(profile), "--sessions", "1", "--seed", "3"]
+        assert main([*args, "-o", str(out)]) == 0
+        tr = load_trace(out)
+        assert Content(tr).kind == "code" and Content(tr).turn_form == "tools"
+        p = RequestSource(tr, api="chat").prompt(
+            tr.sessions[0].id, min(1, len(tr.sessions[0].turns) - 1)
+        )
+        assert p.tools and p.messages[0]["role"] == "system" and p.messages[0]["content"]
+        assert any(m.get("tool_calls") for m in p.messages) or len(tr.sessions[0].turns) == 1
+
+
+def test_a_profile_without_the_content_fields_keeps_its_bytes(tmp_path):
+    """The fields stay out of the header at their defaults (words, plain turns): traces of
+    profiles that never named them regenerate alike."""
     tr = small_generated(sessions=2, seed=11)
     assert "content" not in tr.header.meta["knobs"]
     assert "turn_form" not in tr.header.meta["knobs"]

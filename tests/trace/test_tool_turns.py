@@ -13,6 +13,7 @@ from harness.trace.chat_tokens import ChatTokenizer
 from harness.trace.content import Content
 from harness.trace.requests import RequestSource
 from harness.trace.tool_calls import CATALOG, CORE, session_tools
+from harness.trace.tool_set import system_tools
 
 from .chat_fixtures import tokenizer_dir
 from .tiny import small_generated
@@ -75,7 +76,7 @@ def test_prompts_extend_and_carry_the_tools_of_their_system_prompt(trace):
     src = RequestSource(trace, api="chat")
     for s in trace.sessions:
         prev = src.prompt(s.id, 0)
-        assert prev.tools == session_tools(trace.header.seed, s.system_id)
+        assert prev.tools == system_tools(trace.header.seed, s.system_id, s.system_tokens)
         for k in range(1, len(s.turns)):
             p = src.prompt(s.id, k)
             assert p.messages[: len(prev.messages)] == prev.messages and p.tools == prev.tools
@@ -145,7 +146,7 @@ def test_the_gemma_template_renders_tools_calls_and_results(trace, tmp_path):
         assert text.startswith(prev or "<bos>")  # a prompt extends the one before
         prev = text
     assert '<tool_call>{"name": "' in text and "<tool_response>\n" in text
-    assert '{"name": "Read", "description": ' in text  # the schemas open the first user turn
+    assert '{"name": "Read", ' in text  # the schemas open the first user turn
     assert text.count("<start_of_turn>model\n") == len(s.turns)
 
 

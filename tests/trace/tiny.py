@@ -22,9 +22,16 @@ def make_trace(*sessions: Session, seed: int = 7, block_size: int = 16) -> Trace
     return Trace(TraceHeader(seed=seed, profile="tiny", block_size=block_size), tuple(sessions))
 
 
+# The shipped profiles send Python source in tool-shaped turns; tests of the mechanics (replay
+# order, caches, lengths) use word lists in plain turns unless they ask otherwise: cheaper to
+# materialize, and one token per word for any tokenizer.
+WORDS_FORM = {"content": "words", "turn_form": "plain"}
+
+
 def small_generated(sessions: int = 12, seed: int = 3, **sets) -> Trace:
-    """A CPU-scaled AgentX trace: real shapes (forks, joins), small token counts."""
-    overrides = {"subagents.probability": 0.8, **sets}
+    """A CPU-scaled AgentX trace: real shapes (forks, joins), small token counts; word lists in
+    plain turns unless `content` / `turn_form` are given."""
+    overrides = {"subagents.probability": 0.8, **WORDS_FORM, **sets}
     profile = load_profile(CPU_PROFILE, overrides=overrides)
     return generate(profile, seed=seed, sessions=sessions)
 

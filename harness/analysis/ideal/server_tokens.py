@@ -71,6 +71,20 @@ class TokenSpace:
             )
         return out
 
+    def warnings(self) -> list[str]:
+        """A prompt the server counted otherwise than the local rendering: the ideal is then not
+        in the server's tokens, whatever the space says."""
+        if not self.mismatches:
+            return []
+        first = self.first_mismatch or {}
+        return [
+            f"token space: {self.mismatches} of {self.prompts_checked} prompts' prompt_tokens "
+            f"differ from the local rendering with {self.tokenizer} (first: request "
+            f"{first.get('request_id')}, server {first.get('prompt_tokens')}, local "
+            f"{first.get('local')}): the server renders or tokenizes otherwise (another chat "
+            "template?), so the ideal cache hit is approximate (scaled to each prompt_tokens)"
+        ]
+
 
 class ServerTokenWalk:
     """`analysis.ideal`'s walk over literal token ids: prompts as sent, prompts as ready, and per
@@ -248,6 +262,11 @@ def _check_lengths(space: TokenSpace, records: pd.DataFrame) -> None:
             "prompt_tokens": int(reported[i]),
             "local": int(local[i]),
         }
+        space.approximate = True  # the walk's tokens are not all the server's
+        space.reason += (
+            f"; {space.mismatches} of {space.prompts_checked} prompt_tokens differ from the "
+            "local count, so the ideal is approximate"
+        )
 
 
 def scale_to_server(records: pd.DataFrame) -> None:

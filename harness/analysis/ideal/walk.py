@@ -273,7 +273,7 @@ def fill_ideal(
     records["cached_tokens_ideal"] = block_hits(walked.shared, walked.prompt, grain.block_size)
     if space.approximate:
         scale_to_server(records)
-    return Ideal(grain, "trace", space.info(), exact=True)
+    return Ideal(grain, "trace", space.info(), tuple(space.warnings()), exact=True)
 
 
 def _rows(records: pd.DataFrame) -> dict[tuple[str, int], int]:
