@@ -122,7 +122,8 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trend",
         action="store_true",
-        help="the key metrics over the runs in run order, regressions against the previous run marked",
+        help="the key metrics over the runs in run order, one line per series (trace, load, target);"
+        " each run judged against the one before it, exit 1/0/4 by the latest run's verdict",
     )
     p.set_defaults(func=_report)
 
@@ -231,4 +232,4 @@ def _report(args: argparse.Namespace) -> int:
     for line in trend_regressions(result):
         print(line)
     print(f"wrote {path}")
-    return 0
+    return result.exit_code

@@ -119,8 +119,10 @@ def judge_analyses(
     min_change: float = MIN_CHANGE,
     allow_unclosed: bool = False,
     flagged: Iterable[str] = (),
+    gate_keys: Iterable[str] | None = None,
 ) -> Judgement:
-    """`judge` on runs already analyzed. `flagged`: history run paths already judged regressed.
+    """`judge` on runs already analyzed. `flagged`: history run paths already judged regressed;
+    `gate_keys`: the rows the verdict covers when no `fail_on` names them (default: all).
     A gate (`fail_on`) refuses a run that was not closed or failed, unless `allow_unclosed`."""
     thresholds = {t.key: t for t in parse_fail_on(fail_on)}
     if thresholds and not allow_unclosed:
@@ -129,7 +131,7 @@ def judge_analyses(
     why_not = not_comparable(baseline, candidate)
     rng = evidence.rng()
     gates = {m.key: thresholds.get(m.key) or default_threshold(m, min_change) for m in HEADLINE}
-    gated = set(thresholds) or {m.key for m in HEADLINE}
+    gated = set(thresholds) or set(gate_keys or (m.key for m in HEADLINE))
     base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
     cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
     kept = _drop_outliers(screened, baseline, base, gated)
@@ -209,7 +211,9 @@ def _verdict(
         smallest_detectable={
             r.key: r.smallest_detectable for r in judged if r.smallest_detectable is not None
         },
-        notes=notes.run_notes(baseline, candidate, screened, rows, shared) + invalid,
+        notes=notes.run_notes(baseline, candidate, screened, rows, shared)
+        + invalid
+        + ([] if judged else [notes.NOTHING_JUDGED]),
         baseline=base.names,
         run=cand.names,
         counts={"baseline": base.counts(), "run": cand.counts()},
