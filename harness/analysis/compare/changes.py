@@ -118,7 +118,7 @@ def figures(metric: Headline, analyses: list[Analysis], rng, boot: bool = True) 
     return Figures(values, reps, samples, len(analyses))
 
 
-def _within_var(reps: np.ndarray | None, scale: str) -> float | None:
+def within_var(reps: np.ndarray | None, scale: str) -> float | None:
     if reps is None:
         return None
     r = reps[np.isfinite(reps)]
@@ -160,8 +160,8 @@ def row(
         out.why_not = why_not
         return out
     within = (
-        [_within_var(r, scale) for r in base.replicates],
-        [_within_var(r, scale) for r in cand.replicates],
+        [within_var(r, scale) for r in base.replicates],
+        [within_var(r, scale) for r in cand.replicates],
     )
     s = noise.spread(xb, xc, xh, within, alpha)
     _interval(out, s, scale)

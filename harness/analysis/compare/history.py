@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.analysis.compare.changes import Figures, within_var
 from harness.analysis.compare.comparable import not_comparable
+from harness.analysis.compare.noise import on_scale
+from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.ending import run_ending
 from harness.analysis.summary import Analysis
 
@@ -100,3 +103,31 @@ def outliers(reference: np.ndarray, history: np.ndarray, floor: float) -> list[t
         return []
     z = np.abs(history - median) / scale
     return [(int(i), float(z[i])) for i in np.flatnonzero(z > OUTLIER_Z)]
+
+
+def drop_outliers(screened: Screened, base: dict[str, Figures], gated: set[str]) -> list[Analysis]:
+    """The screened history less the runs far from the rest on a gated metric (listed with
+    the metric and its robust z); `base`: the baseline's figures by metric key."""
+    kept = list(screened.kept)
+    far: dict[int, str] = {}
+    for m in HEADLINE:
+        if m.key not in gated or m.server_wide:
+            continue
+        values = [m.value(Side([a])) for a in kept]
+        idx = [i for i, v in enumerate(values) if v is not None]
+        ref = base[m.key].values
+        x, scale = on_scale([*ref, *(v for v in values if v is not None)], m.scale)
+        for j, z in outliers(x[: len(ref)], x[len(ref) :], _within_sd(base[m.key], scale)):
+            why = (
+                f"an outlier among the past runs ({m.label} {values[idx[j]]:.4g}, robust z {z:.1f})"
+            )
+            far.setdefault(idx[j], why + ": itself a regression or a disturbed run")
+    for i in sorted(far, reverse=True):
+        screened.left_out.append((kept.pop(i).run.name, far[i]))
+    screened.kept = kept
+    return kept
+
+
+def _within_sd(f: Figures, scale: str) -> float:
+    var = [v for r in f.replicates if (v := within_var(r, scale)) is not None]
+    return float(np.sqrt(np.mean(var))) if var else 0.0

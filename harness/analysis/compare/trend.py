@@ -86,8 +86,9 @@ def run_order(analyses: list[Analysis]) -> list[Analysis]:
 def series_key(a: Analysis) -> tuple:
     """What must match for two runs to be one series: trace, load and target configuration."""
     replay = a.run.manifest.get("replay") or {}
-    load = tuple((k, replay.get(k)) for k in LOAD_SETTINGS)
-    return (trace_identity(a), load, tuple(sorted(target_config(a).items(), key=str)))
+    load = tuple((k, repr(replay.get(k))) for k in LOAD_SETTINGS)
+    target = tuple(sorted((k, repr(v)) for k, v in target_config(a).items()))
+    return (trace_identity(a), load, target)
 
 
 def trend(

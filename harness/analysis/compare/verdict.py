@@ -30,7 +30,6 @@ from harness.analysis.compare.changes import (
     row,
 )
 from harness.analysis.compare.comparable import not_comparable
-from harness.analysis.compare.noise import on_scale
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
@@ -134,7 +133,7 @@ def judge_analyses(
     gated = set(thresholds) or set(gate_keys or (m.key for m in HEADLINE))
     base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
     cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
-    kept = _drop_outliers(screened, baseline, base, gated)
+    kept = screening.drop_outliers(screened, base, gated)
     rows = []
     for m in HEADLINE:
         past = [v for a in kept if (v := m.value(Side([a]))) is not None]
@@ -145,41 +144,6 @@ def judge_analyses(
         rows.append(r)
     rows = notes.measured(rows)
     return _verdict(rows, baseline, candidate, screened, thresholds, alpha, min_change)
-
-
-def _drop_outliers(
-    screened: screening.Screened, baseline: list[Analysis], base: dict, gated: set[str]
-) -> list[Analysis]:
-    """The screened history less the runs far from the rest on a gated metric (listed)."""
-    kept = list(screened.kept)
-    far: dict[int, str] = {}
-    for m in HEADLINE:
-        if m.key not in gated or m.server_wide:
-            continue
-        values = [m.value(Side([a])) for a in kept]
-        idx = [i for i, v in enumerate(values) if v is not None]
-        ref = base[m.key].values
-        x, scale = on_scale([*ref, *(values[i] for i in idx)], m.scale)
-        floor = _within_floor(base[m.key], scale)
-        for j, z in screening.outliers(x[: len(ref)], x[len(ref) :], floor):
-            i = idx[j]
-            far.setdefault(
-                i,
-                f"an outlier among the past runs ({m.label} {values[i]:.4g}, robust z {z:.1f}): itself a regression or a disturbed run",
-            )
-    for i in sorted(far, reverse=True):
-        screened.left_out.append((kept.pop(i).run.name, far[i]))
-    screened.kept = kept
-    return kept
-
-
-def _within_floor(f, scale: str) -> float:
-    import numpy as np
-
-    from harness.analysis.compare.changes import _within_var
-
-    var = [v for r in f.replicates if (v := _within_var(r, scale)) is not None]
-    return float(np.sqrt(np.mean(var))) if var else 0.0
 
 
 def _verdict(
