@@ -30,7 +30,7 @@ def _cells(row: MetricChange, shared: str | None) -> tuple[str, ...]:
 def _band(row: MetricChange) -> str:
     if row.band is None:
         return row.band_source or ""
-    return f"±{row.band * 100:.1f}% ({row.band_source})"
+    return f"±{row.band * 100:.2g}% ({row.band_source})"
 
 
 def _preamble(result: Judgement) -> list[str]:
