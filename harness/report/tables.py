@@ -106,8 +106,7 @@ def summary_rows(analyses: list[Analysis]) -> str:
 
 def compare_section(analyses: list[Analysis]) -> str:
     """One table: each headline metric of the first run, then each other run's value, its change and
-    the verdict of `compare_analyses` (a bootstrap interval over tasks and a size threshold)
-    against the first."""
+    the verdict of `compare_analyses` (the rule of `harness compare`) against the first."""
     from harness.analysis.compare.notes import interval_text
     from harness.analysis.compare.verdict import compare_analyses
 
@@ -128,9 +127,9 @@ def compare_section(analyses: list[Analysis]) -> str:
             ]
         rows.append(row)
     note = (
-        f"Against {analyses[0].run.name}: a {100 * (1 - results[0].alpha):g}% bootstrap interval over"
-        f" tasks that excludes 0, with |change| >= {results[0].min_change * 100:g}%, is significant;"
-        " '~' is within noise (as harness compare)."
+        f"Against {analyses[0].run.name}, as harness compare: each run's figure one sample, a"
+        f" {100 * (1 - results[0].alpha):g}% interval across runs; one run a side is at most"
+        " inconclusive (no between-run spread to call it significant)."
     )
     return table(header, rows, note)
 
