@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.analysis.compare.changes import compare_runs
+from harness.analysis.compare.verdict import compare_runs
 from harness.cli import main as harness
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -106,10 +106,9 @@ def summary_rows(analyses: list[Analysis]) -> str:
 
 def compare_section(analyses: list[Analysis]) -> str:
     """One table: each headline metric of the first run, then each other run's value, its change and
-    the verdict of `compare_analyses` (a bootstrap interval over tasks and a size threshold)
-    against the first."""
-    from harness.analysis.compare.changes import compare_analyses
-    from harness.report.compare import interval_text
+    the verdict of `compare_analyses` (the rule of `harness compare`) against the first."""
+    from harness.analysis.compare.notes import interval_text
+    from harness.analysis.compare.verdict import compare_analyses
 
     results = [compare_analyses([analyses[0]], [other]) for other in analyses[1:]]
     header = ["metric", analyses[0].run.name]
@@ -124,13 +123,13 @@ def compare_section(analyses: list[Analysis]) -> str:
                 fmt(r.run),
                 "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
                 interval_text(r),
-                f"not comparable: {r.why_not}" if r.why_not else r.verdict,
+                f"not comparable: {r.why_not}" if r.why_not else str(r.verdict),
             ]
         rows.append(row)
     note = (
-        f"Against {analyses[0].run.name}: a {100 * (1 - results[0].alpha):g}% bootstrap interval over"
-        f" tasks that excludes 0, with |change| >= {results[0].min_change * 100:g}%, is significant;"
-        " '~' is within noise (as harness compare)."
+        f"Against {analyses[0].run.name}, as harness compare: each run's figure one sample, a"
+        f" {100 * (1 - results[0].alpha):g}% interval across runs; one run a side is at most"
+        " inconclusive (no between-run spread to call it significant)."
     )
     return table(header, rows, note)
 

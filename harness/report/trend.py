@@ -10,31 +10,47 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from harness.analysis.compare.notes import interval_text
 from harness.analysis.compare.trend import Trend, trend
-from harness.report.compare import interval_text
 from harness.report.html import CSS, SCRIPT, render_report
 from harness.report.plots.trend import metric_svg, trend_table
 from harness.schema import REPORT_FILE
 
 
 def trend_regressions(result: Trend) -> list[str]:
-    """One line per regression, for the terminal; a line saying there is none otherwise."""
+    """One line per regression, for the terminal, then the trend's verdict in a line."""
+    if len(result.points) < 2:
+        return [f"one run ({result.points[0].run if result.points else 'none'}): nothing to trend"]
     lines = []
     for p in result.points:
         for k in p.regressions:
             c = p.changes[k]
             lines.append(
                 f"regression: {p.run} {result.labels[k]} {c.baseline:.4g} -> {c.run:.4g} "
-                f"({c.change * 100:+.1f}%, interval {interval_text(c)})"
+                f"({c.change * 100:+.1f}%, interval {interval_text(c)}, {c.band_source})"
                 if c.change is not None
                 else f"regression: {p.run} {k}"
             )
-    lines = lines or [f"no significant regression over {len(result.points)} runs"]
-    return lines + [f"ended badly: {p.run}: {p.ended}" for p in result.points if p.ended]
+    lines += result.series[1:]
+    lines += [f"ended badly: {p.run}: {p.ended}" for p in result.points if p.ended]
+    return lines + [verdict_line(result)]
+
+
+def verdict_line(result: Trend) -> str:
+    """The latest run's verdict (the worst over the series), as the nightly job sees it."""
+    latest = {p.series: p for p in result.points}.values()
+    judged = [p for p in latest if p.verdict is not None]
+    if not judged:
+        return "no series has two runs: nothing to judge"
+    parts = []
+    for p in judged:
+        more = f", about {p.runs_needed} more run(s) would decide it" if p.runs_needed else ""
+        parts.append(f"{p.run}: {p.verdict}{more if p.verdict == 'inconclusive' else ''}")
+    return f"trend verdict: {result.verdict} (latest run against the runs before it: {'; '.join(parts)})"
 
 
 def write_trend(
-    run_dirs, out_path: str | Path, alpha: float = 0.01, min_change: float = 0.02
+    run_dirs, out_path: str | Path, alpha: float = 0.05, min_change: float = 0.02
 ) -> tuple[Path, Trend]:
     result, analyses = trend(run_dirs, alpha, min_change)
     out = Path(out_path)
@@ -51,16 +67,20 @@ def render_trend(result: Trend, base: Path) -> str:
     links = [os.path.relpath(p.path / REPORT_FILE, base) for p in result.points]
     marked = result.regressions
     summary = (
-        f"{len(marked)} significant regression(s): "
+        f"{len(marked)} regression(s): "
         + "; ".join(f"{html.escape(run)} {html.escape(result.labels[k])}" for run, k in marked)
         if marked
-        else "no significant regression"
-    )
+        else "no regression"
+    ) + f". {html.escape(verdict_line(result))}"
     body = [
         f"<h1>Trend over {len(result.points)} runs</h1>",
-        f'<p class="note">Each run against the run before it: a {100 * (1 - result.alpha):g}% bootstrap interval over tasks clear of 0 and '
-        f"|change| &ge; {result.min_change * 100:g}% in the worse direction is a regression (red); "
-        "the same decision as <code>harness compare</code>. Click a point or a run name for its report.</p>",
+        f'<p class="note">Each run against the run before it in its series, the earlier runs of the'
+        f" series as history: a {100 * (1 - result.alpha):g}% interval across runs wholly worse and"
+        f" |change| &ge; {result.min_change * 100:g}% is a regression (red); a run with no usable"
+        " history is at most inconclusive. Runs of another trace, load or target configuration are"
+        " another series (another line). The same decision as <code>harness compare</code>. Click"
+        " a point or a run name for its report.</p>",
+        *(f'<p class="note">{html.escape(s)}</p>' for s in result.series[1:]),
         f'<p class="{"warn" if marked else "note"}" id="regressions">{summary}</p>',
         *(
             f'<p class="warn">{html.escape(p.run)}: {html.escape(p.ended)}</p>'

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.compare.changes import compare_runs
+from harness.analysis.compare.verdict import compare_runs
 from harness.analysis.run import load_run
 from harness.analysis.summary import analyze, analyze_run
 from harness.cli import main

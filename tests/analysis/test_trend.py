@@ -1,8 +1,11 @@
-"""`harness report --trend`: five nightly runs, one with a regression injected; exactly that one is marked."""
+"""`harness report --trend`: seven nightly runs, one with a regression injected; exactly that one is
+marked; a night with no history is never a regression; another configuration is another series."""
 
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +15,7 @@ from harness.report.trend import write_trend
 from tests.analysis.golden import MANIFEST, write_run
 from tests.analysis.synthetic import synthetic_records
 
-SLOW_NIGHT = 3  # its time to first token is 1.4x the others'
+SLOW_NIGHT = 5  # its time to first token is 1.4x the others'
 
 
 def _nightly(root, night: int):
@@ -32,7 +35,7 @@ def _nightly(root, night: int):
 @pytest.fixture(scope="module")
 def nightly(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
-    for night in (4, 2, 5, 1, 3):  # written out of order: the trend orders by start time
+    for night in (4, 2, 7, 6, 5, 1, 3):  # written out of order: the trend orders by start time
         run = _nightly(root, night)
         if night != 1:  # as `harness run` leaves them; night 1's report the trend writes itself
             (run / "report.html").write_text("<html>report</html>")
@@ -42,13 +45,18 @@ def nightly(tmp_path_factory):
 @pytest.mark.slow
 def test_trend_marks_exactly_the_injected_regression(nightly):
     result, _ = trend([str(nightly / "nightly-*")])
-    assert [p.run for p in result.points] == [f"nightly-2026-11-0{n}" for n in range(1, 6)]
+    assert [p.run for p in result.points] == [f"nightly-2026-11-0{n}" for n in range(1, 8)]
     marked = {run for run, _ in result.regressions}
     assert marked == {f"nightly-2026-11-0{SLOW_NIGHT}"}
     assert "ttft_p90" in result.points[SLOW_NIGHT - 1].regressions
-    # The night after recovers: better, not a regression; the first night has nothing to compare to.
-    assert result.points[SLOW_NIGHT].changes["ttft_p90"].verdict == "better"
-    assert result.points[0].changes == {}
+    assert result.points[SLOW_NIGHT - 1].verdict == "regressed"
+    # Night 2 has no history: at most inconclusive. The night after the slow one is not a
+    # regression, and the slow night is left out of its history.
+    assert result.points[1].verdict in ("inconclusive", "no change detected")
+    assert result.points[SLOW_NIGHT].verdict != "regressed"
+    assert ("nightly-2026-11-05", "itself judged regressed") in result.points[6].left_out
+    assert result.points[0].changes == {} and result.points[0].verdict is None
+    assert len(result.series) == 1
 
 
 @pytest.mark.slow
@@ -58,7 +66,7 @@ def test_trend_page_links_every_point_to_its_run_report(nightly, tmp_path):
     assert (
         not re.search(r'(src|href)="https?:', text) and "<link" not in text and "<img" not in text
     )
-    for n in range(1, 6):
+    for n in range(1, 8):
         run = nightly / f"nightly-2026-11-0{n}"
         assert (run / "report.html").is_file()
         assert (run / "report.html").stat().st_size > 10_000 if n == 1 else True
@@ -67,12 +75,45 @@ def test_trend_page_links_every_point_to_its_run_report(nightly, tmp_path):
             len(re.findall(rf'<a [^>]*href="[^"]*{link}"', text)) >= 2
         )  # a figure point and the table
     assert text.count('class="bad"') == len(trend([str(nightly / "nightly-*")])[0].regressions)
-    assert "1 significant regression" not in text or "nightly-2026-11-03" in text
+    assert "1 regression(s)" in text and "nightly-2026-11-05 TTFT p90" in text
 
 
 @pytest.mark.slow
 def test_cli_report_trend(nightly, tmp_path, capsys):
+    code = main(["report", "--trend", str(nightly / "nightly-*"), "-o", str(tmp_path / "t.html")])
+    out = capsys.readouterr().out
+    assert "regression: nightly-2026-11-05 TTFT p90" in out and "trend verdict:" in out
+    assert code in (0, 4)  # the latest night (7) is judged, not the slow one before it
     assert (
-        main(["report", "--trend", str(nightly / "nightly-*"), "-o", str(tmp_path / "t.html")]) == 0
+        main(
+            [
+                "report",
+                "--trend",
+                str(nightly / "nightly-2026-11-01"),
+                "-o",
+                str(tmp_path / "o.html"),
+            ]
+        )
+        == 0
     )
-    assert "regression" in capsys.readouterr().out
+    assert "nothing to trend" in capsys.readouterr().out
+
+
+NIGHTS = Path(__file__).parent / "fixtures" / "nightly"
+
+
+@pytest.mark.slow
+def test_recorded_nights_same_config_night_2_is_no_regression_starved_night_its_own_series(
+    tmp_path,
+):
+    runs = []
+    for n in range(1, 5):  # copies: the trend writes each run's report.html beside it
+        runs.append(tmp_path / f"night{n}")
+        shutil.copytree(NIGHTS / f"night{n}", runs[-1])
+    result, _ = trend([str(r) for r in runs])
+    assert [p.series for p in result.points] == [0, 0, 0, 1]
+    assert result.points[1].verdict != "regressed" and result.regressions == []
+    assert result.points[3].verdict is None  # the first of its series: nothing to compare with
+    assert result.series[1] == "series 2: engine.max_num_batched_tokens 32 vs 2048"
+    out, _ = write_trend([str(r) for r in runs], tmp_path / "trend.html")
+    assert "series 2" in out.read_text()

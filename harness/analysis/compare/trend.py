@@ -1,25 +1,28 @@
-"""The key metrics over a series of runs (e.g. nightly), in run order, each against the one before.
+"""The key metrics over a series of runs (e.g. nightly), in run order, each judged against the one before.
 
-Each run is compared with the run before it by `compare_analyses`, the very decision `harness
-compare` makes (a bootstrap interval over tasks clear of 0 and |change| >= min_change); a point whose change is
-significant and worse is a regression and is marked. Comparing with the previous run (not the
-first) marks the night a regression arrived, not every night after it. Each point links to its
-run's report.html (written where a run has none yet). The page is one self-contained file: the
-figures are inline SVG, so the links are clickable.
+Runs of another trace, load or target configuration are another series, never one line. In each
+series a run is judged against the run before it with every earlier run of the series as history
+(`verdict.judge_analyses`: the rule `harness compare` uses), so a run with no usable history is at
+most `inconclusive`, never `regressed`; a run judged regressed is left out of the history of the
+runs after it. Comparing with the previous run marks the run a regression arrived in. The trend's
+own verdict is the latest run's (the worst over the series' latest runs), for a nightly job.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.compare.changes import MetricChange, compare_analyses
+from harness.analysis.compare.changes import REGRESSED, MetricChange
+from harness.analysis.compare.comparable import LOAD_SETTINGS, trace_identity
+from harness.analysis.compare.history import config_diff, target_config
 from harness.analysis.compare.sides import HEADLINE, Side
+from harness.analysis.compare.verdict import ALPHA, MIN_CHANGE, Verdict, judge_analyses
 from harness.analysis.ending import run_ending
 from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
 
-# The metrics drawn, by their `harness compare` keys.
+# The metrics drawn and judged, by their `harness compare` keys.
 TREND_METRICS = (
     "ttft_p90",
     "tpot_p90",
@@ -29,6 +32,7 @@ TREND_METRICS = (
     "cache_hit_rate",
     "error_rate",
 )
+_WORST = (Verdict.REGRESSED, Verdict.INCONCLUSIVE, Verdict.NO_CHANGE)
 
 
 @dataclass
@@ -37,14 +41,17 @@ class TrendPoint:
     path: Path
     started_at: str | None
     values: dict[str, float | None]  # metric key -> the run's value
-    changes: dict[
-        str, MetricChange
-    ]  # metric key -> against the previous run (absent for the first)
+    changes: dict[str, MetricChange]  # metric key -> against the previous run of its series
     ended: str | None = None  # how the run ended, when not cleanly (analysis.ending)
+    series: int = 0  # index into Trend.series
+    verdict: Verdict | None = None  # None: the first run of its series
+    runs_needed: int | None = None
+    history: list[str] = field(default_factory=list)  # the earlier runs used as noise
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[str]:
-        return [k for k, c in self.changes.items() if c.verdict == "worse"]
+        return [k for k, c in self.changes.items() if c.verdict == REGRESSED]
 
 
 @dataclass
@@ -53,10 +60,22 @@ class Trend:
     labels: dict[str, str]  # metric key -> label
     alpha: float
     min_change: float
+    series: list[str] = field(default_factory=list)  # each series in words
 
     @property
     def regressions(self) -> list[tuple[str, str]]:
         return [(p.run, k) for p in self.points for k in p.regressions]
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The latest run's verdict, the worst over the series; None: no series has two runs."""
+        latest = {p.series: p for p in self.points}
+        found = [p.verdict for p in latest.values() if p.verdict is not None]
+        return next((v for v in _WORST if v in found), None)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verdict is None else self.verdict.exit_code
 
 
 def run_order(analyses: list[Analysis]) -> list[Analysis]:
@@ -64,26 +83,73 @@ def run_order(analyses: list[Analysis]) -> list[Analysis]:
     return sorted(analyses, key=lambda a: (str(a.run.manifest.get("started_at") or ""), a.run.name))
 
 
-def trend(run_dirs, alpha: float = 0.01, min_change: float = 0.02) -> tuple[Trend, list[Analysis]]:
+def series_key(a: Analysis) -> tuple:
+    """What must match for two runs to be one series: trace, load and target configuration."""
+    replay = a.run.manifest.get("replay") or {}
+    load = tuple((k, repr(replay.get(k))) for k in LOAD_SETTINGS)
+    target = tuple(sorted((k, repr(v)) for k, v in target_config(a).items()))
+    return (trace_identity(a), load, target)
+
+
+def trend(
+    run_dirs, alpha: float = ALPHA, min_change: float = MIN_CHANGE
+) -> tuple[Trend, list[Analysis]]:
     analyses = run_order([analyze(r) for r in load_runs(run_dirs)])
     metrics = [m for m in HEADLINE if m.key in TREND_METRICS]
+    keys = list(dict.fromkeys(series_key(a) for a in analyses))
+    members: dict[tuple, list[Analysis]] = {k: [] for k in keys}
+    flagged: set[str] = set()
     points = []
-    for i, a in enumerate(analyses):
-        changes = {}
-        if i:
-            earlier = analyses[: i - 1]  # the runs before the previous one: their spread is noise
-            rows = compare_analyses(
-                [analyses[i - 1]], [a], alpha=alpha, min_change=min_change, history=earlier
-            ).rows
-            changes = {r.key: r for r in rows if r.key in TREND_METRICS}
-        points.append(
-            TrendPoint(
-                run=a.run.name,
-                path=a.run.path,
-                started_at=a.run.manifest.get("started_at"),
-                values={m.key: m.value(Side([a])) for m in metrics},
-                changes=changes,
-                ended=run_ending(a.run.manifest),
-            )
+    for a in analyses:
+        key = series_key(a)
+        before = members[key]
+        point = TrendPoint(
+            run=a.run.name,
+            path=a.run.path,
+            started_at=a.run.manifest.get("started_at"),
+            values={m.key: m.value(Side([a])) for m in metrics},
+            changes={},
+            ended=run_ending(a.run.manifest),
+            series=keys.index(key),
         )
-    return Trend(points, {m.key: m.label for m in metrics}, alpha, min_change), analyses
+        if before:
+            _judge(point, before, a, flagged, alpha, min_change)
+        before.append(a)
+        points.append(point)
+    labels = {m.key: m.label for m in metrics}
+    return Trend(points, labels, alpha, min_change, _describe(analyses, keys)), analyses
+
+
+def _judge(
+    point: TrendPoint, before: list[Analysis], a: Analysis, flagged: set[str], alpha, min_change
+) -> None:
+    j = judge_analyses(
+        [before[-1]],
+        [a],
+        history=before[:-1],
+        alpha=alpha,
+        min_change=min_change,
+        flagged=flagged,
+        gate_keys=TREND_METRICS,
+    )
+    point.changes = {r.key: r for r in j.rows if r.key in TREND_METRICS}
+    point.verdict, point.runs_needed = j.verdict, j.runs_needed
+    point.history, point.left_out = j.history, j.left_out
+    if j.verdict == Verdict.REGRESSED:
+        flagged.add(str(a.run.path.resolve()))
+
+
+def _describe(analyses: list[Analysis], keys: list[tuple]) -> list[str]:
+    """Each series in words: the first as is, the others by how they differ from it."""
+    first = {series_key(a): a for a in reversed(analyses)}
+    if not keys:
+        return []
+    head = first[keys[0]]
+    out = ["series 1"]
+    for i, key in enumerate(keys[1:], start=2):
+        other = first[key]
+        diff = config_diff(target_config(head), target_config(other))
+        if not diff and key[1] != series_key(head)[1]:
+            diff = "another load"
+        out.append(f"series {i}: {diff or 'another trace'}")
+    return out

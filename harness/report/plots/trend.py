@@ -21,9 +21,22 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
     ys = [p.values.get(key) for p in points]
     fig, ax = plt.subplots(figsize=(13.5, 2.6), dpi=100, layout="constrained")
     ax.set_title(result.labels[key], loc="left", fontsize="medium")
-    known = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
-    if known:
-        ax.plot(*zip(*known, strict=True), color="tab:blue", lw=1.2, zorder=1)
+    for series in sorted({p.series for p in points}):  # one line per series, never joined
+        known = [
+            (x, y)
+            for x, y, p in zip(xs, ys, points, strict=True)
+            if y is not None and p.series == series
+        ]
+        if known:
+            ax.plot(
+                *zip(*known, strict=True),
+                color=f"C{series}",
+                lw=1.2,
+                zorder=1,
+                label=f"series {series + 1}",
+            )
+    if len({p.series for p in points}) > 1:
+        ax.legend(loc="upper left", fontsize="small")
     for x, y, p, link in zip(xs, ys, points, links, strict=True):
         if y is None:
             continue
@@ -32,7 +45,7 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
             [x],
             [y],
             s=90 if worse else 36,
-            color="tab:red" if worse else "tab:blue",
+            color="tab:red" if worse else f"C{p.series}",
             edgecolor="black" if worse else "none",
             zorder=2,
         )
@@ -53,8 +66,9 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
 
 
 def _mark(change) -> str:
-    """' (worse +38.3%)' beside a significant change; nothing beside '~' or the first run."""
-    if change is None or change.verdict == "~":
+    """' (regressed +38.3%)' or ' (inconclusive +12.0%)' beside a change; nothing beside the
+    first run of a series or a change none could see."""
+    if change is None or change.verdict in (None, "no change detected"):
         return ""
     return (
         f" ({change.verdict}"
@@ -76,7 +90,7 @@ def trend_table(result, links: list[str]) -> str:
         ]
         for k in keys:
             change = p.changes.get(k)
-            cls = ' class="bad"' if change is not None and change.verdict == "worse" else ""
+            cls = ' class="bad"' if change is not None and change.verdict == "regressed" else ""
             cells.append(f"<td{cls}>{html.escape(fmt(p.values.get(k)) + _mark(change))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
