@@ -16,6 +16,7 @@ import warnings
 
 from harness import __version__
 from harness.errors import HarnessError, HarnessWarning
+from harness.extras import missing_extra
 
 COMMAND_MODULES = (
     "harness.trace.commands",
@@ -62,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        print(f"harness: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)

@@ -135,6 +135,11 @@ class Replay:
         return self.stopped_by or self.task_source.stopped_by or "trace_end"
 
     @property
+    def sending_stopped(self) -> bool:
+        """A limit, a signal or a failure stopped new sends (what is in flight may still finish)."""
+        return self._stop.is_set()
+
+    @property
     def unsent(self) -> int:
         """The trace's requests (one pass) that were never sent."""
         return max(0, sum(len(s.turns) for s in self.trace.sessions) - self.sent)
