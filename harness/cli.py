@@ -17,6 +17,7 @@ import warnings
 from harness import __version__
 from harness.errors import HarnessError, HarnessWarning
 from harness.extras import missing_extra
+from harness.parser import Parser
 
 COMMAND_MODULES = (
     "harness.trace.commands",
@@ -27,7 +28,7 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="harness",
         description="Benchmark LLM servers under agentic (coding-agent) traffic.",
     )
