@@ -175,9 +175,32 @@ def _add(group: Any, flag: Flag) -> None:
         kw |= {"action": "store_const", "const": flag.const}
     else:
         kw["metavar"] = flag.metavar
-    if flag.field == "target.model":
-        kw["required"] = True
     group.add_argument(flag.option, **kw)
+
+
+def require_model(args: argparse.Namespace) -> None:
+    """`--model` is needed: one line naming it, and the models the first endpoint serves."""
+    if getattr(args, "target.model", None):
+        return
+    endpoints = getattr(args, "endpoint", None) or []
+    served = served_models(endpoints[0]) if endpoints else []
+    hint = f"; {endpoints[0]} serves: {', '.join(served)}" if served else ""
+    raise InputError(f"--model is required (the model name the server expects){hint}")
+
+
+def served_models(endpoint: str, timeout_s: float = 3.0) -> list[str]:
+    """The model ids an endpoint's /v1/models lists; none when it cannot be asked."""
+    import json
+    import urllib.request
+
+    base = endpoint.rstrip("/")
+    url = base + ("/models" if base.endswith("/v1") else "/v1/models")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:  # noqa: S310 (the user's URL)
+            data = json.load(reply).get("data") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
 
 
 class HelpFormatter(argparse.HelpFormatter):

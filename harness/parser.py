@@ -25,7 +25,8 @@ class Parser(argparse.ArgumentParser):
             message = message.split(" (choose from")[0] + did_you_mean(bad[1], self._verbs())
         elif message.startswith("the following arguments are required"):
             message += self._unknown_flag_hint()  # a typo in a required flag reads as missing
-        super().error(message)
+        # one line, not the whole usage: --help has it
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def _unknown_flag_hint(self) -> str:
         known = self._option_string_actions
@@ -68,3 +69,29 @@ def _argv() -> list[str]:
     import sys
 
     return sys.argv[1:]
+
+
+FORMATS = ("table", "json", "markdown")
+
+
+def add_format(p: argparse.ArgumentParser, json_help: str = "print one JSON object") -> None:
+    """`--format {table,json,markdown}` (default table), with `--json` kept as its alias."""
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help=f"table: for a terminal; json: {json_help}; markdown: the table in a fenced block"
+        " (a CI job summary, a pull request)",
+    )
+    p.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="= --format json"
+    )
+
+
+def formatted(fmt: str, table: str, data: object) -> str:
+    """The result as --format asked: the table, its JSON, or the table fenced for Markdown."""
+    if fmt == "json":
+        import json
+
+        return json.dumps(data, indent=2)
+    return f"```text\n{table.rstrip()}\n```" if fmt == "markdown" else table

@@ -87,7 +87,10 @@ def test_card_and_figures_colour_each_category_from_one_table(tmp_path):
 
     fig = miss_categories(analyses)
     legend = fig.legends[0]
-    drawn = {t.get_text(): h.get_facecolor() for t, h in zip(legend.texts, legend.legend_handles)}
+    drawn = {
+        t.get_text(): h.get_facecolor()
+        for t, h in zip(legend.texts, legend.legend_handles, strict=True)
+    }
     from matplotlib.colors import to_rgba
 
     from harness.report.misses import label
