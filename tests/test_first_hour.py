@@ -12,8 +12,7 @@ import pytest
 from harness.analysis.ending import run_ending
 from harness.cli import main
 from harness.errors import HarnessWarning
-from harness.report import notebook
-from harness.report import tested
+from harness.report import notebook, tested
 
 ROOT = Path(__file__).resolve().parents[1]
 
