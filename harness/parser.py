@@ -38,7 +38,7 @@ class Parser(argparse.ArgumentParser):
                     return f" ({flag} is not a flag{hint})"
         return ""
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         Parser.argv = [str(a) for a in args] if args is not None else _argv()
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
