@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -95,6 +96,14 @@ def block_size(scenario: Scenario) -> int:
 def simulated(scenario: Scenario) -> bool:
     t = scenario.target
     return t.kind == "engine" and t.engine.options.get("runner") == "simulated"
+
+
+def check_installed(scenario: Scenario) -> None:
+    """Before anything is written: the torch runner needs torch (the [engine] extra); the CLI turns
+    the missing module into one line naming the extra and the runner that needs none."""
+    engine = scenario.target.kind == "engine" and not simulated(scenario)
+    if engine and importlib.util.find_spec("torch") is None:
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
 
 
 @contextlib.asynccontextmanager

@@ -16,6 +16,8 @@ import warnings
 
 from harness import __version__
 from harness.errors import HarnessError, HarnessWarning
+from harness.extras import missing_extra
+from harness.parser import Parser
 
 COMMAND_MODULES = (
     "harness.trace.commands",
@@ -26,7 +28,7 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="harness",
         description="Benchmark LLM servers under agentic (coding-agent) traffic.",
     )
@@ -62,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        print(f"harness: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.driver.signals names which)
         print(f"harness: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)

@@ -35,8 +35,21 @@ FLAGS = (
     Flag("target", "--prompt-format", "target.prompt_format"),
     Flag("target", "--api-key-env", "target.api_key_env", "VAR", exclusive="key"),
     Flag("target", "--api-key-file", "target.api_key_file", "F", exclusive="key"),
-    Flag("target", "--no-min-tokens", "target.send_min_tokens", const=False),
-    Flag("target", "--no-ignore-eos", "target.send_ignore_eos", const=False),
+    Flag(
+        "target",
+        "--no-min-tokens",
+        "target.send_min_tokens",
+        const=False,
+        help="do not send min_tokens: outputs may end before the trace's length (for servers that"
+        " reject unknown fields)",
+    ),
+    Flag(
+        "target",
+        "--no-ignore-eos",
+        "target.send_ignore_eos",
+        const=False,
+        help="do not send ignore_eos: the model's end-of-sequence token may end an output early",
+    ),
     Flag("target", "--continuous-usage", "target.continuous_usage", const=True),
     Flag("target", "--cache-details", "target.cache_details", const=True),
     Flag("target", "--tool-choice", "target.tool_choice", "CHOICE"),
@@ -45,10 +58,31 @@ FLAGS = (
     Flag("target", "--cache-control", "target.cache_control", const=True),
     Flag("target", "--previous-response-id", "target.previous_response_id", const=True),
     Flag("target", "--routing", "target.routing"),
-    Flag("target", "--no-follow-parent", "target.follow_parent", const=False),
+    Flag(
+        "target",
+        "--no-follow-parent",
+        "target.follow_parent",
+        const=False,
+        help="route and tag each subagent by its own session id, not its root session's: a"
+        " sticky router may send it where its parent's prefix is not cached",
+    ),
     Flag("target", "--max-connections", "target.max_connections", "N"),
-    Flag("target", "--no-scrape-metrics", "target.scrape_metrics", const=False),
-    Flag("target", "--no-preflight", "target.preflight", const=False),
+    Flag(
+        "target",
+        "--no-scrape-metrics",
+        "target.scrape_metrics",
+        const=False,
+        help="do not read the endpoints' /metrics before and after: no server-side hit rate,"
+        " no speculative-decoding counts",
+    ),
+    Flag(
+        "target",
+        "--no-preflight",
+        "target.preflight",
+        const=False,
+        help="start the clock without checking /v1/models and one probe request: a wrong model"
+        " or URL shows up as failed requests instead of one error",
+    ),
     Flag("target", "--context-overflow", "target.context_overflow"),
     Flag("target", "--timeout-connect", "target.timeouts.connect_s", "S"),
     Flag("target", "--timeout-ttft", "target.timeouts.ttft_s", "S"),
@@ -75,7 +109,14 @@ FLAGS = (
     Flag("load", "--warmup", "load.warmup_s", "S", exclusive="warmup"),
     Flag("load", "--warmup-requests", "load.warmup_requests", "N", exclusive="warmup"),
     Flag("load", "--cooldown", "load.cooldown_s", "S"),
-    Flag("load", "--no-cycle-trace", "load.cycle_trace", const=False),
+    Flag(
+        "load",
+        "--no-cycle-trace",
+        "load.cycle_trace",
+        const=False,
+        help="do not draw the trace again when it runs out: a closed loop's load falls as its"
+        " last tasks end",
+    ),
     Flag("load", "--mid-trajectory", "load.mid_trajectory", const=True),
     Flag("load", "--window", "load.window"),
     Flag("load", "--retries", "load.retry.attempts", "N"),
@@ -134,9 +175,32 @@ def _add(group: Any, flag: Flag) -> None:
         kw |= {"action": "store_const", "const": flag.const}
     else:
         kw["metavar"] = flag.metavar
-    if flag.field == "target.model":
-        kw["required"] = True
     group.add_argument(flag.option, **kw)
+
+
+def require_model(args: argparse.Namespace) -> None:
+    """`--model` is needed: one line naming it, and the models the first endpoint serves."""
+    if getattr(args, "target.model", None):
+        return
+    endpoints = getattr(args, "endpoint", None) or []
+    served = served_models(endpoints[0]) if endpoints else []
+    hint = f"; {endpoints[0]} serves: {', '.join(served)}" if served else ""
+    raise InputError(f"--model is required (the model name the server expects){hint}")
+
+
+def served_models(endpoint: str, timeout_s: float = 3.0) -> list[str]:
+    """The model ids an endpoint's /v1/models lists; none when it cannot be asked."""
+    import json
+    import urllib.request
+
+    base = endpoint.rstrip("/")
+    url = base + ("/models" if base.endswith("/v1") else "/v1/models")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:  # noqa: S310 (the user's URL)
+            data = json.load(reply).get("data") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from harness.parser import add_format, formatted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +52,7 @@ def _register_analyze(sub: argparse._SubParsersAction) -> None:
         help="the server's Hugging Face tokenizer folder (tokenizer.json + chat template): chat and "
         "text prompts counted in its tokens (default: the run's tokenizer setting)",
     )
-    p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    add_format(p, "summary.json")
     p.set_defaults(func=_analyze)
 
 
@@ -170,7 +171,7 @@ def _analyze(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         window_mode=args.window,
     )
-    print(json.dumps(summary, indent=2) if args.json else summary_table(summary))
+    print(formatted(args.format, summary_table(summary), summary))
     return 0
 
 

@@ -7,9 +7,10 @@ endpoints, a trace file), so the two verbs share one set of defaults, the scenar
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from harness.parser import add_format, formatted
 
 
 def register(sub) -> None:
@@ -67,7 +68,7 @@ def register(sub) -> None:
     )
     pd.add_argument("prefill_run", metavar="RUN_A")
     pd.add_argument("decode_run", metavar="RUN_B")
-    pd.add_argument("--json", action="store_true", help="print one JSON object")
+    add_format(pd)
     pd.set_defaults(func=_plan_pd)
 
 
@@ -188,6 +189,8 @@ def replay_scenario(args: argparse.Namespace):
     from harness import scenario as sc
     from harness.errors import InputError, ScenarioError
 
+    if not any(item.startswith("target.model=") for item in args.sets):
+        flags.require_model(args)
     doc = flags.scenario_doc(args)
     sets = [sc.parse_set(item) for item in args.sets]
     for key, value in sets:
@@ -284,12 +287,17 @@ def _plan_pd(args: argparse.Namespace) -> int:
     from harness.sweep import plan_pd
 
     plan = plan_pd(args.prefill_run, args.decode_run)
-    if args.json:
-        print(json.dumps(plan, indent=2))
-    else:
-        print(f"prefill rate: {plan['prefill_rate_rps']:.4g} req/s ({plan['prefill_source']})")
-        print(f"decode rate:  {plan['decode_rate_rps']:.4g} req/s ({plan['decode_source']})")
-        print(
-            f"P/D = decode_rate / prefill_rate = {plan['p_to_d']:.3f} prefill instances per decode instance"
-        )
+    table = _pd_table(plan)
+    print(formatted(args.format, table, plan))
     return 0
+
+
+def _pd_table(plan: dict) -> str:
+    return "\n".join(
+        (
+            f"prefill rate: {plan['prefill_rate_rps']:.4g} req/s ({plan['prefill_source']})",
+            f"decode rate:  {plan['decode_rate_rps']:.4g} req/s ({plan['decode_source']})",
+            f"P/D = decode_rate / prefill_rate = {plan['p_to_d']:.3f} prefill instances per"
+            " decode instance",
+        )
+    )

@@ -8,13 +8,12 @@ report across the points (TPGS vs interactivity frontier) and `sweep.json`.
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.build import build_trace, open_target, replay_config, simulated
+from harness.build import build_trace, check_installed, open_target, replay_config, simulated
 from harness.driver.runfolder import make_run_dir
 from harness.driver.signals import Interrupted, interrupt_on_signals
 from harness.errors import InputError
@@ -50,6 +49,8 @@ def run_scenario(
 ) -> RunResult:
     run_dir = Path(out) if out else default_run_dir(scenario)
     points = scenario.points()
+    for _, point_scenario in points:  # a point that needs torch fails before anything is written
+        check_installed(point_scenario)
     if len(points) == 1 and not scenario.sweep:
         point = run_point(scenario, run_dir, quiet=quiet)
         return RunResult(run_dir, [point], interrupted=point.status == RunStatus.INTERRUPTED)
@@ -81,9 +82,10 @@ def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> Poin
         raise InputError(
             "the run folder already exists and is not empty; choose another with -o", path=run_dir
         )
+    check_installed(scenario)
     with interrupt_on_signals():
         trace = build_trace(scenario)
-    result = replay_point(scenario, trace, run_dir, show_progress=not quiet and os.isatty(1))
+    result = replay_point(scenario, trace, run_dir, show_progress=not quiet)
     try:
         with interrupt_on_signals():
             summary = analyze_point(scenario, run_dir, quiet=quiet)
@@ -109,11 +111,16 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
     from harness.analysis.summary import analyze_run
+    from harness.driver.progress import step
     from harness.report.html import write_report
     from harness.report.text import summary_table
 
-    summary = analyze_run(run_dir)  # everything from the folder: `harness analyze` gives the same
-    report = write_report([run_dir])
+    with step("analysing", show=not quiet):
+        summary = analyze_run(
+            run_dir
+        )  # everything from the folder: `harness analyze` gives the same
+    with step("writing the report", show=not quiet):
+        report = write_report([run_dir])
     if not quiet:
         print(summary_table(summary))
         print(f"report: {report}")

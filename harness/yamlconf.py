@@ -7,6 +7,9 @@ checked exactly like the file itself.
 
 from __future__ import annotations
 
+import difflib
+import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,9 +112,38 @@ def validate_model(
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        # a validator's own ValueError reads as its message, without pydantic's "Value error, "
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        msg = msg.removeprefix("Value error, ")
+        msg = err["msg"].removeprefix("Value error, ")  # a validator's ValueError reads as its message
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key" + did_you_mean(str(loc[-1]), known_keys(model, loc[:-1]))
         field = ".".join(str(p) for p in loc) or None
         line = None if _overridden(loc, overrides) else line_of(root, loc)
         raise error(msg, path=source, line=line, field=field) from None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """'; did you mean 'sessions'?' for the closest choice, or '' when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The YAML keys the model at `loc` (a path of field names from `model`) accepts."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        field = _field(current, str(part)) if current is not None else None
+        current = _model_in(field.annotation) if field is not None else None
+    if current is None:
+        return []
+    return [f.alias or name for name, f in current.model_fields.items()]
+
+
+def _field(model: type[BaseModel], key: str):
+    fields = model.model_fields
+    return fields.get(key) or next((f for f in fields.values() if f.alias == key), None)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (itself, or inside Optional / a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in typing.get_args(annotation) if (m := _model_in(a))), None)

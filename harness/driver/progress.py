@@ -1,47 +1,231 @@
-"""The live progress line on a terminal: requests done/failed, in flight, throughput, recent TTFT.
+"""Progress of a run: a bar with elapsed / planned time (or requests of the total), an ETA and the
+phase (warm-up, measuring, cool-down, draining, then analysing and writing the report).
 
-Off when stderr is not a TTY or with --quiet; it only reads counters, so it costs the driver
-one small render every half second.
+On a terminal it is a rich bar on stderr; when stderr is not a terminal (a `2>&1 | tee` log, CI)
+it is one plain line every `PLAIN_EVERY_S` seconds with the same ETA. Off with --quiet. It only
+reads counters, so it costs the driver one small render every half second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from harness.driver.stats import ReplayStats
 
 REFRESH_S = 0.5
+PLAIN_EVERY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the run is meant to do, for the bar's total and its ETA: a time limit, else a request
+    count (max_requests, or one pass over the trace); neither for an open-ended run."""
+
+    duration_s: float | None = None
+    requests: int | None = None
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    drain_s: float = 0.0
+
+    @classmethod
+    def of(cls, config, trace) -> Plan:
+        one_pass = sum(len(s.turns) for s in trace.sessions)
+        cycled = config.load == "closed" and config.cycle_trace and config.max_duration
+        requests = config.max_requests or (None if cycled else one_pass)
+        return cls(
+            duration_s=config.max_duration,
+            requests=requests,
+            warmup_s=config.warmup_s,
+            cooldown_s=config.cooldown_s,
+            drain_s=config.drain_s if config.max_duration else 0.0,
+        )
 
 
 def wanted(quiet: bool) -> bool:
-    return not quiet and sys.stderr.isatty()
+    """Progress is shown unless --quiet: a bar on a terminal, plain lines otherwise."""
+    return not quiet
 
 
-def render(stats: ReplayStats, elapsed: float) -> str:
-    ttft = statistics.median(stats.recent_ttft) * 1000 if stats.recent_ttft else float("nan")
+def phase(plan: Plan, elapsed: float, stats: ReplayStats, sending_stopped: bool) -> str:
+    if sending_stopped or (plan.duration_s is not None and elapsed >= plan.duration_s):
+        return "draining"
+    if elapsed < plan.warmup_s:
+        return "warm-up"
+    if (
+        plan.duration_s is not None
+        and plan.cooldown_s
+        and elapsed >= plan.duration_s - plan.cooldown_s
+    ):
+        return "cool-down"
+    return "measuring"
+
+
+def fraction(plan: Plan, elapsed: float, stats: ReplayStats) -> float | None:
+    """How far along the plan is, 0..1; None when the run has no planned end."""
+    shares = []
+    if plan.duration_s:
+        shares.append(elapsed / plan.duration_s)
+    if plan.requests:
+        shares.append(stats.done / plan.requests)
+    return min(1.0, max(shares)) if shares else None
+
+
+def eta_s(plan: Plan, elapsed: float, stats: ReplayStats) -> float | None:
+    """Seconds left: to the time limit, or at the rate so far to the request total."""
+    left = []
+    if plan.duration_s is not None:
+        left.append(max(0.0, plan.duration_s - elapsed))
+    if plan.requests and stats.done:
+        left.append(max(0, plan.requests - stats.done) * elapsed / stats.done)
+    return min(left) if left else None
+
+
+def clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 60}:{s % 60:02d}" if s >= 60 else f"{s} s"
+
+
+def counters(stats: ReplayStats, elapsed: float) -> str:
+    ttft = statistics.median(stats.recent_ttft) * 1000 if stats.recent_ttft else None
     rate = stats.output_tokens / elapsed if elapsed > 0 else 0.0
+    recent = f"TTFT p50 {ttft:.0f} ms (recent)" if ttft is not None else "no first token yet"
     return (
-        f"{elapsed:7.1f}s  requests {stats.done} done, {stats.failed} failed, {stats.cancelled} cancelled"
+        f"requests {stats.done} done, {stats.failed} failed, {stats.cancelled} cancelled"
         f" | in flight {stats.in_flight} | sessions {stats.active_sessions}"
-        f" | {rate:,.0f} tok/s | TTFT p50 {ttft:.0f} ms (recent)"
+        f" | {rate:,.0f} tok/s | {recent}"
     )
 
 
-async def show(stats: ReplayStats) -> None:
-    """Refresh until cancelled."""
-    from rich.console import Console
-    from rich.live import Live
-    from rich.text import Text
+def brief(stats: ReplayStats, elapsed: float) -> str:
+    """The counters for the bar's line, short enough for an 80-column terminal."""
+    ttft = statistics.median(stats.recent_ttft) * 1000 if stats.recent_ttft else None
+    rate = stats.output_tokens / elapsed if elapsed > 0 else 0.0
+    recent = f", TTFT {ttft:.0f} ms" if ttft is not None else ""
+    failed = f", {stats.failed} failed" if stats.failed else ""
+    return f"{stats.done} done{failed}, {stats.in_flight} in flight, {rate:,.0f} tok/s{recent}"
 
+
+def of_plan(plan: Plan, elapsed: float, stats: ReplayStats) -> str:
+    """'41 s of 90 s' / '387 of 1,200 requests' / '41 s' (no planned end)."""
+    if plan.duration_s is not None:
+        return f"{clock(elapsed)} of {clock(plan.duration_s)}"
+    if plan.requests:
+        return f"{stats.done:,} of {plan.requests:,} requests, {clock(elapsed)}"
+    return clock(elapsed)
+
+
+def render(
+    stats: ReplayStats, elapsed: float, plan: Plan | None = None, sending_stopped: bool = False
+) -> str:
+    """The plain line: phase, where in the plan, ETA, then the counters."""
+    plan = plan or Plan()
+    done = fraction(plan, elapsed, stats)
+    share = f" ({100 * done:.0f}%)" if done is not None else ""
+    left = eta_s(plan, elapsed, stats)
+    eta = "draining" if left == 0 and sending_stopped else f"ETA {clock(left)}"
+    head = f"{phase(plan, elapsed, stats, sending_stopped)}: {of_plan(plan, elapsed, stats)}{share}"
+    if left is not None:
+        head += f", {eta}"
+    return f"{head} | {counters(stats, elapsed)}"
+
+
+def _is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+async def show(
+    stats: ReplayStats, plan: Plan | None = None, stopped: Callable[[], bool] = lambda: False
+) -> None:
+    """Refresh until cancelled: a bar on a terminal, a plain line every PLAIN_EVERY_S otherwise."""
+    plan = plan or Plan()
     t0 = time.perf_counter()
-    console = Console(stderr=True)
-    with Live(console=console, auto_refresh=False, transient=False) as live:
+    if not _is_terminal():
+        await _plain(stats, plan, stopped, t0)
+        return
+    await _bar(stats, plan, stopped, t0)
+
+
+async def _plain(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: float) -> None:
+    try:
+        while True:
+            await asyncio.sleep(PLAIN_EVERY_S)
+            line = render(stats, time.perf_counter() - t0, plan, stopped())
+            print(f"progress: {line}", file=sys.stderr, flush=True)
+    finally:
+        line = render(stats, time.perf_counter() - t0, plan, stopped())
+        print(f"progress: {line}", file=sys.stderr, flush=True)
+
+
+def _columns():
+    """Phase, bar, plan and ETA keep their width; the counters give way on a narrow terminal."""
+    from rich.progress import BarColumn, TextColumn
+    from rich.table import Column
+
+    def kept(width: int) -> Column:
+        return Column(no_wrap=True, min_width=width)
+
+    return (
+        TextColumn("{task.fields[phase]}", table_column=kept(10)),
+        BarColumn(bar_width=20, table_column=kept(20)),
+        TextColumn("{task.fields[where]}", table_column=kept(30)),
+        TextColumn(
+            "[dim]{task.fields[counts]}",
+            table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+        ),
+    )
+
+
+async def _bar(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: float) -> None:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(*_columns(), console=Console(stderr=True), auto_refresh=False) as bar:
+        task = bar.add_task("replay", total=1.0, phase="", where="", counts="")
+
+        def update() -> None:
+            elapsed = time.perf_counter() - t0
+            done, left = fraction(plan, elapsed, stats), eta_s(plan, elapsed, stats)
+            bar.update(
+                task,
+                completed=done if done is not None else 0.0,
+                total=1.0 if done is not None else None,
+                phase=phase(plan, elapsed, stats, stopped()),
+                where=of_plan(plan, elapsed, stats)
+                + ("" if left is None else f", ETA {clock(left)}"),
+                counts=brief(stats, elapsed),
+            )
+            bar.refresh()
+
         try:
             while True:
-                live.update(Text(render(stats, time.perf_counter() - t0)), refresh=True)
+                update()
                 await asyncio.sleep(REFRESH_S)
         finally:
-            live.update(Text(render(stats, time.perf_counter() - t0)), refresh=True)
+            update()
+
+
+@contextlib.contextmanager
+def step(name: str, show: bool = True) -> Iterator[None]:
+    """A phase after the replay ('analysing', 'writing the report'): a spinner on a terminal, one
+    plain line otherwise, with how long it took."""
+    if not show:
+        yield
+        return
+    t0 = time.perf_counter()
+    if _is_terminal():
+        from rich.console import Console
+
+        with Console(stderr=True).status(f"{name}…"):
+            yield
+        return
+    print(f"progress: {name}…", file=sys.stderr, flush=True)
+    yield
+    print(f"progress: {name} done ({clock(time.perf_counter() - t0)})", file=sys.stderr, flush=True)

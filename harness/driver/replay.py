@@ -155,6 +155,11 @@ class Replay:
         return "warmup" if self.sent < c.warmup_requests or self.now() < c.warmup_s else "run"
 
     @property
+    def sending_stopped(self) -> bool:
+        """A limit, a signal or a failure stopped new sends (what is in flight may still finish)."""
+        return self._stop.is_set()
+
+    @property
     def unsent(self) -> int:
         """The trace's requests (one pass) that were never sent."""
         return max(0, sum(len(s.turns) for s in self.trace.sessions) - self.sent)

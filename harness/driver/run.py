@@ -107,11 +107,15 @@ async def replay_into(
     # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.
     gc.collect()
     gc.freeze()
-    shown = asyncio.create_task(progress.show(replay.stats)) if show_progress else None
+    plan = progress.Plan.of(config, trace)
+    shown = None
     probe = LoopProbe()
     try:
         with folder.signals(replay):
             await target.start()
+            if show_progress:  # from the replay's start: a target that fails to start shows none
+                stopped = lambda: replay.sending_stopped  # noqa: E731
+                shown = asyncio.create_task(progress.show(replay.stats, plan, stopped))
             folder.update(**started_fields(target.describe(), folder.manifest))
             if isinstance(target, ContextLimit):  # the limits the target learned as it started
                 folder.update(context_limit=target.manifest())

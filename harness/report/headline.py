@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 
 from harness.analysis.summary import Analysis
+from harness.report.colors import outcome_color
 from harness.report.misses import label as miss_label
 from harness.report.numbers import count, fmt, share
 from harness.report.tested import tpgs_caveat
@@ -23,8 +24,6 @@ CARDS = (
     ("cache_hit", "Cache hit vs ideal", None),
     ("misses", "Where the cache missed", None),
 )
-# hit first, then the miss categories in summary.json's order
-PALETTE = ("#2ca02c", "#1f77b4", "#d62728", "#7f7f7f", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
 
 
 def _slo_line(summary: dict, metric: str) -> tuple[str, str]:
@@ -62,7 +61,7 @@ def _value(s: dict, key: str) -> tuple[str, str]:
         return f"{fmt(s['tpgs'])} tok/s/GPU", split
     if key == "misses":
         c = s["cache"]
-        missed = sum(v for _, v in miss_parts(c["miss_tokens"]))
+        missed = sum(v for _, _, v in miss_parts(c["miss_tokens"]))
         return f"{share(missed, c.get('prompt_tokens'))} missed", (
             f"{count(missed)} of {count(c.get('prompt_tokens'))} prompt tokens"
         )
@@ -70,16 +69,17 @@ def _value(s: dict, key: str) -> tuple[str, str]:
     return f"{fmt(hit, '.3f')} / {fmt(ideal, '.3f')}", "server / ideal (infinite cache)"
 
 
-def miss_parts(miss: dict) -> list[tuple[str, float]]:
-    """(label, tokens) of every miss category with tokens, in summary.json's order; a category
-    given as a mapping (sub-causes) is listed by its parts."""
-    out: list[tuple[str, float]] = []
+def miss_parts(miss: dict) -> list[tuple[str, str, float]]:
+    """(category, label, tokens) of every miss category with tokens, in summary.json's order; a
+    category given as a mapping (sub-causes) is listed by its parts."""
+    out: list[tuple[str, str, float]] = []
     for key, value in miss.items():
         subs = value.items() if isinstance(value, dict) else [("", value)]
         for sub, tokens in subs:
             if isinstance(tokens, int | float) and tokens > 0:
                 label = miss_label(key)
-                out.append((f"{label} {sub.replace('_', ' ')}".strip(), float(tokens)))
+                name = f"{label} {sub.replace('_', ' ')}".strip()
+                out.append((sub or key, name, float(tokens)))
     return out
 
 
@@ -87,18 +87,16 @@ def _miss_bar(s: dict) -> str:
     """Prompt tokens as one bar: hit, then each miss category; the legend gives each share."""
     c = s["cache"]
     total = c.get("prompt_tokens") or 0
-    hit = total - sum(v for _, v in miss_parts(c["miss_tokens"]))
-    parts = [("hit", hit), *miss_parts(c["miss_tokens"])] if total else []
+    hit = total - sum(v for _, _, v in miss_parts(c["miss_tokens"]))
+    parts = [("hit", "hit", hit), *miss_parts(c["miss_tokens"])] if total else []
     spans, legend = [], []
-    for (label, tokens), color in zip(parts, PALETTE * 4, strict=False):
-        pct = 100 * tokens / total
-        spans.append(
-            f'<span style="width:{pct:.3f}%;background:{color}" title="{html.escape(label)}"></span>'
+    for key, label, tokens in parts:  # hit first: its entry in the legend too
+        pct, color, name = 100 * tokens / total, outcome_color(key), html.escape(label)
+        spans.append(f'<span style="width:{pct:.3f}%;background:{color}" title="{name}"></span>')
+        legend.append(
+            f'<li data-category="{key}"><i style="background:{color}"></i>{name} '
+            f"{share(tokens, total)}</li>"
         )
-        if label != "hit":
-            legend.append(
-                f'<li><i style="background:{color}"></i>{html.escape(label)} {share(tokens, total)}</li>'
-            )
     return (
         f'<div class="bar">{"".join(spans)}</div><ul class="legend">{"".join(legend)}</ul>'
         '<div class="sub">shares of all prompt tokens; the categories: "What the cache did"</div>'

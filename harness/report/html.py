@@ -32,6 +32,7 @@ from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze
 from harness.atomic import write_atomic
 from harness.report.headline import headline_strip
+from harness.report.plots.narrow import narrow_layout
 from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.report.tested import tested_html
@@ -64,7 +65,7 @@ ul.legend i{display:inline-block;width:.65rem;height:.65rem;margin-right:.25rem;
 .card .sub{font-size:.8rem;color:#555} .slo{font-size:.85rem;margin-top:.3rem;font-weight:600}
 .slo.ok{color:#176b2c} .slo.bad{color:#b00} .slo.none{color:#888;font-weight:400}
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
-figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee} figcaption{font-size:.8rem;color:#666}
+figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee}
 details{margin:.6rem 0} summary{cursor:pointer;font-weight:600}
 @media (max-width:1100px){.grid{grid-template-columns:1fr}.runname{writing-mode:horizontal-tb;transform:none;flex-basis:100%;max-height:none;font-weight:600}.tested dl{grid-template-columns:max-content 1fr}.card .value{font-size:1.35rem}}
 """
@@ -123,7 +124,7 @@ def render_report(analyses: list[Analysis]) -> str:
 
 def _sections(analyses: list[Analysis]) -> list[str]:
     from harness.report.plots.base import interactivity, latency_cdf, pareto, session_timeline
-    from harness.report.plots.cache import cache_by_group, cache_by_turn, miss_categories
+    from harness.report.plots.cache import cache_by_group, cache_by_turn
     from harness.report.plots.load import load_held
 
     out = [
@@ -141,7 +142,7 @@ def _sections(analyses: list[Analysis]) -> list[str]:
             _figure_html("Cache hit by turn", cache_by_turn(analyses)),
             _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
         ),
-        _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
+        _grid(_miss_figure(analyses), _miss_note(analyses)),
         _tier_figure(analyses),
         "<h2>What load was held</h2>",
         _figure_html("Load held over time", load_held(analyses)),
@@ -156,9 +157,25 @@ def _sections(analyses: list[Analysis]) -> list[str]:
 
 
 def _tier_figure(analyses: list[Analysis]) -> str:
-    from harness.report.plots.cache_tiers import cache_tiers, has_tiers
+    from harness.report.plots.cache_tiers import cache_tiers, has_tiers, tiers_used
 
-    return _figure_html("Cache hits by tier", cache_tiers(analyses)) if has_tiers(analyses) else ""
+    if not has_tiers(analyses):
+        return ""
+    used = tiers_used(analyses)
+    if len(used) <= 1:
+        where = f"the {used[0]} tier" if used else "no tier (no hits)"
+        return sentence_html("Cache hits by tier", f"Every cache hit came from {where}.")
+    return _figure_html("Cache hits by tier", cache_tiers(analyses))
+
+
+def _miss_figure(analyses: list[Analysis]) -> str:
+    from harness.report.plots.cache import miss_categories, outcome_count
+
+    if analyses and outcome_count(analyses) <= 1:
+        hit = any(a.summary.get("cache_hit_rate") for a in analyses)
+        text = "Every prompt token was a cache hit." if hit else "No prompt token hit the cache."
+        return sentence_html("Miss categories", text)
+    return _figure_html("Miss categories", miss_categories(analyses))
 
 
 def _miss_note(analyses: list[Analysis]) -> str:
@@ -322,13 +339,26 @@ def _is_guide(line) -> bool:
 
 
 def _figure_html(title: str, fig) -> str:
+    """The figure as PNG, its title in the image only (no caption repeating it); a figure wider
+    than a narrow page also comes drawn at that width, so its text stays readable at 800 px."""
     points = data_points(fig)
+    wide = _png(fig)
+    narrow = _png(fig) if narrow_layout(fig) else None
+    plt.close(fig)
+    t = html.escape(title)
+    source = f'<source media="(max-width:1100px)" srcset="{narrow}">' if narrow else ""
+    return (
+        f'<figure data-points="{points}" data-figure="{t}"><picture>{source}'
+        f'<img alt="{t}" src="{wide}"></picture></figure>'
+    )
+
+
+def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    t = html.escape(title)
-    return (
-        f'<figure data-points="{points}"><img alt="{t}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{t}</figcaption></figure>"
-    )
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def sentence_html(name: str, text: str) -> str:
+    """What a figure of one colour would have said, as a sentence in its place."""
+    return f'<p class="note" data-figure-sentence="{html.escape(name)}">{html.escape(text)}</p>'

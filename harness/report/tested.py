@@ -98,13 +98,16 @@ def content_text(content: dict | None, spec: dict | None) -> str:
 
 
 def load_text(t: dict, sessions: dict) -> str:
-    """'6 tasks, closed loop, concurrency 6, trace cycled; 9 tasks ran, 3 complete'."""
+    """'closed loop, concurrency 6, a 6-task trace cycled; 9 tasks ran, 3 complete'."""
     load, tasks = t.get("load") or {}, (t.get("trace") or {}).get("tasks")
     mode = load.get("mode")
     head = f"{tasks} tasks, " if tasks else ""
-    if mode == "closed":
-        text = f"{head}closed loop, concurrency {load.get('concurrency') or '-'}"
-        if load.get("cycle_trace") and load.get("max_duration_s"):
+    if mode == "closed":  # the concurrency is the load; the trace's size is only what it draws from
+        text = f"closed loop, concurrency {load.get('concurrency') or '-'}"
+        cycled = load.get("cycle_trace") and load.get("max_duration_s")
+        if tasks:
+            text += f", a {tasks}-task trace{' cycled' if cycled else ''}"
+        elif cycled:
             text += ", trace cycled"
     elif mode == "open":
         text = f"{head}open loop, {fmt(load.get('session_rate'))} tasks/s ({load.get('arrival') or '-'})"
@@ -144,15 +147,23 @@ def device_text(t: dict) -> str:
 def _duration(t: dict, summary: dict) -> str:
     w = summary.get("window") or {}
     span = w.get("end_s", 0) - w.get("start_s", 0) if w.get("end_s") is not None else None
-    ended = (summary.get("run_end") or {}).get("stopped_by")
-    limit = (t.get("load") or {}).get("max_duration_s")
     parts = [
         f"{fmt(t.get('duration_s'), '.3g')} s" if t.get("duration_s") is not None else "-",
         f"measured window {fmt(span, '.3g')} s" if span is not None else "",
-        f"stopped by {ended.replace('_', ' ')}" if ended else "",
-        f"limit {fmt(limit, 'g')} s" if limit else "",
+        _stop(t, summary.get("run_end") or {}),
     ]
     return ", ".join(p for p in parts if p)
+
+
+def _stop(t: dict, end: dict) -> str:
+    """How the run stopped, plainly: a limit the scenario set is an ending, not a fault."""
+    ended, unsent = end.get("stopped_by"), end.get("unsent_requests") or 0
+    limit = (t.get("load") or {}).get("max_duration_s")
+    if ended == "max_duration" and limit:
+        text = f"stopped at its {fmt(limit, 'g')} s limit (max_duration), as set"
+    else:
+        text = f"stopped by {ended.replace('_', ' ')}" if ended else ""
+    return f"{text}; {unsent:,} of the trace's requests not sent" if text and unsent else text
 
 
 def _trace(t: dict) -> str:

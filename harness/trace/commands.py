@@ -128,7 +128,15 @@ def _register_stats(verbs) -> None:
         choices=["auto", "native", "mooncake", "weka"],
         help="input format (default: detect)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="table: for a terminal; json: one JSON object; markdown: the tables in a fenced block",
+    )
+    p.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="= --format json"
+    )
     p.add_argument(
         "--block-size",
         type=int,
@@ -260,8 +268,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     stats = compute_stats(
         trace, block_size=args.block_size, cache_tokens=args.cache_tokens, profile=profile
     )
-    if args.json:
+    if args.format == "json":
         print(json.dumps(stats, indent=None, separators=(",", ":")))
-    else:
-        render(stats, str(args.trace), sys.stdout)
+        return 0
+    fenced = args.format == "markdown"
+    print("```text" if fenced else "", end="\n" if fenced else "")
+    render(stats, str(args.trace), sys.stdout)
+    print("```" if fenced else "", end="\n" if fenced else "")
     return 0

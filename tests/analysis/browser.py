@@ -81,3 +81,62 @@ def view(
         console=console,
         dom=done.stdout,
     )
+
+
+# Run in the page after load: for every figure, whether any of its image's outermost pixels are
+# drawn on (a legend or title cut at the figure's edge), how much it is scaled on screen, and
+# whether it or a card legend runs past its box. The answer goes into data-layout as JSON.
+LAYOUT_SCRIPT = """
+window.addEventListener("load", function () {
+  try { measure(); } catch (e) {
+    document.documentElement.dataset.layout = JSON.stringify({error: String(e)}); }
+});
+function measure() {
+  var out = {width: window.innerWidth, figures: [], cards: [], pageOverflow:
+             document.documentElement.scrollWidth > window.innerWidth + 1};
+  for (const fig of document.querySelectorAll("figure[data-figure]")) {
+    const img = fig.querySelector("img");  // loaded by now: its drawn source is currentSrc
+    const w = img.naturalWidth, h = img.naturalHeight;
+    const c = document.createElement("canvas");
+    c.width = w; c.height = h;
+    const g = c.getContext("2d");
+    g.drawImage(img, 0, 0);
+    const px = g.getImageData(0, 0, w, h).data;
+    let edge = 0;
+    const ink = (x, y) => { const i = 4 * (y * w + x);
+      return px[i] < 235 || px[i + 1] < 235 || px[i + 2] < 235; };
+    for (let x = 0; x < w; x++) { for (const y of [0, 1, h - 2, h - 1]) edge += ink(x, y); }
+    for (let y = 0; y < h; y++) { for (const x of [0, 1, w - 2, w - 1]) edge += ink(x, y); }
+    const box = img.getBoundingClientRect(), parent = fig.parentElement.getBoundingClientRect();
+    out.figures.push({name: fig.dataset.figure, edgeInk: edge, scale: box.width / w,
+                      natural: w, overflow: box.right > parent.right + 1});
+  }
+  for (const ul of document.querySelectorAll(".card .legend, .card .bar")) {
+    out.cards.push({overflow: ul.scrollWidth > ul.clientWidth + 1});
+  }
+  document.documentElement.dataset.layout = JSON.stringify(out);
+}
+"""
+
+
+def layout(page: Path, width: int, timeout: float = 90) -> dict:
+    """The page laid out in a `width`-px window: LAYOUT_SCRIPT's findings."""
+    import html
+    import json
+
+    binary = chromium()
+    if binary is None:
+        raise FileNotFoundError("chromium")
+    probe = page.with_name(page.stem + f".layout{width}.html")
+    text = page.read_text(encoding="utf-8")
+    probe.write_text(text.replace("</body>", f"<script>{LAYOUT_SCRIPT}</script></body>"), "utf-8")
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},2000",
+             "--dump-dom", probe.resolve().as_uri()],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    found = re.search(r'data-layout="([^"]*)"', done.stdout)
+    if found is None:
+        raise AssertionError(f"the layout script did not answer: {done.stderr[-2000:]}")
+    return json.loads(html.unescape(found[1]))

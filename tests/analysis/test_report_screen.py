@@ -127,9 +127,9 @@ def test_tpgs_caveat_names_the_device_and_the_cached_share():
 def test_the_miss_tile_reads_whatever_categories_the_summary_has():
     miss = {"cold": 10.0, "server_rule": {"last_block": 30.0, "granularity": 0}, "unexplained": 5}
     assert miss_parts(miss) == [
-        ("cold", 10.0),
-        ("server rule last block", 30.0),
-        ("unexplained", 5.0),
+        ("cold", "cold", 10.0),
+        ("last_block", "server rule last block", 30.0),
+        ("unexplained", "unexplained", 5.0),
     ]
 
 

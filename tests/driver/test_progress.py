@@ -1,8 +1,9 @@
-"""The live progress line: shown on a terminal, silent otherwise."""
+"""Progress: a bar on a terminal, a plain line every ~10 s otherwise, each with phase and ETA."""
 
 import asyncio
 import os
 import pty
+import re
 import sys
 
 import pytest
@@ -28,9 +29,62 @@ def test_render_shows_counts_throughput_and_ttft():
         assert part in line
 
 
-def test_quiet_or_not_a_terminal_means_no_display():
+def test_quiet_means_no_display():
     assert progress.wanted(quiet=True) is False
-    assert progress.wanted(quiet=False) is sys.stderr.isatty()
+    assert progress.wanted(quiet=False) is True
+
+
+def test_a_timed_run_shows_its_phase_share_and_eta():
+    plan = progress.Plan(duration_s=90.0, warmup_s=10.0, cooldown_s=10.0, drain_s=60)
+    stats = ReplayStats(done=40)
+    assert progress.render(stats, 5.0, plan).startswith("warm-up: 5 s of 1:30 (6%), ETA 1:25")
+    assert progress.render(stats, 45.0, plan).startswith("measuring: 45 s of 1:30 (50%), ETA 45 s")
+    assert progress.render(stats, 85.0, plan).startswith("cool-down: 1:25 of 1:30 (94%), ETA 5 s")
+    drained = progress.render(stats, 95.0, plan, sending_stopped=True)
+    assert drained.startswith("draining: 1:35 of 1:30 (100%), draining")
+
+
+def test_a_run_bounded_by_requests_takes_its_eta_from_the_rate_so_far():
+    plan = progress.Plan(requests=400)
+    line = progress.render(ReplayStats(done=100), 20.0, plan)
+    assert line.startswith("measuring: 100 of 400 requests, 20 s (25%), ETA 1:00")
+    assert progress.eta_s(plan, 20.0, ReplayStats(done=0)) is None  # no rate yet: no guess
+
+
+def test_an_open_ended_run_shows_elapsed_time_and_no_eta():
+    line = progress.render(ReplayStats(done=3), 12.0, progress.Plan())
+    assert line.startswith("measuring: 12 s |")
+
+
+def test_the_plan_of_a_cycled_closed_loop_is_its_time_limit():
+    from harness.driver.config import ReplayConfig
+
+    t = trace(*[sess(f"s{i}", [(8, 4, 0)] * 3) for i in range(2)])
+    cycled = progress.Plan.of(ReplayConfig(load="closed", concurrency=1, max_duration_s=30), t)
+    assert (cycled.duration_s, cycled.requests) == (30, None)
+    once = progress.Plan.of(ReplayConfig(load="closed", concurrency=1), t)
+    assert (once.duration_s, once.requests) == (None, 6)
+
+
+async def test_plain_lines_when_stderr_is_not_a_terminal(server, tmp_path, monkeypatch):
+    """A `2>&1 | tee` log: a line every PLAIN_EVERY_S with the plan and the ETA, and one at the end."""
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.5)
+    path = tmp_path / "trace.jsonl"
+    write_trace(trace(*[sess(f"s{i}", [(8, 40, 0.2)] * 40) for i in range(2)]), path)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c",
+        "import sys; from harness.driver import progress; progress.PLAIN_EVERY_S = 0.5;"
+        "from harness.cli import main; sys.exit(main(sys.argv[1:]))",
+        "replay", str(path), "--endpoint", server.url, "--model", "m", "--concurrency", "2",
+        "--max-duration", "2", "-o", str(tmp_path / "run"),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    lines = [x for x in err.decode().splitlines() if x.startswith("progress: ")]
+    assert proc.returncode == 0, err
+    assert len(lines) >= 3, err
+    assert "of 2 s" in lines[0] and "ETA" in lines[0] and "measuring" in lines[0]
+    assert lines[-1].startswith("progress: draining")
 
 
 @pytest.mark.slow
@@ -72,5 +126,7 @@ async def test_display_on_a_terminal(server, tmp_path):
     finally:
         loop.remove_reader(master)
         os.close(master)
-    assert b"requests 8 done, 0 failed" in bytes(seen)
+    shown = re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b"", bytes(seen))
+    assert b"8 of 8 requests" in shown and b"8 done" in shown and b"ETA" in shown
+    assert b"measuring" in shown and "━".encode() in shown  # the phase and the bar
     assert len(load_records(tmp_path / "run")) == 8

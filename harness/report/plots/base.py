@@ -25,6 +25,7 @@ from harness.analysis.compare.comparable import not_comparable  # noqa: E402
 from harness.analysis.frontier import pareto_frontier  # noqa: E402
 from harness.analysis.summary import Analysis  # noqa: E402
 from harness.report.numbers import fmt, human  # noqa: E402
+from harness.report.plots.axes import clip_log_x, log_span, tail_note  # noqa: E402
 
 MAX_POINTS = 20_000
 MAX_LANES = 24
@@ -152,6 +153,8 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
                     color=color,
                 )
     if any(np.size(line.get_xdata()) for line in ax.get_lines()):
+        pooled = np.concatenate([a.per_request[column].to_numpy(dtype=float) for a in analyses])
+        clip_log_x(ax, pooled)  # one 1e-5 s outlier no longer stretches the axis
         log_x(ax)
     for q, _, style in PERCENTILES:
         ax.axhline(q, color="grey", lw=0.6, ls=style)
@@ -168,8 +171,9 @@ def interactivity(analyses: list[Analysis]) -> Figure:
     )
     data = _long(analyses, "interactivity")
     data = data[data["value"] > 0]
-    if not data.empty:
-        lo, hi = np.log10(data["value"].min()), np.log10(data["value"].max())
+    span = log_span(data["value"].to_numpy(dtype=float)) if not data.empty else None
+    if span is not None:
+        lo, hi = np.log10(span[0]), np.log10(span[1])
         bins = np.logspace(lo - 0.05, hi + 0.05, 40)
         sns.histplot(
             data=data,
@@ -182,6 +186,7 @@ def interactivity(analyses: list[Analysis]) -> Figure:
             ax=ax,
         )
         log_x(ax)
+        tail_note(ax, span[2], span[3])
     for a, color in zip(analyses, colors(analyses), strict=False):
         p90 = a.summary["interactivity_p90"]
         if p90:

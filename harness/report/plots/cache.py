@@ -8,22 +8,10 @@ from matplotlib.figure import Figure
 
 from harness.analysis.cache import breakdown, group_label
 from harness.analysis.summary import Analysis
+from harness.report.colors import IDEAL, outcome_color
 from harness.report.misses import label
+from harness.report.plots.axes import legend_below
 from harness.report.plots.base import HALF, _figure, _legend, colors, series_label, short, style_key
-
-MISS_COLORS = {  # the server's rules in blues, losses in reds, the unknown in grey
-    "hit": "tab:green",
-    "cold": "tab:brown",
-    "granularity": "tab:blue",
-    "prompt_cap": "lightsteelblue",
-    "last_block": "tab:cyan",
-    "no_hits": "navy",
-    "in_flight": "tab:orange",
-    "misrouted": "tab:purple",
-    "evicted": "tab:red",
-    "unexplained": "tab:grey",
-    "unreported": "gainsboro",
-}
 
 
 def cache_by_turn(analyses: list[Analysis]) -> Figure:
@@ -72,7 +60,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     palette = colors(analyses)
     y = np.arange(len(labels))
     ax.barh(y, np.nan_to_num(server), color=[palette[i] for i in run_of], height=0.6)
-    ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color="black", zorder=3)
+    ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color=IDEAL, zorder=3)
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
@@ -80,14 +68,8 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     if len(analyses) > 1:
         from matplotlib.patches import Patch
 
-        ax.legend(
-            [Patch(color=c) for c in palette],
-            [short(a.run.name, 36) for a in analyses],
-            fontsize="small",
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.18),  # below the axes: the bars run to the right edge
-            ncol=2,
-            frameon=False,
+        legend_below(  # below the axes: the bars run to the right edge
+            fig, [Patch(color=c) for c in palette], [short(a.run.name, 36) for a in analyses]
         )
     if not labels:
         ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
@@ -111,16 +93,22 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     totals = np.maximum(sum(np.asarray(v) for v in parts.values()), 1e-12)
     for k, values in parts.items():
         share = np.asarray(values) / totals
-        color = MISS_COLORS.get(k, "tab:olive")
+        color = outcome_color(k)
         ax.barh(names, share, left=left, color=color, label=label(k), height=0.5)
         left += share
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of prompt tokens")
     ax.invert_yaxis()
-    if analyses:  # below the bars, not over them
-        ax.legend(
-            loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize="small", frameon=False
-        )
+    if analyses:  # below the bars, not over them; hit first
+        legend_below(fig, *ax.get_legend_handles_labels())
     else:
         _legend(ax)
     return fig
+
+
+def outcome_count(analyses: list[Analysis]) -> int:
+    """How many outcomes (hit, each miss category) have tokens in any run: with one, the figure
+    would be one colour, and a sentence says it instead."""
+    hit = any(float(np.nansum(a.misses["cached"])) > 0 for a in analyses)
+    missed = {k for a in analyses for k, v in a.summary["cache"]["miss_tokens"].items() if v}
+    return int(hit) + len(missed)

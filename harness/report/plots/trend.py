@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from harness.report.plots.axes import honest_ylim  # noqa: E402
 from harness.report.text import fmt  # noqa: E402
 
 
@@ -61,7 +62,8 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
                 fontsize="small",
             )
     ax.set_xticks(xs, [p.run for p in points], rotation=20, ha="right", fontsize="small")
-    ax.margins(x=0.03, y=0.25)
+    ax.margins(x=0.03)
+    honest_ylim(ax, ys)  # a floor on the range: a change within a few % stays small
     return fig
 
 

@@ -1,0 +1,97 @@
+"""The CLI's argument parser: argparse, plus "did you mean" for a mistyped verb or flag.
+
+argparse (3.11) names the bad word and lists every choice; this adds the closest one
+(difflib), for verbs at any depth (`harness reprot`, `harness trace stat`) and for flags of the
+verb the line named (`harness replay --concurency 4`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import NoReturn
+
+from harness.yamlconf import did_you_mean
+
+_CHOICE = re.compile(r"invalid choice: '([^']*)'")
+
+
+class Parser(argparse.ArgumentParser):
+    argv: list[str] = []  # the words being parsed, for an error raised inside a verb's parser
+
+    def error(self, message: str) -> NoReturn:
+        bad = _CHOICE.search(message)
+        if bad is not None:
+            message = message.split(" (choose from")[0] + did_you_mean(bad[1], self._verbs())
+        elif message.startswith("the following arguments are required"):
+            message += self._unknown_flag_hint()  # a typo in a required flag reads as missing
+        # one line, not the whole usage: --help has it
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _unknown_flag_hint(self) -> str:
+        known = self._option_string_actions
+        for word in Parser.argv:
+            flag = word.split("=")[0]
+            if flag.startswith("--") and flag not in known:
+                hint = did_you_mean(flag, known)
+                if hint:
+                    return f" ({flag} is not a flag{hint})"
+        return ""
+
+    def parse_args(self, args=None, namespace=None):
+        Parser.argv = [str(a) for a in args] if args is not None else _argv()
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            leaf = self._leaf(list(args) if args is not None else _argv())
+            flag = next((e.split("=")[0] for e in extras if e.startswith("-")), "")
+            hint = did_you_mean(flag, leaf._option_string_actions) if flag else ""
+            leaf.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+    def _verbs(self) -> list[str]:
+        return [name for a in self._subparsers_actions() for name in a.choices]
+
+    def _subparsers_actions(self) -> list[argparse._SubParsersAction]:
+        return [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+
+    def _leaf(self, argv: list[str]) -> argparse.ArgumentParser:
+        """The deepest (sub)parser the words of `argv` name: whose flags a typo is near."""
+        parser: argparse.ArgumentParser = self
+        for word in argv:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            chosen = next((a.choices[word] for a in subs if word in a.choices), None)
+            if chosen is not None:
+                parser = chosen
+        return parser
+
+
+def _argv() -> list[str]:
+    import sys
+
+    return sys.argv[1:]
+
+
+FORMATS = ("table", "json", "markdown")
+
+
+def add_format(p: argparse.ArgumentParser, json_help: str = "print one JSON object") -> None:
+    """`--format {table,json,markdown}` (default table), with `--json` kept as its alias."""
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help=f"table: for a terminal; json: {json_help}; markdown: the table in a fenced block"
+        " (a CI job summary, a pull request)",
+    )
+    p.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="= --format json"
+    )
+
+
+def formatted(fmt: str, table: str, data: object) -> str:
+    """The result as --format asked: the table, its JSON, or the table fenced for Markdown."""
+    if fmt == "json":
+        import json
+
+        return json.dumps(data, indent=2)
+    return f"```text\n{table.rstrip()}\n```" if fmt == "markdown" else table
