@@ -112,7 +112,9 @@ def validate_model(
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"].removeprefix("Value error, ")  # a validator's ValueError reads as its message
+        msg = err["msg"].removeprefix(
+            "Value error, "
+        )  # a validator's ValueError reads as its message
         if err["type"] == "extra_forbidden":
             msg = "unknown key" + did_you_mean(str(loc[-1]), known_keys(model, loc[:-1]))
         field = ".".join(str(p) for p in loc) or None
