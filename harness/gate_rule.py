@@ -1,0 +1,106 @@
+"""The gate's stopping rule: when its runs so far decide, and at which level each look is judged.
+
+`harness gate` and `harness gate --calibrate` share it, so the false-alarm rate the calibration
+measures is the rate of the rule the gate applies. Runs are taken in pairs (one a side, or one
+candidate run against history); a run whose host was busy, or that ended badly, is left out of
+the evidence and counts against the budget. From `min_runs` usable runs a side the verdict is
+judged after every pair; the first `regressed` or `no change detected` ends it; otherwise it goes
+on to `max_runs` a side and the last verdict stands (`inconclusive`, with the runs it would need).
+
+Looking after every pair is a sequence of tests: each look at level `alpha` would let a
+same-configuration pair fail more often than `alpha` overall. Each look is judged at
+`alpha / looks` (Bonferroni over the planned looks), so the rule's false-alarm rate is at most
+`alpha` whatever look stops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InputError
+
+DEFAULT_FAIL_ON = "ttft_p90:+10%,tpot_p50:+10%,tpgs:-5%"
+Judge = Callable[..., Any]  # harness.analysis.compare.verdict.judge's shape
+
+
+@dataclass(frozen=True)
+class Rule:
+    min_runs: int = 3  # usable runs a side before the first look
+    max_runs: int = 6  # runs a side at most, busy and failed ones included
+    alpha: float = 0.05  # the false-alarm rate the whole sequence of looks may spend
+    fail_on: str = DEFAULT_FAIL_ON
+    min_change: float | None = None  # None: the verdict's own default
+
+    def __post_init__(self) -> None:
+        if self.min_runs < 2:
+            raise InputError(f"must be >= 2 (a spread needs two runs), got {self.min_runs}",
+                             field="--min-runs")
+        if self.max_runs < self.min_runs:
+            raise InputError(f"must be >= --min-runs {self.min_runs}, got {self.max_runs}",
+                             field="--max-runs")
+        if not 0 < self.alpha < 1:
+            raise InputError(f"must be between 0 and 1, got {self.alpha}", field="--alpha")
+
+    @property
+    def looks(self) -> int:
+        return self.max_runs - self.min_runs + 1
+
+    @property
+    def alpha_per_look(self) -> float:
+        return self.alpha / self.looks
+
+    def to_json(self) -> dict:
+        return {
+            "min_runs": self.min_runs,
+            "max_runs": self.max_runs,
+            "alpha": self.alpha,
+            "looks": self.looks,
+            "alpha_per_look": self.alpha_per_look,
+            "fail_on": self.fail_on,
+            "min_change": self.min_change,
+        }
+
+
+@dataclass
+class Evidence:
+    """The runs a gate has so far: every run tried, and the usable ones a side."""
+
+    baseline: list[Path] = field(default_factory=list)
+    candidate: list[Path] = field(default_factory=list)
+    tried: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+
+    def add(self, arm: str, path: Path, usable: bool) -> None:
+        self.tried[arm] += 1
+        if usable:
+            (self.baseline if arm == "a" else self.candidate).append(path)
+
+
+def judge_now(
+    rule: Rule,
+    evidence: Evidence,
+    history: Sequence[Path],
+    judge: Judge,
+    *,
+    paired: bool,
+) -> Any | None:
+    """The verdict of the usable runs so far, or None before the first look."""
+    base = evidence.baseline if paired else list(history)
+    if len(evidence.candidate) < rule.min_runs or (paired and len(base) < rule.min_runs):
+        return None
+    kwargs: dict[str, Any] = {"fail_on": rule.fail_on, "alpha": rule.alpha_per_look}
+    if rule.min_change is not None:
+        kwargs["min_change"] = rule.min_change
+    return judge(base, list(evidence.candidate), history=tuple(history), **kwargs)
+
+
+def decisive(judgement: Any | None) -> bool:
+    return judgement is not None and str(judgement.verdict) != "inconclusive"
+
+
+def spent(rule: Rule, evidence: Evidence, *, paired: bool) -> bool:
+    """Every run the rule allows a side has been tried."""
+    sides = ("a", "b") if paired else ("b",)
+    return all(evidence.tried[s] >= rule.max_runs for s in sides)
