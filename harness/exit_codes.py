@@ -15,7 +15,7 @@ OK = 0
 FAILED_GATE = 1  # ran, but no measured request succeeded, the window is empty, or too many failed
 BAD_INPUT = 2  # bad input, preflight, or the run could not be written (HarnessError)
 CUT_SHORT = 3  # partial (a Ray worker lost) or not closed
-INCONCLUSIVE = 4  # a verdict that could not decide: more runs would
+INCONCLUSIVE = 4  # compare / trend / gate: the evidence decides neither way (more runs would)
 INTERRUPTED = 130  # Ctrl-C / SIGTERM
 
 FD_RESERVE = 64  # descriptors kept for files, the loop, the servers a scenario starts

@@ -89,13 +89,20 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     p.add_argument(
-        "--alpha",
-        type=float,
-        default=0.01,
-        help="1 - the level of each change's bootstrap interval (0.01: 99%%)",
+        "--json", dest="format", action="store_const", const="json", help="--format json"
     )
     p.add_argument(
-        "--min-change", type=float, default=0.02, help="smallest relative change called significant"
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="1 - the level of each change's interval across runs (0.05: 95%%)",
+    )
+    p.add_argument(
+        "--min-change",
+        type=float,
+        default=0.02,
+        help="smallest relative change called significant; the threshold of rows --fail-on does"
+        " not name",
     )
     p.set_defaults(func=_compare)
 
@@ -167,7 +174,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from harness.analysis.compare.changes import compare_runs
+    from harness.analysis.compare.verdict import compare_runs
     from harness.errors import InputError
     from harness.report.compare import render
 
@@ -192,7 +199,9 @@ def _compare(args: argparse.Namespace) -> int:
     print(render(result, args.format))
     for failure in result.failures:
         print(f"harness: regression: {failure}", file=sys.stderr)
-    return 1 if result.failures else 0
+    if result.verdict == "inconclusive":
+        print(f"harness: inconclusive (exit {result.exit_code})", file=sys.stderr)
+    return result.exit_code
 
 
 def _import(args: argparse.Namespace) -> int:

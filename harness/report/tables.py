@@ -108,8 +108,8 @@ def compare_section(analyses: list[Analysis]) -> str:
     """One table: each headline metric of the first run, then each other run's value, its change and
     the verdict of `compare_analyses` (a bootstrap interval over tasks and a size threshold)
     against the first."""
-    from harness.analysis.compare.changes import compare_analyses
-    from harness.report.compare import interval_text
+    from harness.analysis.compare.notes import interval_text
+    from harness.analysis.compare.verdict import compare_analyses
 
     results = [compare_analyses([analyses[0]], [other]) for other in analyses[1:]]
     header = ["metric", analyses[0].run.name]
@@ -124,7 +124,7 @@ def compare_section(analyses: list[Analysis]) -> str:
                 fmt(r.run),
                 "n/a" if r.change is None else f"{r.change * 100:+.1f}%",
                 interval_text(r),
-                f"not comparable: {r.why_not}" if r.why_not else r.verdict,
+                f"not comparable: {r.why_not}" if r.why_not else str(r.verdict),
             ]
         rows.append(row)
     note = (

@@ -48,16 +48,48 @@ def _tool(a: Analysis) -> str | None:
 
 
 def _whole_run_reason(analyses: list[Analysis]) -> str | None:
-    traces = {str(t) for a in analyses if (t := a.run.manifest.get("trace_sha256"))}
-    if len(traces) > 1:
-        return f"different traces (trace_sha256 {', '.join(sorted(t[:12] for t in traces))})"
-    loads = {_load(a) for a in analyses if a.run.manifest.get("replay")}  # imports have none
-    if len(loads) > 1:
-        return "different load: " + " vs ".join(_describe(load) for load in sorted(loads, key=str))
+    traces = [trace_identity(a) for a in analyses]
+    if any(t is None for t in traces) and any(_tool(a) for a in analyses):
+        return "trace unknown (" + _unknown_names(analyses, traces) + " states no trace)"
+    known = {t for t in traces if t is not None and t[1]}
+    if len({kind for kind, _ in known}) > 1:
+        return "trace unknown (an import names its input file; a native run hashes its trace)"
+    if len(known) > 1:
+        return "different traces (" + ", ".join(sorted(v[:12] for _, v in known)) + ")"
+    loads = [_load(a) for a in analyses]
+    if any(load is None for load in loads) and any(_tool(a) for a in analyses):
+        return "load unknown (" + _unknown_names(analyses, loads) + " states no load)"
+    stated = {load for load in loads if load}
+    if len(stated) > 1:
+        return "different load: " + " vs ".join(_describe(load) for load in sorted(stated, key=str))
     return None
 
 
-def _load(a: Analysis) -> tuple:
+def trace_identity(a: Analysis) -> tuple[str, str] | None:
+    """("sha256", digest) of a native run's trace; ("file", name) an importer stated; else None.
+    A native run with no trace hash (a hand-made fixture) is not judged on its trace."""
+    stated = (a.run.manifest.get("imported") or {}).get("settings", {}).get("trace")
+    if _tool(a):
+        return ("file", str(stated)) if stated else None
+    sha = a.run.manifest.get("trace_sha256")
+    return ("sha256", str(sha)) if sha else ("sha256", "")  # "": unhashed, alike to all
+
+
+def _unknown_names(analyses: list[Analysis], values: list) -> str:
+    return ", ".join(
+        f"{a.run.name} ({_tool(a) or 'native'})"
+        for a, v in zip(analyses, values, strict=True)
+        if v is None
+    )
+
+
+def _load(a: Analysis) -> tuple | None:
+    """The load a run put on its server; an import's is what its importer stated, or None."""
+    if _tool(a):
+        stated = (a.run.manifest.get("imported") or {}).get("settings", {}).get("load")
+        return tuple(sorted(stated.items())) if isinstance(stated, dict) else None
+    if not a.run.manifest.get("replay"):
+        return ()  # a hand-made fixture: no load settings, alike to all
     replay = a.run.replay
     return tuple((k, getattr(replay, k)) for k in LOAD_SETTINGS)
 

@@ -140,14 +140,19 @@ def rng() -> np.random.Generator:
 
 
 def weighted_percentile(q: float) -> Statistic:
-    """The smallest value at or below which q % of the weight lies (each token counts once)."""
+    """numpy's linear percentile of the samples repeated by weight (a token counts once), the
+    method summary.json uses (`metrics.weighted_percentiles`): rank (n - 1) q / 100 of the
+    expanded, sorted samples, interpolated between its neighbours."""
 
     def stat(v: np.ndarray, w: np.ndarray, mult: np.ndarray) -> np.ndarray:
         cum = np.cumsum(mult * w, axis=1)
         total = cum[:, -1]
-        first = (cum < (q / 100 * total)[:, None]).sum(axis=1)
-        out = v[np.minimum(first, len(v) - 1)]
-        return np.where(total > 0, out, np.nan)
+        rank = np.maximum(total - 1, 0) * q / 100
+        lo = np.floor(rank)
+        below = v[np.minimum((cum <= lo[:, None]).sum(axis=1), len(v) - 1)]
+        hi = np.minimum(lo + 1, np.maximum(total - 1, 0))
+        above = v[np.minimum((cum <= hi[:, None]).sum(axis=1), len(v) - 1)]
+        return np.where(total > 0, below + (above - below) * (rank - lo), np.nan)
 
     return stat
 

@@ -150,6 +150,9 @@ class Headline:
     # A server-wide figure (the /metrics counters over the run): no per-task samples, so no
     # interval; compare judges it on the size of its change alone and shows it only when measured.
     server_wide: bool = False
+    # How run-to-run noise acts on it: "log" (a busy host scales a latency or a rate: changes are
+    # ratios) or "linear" (a fraction such as a hit rate: changes are differences).
+    scale: str = "log"
 
 
 def _spec_value(key: str) -> Callable[[Side], float | None]:
@@ -166,7 +169,7 @@ def _no_samples(a: Analysis) -> Clusters:
 
 def _server_wide(key: str, label: str) -> Headline:
     return Headline(
-        f"spec_{key}", label, "higher", _spec_value(key), _no_samples, evidence.mean, True
+        f"spec_{key}", label, "higher", _spec_value(key), _no_samples, evidence.mean, True, "linear"
     )
 
 
@@ -233,9 +236,23 @@ HEADLINE: tuple[Headline, ...] = (
         _windows("output"),
         evidence.mean,
     ),
-    Headline("cache_hit_rate", "cache hit rate", "higher", _hit_rate, _hits, evidence.ratio),
     Headline(
-        "error_rate", "failed requests (fraction)", "lower", _error_rate, _failures, evidence.mean
+        "cache_hit_rate",
+        "cache hit rate",
+        "higher",
+        _hit_rate,
+        _hits,
+        evidence.ratio,
+        scale="linear",
+    ),
+    Headline(
+        "error_rate",
+        "failed requests (fraction)",
+        "lower",
+        _error_rate,
+        _failures,
+        evidence.mean,
+        scale="linear",
     ),
     # issue 23: speculative decoding, from the servers' /metrics (analysis/speculation.py)
     _server_wide("acceptance_rate", "spec-decode acceptance rate"),

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis.compare.changes import MetricChange, compare_analyses
+from harness.analysis.compare.changes import MetricChange
 from harness.analysis.compare.sides import HEADLINE, Side
+from harness.analysis.compare.verdict import compare_analyses
 from harness.analysis.ending import run_ending
 from harness.analysis.run import load_runs
 from harness.analysis.summary import Analysis, analyze

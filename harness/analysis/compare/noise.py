@@ -1,0 +1,135 @@
+"""How much a figure moves between runs of one configuration, and the interval of a change.
+
+The run is the unit of evidence: each run's figure is one sample. The between-run standard
+deviation is pooled from the baseline side together with its screened history (past runs of the
+same configuration) and from the candidate side's repeats; the interval of the change of the
+sides' means is Student's t at that many degrees of freedom. A within-run bootstrap measures one
+run, not the machine it ran on, so it can only widen the interval (it is a floor), never narrow
+it. With one run a side and no history there is no spread to estimate: the change is reported,
+but it cannot be called significant across runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+# With no between-run spread, "no change detected" needs the change to stay under the threshold
+# even with this many within-run SDs of noise per run (docs/metrics.md, "Verdicts").
+GENEROUS = 6.0
+MAX_MORE_RUNS = 20  # past this many more runs a side, "how many more would decide it" is None
+
+
+def on_scale(values: list[float], scale: str) -> tuple[np.ndarray, str]:
+    """The figures on the scale their noise acts on: log where every one is positive."""
+    v = np.asarray(values, dtype=float)
+    if scale == "log" and v.size and (v > 0).all():
+        return np.log(v), "log"
+    return v, "linear"
+
+
+@dataclass(frozen=True)
+class Band:
+    """The between-run SD of one run's figure (on the row's scale) and where it came from."""
+
+    sd: float | None  # None: no two runs of one side, so no spread to estimate
+    df: int
+    source: str  # "between 3+3 runs", "history of 4 runs", "one run: within-run only"
+
+
+def band(base: np.ndarray, cand: np.ndarray, history: np.ndarray) -> Band:
+    """Pooled SD: the baseline with its history as one group (the same configuration), the
+    candidate's repeats as another; each group about its own mean."""
+    reference = np.concatenate([base, history])
+    groups = [g for g in (reference, cand) if g.size >= 2]
+    df = sum(g.size - 1 for g in groups)
+    if df == 0:
+        return Band(None, 0, "one run: within-run only")
+    ss = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    sides = f"{base.size}+{cand.size}"
+    if history.size:
+        source = f"history of {history.size} run{'s' * (history.size > 1)}"
+        source += f" and {sides} runs" if base.size + cand.size > 2 else ""
+    else:
+        source = f"between {sides} runs"
+    return Band(float(np.sqrt(ss / df)), df, source)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A change of the sides' mean figures on the row's scale, and its interval's half-width."""
+
+    change: float
+    half_width: float | None  # between runs, floored by the within-run one; None: no spread
+    within_sd: float | None  # the within-run bootstraps' SD of the change (None: no samples)
+    band: Band
+    sizes: tuple[int, int, int]  # runs: baseline, candidate, history
+    z: float  # the normal quantile of the interval's level
+
+    @property
+    def within(self) -> float | None:
+        """The within-run bootstraps' half-width alone."""
+        return None if self.within_sd is None else self.z * self.within_sd
+
+    @property
+    def allowance(self) -> float | None:
+        """The half-width with no between-run spread: GENEROUS within-run SDs."""
+        return None if self.within is None else GENEROUS * self.within
+
+    def run_sd(self) -> float | None:
+        """One run's SD: the between-run band, else the generous allowance per run."""
+        if self.band.sd is not None:
+            return self.band.sd
+        if self.within_sd is None:
+            return None
+        nb, nc, _ = self.sizes
+        return GENEROUS * self.within_sd / np.sqrt(1 / nb + 1 / nc)
+
+
+def spread(
+    base: np.ndarray,
+    cand: np.ndarray,
+    history: np.ndarray,
+    within: tuple[list[float | None], list[float | None]],
+    alpha: float,
+) -> Spread:
+    """`within`: each run's within-run bootstrap variance of its figure (on the scale)."""
+    b = band(base, cand, history)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    within_sd = _within_sd(within)
+    half = None
+    if b.sd is not None:
+        half = _t(alpha, b.df) * b.sd * np.sqrt(1 / base.size + 1 / cand.size)
+        half = max(half, z * within_sd if within_sd is not None else 0.0)
+    sizes = (base.size, cand.size, history.size)
+    return Spread(float(cand.mean() - base.mean()), half, within_sd, b, sizes, z)
+
+
+def _t(alpha: float, df: int) -> float:
+    return float(stats.t.ppf(1 - alpha / 2, df))
+
+
+def _within_sd(within: tuple[list, list]) -> float | None:
+    base, cand = within
+    if not base or not cand or any(v is None for v in [*base, *cand]):
+        return None
+    return float(np.sqrt(np.mean(base) / len(base) + np.mean(cand) / len(cand)))
+
+
+def runs_needed(s: Spread, distance: float, alpha: float) -> int | None:
+    """How many more runs a side would likely make the interval narrower than `distance` (the
+    way from the change to the nearer decision), the spread staying what it is now."""
+    if distance <= 0:
+        return None
+    nb, nc, nh = s.sizes
+    sd = s.run_sd()
+    if sd is None or sd == 0:
+        return 1
+    for more in range(1, MAX_MORE_RUNS + 1):
+        b, c = nb + more, nc + more
+        df = (b + nh - 1) + (c - 1)
+        if _t(alpha, df) * sd * np.sqrt(1 / b + 1 / c) < distance:
+            return more
+    return None

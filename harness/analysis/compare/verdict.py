@@ -1,0 +1,259 @@
+"""The verdict of a comparison across runs: regressed (exit 1), no change detected (0), inconclusive (4).
+
+`judge` loads the baseline, candidate and history runs, screens the history (`history.py`),
+judges each headline metric (`changes.row`) and draws one verdict over the gated rows (the
+`--fail-on` metrics, else every comparable row at `--min-change`): `regressed` when any gated
+row regressed (or a gated run is invalid), else `inconclusive` when any is, else `no change
+detected`. Rows that are not comparable (another trace, another load, a trace unknown) never
+fail a gate. An inconclusive verdict says how many more runs a side would likely decide it; a
+`no change detected` one, per gated metric, the smallest change this evidence could have seen.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.analysis.compare import evidence, notes
+from harness.analysis.compare import history as screening
+from harness.analysis.compare.changes import (
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSED,
+    MetricChange,
+    Threshold,
+    default_threshold,
+    figures,
+    parse_fail_on,
+    row,
+)
+from harness.analysis.compare.comparable import not_comparable
+from harness.analysis.compare.noise import on_scale
+from harness.analysis.compare.sides import HEADLINE, Side
+from harness.analysis.run import load_runs
+from harness.analysis.summary import Analysis, analyze
+
+ALPHA = 0.05  # 95 % intervals: with a handful of runs a side, 99 % could never decide
+MIN_CHANGE = 0.02
+
+
+class Verdict(enum.StrEnum):
+    REGRESSED = REGRESSED
+    NO_CHANGE = NO_CHANGE
+    INCONCLUSIVE = INCONCLUSIVE
+
+    @property
+    def exit_code(self) -> int:
+        return {"regressed": 1, "no change detected": 0, "inconclusive": 4}[self.value]
+
+
+@dataclass
+class Judgement:
+    verdict: Verdict
+    rows: list[MetricChange]
+    runs_needed: int | None  # inconclusive: more runs a side that would likely decide it
+    smallest_detectable: dict[str, float]  # gated metric -> smallest relative change visible
+    notes: list[str]  # reasons said once: not comparable, history left out, imports, endings
+    baseline: list[str] = field(default_factory=list)
+    run: list[str] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)  # side -> {"ok": n, "failed": n}
+    thresholds: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)  # the history runs used
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # history runs, and why not
+    alpha: float = ALPHA
+    min_change: float = MIN_CHANGE
+    shared_why_not: str | None = None  # a reason no row is comparable, said once
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["verdict"] = str(self.verdict)
+        out["exit_code"] = self.exit_code
+        out["left_out"] = [{"run": r, "why": w} for r, w in self.left_out]
+        return out
+
+    to_dict = to_json
+
+
+CompareResult = Judgement  # the name the report and the notebooks import
+
+
+def judge(
+    baseline: Sequence[str | Path],
+    candidate: Sequence[str | Path],
+    *,
+    history: Sequence[str | Path] = (),
+    fail_on: str | None = None,
+    alpha: float = ALPHA,
+    min_change: float = MIN_CHANGE,
+    allow_unclosed: bool = False,
+) -> Judgement:
+    """Run folders (or globs) in, one verdict out; the two sides are never their own history."""
+    base = [analyze(r) for r in load_runs(list(map(str, baseline)))]
+    cand = [analyze(r) for r in load_runs(list(map(str, candidate)))]
+    sides = {str(a.run.path.resolve()) for a in [*base, *cand]}
+    past = [
+        analyze(r)
+        for r in load_runs(list(map(str, history))) if history
+        if str(r.path.resolve()) not in sides
+    ]  # fmt: skip
+    return judge_analyses(
+        base, cand, history=past, fail_on=fail_on, alpha=alpha, min_change=min_change,
+        allow_unclosed=allow_unclosed,
+    )  # fmt: skip
+
+
+def judge_analyses(
+    baseline: list[Analysis],
+    candidate: list[Analysis],
+    *,
+    history: Iterable[Analysis] = (),
+    fail_on: str | None = None,
+    alpha: float = ALPHA,
+    min_change: float = MIN_CHANGE,
+    allow_unclosed: bool = False,
+    flagged: Iterable[str] = (),
+) -> Judgement:
+    """`judge` on runs already analyzed. `flagged`: history run paths already judged regressed.
+    A gate (`fail_on`) refuses a run that was not closed or failed, unless `allow_unclosed`."""
+    thresholds = {t.key: t for t in parse_fail_on(fail_on)}
+    if thresholds and not allow_unclosed:
+        notes.refuse_unclosed([*baseline, *candidate])
+    screened = screening.screen(history, baseline, flagged)
+    why_not = not_comparable(baseline, candidate)
+    rng = evidence.rng()
+    gates = {m.key: thresholds.get(m.key) or default_threshold(m, min_change) for m in HEADLINE}
+    gated = set(thresholds) or {m.key for m in HEADLINE}
+    base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
+    cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
+    kept = _drop_outliers(screened, baseline, base, gated)
+    rows = []
+    for m in HEADLINE:
+        past = [v for a in kept if (v := m.value(Side([a]))) is not None]
+        r = row(
+            m, base[m.key], cand[m.key], past, gates[m.key], alpha, min_change, why_not.get(m.key)
+        )
+        r.gated = m.key in gated
+        rows.append(r)
+    rows = notes.measured(rows)
+    return _verdict(rows, baseline, candidate, screened, thresholds, alpha, min_change)
+
+
+def _drop_outliers(
+    screened: screening.Screened, baseline: list[Analysis], base: dict, gated: set[str]
+) -> list[Analysis]:
+    """The screened history less the runs far from the rest on a gated metric (listed)."""
+    kept = list(screened.kept)
+    far: dict[int, str] = {}
+    for m in HEADLINE:
+        if m.key not in gated or m.server_wide:
+            continue
+        values = [m.value(Side([a])) for a in kept]
+        idx = [i for i, v in enumerate(values) if v is not None]
+        ref = base[m.key].values
+        x, scale = on_scale([*ref, *(values[i] for i in idx)], m.scale)
+        floor = _within_floor(base[m.key], scale)
+        for j, z in screening.outliers(x[: len(ref)], x[len(ref) :], floor):
+            i = idx[j]
+            far.setdefault(
+                i,
+                f"an outlier among the past runs ({m.label} {values[i]:.4g}, robust z {z:.1f}): itself a regression or a disturbed run",
+            )
+    for i in sorted(far, reverse=True):
+        screened.left_out.append((kept.pop(i).run.name, far[i]))
+    screened.kept = kept
+    return kept
+
+
+def _within_floor(f, scale: str) -> float:
+    import numpy as np
+
+    from harness.analysis.compare.changes import _within_var
+
+    var = [v for r in f.replicates if (v := _within_var(r, scale)) is not None]
+    return float(np.sqrt(np.mean(var))) if var else 0.0
+
+
+def _verdict(
+    rows: list[MetricChange],
+    baseline: list[Analysis],
+    candidate: list[Analysis],
+    screened: screening.Screened,
+    thresholds: dict[str, Threshold],
+    alpha: float,
+    min_change: float,
+) -> Judgement:
+    judged = [r for r in rows if r.gated and r.verdict is not None]
+    failures = [notes.failure_line(r) for r in judged if r.verdict == REGRESSED]
+    invalid = notes.invalid_notes([*baseline, *candidate])
+    if thresholds:
+        failures += invalid
+    verdict = Verdict.NO_CHANGE
+    if failures:
+        verdict = Verdict.REGRESSED
+    elif any(r.verdict == INCONCLUSIVE for r in judged):
+        verdict = Verdict.INCONCLUSIVE
+    why = {r.why_not for r in rows}
+    shared = next(iter(why)) if len(why) == 1 and None not in why else None
+    base, cand = Side(baseline), Side(candidate)
+    return Judgement(
+        verdict=verdict,
+        rows=rows,
+        runs_needed=_runs_needed(judged) if verdict == Verdict.INCONCLUSIVE else None,
+        smallest_detectable={
+            r.key: r.smallest_detectable for r in judged if r.smallest_detectable is not None
+        },
+        notes=notes.run_notes(baseline, candidate, screened, rows, shared) + invalid,
+        baseline=base.names,
+        run=cand.names,
+        counts={"baseline": base.counts(), "run": cand.counts()},
+        thresholds=[str(t) for t in thresholds.values()],
+        failures=failures,
+        history=[a.run.name for a in screened.kept],
+        left_out=screened.left_out,
+        alpha=alpha,
+        min_change=min_change,
+        shared_why_not=shared,
+    )
+
+
+def _runs_needed(judged: list[MetricChange]) -> int | None:
+    """The fewest more runs that would likely show a regression where one looms; else the most
+    any inconclusive row needs to be ruled out (None: more than `noise.MAX_MORE_RUNS`)."""
+    open_rows = [r for r in judged if r.verdict == INCONCLUSIVE]
+    looming = [r.runs_needed for r in open_rows if r.heading == REGRESSED and r.runs_needed]
+    if looming:
+        return min(looming)
+    needed = [r.runs_needed for r in open_rows]
+    return None if not needed or None in needed else max(n for n in needed if n is not None)
+
+
+def compare_runs(
+    baseline_dirs, run_dirs, fail_on=None, alpha=ALPHA, min_change=MIN_CHANGE,
+    history_dirs=None, allow_unclosed=False,
+) -> Judgement:  # fmt: skip
+    """`judge` under the name its first callers used."""
+    return judge(
+        _as_list(baseline_dirs), _as_list(run_dirs), history=_as_list(history_dirs or []),
+        fail_on=fail_on, alpha=alpha, min_change=min_change, allow_unclosed=allow_unclosed,
+    )  # fmt: skip
+
+
+def compare_analyses(
+    baseline, run, fail_on=None, alpha=ALPHA, min_change=MIN_CHANGE, history=None,
+    allow_unclosed=False,
+) -> Judgement:  # fmt: skip
+    return judge_analyses(
+        baseline, run, history=history or [], fail_on=fail_on, alpha=alpha,
+        min_change=min_change, allow_unclosed=allow_unclosed,
+    )  # fmt: skip
+
+
+def _as_list(dirs) -> list:
+    return [dirs] if isinstance(dirs, str | Path) or not hasattr(dirs, "__iter__") else list(dirs)
