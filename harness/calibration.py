@@ -15,6 +15,7 @@ give 2k comparisons of a kind from k + max_runs - 1 cycles. An A/A comparison th
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ import numpy as np
 
 from harness.errors import InputError
 from harness.gate import CALIBRATION_FILE, GateRun, run_arm
-from harness.gate_rule import Evidence, Judge, Rule, decisive, judge_now
+from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
 from harness.scenario import Scenario
 
 ARMS = {"a": 1.0, "a2": 1.0, "s10": 1.1, "s30": 1.3}
@@ -39,32 +40,45 @@ CYCLES_FILE = "cycles.json"
 
 def arm_scenarios(scenario: Scenario) -> dict[str, Scenario]:
     if scenario.target.kind != "engine":
-        raise InputError("--calibrate slows the bundled engine: needs kind: engine",
-                         field="target.kind")
+        raise InputError(
+            "--calibrate slows the bundled engine: needs kind: engine", field="target.kind"
+        )
     engine = scenario.target.engine
     return {
-        name: scenario.model_copy(update={"target": scenario.target.model_copy(update={
-            "engine": engine.model_copy(update={
-                "options": {**engine.options, "step_time_scale": scale}})})})
+        name: scenario.model_copy(
+            update={
+                "target": scenario.target.model_copy(
+                    update={
+                        "engine": engine.model_copy(
+                            update={"options": {**engine.options, "step_time_scale": scale}}
+                        )
+                    }
+                )
+            }
+        )
         for name, scale in ARMS.items()
     }
 
 
-def collect(scenario: Scenario, out: Path, cycles: int, max_load_per_cpu: float,
-            say: Callable[[str], None]) -> list[dict[str, GateRun]]:
+def collect(
+    scenario: Scenario, out: Path, cycles: int, max_load_per_cpu: float, say: Callable[[str], None]
+) -> list[dict[str, GateRun]]:
     """Run the cycles into out/c<i>-<arm>; cycles already on disk (a resumed calibration) are
     read back, not run again."""
     arms = arm_scenarios(scenario)
     done = _read_cycles(out)
     names = list(ARMS)
     for i in range(len(done), cycles):
-        order = names[i % len(names):] + names[: i % len(names)]
+        order = names[i % len(names) :] + names[: i % len(names)]
         cycle = {}
         for arm in order:
+            shutil.rmtree(out / f"c{i + 1}-{arm}", ignore_errors=True)  # a cut-short cycle's
             run = run_arm(arms[arm], out / f"c{i + 1}-{arm}", arm, max_load_per_cpu)
-            say(f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, "
+            say(
+                f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, "
                 f"others' load {run.host.get('others_load_per_cpu')}/CPU"
-                + ("" if run.usable else f", left out ({run.why_not})"))
+                + ("" if run.usable else f", left out ({run.why_not})")
+            )
             if run.status == "interrupted":
                 raise KeyboardInterrupt
             cycle[arm] = run
@@ -87,8 +101,9 @@ def _read_cycles(out: Path) -> list[dict[str, GateRun]]:
     return [{arm: GateRun(**r) for arm, r in c.items()} for c in json.loads(path.read_text())]
 
 
-def replay_rule(rule: Rule, window: list[dict[str, GateRun]], base: str, cand: str,
-                judge: Judge) -> dict:
+def replay_rule(
+    rule: Rule, window: list[dict[str, GateRun]], base: str, cand: str, judge: Judge
+) -> dict:
     """The gate's rule on one window's cycles: as `harness gate` would have decided live."""
     evidence, judgement = Evidence(), None
     for cycle in window[: rule.max_runs]:
@@ -124,8 +139,10 @@ def rate(results: list[dict]) -> dict:
 
     n = len(results)
     hits = sum(r["verdict"] == "regressed" for r in results)
-    verdicts = {v: sum(r["verdict"] == v for r in results) for v in
-                ("regressed", "no change detected", "inconclusive")}
+    verdicts = {
+        v: sum(r["verdict"] == v for r in results)
+        for v in ("regressed", "no change detected", "inconclusive")
+    }
     ci = binomtest(hits, n).proportion_ci(0.95) if n else None
     smallest = _median_smallest(results)
     return {
@@ -148,11 +165,16 @@ def _median_smallest(results: list[dict]) -> dict[str, float]:
     return {k: round(float(np.median(v)), 4) for k, v in per.items()}
 
 
-def calibrate(scenario: Scenario, out: Path, *, rule: Rule, comparisons: int = 10,
-              max_load_per_cpu: float, say: Callable[[str], None] = print,
-              judge: Judge | None = None) -> tuple[dict, Path]:
-    from harness.gate import _verdict_judge
-
+def calibrate(
+    scenario: Scenario,
+    out: Path,
+    *,
+    rule: Rule,
+    comparisons: int = 10,
+    max_load_per_cpu: float,
+    say: Callable[[str], None] = print,
+    judge: Judge | None = None,
+) -> tuple[dict, Path]:
     t0 = time.perf_counter()
     n_cycles = comparisons + rule.max_runs - 1
     cycles = collect(scenario, out, n_cycles, max_load_per_cpu, say)
@@ -169,7 +191,7 @@ def calibrate(scenario: Scenario, out: Path, *, rule: Rule, comparisons: int = 1
         "runs_left_out": sum(not r.usable for c in cycles for r in c.values()),
         "sharing": f"window j uses cycles j..j+{rule.max_runs - 1}; each kind judged both ways "
         "round: comparisons share runs",
-        **evaluate(rule, cycles, comparisons, judge or _verdict_judge()),
+        **evaluate(rule, cycles, comparisons, judge or RunJudge()),
         "minutes": round((time.perf_counter() - t0) / 60, 1),
     }
     path = out / CALIBRATION_FILE

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, host_state
-from harness.gate_rule import Evidence, Judge, Rule, decisive, judge_now, spent
+from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
 from harness.scenario import Scenario
 
 GATE_FILE = "gate.json"
@@ -103,11 +103,11 @@ def gate(
 ) -> GateResult:
     """Run `arms` ("a" and "b", or "b" alone with `history`) into `out` until decisive.
     `judge` and `run` default to the verdict module's judge and `run_arm`."""
-    judge = judge or _verdict_judge()
+    judge = judge or RunJudge()
     run_one = run or run_arm
     budget = budget or Budget()
     paired = "a" in arms
-    evidence, runs = Evidence(), []
+    evidence, runs = Evidence(), list[GateRun]()
     judgement, stopped_by = None, "max runs"
     try:
         for arm in _schedule(paired):
@@ -116,7 +116,9 @@ def gate(
             if not budget.allows(_typical_s(runs)):
                 stopped_by = "budget"
                 break
-            done = run_one(arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, max_load_per_cpu)
+            done = run_one(
+                arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, max_load_per_cpu
+            )
             runs.append(done)
             evidence.add(arm, Path(done.path), done.usable)
             say(_run_line(done))
@@ -206,7 +208,9 @@ def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: 
         )
     if judgement is None:
         notes.append(
-            f"fewer than {rule.min_runs} usable runs a side: no verdict could be judged"
+            f"fewer than {rule.min_runs} usable runs a side"
+            + ("" if paired else ", or no usable history")
+            + ": no verdict could be judged"
         )
         verdict, code = "inconclusive", INCONCLUSIVE
     else:
@@ -224,12 +228,6 @@ def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: 
         rule,
         budget.minutes(),
     )
-
-
-def _verdict_judge() -> Judge:
-    from harness.analysis.compare.verdict import judge
-
-    return judge
 
 
 def read_calibration(path: Path | None) -> dict | None:

@@ -25,36 +25,97 @@ def register(sub) -> None:
     )
     p.add_argument("scenario", help="the baseline scenario YAML (or the only one, with --history)")
     p.add_argument("candidate", nargs="?", help="the candidate scenario (default: the baseline)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field on both sides (repeatable)")
-    p.add_argument("--candidate-set", dest="candidate_sets", action="append", default=[],
-                   metavar="KEY=VALUE", help="override a field on the candidate only (repeatable)")
-    p.add_argument("--history", action="append", default=[], metavar="GLOB",
-                   help="earlier runs to judge one configuration against (e.g. 'results/nightly-*')")
-    p.add_argument("-o", "--output", required=True, metavar="DIR",
-                   help="a new folder for the runs and gate.json")
-    p.add_argument("--fail-on", default=DEFAULT_FAIL_ON, metavar="SPEC",
-                   help="the regressions that fail the gate (default: %(default)s)")
-    p.add_argument("--min-runs", type=int, default=3, help="usable runs a side before a verdict (3)")
-    p.add_argument("--max-runs", type=int, default=6,
-                   help="runs a side at most, busy ones included (6)")
-    p.add_argument("--budget-min", type=float, default=None, metavar="MIN",
-                   help="start no run once this many minutes are spent")
-    p.add_argument("--alpha", type=float, default=0.05,
-                   help="the false-alarm rate all looks together may spend (0.05)")
-    p.add_argument("--min-change", type=float, default=None,
-                   help="smallest relative change called significant (the verdict's default)")
-    p.add_argument("--max-host-load", type=float, default=MAX_LOAD_PER_CPU, metavar="X",
-                   help="leave a run out when other work's load per CPU passed X (%(default)s)")
-    p.add_argument("--calibration", default=None, metavar="FILE",
-                   help="calibration.json to quote (default: RESULTS/calibration.json if present)")
-    p.add_argument("--calibrate", action="store_true",
-                   help="measure the rule's false-alarm rate (A/A) and its detection rate at "
-                   "step_time_scale 1.1 and 1.3 on SCENARIO; writes DIR/calibration.json")
-    p.add_argument("--comparisons", type=int, default=10,
-                   help="--calibrate: comparisons of each kind in each direction (10)")
-    p.add_argument("--resume", action="store_true",
-                   help="--calibrate: DIR holds an earlier calibration's cycles; run only the rest")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field on both sides (repeatable)",
+    )
+    p.add_argument(
+        "--candidate-set",
+        dest="candidate_sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field on the candidate only (repeatable)",
+    )
+    p.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="earlier runs to judge one configuration against (e.g. 'results/nightly-*')",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="a new folder for the runs and gate.json",
+    )
+    p.add_argument(
+        "--fail-on",
+        default=DEFAULT_FAIL_ON,
+        metavar="SPEC",
+        help="the regressions that fail the gate (default: %(default)s)",
+    )
+    p.add_argument(
+        "--min-runs", type=int, default=3, help="usable runs a side before a verdict (3)"
+    )
+    p.add_argument(
+        "--max-runs", type=int, default=4, help="runs a side at most, busy ones included (4)"
+    )
+    p.add_argument(
+        "--budget-min",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="start no run once this many minutes are spent",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="the false-alarm rate all looks together may spend (0.05)",
+    )
+    p.add_argument(
+        "--min-change",
+        type=float,
+        default=None,
+        help="smallest relative change called significant (the verdict's default)",
+    )
+    p.add_argument(
+        "--max-host-load",
+        type=float,
+        default=MAX_LOAD_PER_CPU,
+        metavar="X",
+        help="leave a run out when other work's load per CPU passed X (%(default)s)",
+    )
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration.json to quote (default: RESULTS/calibration.json if present)",
+    )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the rule's false-alarm rate (A/A) and its detection rate at "
+        "step_time_scale 1.1 and 1.3 on SCENARIO; writes DIR/calibration.json",
+    )
+    p.add_argument(
+        "--comparisons",
+        type=int,
+        default=10,
+        help="--calibrate: comparisons of each kind in each direction (10)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--calibrate: DIR holds an earlier calibration's cycles; run only the rest",
+    )
     p.add_argument("--quiet", action="store_true", help="only the verdict lines")
     p.set_defaults(func=_gate)
 
@@ -86,8 +147,10 @@ def _arms(args: argparse.Namespace) -> dict:
     base = load_scenario(args.scenario, args.sets)
     paired = args.candidate is not None or bool(args.candidate_sets)
     if not paired and not args.history:
-        raise InputError("nothing to judge against: give a CANDIDATE scenario, --candidate-set "
-                         "KEY=VALUE, or --history GLOB")
+        raise InputError(
+            "nothing to judge against: give a CANDIDATE scenario, --candidate-set "
+            "KEY=VALUE, or --history GLOB"
+        )
     cand = load_scenario(args.candidate or args.scenario, [*args.sets, *args.candidate_sets])
     for s in (base, cand):
         if s.sweep:
@@ -95,8 +158,11 @@ def _arms(args: argparse.Namespace) -> dict:
     if paired:
         for part in ("workload", "load"):
             if getattr(base, part) != getattr(cand, part):
-                raise InputError(f"the candidate's {part} differs from the baseline's: the "
-                                 "runs would not be comparable", field=part)
+                raise InputError(
+                    f"the candidate's {part} differs from the baseline's: the "
+                    "runs would not be comparable",
+                    field=part,
+                )
     return {"a": base, "b": cand} if paired else {"b": cand}
 
 
@@ -115,8 +181,15 @@ def _judge(args: argparse.Namespace, rule, out: Path) -> int:
         raise InputError("no such calibration file", path=cal_path)
     calibration = read_calibration(cal_path)
     say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
-    result = gate(arms, out, rule=rule, history=history, budget=Budget(args.budget_min),
-                  max_load_per_cpu=args.max_host_load, say=say)
+    result = gate(
+        arms,
+        out,
+        rule=rule,
+        history=history,
+        budget=Budget(args.budget_min),
+        max_load_per_cpu=args.max_host_load,
+        say=say,
+    )
     path = write_gate(result, out, _matching(calibration, rule))
     doc = result.to_json(_matching(calibration, rule))
     for line in verdict_lines(doc):
@@ -142,14 +215,19 @@ def _matching(calibration: dict | None, rule) -> dict | None:
 
 def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
     from harness.calibration import calibrate
-    from harness.gate import CALIBRATION_FILE
     from harness.report.gate import calibration_line
     from harness.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, args.sets)
     say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
-    doc, path = calibrate(scenario, out, rule=rule, comparisons=args.comparisons,
-                          max_load_per_cpu=args.max_host_load, say=say)
+    doc, path = calibrate(
+        scenario,
+        out,
+        rule=rule,
+        comparisons=args.comparisons,
+        max_load_per_cpu=args.max_host_load,
+        say=say,
+    )
     print(calibration_line(doc))
     installed = _default_calibration(scenario)
     installed.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,10 @@ on to `max_runs` a side and the last verdict stands (`inconclusive`, with the ru
 
 Looking after every pair is a sequence of tests: each look at level `alpha` would let a
 same-configuration pair fail more often than `alpha` overall. Each look is judged at
-`alpha / looks` (Bonferroni over the planned looks), so the rule's false-alarm rate is at most
-`alpha` whatever look stops it.
+`alpha / looks` (Bonferroni over the planned looks). A verdict's interval is two-sided and a
+regression is its lower side, so per gated metric the chance that any look calls a
+same-configuration pair `regressed` is at most `alpha / 2`, whatever look stops it (and smaller:
+the change must also reach its threshold); `harness gate --calibrate` measures the real rate.
 """
 
 from __future__ import annotations
@@ -29,18 +31,20 @@ Judge = Callable[..., Any]  # harness.analysis.compare.verdict.judge's shape
 @dataclass(frozen=True)
 class Rule:
     min_runs: int = 3  # usable runs a side before the first look
-    max_runs: int = 6  # runs a side at most, busy and failed ones included
+    max_runs: int = 4  # runs a side at most, busy and failed ones included
     alpha: float = 0.05  # the false-alarm rate the whole sequence of looks may spend
     fail_on: str = DEFAULT_FAIL_ON
     min_change: float | None = None  # None: the verdict's own default
 
     def __post_init__(self) -> None:
         if self.min_runs < 2:
-            raise InputError(f"must be >= 2 (a spread needs two runs), got {self.min_runs}",
-                             field="--min-runs")
+            raise InputError(
+                f"must be >= 2 (a spread needs two runs), got {self.min_runs}", field="--min-runs"
+            )
         if self.max_runs < self.min_runs:
-            raise InputError(f"must be >= --min-runs {self.min_runs}, got {self.max_runs}",
-                             field="--max-runs")
+            raise InputError(
+                f"must be >= --min-runs {self.min_runs}, got {self.max_runs}", field="--max-runs"
+            )
         if not 0 < self.alpha < 1:
             raise InputError(f"must be between 0 and 1, got {self.alpha}", field="--alpha")
 
@@ -86,14 +90,51 @@ def judge_now(
     *,
     paired: bool,
 ) -> Any | None:
-    """The verdict of the usable runs so far, or None before the first look."""
-    base = evidence.baseline if paired else list(history)
+    """The verdict of the usable runs so far, or None before the first look. Without a baseline
+    side (history mode) the judge is given none: the screened history stands in (`RunJudge`)."""
+    base = evidence.baseline if paired else []
     if len(evidence.candidate) < rule.min_runs or (paired and len(base) < rule.min_runs):
         return None
     kwargs: dict[str, Any] = {"fail_on": rule.fail_on, "alpha": rule.alpha_per_look}
     if rule.min_change is not None:
         kwargs["min_change"] = rule.min_change
-    return judge(base, list(evidence.candidate), history=tuple(history), **kwargs)
+    return judge(list(base), list(evidence.candidate), history=tuple(history), **kwargs)
+
+
+class RunJudge:
+    """The verdict module's judge over runs analyzed once each: a gate looks at the same runs
+    again after every pair, and a calibration at the same runs in many windows. With no
+    baseline runs, the history screened against the candidate (harness/analysis/compare/
+    history.py) is the baseline, and the runs it left out are named in the notes."""
+
+    def __init__(self) -> None:
+        self._analyses: dict[Path, Any] = {}
+
+    def analysis(self, path: Path) -> Any:
+        from harness.analysis.run import load_run
+        from harness.analysis.summary import analyze
+
+        key = Path(path).resolve()
+        if key not in self._analyses:
+            self._analyses[key] = analyze(load_run(key))
+        return self._analyses[key]
+
+    def __call__(self, baseline, candidate, *, history=(), **kwargs) -> Any | None:
+        from harness.analysis.compare import history as screening
+        from harness.analysis.compare.verdict import judge_analyses
+
+        cand = [self.analysis(p) for p in candidate]
+        if baseline:
+            past = [self.analysis(p) for p in history]
+            return judge_analyses(
+                [self.analysis(p) for p in baseline], cand, history=past, **kwargs
+            )
+        screened = screening.screen([self.analysis(p) for p in history], cand)
+        if not screened.kept:
+            return None
+        judgement = judge_analyses(screened.kept, cand, **kwargs)
+        judgement.notes += [f"history: {run} left out: {why}" for run, why in screened.left_out]
+        return judgement
 
 
 def decisive(judgement: Any | None) -> bool:

@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass
 
 from harness.analysis.client_check import STEAL_SHARE
 
-# Others' load per CPU above which a run is busy: 1.0 is every core wanted by other work the whole
-# run; above it the server's own threads wait in the run queue behind it.
-MAX_LOAD_PER_CPU = 1.5
+# Others' load per CPU above which a run is busy. 1.0 is every core wanted by other work the whole
+# run; past it the server's threads queue behind it. 3.0 leaves out what a shared 2-core build
+# machine calls a bad minute and keeps its ordinary load (1-3 per CPU when measured): on such a host
+# interleaving, not refusal, is what keeps the host out of the verdict (docs/metrics.md, "Gate").
+MAX_LOAD_PER_CPU = 3.0
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,27 @@ def verdict_lines(doc: dict) -> list[str]:
         seen = ", ".join(f"{k} {_pct(v)}" for k, v in smallest.items())
         lines.append(f"smallest change this evidence could see: {seen}")
     if judgement.get("runs_needed"):
-        lines.append(f"runs a side that would decide it: about {judgement['runs_needed']}")
+        lines.append(f"about {judgement['runs_needed']} more runs a side would likely decide it")
     cal = doc.get("calibration")
     if cal:
         lines.append(calibration_line(cal))
-    lines += [f"note: {n}" for n in doc["notes"] + list(judgement.get("notes") or [])]
+    lines += [f"note: {n}" for n in doc["notes"] + _said_once(judgement.get("notes") or [])]
     return lines
+
+
+def _said_once(notes: list[str]) -> list[str]:
+    """The verdict's notes, those it says of every run in one line each: a gate's runs all end
+    by their duration, and on a shared host every self-check may blame it."""
+    ended = [n for n in notes if "stopped by max_duration" in n]
+    blamed = [n for n in notes if "self-check blamed the host" in n and not n.startswith("history")]
+    out = [n for n in notes if n not in ended and n not in blamed]
+    if blamed:
+        runs = ", ".join(n.split(":", 1)[0] for n in blamed)
+        out.append(
+            f"the client self-check blamed the host in {len(blamed)} runs ({runs}); "
+            "their figures follow the host as well as the server"
+        )
+    return out
 
 
 def calibration_line(cal: dict) -> str:
@@ -44,7 +59,7 @@ def calibration_line(cal: dict) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.1%}" if abs(x) < 10 else f"{x:+.3g}"
+    return "n/a" if x is None else f"±{x:.0%}"
 
 
 def write_gate_markdown(doc: dict, out: Path) -> Path:

@@ -8,10 +8,23 @@ from harness.analysis.host_state import host_state
 
 
 def summary(load1=1.0, cpus=2, steal=0.0, process=0.5, warnings=(), cause=None) -> dict:
-    host = {"cpus": cpus, "load1_mean": load1, "load1_min": load1, "load1_max": load1,
-            "runnable_mean": load1, "runnable_max": int(load1), "steal_share": steal}
-    return {"client": {"host_load": host, "process_cpu_share": process,
-                       "warnings": list(warnings), "cause": cause}}
+    host = {
+        "cpus": cpus,
+        "load1_mean": load1,
+        "load1_min": load1,
+        "load1_max": load1,
+        "runnable_mean": load1,
+        "runnable_max": int(load1),
+        "steal_share": steal,
+    }
+    return {
+        "client": {
+            "host_load": host,
+            "process_cpu_share": process,
+            "warnings": list(warnings),
+            "cause": cause,
+        }
+    }
 
 
 def test_the_process_own_share_is_not_other_work():
