@@ -8,6 +8,7 @@ import json
 import pytest
 
 from harness.cli import main
+from harness.gate_rule import Rule
 
 SIM = ["--set", "target.engine.options.runner=simulated", "--set", "load.max_duration_s=1.5"]
 QUICK = "scenarios/quickstart.yaml"
@@ -16,7 +17,17 @@ CODES = {"no change detected": 0, "regressed": 1, "inconclusive": 4}
 
 @pytest.fixture(scope="module")
 def interleaved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("g") / "gate"
+    root = tmp_path_factory.mktemp("g")
+    out = root / "gate"
+    calibration = {
+        "rule": Rule(min_runs=2, max_runs=2).to_json(),
+        "runner": "simulated",
+        "made": "2026-01-01T00:00Z",
+        "runs": 8,
+        "runs_left_out": 0,
+        "rates": {"false_alarm": {"hits": 0, "n": 2}, "detect_+30%": {"hits": 2, "n": 2}},
+    }
+    (root / "calibration.json").write_text(json.dumps(calibration))
     code = main(
         [
             "gate",
@@ -48,7 +59,50 @@ def test_the_gate_runs_pairs_and_writes_one_verdict(interleaved):
     assert doc["mode"] == "interleaved" and doc["rule"]["alpha_per_look"] == pytest.approx(0.05)
     for run in doc["runs"]:
         assert run["host"]["others_load_per_cpu"] is not None  # sampled on Linux
-    assert "verdict:" in (out / "gate.md").read_text()
+    text = (out / "gate.md").read_text()
+    assert "verdict:" in text
+    assert "this rule's calibration (simulated runner" in text  # the gate quotes its rates
+    assert "false alarms 0 of 2" in text and doc["calibration"]["rates"]["false_alarm"]["n"] == 2
+
+
+@pytest.mark.slow
+def test_calibrate_writes_rates_for_every_kind(tmp_path):
+    out = tmp_path / "cal"
+    code = main(
+        [
+            "gate",
+            QUICK,
+            *SIM,
+            "--calibrate",
+            "--comparisons",
+            "1",
+            "--min-runs",
+            "2",
+            "--max-runs",
+            "2",
+            "--max-host-load",
+            "100",
+            "-o",
+            str(out),
+            "--quiet",
+            "--set",
+            f"results_dir={tmp_path / 'results'}",
+        ]
+    )
+    doc = json.loads((out / "calibration.json").read_text())
+    assert code == 0 and doc["cycles"] == 2 and doc["runs"] == 8
+    assert {k: r["n"] for k, r in doc["rates"].items()} == {
+        "false_alarm": 2,
+        "detect_+10%": 2,
+        "detect_+30%": 2,
+    }
+    assert (tmp_path / "results" / "calibration.json").is_file()  # where the gate reads it
+    assert sorted(p.name for p in out.iterdir() if p.is_dir())[:4] == [
+        "c1-a",
+        "c1-a2",
+        "c1-s10",
+        "c1-s30",
+    ]
 
 
 @pytest.mark.slow

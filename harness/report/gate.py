@@ -55,7 +55,13 @@ def calibration_line(cal: dict) -> str:
     for name, r in rates.items():
         if name.startswith("detect"):
             parts.append(f"{name.removeprefix('detect_')} slowdown caught {r['hits']} of {r['n']}")
-    return f"this gate's calibration ({cal['runner']} runner, {cal['made']}): " + "; ".join(parts)
+    whose = (
+        "a calibration of another rule"
+        if cal.get("for_another_rule")
+        else "this rule's calibration"
+    )
+    left = f", {cal['runs_left_out']} of {cal['runs']} runs left out as busy"
+    return f"{whose} ({cal['runner']} runner, {cal['made']}{left}): " + "; ".join(parts)
 
 
 def _pct(x: float | None) -> str:
