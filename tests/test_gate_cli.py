@@ -43,6 +43,8 @@ def interleaved(tmp_path_factory):
             "100",
             "-o",
             str(out),
+            "--calibration",
+            str(root / "calibration.json"),
             "--quiet",
         ]
     )
