@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "harness.serving.commands",
     "harness.result_commands",
     "harness.run_commands",
+    "harness.gate_commands",
 )
 
 

@@ -144,6 +144,7 @@ class EngineConfig:
     sim_time_scale: float = (
         1.0  # simulated runner: wall seconds slept per modelled second (0: none)
     )
+    step_time_scale: float = 1.0  # every runner: each step takes this times as long (1.3: +30 %)
     prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
     sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
 
@@ -197,6 +198,10 @@ class EngineConfig:
             raise _err("kv_cache_memory_gb", f"must be a positive number, got {gb}")
         if not (math.isfinite(self.sim_time_scale) and self.sim_time_scale >= 0):
             raise _err("sim_time_scale", f"must be a number >= 0, got {self.sim_time_scale}")
+        if not (math.isfinite(self.step_time_scale) and self.step_time_scale >= 1):
+            raise _err(
+                "step_time_scale", f"must be a number >= 1 (a slowdown), got {self.step_time_scale}"
+            )
         if self.max_model_len is not None and self.runner == "torch":
             limit = self.model.max_model_len
             if self.max_model_len > limit:
@@ -273,6 +278,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "debug_checks": (bool,),
     "served_model_name": (str,),
     "sim_time_scale": (int, float),
+    "step_time_scale": (int, float),
     "prefix_cache_retention": (str,),
     "sliding_window_reclaim": (bool,),
 }

@@ -1,7 +1,8 @@
 """The simulated runner: the real scheduler and block pool, no model math.
 
-Each step takes the time the cost model gives for its shape (slept in wall time, scaled by
-`sim_time_scale`; 0 only advances `sim_time_s`). Outputs are deterministic token ids: a function
+Each step takes the time the cost model gives for its shape, times `step_time_scale` (an injected
+slowdown: 1.3 models every step 30 % longer), slept in wall time scaled by `sim_time_scale` (0 only
+advances `sim_time_s`). Outputs are deterministic token ids: a function
 of the request's last token and position, so runs are repeatable and caching cannot change them.
 """
 
@@ -33,7 +34,8 @@ class SimRunner:
     def execute(self, chunks: list[ScheduledChunk]) -> dict[str, int]:
         if not chunks:
             return {}
-        seconds = self.cost.step_seconds(StepShape.of(chunks)) + self._transfer_s
+        step = self.cost.step_seconds(StepShape.of(chunks)) * self.config.step_time_scale
+        seconds = step + self._transfer_s
         self._transfer_s = 0.0
         self.sim_time_s += seconds
         self.last_step_s = seconds

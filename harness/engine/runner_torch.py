@@ -5,9 +5,14 @@ group's layers (all layers for a Llama preset, 3 for Gemma 3 270M), and a token'
 group's pages is page_id * block_size + offset. Each KV group has its own block table; a sliding
 window group's chunk reads only the window before it (masked to exactly `sliding_window` tokens).
 The runner is also the block pool's KV mover (CPU tier copies).
+
+`step_time_scale` slows every step on purpose (a regression to detect): after the forward pass and
+the sampling, the runner sleeps `(step_time_scale - 1)` times the seconds they took.
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 
@@ -65,7 +70,9 @@ class TorchRunner:
                 f"cannot allocate a KV cache of {config.total_blocks} blocks: {exc}"
             ) from exc
         self._gen = torch.Generator(device=self.device).manual_seed(config.seed)
-        self.last_step_s = 0.0
+        self.last_step_s = 0.0  # the last step's seconds: its compute plus the injected extra
+        self.last_compute_s = 0.0
+        self.last_extra_s = 0.0
 
     @property
     def device_name(self) -> str:
@@ -79,11 +86,22 @@ class TorchRunner:
         """Run the step's chunks; the next token of every request whose chunk reaches its end."""
         if not chunks:
             return {}
+        start = time.perf_counter()
         batch = self._build_batch(chunks)
         logits = self.model(batch, self.k_cache, self.v_cache)
         sampled = [c for c in chunks if c.samples]
+        # `tolist()` waits for the device, so the clock below holds the whole step's compute
         tokens = self._sample(logits, [c.request.params.temperature for c in sampled])
+        self._slow_down(time.perf_counter() - start)
         return {c.request.request_id: t for c, t in zip(sampled, tokens, strict=True)}
+
+    def _slow_down(self, compute_s: float) -> None:
+        """Sleep the injected share of the step (`step_time_scale` 1.3: 30 % of its compute)."""
+        self.last_compute_s = compute_s
+        self.last_extra_s = compute_s * (self.config.step_time_scale - 1.0)
+        if self.last_extra_s > 0:
+            time.sleep(self.last_extra_s)
+        self.last_step_s = compute_s + self.last_extra_s
 
     def _build_batch(self, chunks: list[ScheduledChunk]) -> ForwardBatch:
         dev = self.device

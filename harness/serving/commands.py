@@ -83,6 +83,12 @@ _VALUE_FLAGS = (
         float,
         "simulated runner: wall seconds slept per modelled second; 0 = no sleeping (1.0)",
     ),
+    (
+        "--step-time-scale",
+        "step_time_scale",
+        float,
+        "every runner: each step takes X times as long, an injected slowdown (1.0)",
+    ),
 )
 _CHOICE_FLAGS = (
     ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),

@@ -29,6 +29,8 @@ from harness.errors import EngineError
         ("device", "tpu", "not one of"),
         ("dtype", "int8", "not one of"),
         ("sim_time_scale", -1.0, ">= 0"),
+        ("step_time_scale", 0.9, ">= 1"),
+        ("step_time_scale", float("nan"), ">= 1"),
         ("cost_model", 3, "expected str or null"),
     ],
 )

@@ -22,6 +22,7 @@ OPTIONS = {
     "preset": "tiny",
     "seed": 3,
     "sim_time_scale": 0.5,
+    "step_time_scale": 1.3,
     "served_model_name": "m",
     "debug_checks": True,
 }

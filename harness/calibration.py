@@ -1,0 +1,199 @@
+"""`harness gate --calibrate`: the gate rule's false-alarm and detection rates, measured here.
+
+Four arms of one scenario on the bundled engine: `a` and `a2` (the same configuration twice),
+`s10` and `s30` (`target.engine.options.step_time_scale` 1.1 and 1.3: every engine step 10 % and
+30 % longer). They run in cycles of one run each, the order rotating from cycle to cycle, so a
+host that drifts weighs on every arm alike. A *comparison* is the gate's stopping rule
+(harness/gate_rule.py) replayed on a window of consecutive cycles, exactly as `harness gate`
+applies it live: pair after pair, busy runs left out, until decisive or `max_runs` a side.
+Window j uses cycles j, j+1, ...: windows share runs (said in calibration.json `sharing`), and
+each kind is judged both ways round (a vs a2 and a2 vs a; a vs s30 and a2 vs s30), so k windows
+give 2k comparisons of a kind from k + max_runs - 1 cycles. An A/A comparison that says
+`regressed` is a false alarm; a slowed one that says `regressed` is a detection.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import InputError
+from harness.gate import CALIBRATION_FILE, GateRun, run_arm
+from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
+from harness.scenario import Scenario
+
+ARMS = {"a": 1.0, "a2": 1.0, "s10": 1.1, "s30": 1.3}
+KINDS = {  # kind -> (baseline arm, candidate arm) of each comparison
+    "false_alarm": (("a", "a2"), ("a2", "a")),
+    "detect_+10%": (("a", "s10"), ("a2", "s10")),
+    "detect_+30%": (("a", "s30"), ("a2", "s30")),
+}
+CYCLES_FILE = "cycles.json"
+
+
+def arm_scenarios(scenario: Scenario) -> dict[str, Scenario]:
+    if scenario.target.kind != "engine":
+        raise InputError(
+            "--calibrate slows the bundled engine: needs kind: engine", field="target.kind"
+        )
+    engine = scenario.target.engine
+    return {
+        name: scenario.model_copy(
+            update={
+                "target": scenario.target.model_copy(
+                    update={
+                        "engine": engine.model_copy(
+                            update={"options": {**engine.options, "step_time_scale": scale}}
+                        )
+                    }
+                )
+            }
+        )
+        for name, scale in ARMS.items()
+    }
+
+
+def collect(
+    scenario: Scenario, out: Path, cycles: int, max_load_per_cpu: float, say: Callable[[str], None]
+) -> list[dict[str, GateRun]]:
+    """Run the cycles into out/c<i>-<arm>; cycles already on disk (a resumed calibration) are
+    read back, not run again."""
+    arms = arm_scenarios(scenario)
+    done = _read_cycles(out)
+    names = list(ARMS)
+    for i in range(len(done), cycles):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        cycle = {}
+        for arm in order:
+            shutil.rmtree(out / f"c{i + 1}-{arm}", ignore_errors=True)  # a cut-short cycle's
+            run = run_arm(arms[arm], out / f"c{i + 1}-{arm}", arm, max_load_per_cpu)
+            say(
+                f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, "
+                f"others' load {run.host.get('others_load_per_cpu')}/CPU"
+                + ("" if run.usable else f", left out ({run.why_not})")
+            )
+            if run.status == "interrupted":
+                raise KeyboardInterrupt
+            cycle[arm] = run
+        done.append(cycle)
+        _write_cycles(out, done)
+    return done
+
+
+def _write_cycles(out: Path, cycles: list[dict[str, GateRun]]) -> None:
+    from dataclasses import asdict
+
+    doc = [{arm: asdict(run) for arm, run in c.items()} for c in cycles]
+    (out / CYCLES_FILE).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def _read_cycles(out: Path) -> list[dict[str, GateRun]]:
+    path = out / CYCLES_FILE
+    if not path.is_file():
+        return []
+    return [{arm: GateRun(**r) for arm, r in c.items()} for c in json.loads(path.read_text())]
+
+
+def replay_rule(
+    rule: Rule, window: list[dict[str, GateRun]], base: str, cand: str, judge: Judge
+) -> dict:
+    """The gate's rule on one window's cycles: as `harness gate` would have decided live."""
+    evidence, judgement = Evidence(), None
+    for cycle in window[: rule.max_runs]:
+        for arm, side in ((base, "a"), (cand, "b")):
+            run = cycle[arm]
+            evidence.add(side, Path(run.path), run.usable)
+        judgement = judge_now(rule, evidence, (), judge, paired=True) or judgement
+        if decisive(judgement):
+            break
+    verdict = "inconclusive" if judgement is None else str(judgement.verdict)
+    return {
+        "baseline": base,
+        "candidate": cand,
+        "cycles": [Path(c[base].path).name.split("-")[0] for c in window[: evidence.tried["a"]]],
+        "runs_used": [len(evidence.baseline), len(evidence.candidate)],
+        "verdict": verdict,
+        "smallest_detectable": None if judgement is None else judgement.smallest_detectable,
+    }
+
+
+def evaluate(rule: Rule, cycles: list[dict[str, GateRun]], windows: int, judge: Judge) -> dict:
+    comparisons: dict[str, list[dict]] = {kind: [] for kind in KINDS}
+    for j in range(windows):
+        window = cycles[j : j + rule.max_runs]
+        for kind, pairs in KINDS.items():
+            comparisons[kind] += [replay_rule(rule, window, b, c, judge) for b, c in pairs]
+    return {"rates": {k: rate(v) for k, v in comparisons.items()}, "comparisons": comparisons}
+
+
+def rate(results: list[dict]) -> dict:
+    """Share of comparisons that said `regressed`, with its 95 % Clopper-Pearson interval."""
+    from scipy.stats import binomtest
+
+    n = len(results)
+    hits = sum(r["verdict"] == "regressed" for r in results)
+    verdicts = {
+        v: sum(r["verdict"] == v for r in results)
+        for v in ("regressed", "no change detected", "inconclusive")
+    }
+    ci = binomtest(hits, n).proportion_ci(0.95) if n else None
+    smallest = _median_smallest(results)
+    return {
+        "hits": hits,
+        "n": n,
+        "rate": hits / n if n else None,
+        "interval_95": None if ci is None else [round(ci.low, 4), round(ci.high, 4)],
+        "verdicts": verdicts,
+        "runs_used_mean": float(np.mean([sum(r["runs_used"]) for r in results])) if n else None,
+        "smallest_detectable_median": smallest,
+    }
+
+
+def _median_smallest(results: list[dict]) -> dict[str, float]:
+    per: dict[str, list[float]] = {}
+    for r in results:
+        for key, value in (r["smallest_detectable"] or {}).items():
+            if value is not None and np.isfinite(value):
+                per.setdefault(key, []).append(float(value))
+    return {k: round(float(np.median(v)), 4) for k, v in per.items()}
+
+
+def calibrate(
+    scenario: Scenario,
+    out: Path,
+    *,
+    rule: Rule,
+    comparisons: int = 10,
+    max_load_per_cpu: float,
+    say: Callable[[str], None] = print,
+    judge: Judge | None = None,
+) -> tuple[dict, Path]:
+    t0 = time.perf_counter()
+    n_cycles = comparisons + rule.max_runs - 1
+    cycles = collect(scenario, out, n_cycles, max_load_per_cpu, say)
+    doc: dict[str, Any] = {
+        "calibration_version": 1,
+        "made": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
+        "scenario": scenario.name,
+        "runner": scenario.target.engine.options.get("runner", "torch"),
+        "max_duration_s": scenario.load.max_duration,
+        "rule": rule.to_json(),
+        "max_load_per_cpu": max_load_per_cpu,
+        "cycles": n_cycles,
+        "runs": 4 * n_cycles,
+        "runs_left_out": sum(not r.usable for c in cycles for r in c.values()),
+        "sharing": f"window j uses cycles j..j+{rule.max_runs - 1}; each kind judged both ways "
+        "round: comparisons share runs",
+        **evaluate(rule, cycles, comparisons, judge or RunJudge()),
+        "minutes": round((time.perf_counter() - t0) / 60, 1),
+    }
+    path = out / CALIBRATION_FILE
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return doc, path

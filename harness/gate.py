@@ -1,0 +1,247 @@
+"""`harness gate`: runs until the verdict is decisive or the budget is spent; one verdict file.
+
+Two modes. *Interleaved*: a baseline and a candidate configuration that can both run now are run
+in pairs, the order alternating (a1 b1, b2 a2, a3 b3, ...) so a host that drifts slowly weighs on
+both sides alike. *History*: one configuration (a nightly job against today's server) runs the
+candidate alone, judged against earlier runs (`--history`), which the verdict screens. Every run is
+an ordinary run folder (`DIR/a1`, `DIR/b1`, ...) with its summary.json; each is screened as it
+ends: a run on a busy host (harness.analysis.host_state) or one that ended badly is kept on disk
+but left out of the evidence, and run again while the budget lasts. The stopping rule is
+harness/gate_rule.py's. `DIR/gate.json` holds the verdict, every run with its host state and
+self-check, and the rule; `DIR/gate.md` says it in a few lines (harness/report/gate.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.host_state import MAX_LOAD_PER_CPU, host_state
+from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
+from harness.scenario import Scenario
+
+GATE_FILE = "gate.json"
+GATE_VERSION = 1
+CALIBRATION_FILE = "calibration.json"
+
+
+@dataclass
+class GateRun:
+    arm: str  # "a" (baseline) or "b" (candidate)
+    path: str
+    wall_s: float
+    status: str  # the run's RunStatus
+    usable: bool
+    why_not: str | None  # why it is left out of the evidence
+    host: dict
+    client_warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Budget:
+    max_minutes: float | None = None  # no run starts once this much wall time is spent
+    started: float = field(default_factory=time.perf_counter)
+
+    def minutes(self) -> float:
+        return (time.perf_counter() - self.started) / 60
+
+    def allows(self, next_run_s: float) -> bool:
+        if self.max_minutes is None:
+            return True
+        return self.minutes() + next_run_s / 60 <= self.max_minutes
+
+
+@dataclass
+class GateResult:
+    verdict: str
+    exit_code: int
+    mode: str  # "interleaved" | "history"
+    runs: list[GateRun]
+    judgement: Any | None  # the verdict module's Judgement; None before the first look
+    stopped_by: str  # "decisive" | "max runs" | "budget" | "interrupted"
+    notes: list[str]
+    rule: Rule
+    minutes: float
+
+    def to_json(self, calibration: dict | None) -> dict:
+        return {
+            "gate_version": GATE_VERSION,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "mode": self.mode,
+            "stopped_by": self.stopped_by,
+            "minutes": round(self.minutes, 2),
+            "runs_used": {
+                arm: sum(r.usable for r in self.runs if r.arm == arm) for arm in ("a", "b")
+            },
+            "runs_tried": {arm: sum(r.arm == arm for r in self.runs) for arm in ("a", "b")},
+            "rule": self.rule.to_json(),
+            "notes": self.notes,
+            "judgement": None if self.judgement is None else self.judgement.to_json(),
+            "calibration": calibration,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def gate(
+    arms: dict[str, Scenario],
+    out: Path,
+    *,
+    rule: Rule,
+    history: Sequence[Path] = (),
+    budget: Budget | None = None,
+    max_load_per_cpu: float = MAX_LOAD_PER_CPU,
+    judge: Judge | None = None,
+    say: Callable[[str], None] = print,
+    run: Callable[..., GateRun] | None = None,
+) -> GateResult:
+    """Run `arms` ("a" and "b", or "b" alone with `history`) into `out` until decisive.
+    `judge` and `run` default to the verdict module's judge and `run_arm`."""
+    judge = judge or RunJudge()
+    run_one = run or run_arm
+    budget = budget or Budget()
+    paired = "a" in arms
+    evidence, runs = Evidence(), list[GateRun]()
+    judgement, stopped_by = None, "max runs"
+    try:
+        for arm in _schedule(paired):
+            if spent(rule, evidence, paired=paired):
+                break
+            if not budget.allows(_typical_s(runs)):
+                stopped_by = "budget"
+                break
+            done = run_one(
+                arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, max_load_per_cpu
+            )
+            runs.append(done)
+            evidence.add(arm, Path(done.path), done.usable)
+            say(_run_line(done))
+            if done.status == "interrupted":
+                stopped_by = "interrupted"
+                break
+            if paired and evidence.tried["a"] != evidence.tried["b"]:
+                continue  # judge whole pairs only
+            judgement = judge_now(rule, evidence, history, judge, paired=paired) or judgement
+            if decisive(judgement):
+                stopped_by = "decisive"
+                break
+    except KeyboardInterrupt:
+        stopped_by = "interrupted"
+    return _result(judgement, stopped_by, runs, rule, paired, budget)
+
+
+def _schedule(paired: bool):
+    """a b, b a, a b, ...: each pair's order alternates so a steady drift cancels."""
+    n = 0
+    while True:
+        if not paired:
+            yield "b"
+        else:
+            yield from ("a", "b") if n % 2 == 0 else ("b", "a")
+        n += 1
+
+
+def _typical_s(runs: list[GateRun]) -> float:
+    return max((r.wall_s for r in runs), default=0.0)
+
+
+def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float) -> GateRun:
+    """One run of `scenario` into `run_dir`, analyzed (summary.json) and screened."""
+    from harness.analysis.summary import analyze_run
+    from harness.build import build_trace
+    from harness.exit_codes import OK, judge, measured_counts
+    from harness.runner import replay_point
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = replay_point(scenario, build_trace(scenario), run_dir, show_progress=False)
+        summary = analyze_run(run_dir)
+    wall = time.perf_counter() - t0
+    host = host_state(summary, max_load_per_cpu=max_load_per_cpu)
+    code, ended = judge(str(result.status), *measured_counts(run_dir), 1.0)
+    invalid = (summary.get("validity") or {}).get("reasons") or []
+    why = (
+        f"ended badly: {ended}"
+        if code != OK
+        else f"invalid: {invalid[0]}"
+        if invalid
+        else f"host busy: {host.why}"
+        if host.busy
+        else None
+    )
+    return GateRun(
+        arm,
+        str(run_dir),
+        round(wall, 2),
+        str(result.status),
+        why is None,
+        why,
+        host.to_json(),
+        list((summary.get("client") or {}).get("warnings") or []),
+        sorted({str(w.message) for w in caught}),
+    )
+
+
+def _run_line(run: GateRun) -> str:
+    load = run.host.get("others_load_per_cpu")
+    host = "host not sampled" if load is None else f"others' load {load:.2f}/CPU"
+    left = "" if run.usable else f", left out ({run.why_not})"
+    return f"gate: {Path(run.path).name}: {run.status} in {run.wall_s:.0f} s, {host}{left}"
+
+
+def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: Budget):
+    from harness.exit_codes import INCONCLUSIVE
+
+    notes = []
+    busy = [r for r in runs if not r.usable]
+    if busy:
+        notes.append(
+            f"{len(busy)} of {len(runs)} runs left out of the evidence: "
+            + "; ".join(f"{Path(r.path).name} {r.why_not}" for r in busy)
+        )
+    if judgement is None:
+        notes.append(
+            f"fewer than {rule.min_runs} usable runs a side"
+            + ("" if paired else ", or no usable history")
+            + ": no verdict could be judged"
+        )
+        verdict, code = "inconclusive", INCONCLUSIVE
+    else:
+        verdict, code = str(judgement.verdict), int(judgement.exit_code)
+    if stopped_by == "interrupted":
+        notes.append("interrupted: the verdict is of the runs that had ended")
+    return GateResult(
+        verdict,
+        code,
+        "interleaved" if paired else "history",
+        runs,
+        judgement,
+        stopped_by,
+        notes,
+        rule,
+        budget.minutes(),
+    )
+
+
+def read_calibration(path: Path | None) -> dict | None:
+    """The calibration the verdict quotes (its false-alarm and detection rates), if any."""
+    if path is None or not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_gate(result: GateResult, out: Path, calibration: dict | None) -> Path:
+    from harness.report.gate import write_gate_markdown
+
+    doc = result.to_json(calibration)
+    path = out / GATE_FILE
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_gate_markdown(doc, out)
+    return path

@@ -1,0 +1,236 @@
+"""`harness gate`: a regression verdict from repeated, interleaved runs (or against history), and
+`harness gate --calibrate`: the gate's own false-alarm and detection rates on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from harness.analysis.host_state import MAX_LOAD_PER_CPU
+from harness.gate_rule import DEFAULT_FAIL_ON
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "gate",
+        help="regression verdict: baseline and candidate run interleaved until decisive",
+        description="Run a baseline and a candidate configuration interleaved (a1 b1, b2 a2, ...) "
+        "or, with --history and no candidate, today's runs against earlier ones, until the "
+        "verdict is decisive or the budget is spent. Runs on a busy host are left out and run "
+        "again. Writes DIR/a1, DIR/b1, ... and DIR/gate.json, DIR/gate.md. Exit 0 no change "
+        "detected, 1 regressed, 4 inconclusive (rerun), 2 bad input, 130 interrupted. "
+        "--calibrate measures this rule's false-alarm and detection rates instead.",
+    )
+    p.add_argument("scenario", help="the baseline scenario YAML (or the only one, with --history)")
+    p.add_argument("candidate", nargs="?", help="the candidate scenario (default: the baseline)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field on both sides (repeatable)",
+    )
+    p.add_argument(
+        "--candidate-set",
+        dest="candidate_sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field on the candidate only (repeatable)",
+    )
+    p.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="earlier runs to judge one configuration against (e.g. 'results/nightly-*')",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="a new folder for the runs and gate.json",
+    )
+    p.add_argument(
+        "--fail-on",
+        default=DEFAULT_FAIL_ON,
+        metavar="SPEC",
+        help="the regressions that fail the gate (default: %(default)s)",
+    )
+    p.add_argument(
+        "--min-runs", type=int, default=3, help="usable runs a side before a verdict (3)"
+    )
+    p.add_argument(
+        "--max-runs", type=int, default=4, help="runs a side at most, busy ones included (4)"
+    )
+    p.add_argument(
+        "--budget-min",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="start no run once this many minutes are spent",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="the false-alarm rate all looks together may spend (0.05)",
+    )
+    p.add_argument(
+        "--min-change",
+        type=float,
+        default=None,
+        help="smallest relative change called significant (the verdict's default)",
+    )
+    p.add_argument(
+        "--max-host-load",
+        type=float,
+        default=MAX_LOAD_PER_CPU,
+        metavar="X",
+        help="leave a run out when other work's load per CPU passed X (%(default)s)",
+    )
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration.json to quote (default: RESULTS/calibration.json if present)",
+    )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the rule's false-alarm rate (A/A) and its detection rate at "
+        "step_time_scale 1.1 and 1.3 on SCENARIO; writes DIR/calibration.json",
+    )
+    p.add_argument(
+        "--comparisons",
+        type=int,
+        default=10,
+        help="--calibrate: comparisons of each kind in each direction (10)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--calibrate: DIR holds an earlier calibration's cycles; run only the rest",
+    )
+    p.add_argument("--quiet", action="store_true", help="only the verdict lines")
+    p.set_defaults(func=_gate)
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from harness.gate_rule import Rule
+
+    resume = args.calibrate and args.resume and (Path(args.output) / "cycles.json").is_file()
+    out = Path(args.output) if resume else _new_folder(Path(args.output))
+    rule = Rule(args.min_runs, args.max_runs, args.alpha, args.fail_on, args.min_change)
+    if args.calibrate:
+        return _calibrate(args, rule, out)
+    return _judge(args, rule, out)
+
+
+def _new_folder(out: Path) -> Path:
+    from harness.errors import InputError
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError("already exists and is not empty; choose another with -o", path=out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _arms(args: argparse.Namespace) -> dict:
+    from harness.errors import InputError
+    from harness.scenario import load_scenario
+
+    base = load_scenario(args.scenario, args.sets)
+    paired = args.candidate is not None or bool(args.candidate_sets)
+    if not paired and not args.history:
+        raise InputError(
+            "nothing to judge against: give a CANDIDATE scenario, --candidate-set "
+            "KEY=VALUE, or --history GLOB"
+        )
+    cand = load_scenario(args.candidate or args.scenario, [*args.sets, *args.candidate_sets])
+    for s in (base, cand):
+        if s.sweep:
+            raise InputError("a gate runs one point; this scenario sweeps", field="sweep")
+    if paired:
+        for part in ("workload", "load"):
+            if getattr(base, part) != getattr(cand, part):
+                raise InputError(
+                    f"the candidate's {part} differs from the baseline's: the "
+                    "runs would not be comparable",
+                    field=part,
+                )
+    return {"a": base, "b": cand} if paired else {"b": cand}
+
+
+def _judge(args: argparse.Namespace, rule, out: Path) -> int:
+    from harness.analysis.run import expand_run_dirs
+    from harness.errors import InputError
+    from harness.gate import Budget, gate, read_calibration, write_gate
+    from harness.report.gate import verdict_lines
+
+    arms = _arms(args)
+    history = expand_run_dirs(args.history) if args.history else []
+    if args.history and not history:
+        raise InputError(f"no run folders match {' '.join(args.history)}", field="--history")
+    cal_path = Path(args.calibration) if args.calibration else _default_calibration(arms["b"])
+    if args.calibration and not cal_path.is_file():
+        raise InputError("no such calibration file", path=cal_path)
+    calibration = read_calibration(cal_path)
+    say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
+    result = gate(
+        arms,
+        out,
+        rule=rule,
+        history=history,
+        budget=Budget(args.budget_min),
+        max_load_per_cpu=args.max_host_load,
+        say=say,
+    )
+    path = write_gate(result, out, _matching(calibration, rule))
+    doc = result.to_json(_matching(calibration, rule))
+    for line in verdict_lines(doc):
+        print(line)
+    print(f"wrote {path}", file=sys.stderr)
+    return 130 if result.stopped_by == "interrupted" else result.exit_code
+
+
+def _default_calibration(scenario) -> Path:
+    from harness.gate import CALIBRATION_FILE
+
+    return Path(scenario.results_dir) / CALIBRATION_FILE
+
+
+def _matching(calibration: dict | None, rule) -> dict | None:
+    """The calibration, quoted only when it measured this rule (same runs, level, thresholds)."""
+    if calibration is None:
+        return None
+    if calibration.get("rule") != rule.to_json():
+        return {**calibration, "rates": calibration["rates"], "for_another_rule": True}
+    return calibration
+
+
+def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
+    from harness.calibration import calibrate
+    from harness.report.gate import calibration_line
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, args.sets)
+    say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
+    doc, path = calibrate(
+        scenario,
+        out,
+        rule=rule,
+        comparisons=args.comparisons,
+        max_load_per_cpu=args.max_host_load,
+        say=say,
+    )
+    print(calibration_line(doc))
+    installed = _default_calibration(scenario)
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, installed)
+    print(f"wrote {path} (and {installed}, which `harness gate` quotes)", file=sys.stderr)
+    return 130 if doc.get("interrupted") else 0

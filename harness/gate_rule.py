@@ -1,0 +1,147 @@
+"""The gate's stopping rule: when its runs so far decide, and at which level each look is judged.
+
+`harness gate` and `harness gate --calibrate` share it, so the false-alarm rate the calibration
+measures is the rate of the rule the gate applies. Runs are taken in pairs (one a side, or one
+candidate run against history); a run whose host was busy, or that ended badly, is left out of
+the evidence and counts against the budget. From `min_runs` usable runs a side the verdict is
+judged after every pair; the first `regressed` or `no change detected` ends it; otherwise it goes
+on to `max_runs` a side and the last verdict stands (`inconclusive`, with the runs it would need).
+
+Looking after every pair is a sequence of tests: each look at level `alpha` would let a
+same-configuration pair fail more often than `alpha` overall. Each look is judged at
+`alpha / looks` (Bonferroni over the planned looks). A verdict's interval is two-sided and a
+regression is its lower side, so per gated metric the chance that any look calls a
+same-configuration pair `regressed` is at most `alpha / 2`, whatever look stops it (and smaller:
+the change must also reach its threshold); `harness gate --calibrate` measures the real rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InputError
+
+DEFAULT_FAIL_ON = "ttft_p90:+10%,tpot_p50:+10%,tpgs:-5%"
+Judge = Callable[..., Any]  # harness.analysis.compare.verdict.judge's shape
+
+
+@dataclass(frozen=True)
+class Rule:
+    min_runs: int = 3  # usable runs a side before the first look
+    max_runs: int = 4  # runs a side at most, busy and failed ones included
+    alpha: float = 0.05  # the false-alarm rate the whole sequence of looks may spend
+    fail_on: str = DEFAULT_FAIL_ON
+    min_change: float | None = None  # None: the verdict's own default
+
+    def __post_init__(self) -> None:
+        if self.min_runs < 2:
+            raise InputError(
+                f"must be >= 2 (a spread needs two runs), got {self.min_runs}", field="--min-runs"
+            )
+        if self.max_runs < self.min_runs:
+            raise InputError(
+                f"must be >= --min-runs {self.min_runs}, got {self.max_runs}", field="--max-runs"
+            )
+        if not 0 < self.alpha < 1:
+            raise InputError(f"must be between 0 and 1, got {self.alpha}", field="--alpha")
+
+    @property
+    def looks(self) -> int:
+        return self.max_runs - self.min_runs + 1
+
+    @property
+    def alpha_per_look(self) -> float:
+        return self.alpha / self.looks
+
+    def to_json(self) -> dict:
+        return {
+            "min_runs": self.min_runs,
+            "max_runs": self.max_runs,
+            "alpha": self.alpha,
+            "looks": self.looks,
+            "alpha_per_look": self.alpha_per_look,
+            "fail_on": self.fail_on,
+            "min_change": self.min_change,
+        }
+
+
+@dataclass
+class Evidence:
+    """The runs a gate has so far: every run tried, and the usable ones a side."""
+
+    baseline: list[Path] = field(default_factory=list)
+    candidate: list[Path] = field(default_factory=list)
+    tried: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+
+    def add(self, arm: str, path: Path, usable: bool) -> None:
+        self.tried[arm] += 1
+        if usable:
+            (self.baseline if arm == "a" else self.candidate).append(path)
+
+
+def judge_now(
+    rule: Rule,
+    evidence: Evidence,
+    history: Sequence[Path],
+    judge: Judge,
+    *,
+    paired: bool,
+) -> Any | None:
+    """The verdict of the usable runs so far, or None before the first look. Without a baseline
+    side (history mode) the judge is given none: the screened history stands in (`RunJudge`)."""
+    base = evidence.baseline if paired else []
+    if len(evidence.candidate) < rule.min_runs or (paired and len(base) < rule.min_runs):
+        return None
+    kwargs: dict[str, Any] = {"fail_on": rule.fail_on, "alpha": rule.alpha_per_look}
+    if rule.min_change is not None:
+        kwargs["min_change"] = rule.min_change
+    return judge(list(base), list(evidence.candidate), history=tuple(history), **kwargs)
+
+
+class RunJudge:
+    """The verdict module's judge over runs analyzed once each: a gate looks at the same runs
+    again after every pair, and a calibration at the same runs in many windows. With no
+    baseline runs, the history screened against the candidate (harness/analysis/compare/
+    history.py) is the baseline, and the runs it left out are named in the notes."""
+
+    def __init__(self) -> None:
+        self._analyses: dict[Path, Any] = {}
+
+    def analysis(self, path: Path) -> Any:
+        from harness.analysis.run import load_run
+        from harness.analysis.summary import analyze
+
+        key = Path(path).resolve()
+        if key not in self._analyses:
+            self._analyses[key] = analyze(load_run(key))
+        return self._analyses[key]
+
+    def __call__(self, baseline, candidate, *, history=(), **kwargs) -> Any | None:
+        from harness.analysis.compare import history as screening
+        from harness.analysis.compare.verdict import judge_analyses
+
+        cand = [self.analysis(p) for p in candidate]
+        if baseline:
+            past = [self.analysis(p) for p in history]
+            return judge_analyses(
+                [self.analysis(p) for p in baseline], cand, history=past, **kwargs
+            )
+        screened = screening.screen([self.analysis(p) for p in history], cand)
+        if not screened.kept:
+            return None
+        judgement = judge_analyses(screened.kept, cand, **kwargs)
+        judgement.notes += [f"history: {run} left out: {why}" for run, why in screened.left_out]
+        return judgement
+
+
+def decisive(judgement: Any | None) -> bool:
+    return judgement is not None and str(judgement.verdict) != "inconclusive"
+
+
+def spent(rule: Rule, evidence: Evidence, *, paired: bool) -> bool:
+    """Every run the rule allows a side has been tried."""
+    sides = ("a", "b") if paired else ("b",)
+    return all(evidence.tried[s] >= rule.max_runs for s in sides)

@@ -1,0 +1,106 @@
+"""`harness gate --calibrate`: arms slowed by step_time_scale, the gate's rule replayed on windows
+of cycles, and rates that count what the rule said."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.calibration import arm_scenarios, evaluate, rate, replay_rule
+from harness.errors import InputError
+from harness.gate import GateRun
+from harness.gate_rule import Rule
+from harness.scenario import load_scenario
+from tests.test_gate import Verdict
+
+
+def cycles(n: int, busy: set[str] = frozenset()) -> list[dict[str, GateRun]]:
+    return [
+        {
+            arm: GateRun(
+                arm, f"/x/c{i + 1}-{arm}", 1.0, "complete", f"c{i + 1}-{arm}" not in busy, None, {}
+            )
+            for arm in ("a", "a2", "s10", "s30")
+        }
+        for i in range(n)
+    ]
+
+
+class BySlowdown:
+    """Regressed once the candidate's runs are s30 and 3 are usable; A/A never decides."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], list[str]]] = []
+
+    def __call__(self, baseline, candidate, **kw):
+        self.calls.append(([Path(p).name for p in baseline], [Path(p).name for p in candidate]))
+        slowed = all(Path(p).name.endswith("s30") for p in candidate)
+        return Verdict("regressed" if slowed and len(candidate) >= 3 else "inconclusive")
+
+
+def test_a_window_is_judged_as_the_gate_would_live():
+    judge = BySlowdown()
+    result = replay_rule(Rule(min_runs=2, max_runs=4), cycles(4), "a", "s30", judge)
+    assert judge.calls == [
+        (["c1-a", "c2-a"], ["c1-s30", "c2-s30"]),
+        (["c1-a", "c2-a", "c3-a"], ["c1-s30", "c2-s30", "c3-s30"]),
+    ]
+    assert result["verdict"] == "regressed" and result["cycles"] == ["c1", "c2", "c3"]
+    assert result["runs_used"] == [3, 3]
+
+
+def test_busy_runs_in_a_window_are_left_out_and_cost_a_cycle():
+    judge = BySlowdown()
+    result = replay_rule(
+        Rule(min_runs=2, max_runs=4), cycles(4, busy={"c2-s30"}), "a", "s30", judge
+    )
+    assert judge.calls[0] == (["c1-a", "c2-a", "c3-a"], ["c1-s30", "c3-s30"])
+    assert result["cycles"] == ["c1", "c2", "c3", "c4"] and result["runs_used"] == [4, 3]
+
+
+def test_evaluate_counts_every_kind_both_ways_round():
+    doc = evaluate(Rule(min_runs=2, max_runs=3), cycles(4), 2, BySlowdown())
+    rates = doc["rates"]
+    assert {k: (r["hits"], r["n"]) for k, r in rates.items()} == {
+        "false_alarm": (0, 4),
+        "detect_+10%": (0, 4),
+        "detect_+30%": (4, 4),
+    }
+    assert rates["false_alarm"]["verdicts"]["inconclusive"] == 4
+    assert [c["baseline"] for c in doc["comparisons"]["false_alarm"]] == ["a", "a2", "a", "a2"]
+
+
+def test_a_rate_carries_its_interval():
+    r = rate(
+        [{"verdict": "regressed", "runs_used": [3, 3], "smallest_detectable": {"x": 0.2}}]
+        + [
+            {
+                "verdict": "no change detected",
+                "runs_used": [3, 3],
+                "smallest_detectable": {"x": 0.1},
+            }
+        ]
+        * 19
+    )
+    assert (r["hits"], r["n"], r["rate"]) == (1, 20, 0.05)
+    assert r["interval_95"][0] < 0.05 < r["interval_95"][1] and r["interval_95"][1] < 0.3
+    assert r["smallest_detectable_median"] == {"x": 0.1}
+
+
+def test_the_arms_differ_only_in_step_time_scale():
+    arms = arm_scenarios(load_scenario("scenarios/quickstart.yaml"))
+    scales = {k: s.target.engine.options["step_time_scale"] for k, s in arms.items()}
+    assert scales == {"a": 1.0, "a2": 1.0, "s10": 1.1, "s30": 1.3}
+    assert (
+        len({s.workload.model_dump_json() + s.load.model_dump_json() for s in arms.values()}) == 1
+    )
+
+
+def test_calibration_needs_the_bundled_engine():
+    scenario = load_scenario("scenarios/quickstart.yaml")
+    endpoint = scenario.model_copy(
+        update={"target": scenario.target.model_copy(update={"kind": "endpoints"})}
+    )
+    with pytest.raises(InputError, match="target.kind"):
+        arm_scenarios(endpoint)

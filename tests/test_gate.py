@@ -1,0 +1,187 @@
+"""`harness gate`'s loop: pairs in alternating order, busy runs left out, the first decisive look
+stops it, budgets end it, and each look is judged at alpha / looks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.gate import Budget, GateRun, gate
+from harness.gate_rule import Rule
+
+
+@dataclass
+class Scripted:
+    """A judge whose verdicts are scripted look by look; it records what it was asked."""
+
+    verdicts: list[str]
+    calls: list[dict] = field(default_factory=list)
+
+    def __call__(self, baseline, candidate, *, history=(), fail_on=None, alpha=None, **kw):
+        self.calls.append(
+            {
+                "a": [p.name for p in baseline],
+                "b": [p.name for p in candidate],
+                "history": list(history),
+                "alpha": alpha,
+                "fail_on": fail_on,
+            }
+        )
+        return Verdict(self.verdicts[min(len(self.calls), len(self.verdicts)) - 1])
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    rows: list = field(default_factory=list)
+    runs_needed: int | None = None
+    smallest_detectable: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {"regressed": 1, "no change detected": 0, "inconclusive": 4}[self.verdict]
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "smallest_detectable": self.smallest_detectable}
+
+
+def runner(busy: set[str] = frozenset(), interrupted: str | None = None):
+    """A run that takes no time: busy when its folder name is in `busy`."""
+    order: list[str] = []
+
+    def run(scenario, run_dir: Path, arm: str, max_load: float) -> GateRun:
+        order.append(run_dir.name)
+        left_out = run_dir.name in busy
+        status = "interrupted" if run_dir.name == interrupted else "complete"
+        return GateRun(
+            arm,
+            str(run_dir),
+            1.0,
+            status,
+            not left_out,
+            "host busy: x" if left_out else None,
+            {"others_load_per_cpu": 0.5},
+        )
+
+    run.order = order  # type: ignore[attr-defined]
+    return run
+
+
+ARMS = {"a": None, "b": None}
+
+
+def test_pairs_alternate_and_the_first_decisive_look_stops(tmp_path):
+    judge, run = Scripted(["inconclusive", "regressed"]), runner()
+    result = gate(
+        ARMS, tmp_path, rule=Rule(min_runs=2, max_runs=6), judge=judge, run=run, say=lambda _: None
+    )
+    assert run.order == ["a1", "b1", "b2", "a2", "a3", "b3"]
+    assert [c["a"] for c in judge.calls] == [["a1", "a2"], ["a1", "a2", "a3"]]
+    assert result.verdict == "regressed" and result.exit_code == 1
+    assert result.stopped_by == "decisive"
+
+
+def test_each_look_spends_alpha_over_the_planned_looks(tmp_path):
+    judge = Scripted(["inconclusive"])
+    gate(
+        ARMS,
+        tmp_path,
+        rule=Rule(min_runs=3, max_runs=6, alpha=0.05),
+        judge=judge,
+        run=runner(),
+        say=lambda _: None,
+    )
+    assert len(judge.calls) == 4  # looks at 3, 4, 5 and 6 runs a side
+    assert all(c["alpha"] == pytest.approx(0.05 / 4) for c in judge.calls)
+
+
+def test_busy_runs_are_left_out_and_count_against_the_budget(tmp_path):
+    judge, run = Scripted(["inconclusive"]), runner(busy={"a1", "b2"})
+    result = gate(
+        ARMS, tmp_path, rule=Rule(min_runs=2, max_runs=3), judge=judge, run=run, say=lambda _: None
+    )
+    assert len(run.order) == 6  # 3 a side, busy ones included
+    assert judge.calls[-1]["a"] == ["a2", "a3"] and judge.calls[-1]["b"] == ["b1", "b3"]
+    assert result.verdict == "inconclusive" and result.exit_code == 4
+    assert result.stopped_by == "max runs"
+    assert "2 of 6 runs left out" in result.notes[0] and "a1 host busy" in result.notes[0]
+
+
+def test_too_few_usable_runs_is_inconclusive_without_a_look(tmp_path):
+    judge = Scripted(["regressed"])
+    busy = {"a1", "a2", "a3"}
+    result = gate(
+        ARMS,
+        tmp_path,
+        rule=Rule(min_runs=2, max_runs=3),
+        judge=judge,
+        run=runner(busy=busy),
+        say=lambda _: None,
+    )
+    assert judge.calls == [] and result.judgement is None
+    assert result.verdict == "inconclusive" and result.exit_code == 4
+    assert any("fewer than 2 usable runs" in n for n in result.notes)
+
+
+def test_history_mode_runs_the_candidate_alone(tmp_path):
+    judge, run = Scripted(["no change detected"]), runner()
+    history = [tmp_path / "night1", tmp_path / "night2"]
+    result = gate(
+        {"b": None},
+        tmp_path,
+        rule=Rule(min_runs=2, max_runs=4),
+        history=history,
+        judge=judge,
+        run=run,
+        say=lambda _: None,
+    )
+    assert run.order == ["b1", "b2"]
+    assert judge.calls[0]["b"] == ["b1", "b2"] and judge.calls[0]["history"] == history
+    assert result.verdict == "no change detected" and result.exit_code == 0
+    assert result.mode == "history"
+
+
+def test_the_minute_budget_stops_before_a_run_would_pass_it(tmp_path):
+    run = runner()
+    budget = Budget(max_minutes=0.0)
+    result = gate(
+        ARMS,
+        tmp_path,
+        rule=Rule(min_runs=2, max_runs=6),
+        budget=budget,
+        judge=Scripted(["inconclusive"]),
+        run=run,
+        say=lambda _: None,
+    )
+    assert run.order == [] and result.stopped_by == "budget" and result.exit_code == 4
+
+
+def test_an_interrupted_run_ends_the_gate(tmp_path):
+    run = runner(interrupted="b2")
+    result = gate(
+        ARMS,
+        tmp_path,
+        rule=Rule(min_runs=2, max_runs=6),
+        judge=Scripted(["inconclusive"]),
+        run=run,
+        say=lambda _: None,
+    )
+    assert run.order == ["a1", "b1", "b2"] and result.stopped_by == "interrupted"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "flag"),
+    [
+        ({"min_runs": 1}, "--min-runs"),
+        ({"min_runs": 4, "max_runs": 3}, "--max-runs"),
+        ({"alpha": 0}, "--alpha"),
+    ],
+)
+def test_a_bad_rule_names_its_flag(kwargs, flag):
+    from harness.errors import InputError
+
+    with pytest.raises(InputError, match=flag):
+        Rule(**kwargs)

@@ -1,0 +1,156 @@
+"""`harness gate` end to end on the simulated engine: run folders, gate.json, gate.md, exit codes;
+bad input is one line and exit 2 before any run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.gate_rule import Rule
+
+SIM = ["--set", "target.engine.options.runner=simulated", "--set", "load.max_duration_s=1.5"]
+QUICK = "scenarios/quickstart.yaml"
+CODES = {"no change detected": 0, "regressed": 1, "inconclusive": 4}
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory):
+    root = tmp_path_factory.mktemp("g")
+    out = root / "gate"
+    calibration = {
+        "rule": Rule(min_runs=2, max_runs=2).to_json(),
+        "runner": "simulated",
+        "made": "2026-01-01T00:00Z",
+        "runs": 8,
+        "runs_left_out": 0,
+        "rates": {"false_alarm": {"hits": 0, "n": 2}, "detect_+30%": {"hits": 2, "n": 2}},
+    }
+    (root / "calibration.json").write_text(json.dumps(calibration))
+    code = main(
+        [
+            "gate",
+            QUICK,
+            *SIM,
+            "--candidate-set",
+            "target.engine.options.step_time_scale=1.3",
+            "--min-runs",
+            "2",
+            "--max-runs",
+            "2",
+            "--max-host-load",
+            "100",
+            "-o",
+            str(out),
+            "--calibration",
+            str(root / "calibration.json"),
+            "--quiet",
+        ]
+    )
+    return out, code
+
+
+@pytest.mark.slow
+def test_the_gate_runs_pairs_and_writes_one_verdict(interleaved):
+    out, code = interleaved
+    doc = json.loads((out / "gate.json").read_text())
+    assert doc["verdict"] in CODES and code == doc["exit_code"] == CODES[doc["verdict"]]
+    assert [r["path"].rsplit("/", 1)[-1] for r in doc["runs"]] == ["a1", "b1", "b2", "a2"]
+    assert all((out / name / "summary.json").is_file() for name in ("a1", "b1", "b2", "a2"))
+    assert doc["mode"] == "interleaved" and doc["rule"]["alpha_per_look"] == pytest.approx(0.05)
+    for run in doc["runs"]:
+        assert run["host"]["others_load_per_cpu"] is not None  # sampled on Linux
+    text = (out / "gate.md").read_text()
+    assert "verdict:" in text
+    assert "this rule's calibration (simulated runner" in text  # the gate quotes its rates
+    assert "false alarms 0 of 2" in text and doc["calibration"]["rates"]["false_alarm"]["n"] == 2
+
+
+@pytest.mark.slow
+def test_calibrate_writes_rates_for_every_kind(tmp_path):
+    out = tmp_path / "cal"
+    code = main(
+        [
+            "gate",
+            QUICK,
+            *SIM,
+            "--calibrate",
+            "--comparisons",
+            "1",
+            "--min-runs",
+            "2",
+            "--max-runs",
+            "2",
+            "--max-host-load",
+            "100",
+            "-o",
+            str(out),
+            "--quiet",
+            "--set",
+            f"results_dir={tmp_path / 'results'}",
+        ]
+    )
+    doc = json.loads((out / "calibration.json").read_text())
+    assert code == 0 and doc["cycles"] == 2 and doc["runs"] == 8
+    assert {k: r["n"] for k, r in doc["rates"].items()} == {
+        "false_alarm": 2,
+        "detect_+10%": 2,
+        "detect_+30%": 2,
+    }
+    assert (tmp_path / "results" / "calibration.json").is_file()  # where the gate reads it
+    assert sorted(p.name for p in out.iterdir() if p.is_dir())[:4] == [
+        "c1-a",
+        "c1-a2",
+        "c1-s10",
+        "c1-s30",
+    ]
+
+
+@pytest.mark.slow
+def test_one_configuration_is_judged_against_history(interleaved, tmp_path):
+    past, _ = interleaved
+    code = main(
+        [
+            "gate",
+            QUICK,
+            *SIM,
+            "--history",
+            str(past / "a*"),
+            "--min-runs",
+            "2",
+            "--max-runs",
+            "2",
+            "--max-host-load",
+            "100",
+            "-o",
+            str(tmp_path / "g"),
+            "--quiet",
+        ]
+    )
+    doc = json.loads((tmp_path / "g" / "gate.json").read_text())
+    assert doc["mode"] == "history" and doc["runs_tried"] == {"a": 0, "b": 2}
+    assert code == doc["exit_code"] == CODES[doc["verdict"]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "nothing to judge against"),
+        (["--candidate-set", "load.concurrency=3"], "candidate's load differs"),
+        (["--history", "/nonexistent/run-*"], "matches no run folder"),
+        (["--candidate-set", "x=1", "--min-runs", "1"], "--min-runs"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
+    assert main(["gate", QUICK, *SIM, *extra, "-o", str(tmp_path / "g")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "g" / "a1").exists()
+
+
+def test_an_output_folder_in_use_is_refused(tmp_path, capsys):
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "x").write_text("")
+    args = ["gate", QUICK, "--candidate-set", "load.warmup_s=0", "-o", str(tmp_path / "g")]
+    assert main(args) == 2 and "not empty" in capsys.readouterr().err
