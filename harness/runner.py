@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.build import build_trace, open_target, replay_config, simulated
+from harness.build import build_trace, open_target, replay_config, simulated, virtual_clock
 from harness.errors import InputError
 from harness.exit_codes import check_concurrency
 from harness.scenario import Scenario, dump_scenario
@@ -95,11 +95,14 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
 
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError("names a file, not a run folder; choose another with -o", path=run_dir)
+    virtual = virtual_clock(scenario)  # refused off the in-process engine before anything runs
     config = replay_config(scenario, run_dir.name)
     if config.load == "closed":
         limit = scenario.target.max_connections or connection_limit(trace, config)
         check_concurrency(config.concurrency, len(trace.main_sessions), limit)
-    return run_blocking(_replay(scenario, trace, config, run_dir, show_progress=show_progress))
+    return run_blocking(
+        _replay(scenario, trace, config, run_dir, show_progress=show_progress), virtual=virtual
+    )
 
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
@@ -133,6 +136,7 @@ async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, sh
             n_gpus=scenario.gpus,
             simulated=simulated(scenario),
             scenario=scenario.name,
+            clock="virtual" if virtual_clock(scenario) else "perf_counter",
         ) as folder:
             dump_scenario(scenario, run_dir / SCENARIO_FILE)
             write_trace(trace, run_dir / TRACE_FILE)

@@ -7,12 +7,12 @@ and chat template as the HTTP server, so an in-process run and a served run see 
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import cast
 
 import numpy as np
 
+from harness.driver import clock
 from harness.driver.target import Done, Failure, RequestSpec, Sink, Usage
 from harness.engine.config import EngineConfig
 from harness.engine.kv_tiers import TIERS as CACHE_TIERS
@@ -20,6 +20,7 @@ from harness.errors import ChatTemplateError, EngineError
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
 from harness.serving.chat_template import chat_prompt_ids
 from harness.serving.tokenizer import tokenizer_for
+from harness.serving.virtual_engine import VirtualEngine
 
 
 class EngineTarget:
@@ -30,7 +31,8 @@ class EngineTarget:
             raise EngineError(f"replicas must be >= 1, got {replicas}")
         self.config = config
         # Replicas are independent engines (own KV cache each); the driver's router picks one.
-        self.engines = [AsyncEngine(config) for _ in range(replicas)]
+        kind = VirtualEngine if config.clock == "virtual" else AsyncEngine
+        self.engines = [kind(config) for _ in range(replicas)]
         self.tokenizer = tokenizer_for(config)
         self.ignore_eos = ignore_eos
         self.endpoints: Sequence[str] = tuple(
@@ -82,10 +84,10 @@ class EngineTarget:
             engine = self.engines[req.endpoint % len(self.engines)]
             outputs = engine.generate(req.request_id, self._prompt_ids(req), params)
         except (EngineRequestError, ChatTemplateError) as exc:
-            sink.event(Failure(time.perf_counter(), "error", "BadRequest", str(exc)))
+            sink.event(Failure(clock.now(), "error", "BadRequest", str(exc)))
             return
         except EngineError as exc:
-            sink.event(Failure(time.perf_counter(), "error", "EngineUnavailable", str(exc)))
+            sink.event(Failure(clock.now(), "error", "EngineUnavailable", str(exc)))
             return
         try:
             await self._relay(outputs, sink)
@@ -96,7 +98,7 @@ class EngineTarget:
         """The engine's outputs as they come, each stamped when the event loop got it."""
         detok = self.tokenizer.decode_stream()
         async for out in outputs:
-            now = time.perf_counter()
+            now = clock.now()
             if out.new_token_ids:
                 text = "".join(detok.push(i) for i in out.new_token_ids)
                 sink.chunk(now, len(out.new_token_ids), text)

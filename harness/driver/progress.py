@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
-import time
 
+from harness.driver import clock
 from harness.driver.stats import ReplayStats
 
 REFRESH_S = 0.5
@@ -36,12 +36,12 @@ async def show(stats: ReplayStats) -> None:
     from rich.live import Live
     from rich.text import Text
 
-    t0 = time.perf_counter()
+    t0 = clock.now()
     console = Console(stderr=True)
     with Live(console=console, auto_refresh=False, transient=False) as live:
         try:
             while True:
-                live.update(Text(render(stats, time.perf_counter() - t0)), refresh=True)
+                live.update(Text(render(stats, clock.now() - t0)), refresh=True)
                 await asyncio.sleep(REFRESH_S)
         finally:
-            live.update(Text(render(stats, time.perf_counter() - t0)), refresh=True)
+            live.update(Text(render(stats, clock.now() - t0)), refresh=True)
