@@ -65,13 +65,13 @@ class EngineTarget:
             "engine": _config_dict(self.config),
         }
 
-    def _prompt_ids(self, req: RequestSpec) -> list[int]:
+    def _prompt_ids(self, req: RequestSpec) -> list[int] | np.ndarray:
         if req.messages is not None:
             return chat_prompt_ids(req.messages, self.tokenizer, tools=req.tools)
         if isinstance(req.prompt, str):
             return self.tokenizer.encode(req.prompt)
-        if isinstance(req.prompt, np.ndarray):  # token-id prompts (harness.trace.requests)
-            return req.prompt.tolist()
+        if isinstance(req.prompt, np.ndarray):  # token-id prompts (harness.trace.requests):
+            return req.prompt  # as they are; the engine copies them when it takes the request
         return list(req.prompt or ())
 
     async def stream(self, req: RequestSpec, sink: Sink) -> None:
@@ -82,7 +82,8 @@ class EngineTarget:
         )
         try:
             engine = self.engines[req.endpoint % len(self.engines)]
-            outputs = engine.generate(req.request_id, self._prompt_ids(req), params)
+            ids = cast(list[int], self._prompt_ids(req))  # an array is taken too (generate)
+            outputs = engine.generate(req.request_id, ids, params)
         except (EngineRequestError, ChatTemplateError) as exc:
             sink.event(Failure(clock.now(), "error", "BadRequest", str(exc)))
             return
@@ -90,17 +91,18 @@ class EngineTarget:
             sink.event(Failure(clock.now(), "error", "EngineUnavailable", str(exc)))
             return
         try:
-            await self._relay(outputs, sink)
+            await self._relay(outputs, sink, req.want_text)
         finally:
             await cast(AsyncGenerator, outputs).aclose()  # generate() is an async generator
 
-    async def _relay(self, outputs, sink: Sink) -> None:
-        """The engine's outputs as they come, each stamped when the event loop got it."""
-        detok = self.tokenizer.decode_stream()
+    async def _relay(self, outputs, sink: Sink, want_text: bool) -> None:
+        """The engine's outputs as they come, each stamped when the event loop got it; their
+        text only when the driver wants it (a live history), as the HTTP target does."""
+        detok = self.tokenizer.decode_stream() if want_text else None
         async for out in outputs:
             now = clock.now()
             if out.new_token_ids:
-                text = "".join(detok.push(i) for i in out.new_token_ids)
+                text = "".join(detok.push(i) for i in out.new_token_ids) if detok else ""
                 sink.chunk(now, len(out.new_token_ids), text)
             if out.finished:
                 if out.finish_reason in ("error", "abort"):
