@@ -106,6 +106,22 @@ def check_installed(scenario: Scenario) -> None:
         raise ModuleNotFoundError("No module named 'torch'", name="torch")
 
 
+def virtual_clock(scenario: Scenario) -> bool:
+    """Whether the scenario runs on simulated time (`target.engine.options.clock: virtual`): the
+    driver and in-process engines in this one process, nothing else (checked here, in one line)."""
+    t = scenario.target
+    if t.kind != "engine" or t.engine.options.get("clock", "wall") != "virtual":
+        return False
+    field = "target.engine.options.clock"
+    if t.engine.mode != "inprocess":
+        raise InputError("virtual needs target.engine.mode: inprocess (no servers)", field=field)
+    if scenario.execution.backend != "local":
+        raise InputError(
+            "virtual runs in one process: execution.backend must be local", field=field
+        )
+    return True
+
+
 @contextlib.asynccontextmanager
 async def open_target(
     scenario: Scenario, run_dir: Path, trace: Trace, config: ReplayConfig

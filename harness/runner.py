@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.build import build_trace, check_installed, open_target, replay_config, simulated
+from harness.build import (
+    build_trace,
+    check_installed,
+    open_target,
+    replay_config,
+    simulated,
+    virtual_clock,
+)
 from harness.driver.runfolder import make_run_dir
 from harness.driver.signals import Interrupted, interrupt_on_signals
 from harness.errors import InputError
@@ -102,11 +109,14 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
     from harness.driver.run import connection_limit, run_blocking
 
     make_run_dir(run_dir)  # before any server starts or file is written: one line if it cannot be
+    virtual = virtual_clock(scenario)  # refused off the in-process engine before anything runs
     config = replay_config(scenario, run_dir.name)
     if config.load == "closed":
         limit = scenario.target.max_connections or connection_limit(trace, config)
         check_concurrency(config.concurrency, len(trace.main_sessions), limit)
-    return run_blocking(_replay(scenario, trace, config, run_dir, show_progress=show_progress))
+    return run_blocking(
+        _replay(scenario, trace, config, run_dir, show_progress=show_progress), virtual=virtual
+    )
 
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
@@ -145,6 +155,7 @@ async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, sh
             n_gpus=scenario.gpus,
             simulated=simulated(scenario),
             scenario=scenario.name,
+            clock="virtual" if virtual_clock(scenario) else "perf_counter",
         ) as folder:
             dump_scenario(scenario, run_dir / SCENARIO_FILE)
             write_trace(trace, run_dir / TRACE_FILE)

@@ -28,10 +28,10 @@ The analyzer counts the overflows of the measured requests from the records and 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from harness.driver import clock
 from harness.driver.target import Event, Failure, RequestSpec, Sink, Target
 
 POLICIES = ("send", "skip", "trim")
@@ -111,7 +111,7 @@ class ContextLimit:
             await self.inner.stream(req, _Attributing(sink))  # the server may count otherwise
             return
         if self.policy == "skip" or (self.policy == "trim" and not self._trim(req)):
-            sink.event(Failure(time.perf_counter(), "error", SKIPPED, self._why(req, limit)))
+            sink.event(Failure(clock.now(), "error", SKIPPED, self._why(req, limit)))
             return
         # sent past the limit: whatever error the server answers is its answer to that (vLLM
         # 0.32 caps max_tokens to the room left, then refuses min_tokens above it)

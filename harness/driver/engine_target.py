@@ -7,12 +7,12 @@ and chat template as the HTTP server, so an in-process run and a served run see 
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import cast
 
 import numpy as np
 
+from harness.driver import clock
 from harness.driver.target import Done, Failure, RequestSpec, Sink, Usage
 from harness.engine.config import EngineConfig
 from harness.engine.kv_tiers import TIERS as CACHE_TIERS
@@ -20,6 +20,7 @@ from harness.errors import ChatTemplateError, EngineError
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
 from harness.serving.chat_template import chat_prompt_ids
 from harness.serving.tokenizer import tokenizer_for
+from harness.serving.virtual_engine import VirtualEngine
 
 
 class EngineTarget:
@@ -37,7 +38,8 @@ class EngineTarget:
             raise EngineError(f"replicas must be >= 1, got {replicas}")
         self.config = config
         # Replicas are independent engines (own KV cache each); the driver's router picks one.
-        self.engines = [AsyncEngine(config) for _ in range(replicas)]
+        kind = VirtualEngine if config.clock == "virtual" else AsyncEngine
+        self.engines = [kind(config) for _ in range(replicas)]
         self.tokenizer = tokenizer_for(config)
         self.ignore_eos = ignore_eos
         self.temperature = 0.0 if temperature is None else temperature  # the engine's default: 0
@@ -76,13 +78,13 @@ class EngineTarget:
             },
         }
 
-    def _prompt_ids(self, req: RequestSpec) -> list[int]:
+    def _prompt_ids(self, req: RequestSpec) -> list[int] | np.ndarray:
         if req.messages is not None:
             return chat_prompt_ids(req.messages, self.tokenizer, tools=req.tools)
         if isinstance(req.prompt, str):
             return self.tokenizer.encode(req.prompt)
-        if isinstance(req.prompt, np.ndarray):  # token-id prompts (harness.trace.requests)
-            return req.prompt.tolist()
+        if isinstance(req.prompt, np.ndarray):  # token-id prompts (harness.trace.requests):
+            return req.prompt  # as they are; the engine copies them when it takes the request
         return list(req.prompt or ())
 
     async def stream(self, req: RequestSpec, sink: Sink) -> None:
@@ -94,25 +96,27 @@ class EngineTarget:
         )
         try:
             engine = self.engines[req.endpoint % len(self.engines)]
-            outputs = engine.generate(req.request_id, self._prompt_ids(req), params)
+            ids = cast(list[int], self._prompt_ids(req))  # an array is taken too (generate)
+            outputs = engine.generate(req.request_id, ids, params)
         except (EngineRequestError, ChatTemplateError) as exc:
-            sink.event(Failure(time.perf_counter(), "error", "BadRequest", str(exc)))
+            sink.event(Failure(clock.now(), "error", "BadRequest", str(exc)))
             return
         except EngineError as exc:
-            sink.event(Failure(time.perf_counter(), "error", "EngineUnavailable", str(exc)))
+            sink.event(Failure(clock.now(), "error", "EngineUnavailable", str(exc)))
             return
         try:
-            await self._relay(outputs, sink)
+            await self._relay(outputs, sink, req.want_text)
         finally:
             await cast(AsyncGenerator, outputs).aclose()  # generate() is an async generator
 
-    async def _relay(self, outputs, sink: Sink) -> None:
-        """The engine's outputs as they come, each stamped when the event loop got it."""
-        detok = self.tokenizer.decode_stream()
+    async def _relay(self, outputs, sink: Sink, want_text: bool) -> None:
+        """The engine's outputs as they come, each stamped when the event loop got it; their
+        text only when the driver wants it (a live history), as the HTTP target does."""
+        detok = self.tokenizer.decode_stream() if want_text else None
         async for out in outputs:
-            now = time.perf_counter()
+            now = clock.now()
             if out.new_token_ids:
-                text = "".join(detok.push(i) for i in out.new_token_ids)
+                text = "".join(detok.push(i) for i in out.new_token_ids) if detok else ""
                 sink.chunk(now, len(out.new_token_ids), text)
             if out.finished:
                 if out.finish_reason in ("error", "abort"):

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
-import time
 
 import aiohttp
 
+from harness.driver import clock
 from harness.driver.stream_decode import http_error_message
 from harness.driver.target import Failure, Timeouts
 from harness.driver.watchdog import Watchdog
 
-_perf = time.perf_counter
+_perf = clock.now
 
 
 async def http_failure(resp: aiohttp.ClientResponse) -> Failure:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from harness.driver import clock as run_clock
 from harness.driver.stats import ReplayStats
 
 REFRESH_S = 0.5
@@ -146,7 +147,7 @@ async def show(
 ) -> None:
     """Refresh until cancelled: a bar on a terminal, a plain line every PLAIN_EVERY_S otherwise."""
     plan = plan or Plan()
-    t0 = time.perf_counter()
+    t0 = run_clock.now()
     if not _is_terminal():
         await _plain(stats, plan, stopped, t0)
         return
@@ -157,10 +158,10 @@ async def _plain(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0
     try:
         while True:
             await asyncio.sleep(PLAIN_EVERY_S)
-            line = render(stats, time.perf_counter() - t0, plan, stopped())
+            line = render(stats, run_clock.now() - t0, plan, stopped())
             print(f"progress: {line}", file=sys.stderr, flush=True)
     finally:
-        line = render(stats, time.perf_counter() - t0, plan, stopped())
+        line = render(stats, run_clock.now() - t0, plan, stopped())
         print(f"progress: {line}", file=sys.stderr, flush=True)
 
 
@@ -191,7 +192,7 @@ async def _bar(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: 
         task = bar.add_task("replay", total=1.0, phase="", where="", counts="")
 
         def update() -> None:
-            elapsed = time.perf_counter() - t0
+            elapsed = run_clock.now() - t0
             done, left = fraction(plan, elapsed, stats), eta_s(plan, elapsed, stats)
             bar.update(
                 task,

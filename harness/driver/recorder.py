@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from harness.driver import clock
 from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Target, Usage
 from harness.schema import RECORDS_FILE, Record
 
@@ -87,11 +87,11 @@ async def collect(
             "cancelled",
             "Cancelled",
             "the run stopped while the request was in flight",
-            time.perf_counter() - t0,
+            clock.now() - t0,
         )
         raise
     except Exception as exc:  # a bug in a target must cost one request, not the run
-        _fail(rec, "error", type(exc).__name__, f"target raised: {exc}", time.perf_counter() - t0)
+        _fail(rec, "error", type(exc).__name__, f"target raised: {exc}", clock.now() - t0)
     finally:
         if rec["status"] is None:
             _fail(
@@ -99,7 +99,7 @@ async def collect(
                 "error",
                 "NoTerminalEvent",
                 "the target's stream ended without Done or Failure",
-                time.perf_counter() - t0,
+                clock.now() - t0,
             )
         times = rec["chunk_times"]
         if times:

@@ -10,7 +10,7 @@ failed request is recorded; with a retry policy (`config.retry`) the turn is tri
 backoff, each attempt its own record; otherwise the session goes on: the offered load follows
 the trace, not the server's health.
 
-The run clock is `time.perf_counter() - t0`. `t_scheduled` is when a request was meant to go
+The run clock is `clock.now() - t0`. `t_scheduled` is when a request was meant to go
 (arrival time, or previous end + think time); `t_sent` when it went.
 """
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from harness.driver import clock
 from harness.driver.config import ReplayConfig
 from harness.driver.load import Task, TaskSource, arrivals
 from harness.driver.passes import Passes
@@ -67,7 +67,7 @@ class Replay:
         self.task_source = TaskSource(trace.main_sessions, config)
         self.router = Router(target.endpoints, config.routing)
         self.stats = ReplayStats()
-        self.t0 = time.perf_counter()
+        self.t0 = clock.now()
         self.sent = 0
         self.sessions_started = 0
         self.stopped_by: str | None = None
@@ -76,13 +76,14 @@ class Replay:
         self.started = False  # run() was called: from now a signal interrupts the replay
         self.finished = False  # run() returned: the replay itself says how it ended
         self._stop = asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
+        # in spawn order (a set's would follow addresses): cancelling goes the same way every run
+        self._tasks: dict[asyncio.Task, None] = {}
         self._timers: list[asyncio.TimerHandle] = []
         self.in_flight: dict[str, Record] = {}  # request id -> its record, while it is in flight
         self._encode = getattr(target, "encode", None)  # the body's encoding, done before t_sent
 
     def now(self) -> float:
-        return time.perf_counter() - self.t0
+        return clock.now() - self.t0
 
     # ---- the run ------------------------------------------------------------------------------
 
@@ -90,9 +91,9 @@ class Replay:
         """`t0`: a perf_counter instant (now or later) to use as the run clock's origin, so
         several processes can share one start; the run waits for it. Default: now."""
         if t0 is not None:
-            await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+            await asyncio.sleep(max(0.0, t0 - clock.now()))
         self.started = True
-        self.t0 = time.perf_counter() if t0 is None else t0
+        self.t0 = clock.now() if t0 is None else t0
         if self.config.max_duration is not None:
             loop = asyncio.get_running_loop()
             # from the clock's origin, which a shared start (t0) may have put in the past
@@ -178,8 +179,11 @@ class Replay:
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task) -> None:
+        self._tasks.pop(task, None)
 
     def _halt(self, reason: str) -> None:
         if not self._stop.is_set():

@@ -11,7 +11,7 @@ import gc
 import time
 from pathlib import Path
 
-from harness.driver import progress
+from harness.driver import clock, progress
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit
 from harness.driver.manifest import replay_fields, started_fields
@@ -55,16 +55,18 @@ def event_loop_factory():
     return uvloop.new_event_loop
 
 
-def run_blocking(coro):
+def run_blocking(coro, *, virtual: bool = False):
     """Run `coro` to completion on uvloop when installed: `harness run` and `harness replay`
     measure on the same event loop. A SIGINT or SIGTERM in any phase of it ends that phase at
-    once (`harness.driver.signals`); `Interrupted` comes out once the run folder is closed."""
+    once (`harness.driver.signals`); `Interrupted` comes out once the run folder is closed.
+    `virtual`: on simulated time (`clock.VirtualLoop`)."""
 
     async def guarded():
         with Signals().installed():
             return await coro
 
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+    factory = clock.VirtualLoop if virtual else event_loop_factory()
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(guarded())
 
 
@@ -109,7 +111,10 @@ async def replay_into(
     gc.freeze()
     plan = progress.Plan.of(config, trace)
     shown = None
-    probe = LoopProbe()
+    # On simulated time the loop is never late and CPU seconds have no run-clock meaning: no probe.
+    virtual = clock.is_virtual()
+    probe = None if virtual else LoopProbe()
+    wall0 = time.perf_counter()
     try:
         with folder.signals(replay):
             await target.start()
@@ -119,7 +124,8 @@ async def replay_into(
             folder.update(**started_fields(target.describe(), folder.manifest))
             if isinstance(target, ContextLimit):  # the limits the target learned as it started
                 folder.update(context_limit=target.manifest())
-            probe.start()
+            if probe is not None:
+                probe.start()
             result = await replay.run()
         folder.check_written()
         return result
@@ -128,13 +134,15 @@ async def replay_into(
             shown.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await shown
-        probe.stop()
+        if probe is not None:
+            probe.stop()
         await target.close()
-        with contextlib.suppress(OSError):  # a full disk: the records matter, not the samples
-            write_client_check(folder.path, probe, replay.t0)
-        t0_wall = time.time() - (time.perf_counter() - replay.t0)
+        if probe is not None:
+            with contextlib.suppress(OSError):  # a full disk: the records matter, not the samples
+                write_client_check(folder.path, probe, replay.t0)
+        wall_s = time.perf_counter() - wall0
+        folder.update(**_clock_fields(virtual, wall_s, replay.now()))
         folder.update(
-            t0_wall=t0_wall,
             t0_perf_counter=replay.t0,
             duration_s=replay.now(),
             stopped_by=replay.ending,
@@ -150,3 +158,15 @@ async def replay_into(
                 }
             )
         gc.unfreeze()
+
+
+def _clock_fields(virtual: bool, wall_s: float, duration_s: float) -> dict:
+    """The manifest's clock: on simulated time, its speed against the wall too."""
+    if not virtual:
+        return {"t0_wall": time.time() - duration_s}
+    return {
+        "clock": "virtual",
+        "t0_wall": time.time() - wall_s,
+        "wall_duration_s": round(wall_s, 3),
+        "speedup": round(duration_s / wall_s, 1) if wall_s > 0 else None,
+    }

@@ -8,14 +8,14 @@ task cancellation it did not ask for.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import aiohttp
 
+from harness.driver import clock
 from harness.driver.target import Timeouts
 from harness.driver.wire import BodyReader
 
-_perf = time.perf_counter
+_perf = clock.now
 
 
 class Watchdog:

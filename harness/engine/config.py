@@ -22,6 +22,7 @@ FULL, SLIDING = "full", "sliding"  # attention kinds of a layer (and of a KV gro
 RETENTION_POLICIES = ("none", "interval", "interval+selective")
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DEVICES = ("auto", "cpu", "cuda")
+CLOCKS = ("wall", "virtual")  # virtual: simulated time, the run in one process (docs/engine.md)
 CPU_KV_BUDGET_GB = 1.0  # default KV budget when neither num_gpu_blocks nor a budget is given
 
 
@@ -145,6 +146,7 @@ class EngineConfig:
         1.0  # simulated runner: wall seconds slept per modelled second (0: none)
     )
     step_time_scale: float = 1.0  # every runner: each step takes this times as long (1.3: +30 %)
+    clock: str = "wall"  # "virtual": steps take their modelled time on a simulated clock
     prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
     sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
 
@@ -169,6 +171,7 @@ class EngineConfig:
             ("dtype", tuple(DTYPES)),
             ("device", DEVICES),
             ("prefix_cache_retention", RETENTION_POLICIES),
+            ("clock", CLOCKS),
         ):
             value = getattr(self, name)
             if value not in choices and not (name == "device" and value.startswith("cuda:")):
@@ -210,6 +213,7 @@ class EngineConfig:
                     f"{self.max_model_len} exceeds preset '{self.preset}' limit {limit}",
                 )
         self._check_tiers()
+        self._check_clock()
         if self.total_blocks < 2:
             raise _err(
                 "num_gpu_blocks", f"the KV cache holds {self.total_blocks} blocks; need >= 2"
@@ -224,6 +228,14 @@ class EngineConfig:
         url = self.kv_store
         if url is not None and url != "local" and not url.startswith("http://"):
             raise _err("kv_store", f"{url!r} is not http://HOST:PORT (or 'local')")
+
+    def _check_clock(self) -> None:
+        if self.clock != "virtual":
+            return
+        if self.runner != "simulated":
+            raise _err("clock", "virtual needs runner: simulated (torch step times are measured)")
+        if self.kv_store is not None:
+            raise _err("clock", "virtual runs in one process: no kv_store (a server elsewhere)")
 
     @property
     def model(self) -> ModelPreset:
@@ -279,6 +291,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "served_model_name": (str,),
     "sim_time_scale": (int, float),
     "step_time_scale": (int, float),
+    "clock": (str,),
     "prefix_cache_retention": (str,),
     "sliding_window_reclaim": (bool,),
 }

@@ -89,19 +89,34 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
     kinds = pool.kinds if pool.reclaim_window else (FULL,) * len(pool.kinds)
     full = [g for g, kind in enumerate(kinds) if kind == FULL]
     sliding = [g for g, kind in enumerate(kinds) if kind == SLIDING]
-    k = 0
-    while k < n and all(_entry(pool, req, g, k, hashes) is not None for g in full):
-        k += 1
-    hit.num_full_blocks = k
+    found = _full_hit(pool, req, full, n, hashes)  # each full group's entries, looked up once
+    k = hit.num_full_blocks = len(found[full[0]]) if full else n
     if sliding:
         k = _sliding_hit(pool, req, sliding, k, hashes)
     hit.num_blocks, hit.hashes = k, hashes[:k]
     first = window_start(k * bs, pool.sliding_window, bs)
     for g, kind in enumerate(kinds):
-        lo = first if kind == SLIDING else 0
+        if kind == FULL:
+            hit.tables[g] = found[g][:k]
+            continue
+        lo = first
         hit.tables[g] = [NULL_BLOCK] * lo + [_entry(pool, req, g, i, hashes) for i in range(lo, k)]
     _count(pool, hit)
     return hit
+
+
+def _full_hit(
+    pool: BlockPool, req: Request, groups: list[int], n: int, hashes: list[bytes]
+) -> dict[int, list]:
+    """The entries of the longest prefix (< n blocks) every full-attention group holds."""
+    found: dict[int, list] = {g: [] for g in groups}
+    for k in range(n):
+        row = [_entry(pool, req, g, k, hashes) for g in groups]
+        if any(e is None for e in row):
+            break
+        for g, e in zip(groups, row, strict=True):
+            found[g].append(e)
+    return found
 
 
 def _sliding_hit(

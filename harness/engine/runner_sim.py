@@ -1,8 +1,9 @@
 """The simulated runner: the real scheduler and block pool, no model math.
 
 Each step takes the time the cost model gives for its shape, times `step_time_scale` (an injected
-slowdown: 1.3 models every step 30 % longer), slept in wall time scaled by `sim_time_scale` (0 only
-advances `sim_time_s`). Outputs are deterministic token ids: a function
+slowdown: 1.3 models every step 30 % longer), slept in wall time scaled by `sim_time_scale` (0, or
+`clock: virtual`, only advances `sim_time_s`: the virtual engine then waits it out on the event
+loop's simulated clock). Outputs are deterministic token ids: a function
 of the request's last token and position, so runs are repeatable and caching cannot change them.
 """
 
@@ -39,7 +40,7 @@ class SimRunner:
         self._transfer_s = 0.0
         self.sim_time_s += seconds
         self.last_step_s = seconds
-        if self.config.sim_time_scale > 0:
+        if self.config.sim_time_scale > 0 and self.config.clock == "wall":  # virtual: no sleep
             time.sleep(seconds * self.config.sim_time_scale)
         return {c.request.request_id: self._token(c) for c in chunks if c.samples}
 
