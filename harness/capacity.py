@@ -1,160 +1,266 @@
-"""`harness capacity SCENARIO`: the most concurrent tasks the target serves within the SLOs.
+"""`harness capacity SCENARIO`: the most concurrent tasks the target serves within the SLOs, as a
+band decided on repeated runs.
 
-The search runs the scenario at `load.concurrency` 1, 2, 4, ... until a point misses an SLO, then
-bisects between the last point that met every SLO and the first that missed one. Each SLO of the
-scenario (`slos:`, percentile ones such as `ttft_p90: 1s`) is judged with the noise-aware test
-`harness compare` uses: the bootstrap interval over tasks of the run's figure (`analysis.compare.
-evidence`). Met: the whole interval is within the bound; missed: the whole interval is past it;
-otherwise undecided, and the point is run once more and judged on both runs pooled (repeats
-drawn too); still undecided, the point value decides and the point says so. `capacity.json`
-holds the answer and every point tried, each point's run folder beside it; `capacity.html`
-the curve per SLO and why the first failing point failed (harness/report/capacity.py).
+The search runs the scenario at `load.concurrency` 1, 2, 4, ... (single runs while a point's
+figures are clearly within or clearly past their bounds), then bisects between the last point met
+and the first that was not. A point near the knee is run `Rule.repeats` times and decided on the
+share of its runs that met every SLO (harness/analysis/capacity.py): the noise that moves a
+capacity is between runs, so a run is the unit. Once the point above the first miss has been
+tried too, a failing point below a met one (non-monotone) has both re-run, and the search runs
+again on what they say. A bisection of the band's upper edge follows: the lowest point missed by
+most of its runs. Each run records the host's load; a run on a busy host is flagged and repeated
+while the budget allows. `capacity.json` holds the answer, the band and every run; `capacity.html`
+draws it (harness/report/capacity.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from harness.analysis.compare import evidence
-from harness.analysis.compare.evidence import Clusters
-from harness.analysis.run import load_run
+from harness.analysis import capacity_band as curve
+from harness.analysis.capacity import FAILING, MET, MIXED, PointVerdict, Rule, RunOutcome, decide
+from harness.analysis.capacity import outcome as run_outcome
 from harness.analysis.slo import Slo, parse_slos
-from harness.analysis.summary import Analysis, analyze
 from harness.errors import InputError
-from harness.report.capacity import write_capacity_report
+from harness.report.capacity import band_sentence, binding_sentence, write_capacity_report
 from harness.scenario import Scenario
 
 CAPACITY_FILE = "capacity.json"
-ALPHA = 0.05  # each SLO's interval is a 95 % one
+OPTIONAL_SHARE = (
+    0.6  # optional runs (busy host, re-runs, the look above) only in this share of the budget
+)
+FIX_ROUNDS = 2  # non-monotone re-runs, then the search again, at most this often
+
+Measure = Callable[[int, int], RunOutcome]  # (concurrency, run number) -> the run's outcome
 
 
-@dataclass
-class SloFigure:
-    value: float | None  # the figure over the point's runs pooled
-    interval: tuple[float, float] | None
-    bound: float
-    upper: bool  # the bound is an upper one (latencies); else a lower one (interactivity)
-    met: bool | None  # None: undecided by the interval (the point value then decides)
-
-    def within(self, x: float) -> bool:
-        return x <= self.bound if self.upper else x >= self.bound
+@dataclass(frozen=True)
+class Settings:
+    max_concurrency: int = 256
+    resolution: float = 0.1  # bisection stops once the gap is this share of the answer
+    budget_s: float | None = 20 * 60  # wall-clock budget of the whole search (None: none)
+    look_above: bool = True  # try the point above the first miss (non-monotone curves)
+    rule: Rule = field(default_factory=Rule)
 
 
-@dataclass
-class Point:
-    concurrency: int
-    runs: list[str]
-    met: bool
-    decided_by: str  # "interval" or "point value" (still undecided after the repeat)
-    slos: dict[str, SloFigure] = field(default_factory=dict)
+class Search:
+    def __init__(
+        self,
+        measure: Measure,
+        slos: list[Slo],
+        settings: Settings,
+        log: Callable[[str], None] = lambda line: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.measure, self.slos, self.settings, self.log = measure, slos, settings, log
+        self.clock, self.start = clock, clock()
+        self.runs: dict[int, list[RunOutcome]] = {}
+        self.rerun: list[dict] = []
+        self.exhausted = False
+
+    @property
+    def points(self) -> dict[int, PointVerdict]:
+        return {c: self.verdict(c) for c in self.runs}
+
+    def verdict(self, c: int) -> PointVerdict:
+        return decide(c, self.runs.get(c, []), self.slos, self.settings.rule)
+
+    def spent(self, share: float = 1.0) -> bool:
+        budget = self.settings.budget_s
+        over = budget is not None and self.clock() - self.start >= share * budget
+        self.exhausted |= over and share == 1.0
+        return over
+
+    def run_once(self, c: int) -> None:
+        runs = self.runs.setdefault(c, [])
+        runs.append(self.measure(c, len(runs) + 1))
+        r = runs[-1]
+        busy = " (host busy)" if r.busy else ""
+        figures = ", ".join(f"{k} {_g(v)}" for k, v in r.figures.items())
+        self.log(f"capacity: concurrency {c} run {len(runs)}: {figures}, {r.tasks} tasks{busy}")
+
+    def evaluate(self, c: int) -> PointVerdict:
+        v, before = self.verdict(c), len(self.runs.get(c, []))
+        while not self.spent() and (
+            not self.runs.get(c) or v.wants or (v.busy_wants and not self.spent(OPTIONAL_SHARE))
+        ):
+            self.run_once(c)
+            v = self.verdict(c)
+        if len(self.runs.get(c, [])) > before:
+            self.log(f"capacity: concurrency {c}: {describe(v)}")
+        return v
+
+    def top_up(self, c: int) -> None:
+        """Re-run a point to the rule's most runs (a non-monotone pair), while the budget allows."""
+        while len(self.runs[c]) < self.settings.rule.max_runs and not self.spent(OPTIONAL_SHARE):
+            self.run_once(c)
+
+    def search(self) -> dict[int, PointVerdict]:
+        good, bad = self._double()
+        if bad is not None and self.settings.look_above:
+            above = min(2 * bad, self.settings.max_concurrency)
+            if above > bad and not self.spent(OPTIONAL_SHARE):
+                self.evaluate(above)
+        self._bisect_capacity()
+        for _ in range(FIX_ROUNDS):
+            pairs = curve.non_monotone(self.points)
+            if not pairs or self.spent(OPTIONAL_SHARE):
+                break
+            self._fix(pairs)
+            self._bisect_capacity()
+        self._bisect_band()
+        return self.points
+
+    def _double(self) -> tuple[int, int | None]:
+        c, ceiling = 1, self.settings.max_concurrency
+        while not self.spent():
+            self.evaluate(c)
+            good, bad = curve.bracket(self.points)
+            if bad is not None or c >= ceiling:
+                return good, bad
+            c = min(2 * c, ceiling)
+        return curve.bracket(self.points)
+
+    def _bisect(self, lo: int, hi: int, ok: Callable[[str], bool]) -> None:
+        while hi - lo > max(1.0, self.settings.resolution * lo) and not self.spent():
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if ok(self.evaluate(mid).state) else (lo, mid)
+
+    def _bisect_capacity(self) -> None:
+        good, bad = curve.bracket(self.points)
+        if bad is not None:  # from the highest point below the miss (met, or too few tasks)
+            lo = max([good, *(c for c in self.runs if c < bad)])
+            self._bisect(lo, bad, lambda state: state == MET)
+
+    def _bisect_band(self) -> None:
+        """Between the highest point mostly met below the band's top and the top itself."""
+        _, top = curve.band(self.points)
+        if top is None:
+            return
+        below = [c for c, p in self.points.items() if c < top and p.state in (MET, MIXED)]
+        if below:
+            self._bisect(max(below), top, lambda state: state in (MET, MIXED))
+
+    def _fix(self, pairs: list[tuple[int, int]]) -> None:
+        before = self.points
+        for c in sorted({c for pair in pairs for c in pair}):
+            self.top_up(c)
+        after = self.points
+        for lo, hi in pairs:
+            still = after[lo].state in FAILING and after[hi].state == MET
+            self.rerun.append(
+                {
+                    "lower": lo,
+                    "higher": hi,
+                    "before": [before[lo].share, before[hi].share],
+                    "after": [after[lo].share, after[hi].share],
+                    "persists": still,
+                }
+            )
+            self.log(
+                f"capacity: not monotone: {lo} {before[lo].state} ({before[lo].share}) below "
+                f"{hi} met ({before[hi].share}); re-run: {after[lo].share} and {after[hi].share}"
+            )
 
 
-def judge(analyses: list[Analysis], slo: Slo) -> SloFigure:
-    column = "tpot" if slo.metric == "interactivity" else slo.metric
-    q = slo.percentile or 50.0
-    stat = (
-        evidence.inverse_percentile(q) if slo.metric == "interactivity" else evidence.percentile(q)
-    )
-    runs = [
-        Clusters.of(a.per_request[column], a.run.records.loc[a.per_request.index, "task"])
-        for a in analyses
-    ]
-    value = evidence.value(runs, stat)
-    figure = SloFigure(value, None, slo.bound, slo.is_upper, None)
-    boot = evidence.replicates(runs, stat, evidence.rng())
-    boot = boot[np.isfinite(boot)]
-    if value is None or boot.size < 0.9 * evidence.REPLICATES:
-        figure.met = None if value is not None else False  # no figure at all: not met
-        return figure
-    lo, hi = (float(x) for x in np.percentile(boot, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)]))
-    figure.interval = (lo, hi)
-    if figure.within(lo) == figure.within(hi):  # the whole interval on one side of the bound
-        figure.met = figure.within(lo)
-    return figure
+def describe(v: PointVerdict) -> str:
+    how = "near the bound, decided on repeats" if v.near else "clear of the bound"
+    busy = f"; {v.busy_runs} run(s) on a busy host" if v.busy_runs else ""
+    return f"{v.state} in {v.share} runs ({how}{busy})"
 
 
 def capacity(
     scenario: Scenario,
     out: Path,
+    settings: Settings | None = None,
     *,
-    max_concurrency: int = 256,
-    resolution: float = 0.05,
     quiet: bool = False,
 ) -> dict:
+    settings = settings or Settings()
     slos = [s for s in parse_slos(scenario.slos, source="slos") if s.percentile is not None]
     if not slos:
         raise InputError("capacity needs percentile SLOs, e.g. slos: {ttft_p90: 1s}", field="slos")
     if scenario.load.load != "closed":
         raise InputError("capacity searches a closed loop's concurrency", field="load.mode")
-    tried: dict[int, Point] = {}
-    met = _search(
-        lambda c: _point(scenario, out, c, slos, tried, quiet).met, max_concurrency, resolution
-    )
-    result = {
-        "capacity": met,
-        "slos": {s.name: s.bound for s in slos},
-        "points": [asdict(tried[c]) for c in sorted(tried)],
-    }
+    measure = _measure(scenario, out, slos, settings.rule, quiet)
+    search = Search(measure, slos, settings, log=(lambda _: None) if quiet else _print)
+    points = search.search()
+    result = _result(search, points, slos, settings)
     (out / CAPACITY_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     write_capacity_report(result, out)
     return result
 
 
-def _search(meets, ceiling: int, resolution: float = 0.05) -> int:
-    """The largest concurrency that meets (doubling from 1, then bisection); 0 if 1 does not.
-    The bisection stops once the gap to the first miss is within `resolution` of the answer:
-    finer than the run-to-run noise, it would only spend runs."""
-    good, bad = 0, None
-    c = 1
-    while c <= ceiling:
-        if not meets(c):
-            bad = c
-            break
-        good, c = c, c * 2
-    if bad is None:
-        return good
-    while bad - good > max(1, resolution * good):
-        mid = (good + bad) // 2
-        good, bad = (mid, bad) if meets(mid) else (good, mid)
-    return good
+def _result(search: Search, points: dict[int, PointVerdict], slos, settings: Settings) -> dict:
+    low, high = curve.band(points)
+    result = {
+        "capacity": low,
+        "band": [low, high],
+        "slos": {s.name: s.bound for s in slos},
+        "binding": curve.binding(points, slos),
+        "non_monotone": search.rerun
+        + [{"lower": lo, "higher": hi, "persists": True} for lo, hi in _unfixed(search, points)],
+        "rule": asdict(settings.rule),
+        "budget": {
+            "budget_s": settings.budget_s,
+            "spent_s": round(search.clock() - search.start, 1),
+            "exhausted": search.exhausted,
+        },
+        "points": [_point(points[c]) for c in sorted(points)],
+    }
+    result["band_text"] = band_sentence(result)
+    result["binding_text"] = binding_sentence(result)
+    return result
 
 
-def _point(
-    scenario: Scenario, out: Path, c: int, slos: list[Slo], tried: dict[int, Point], quiet: bool
-) -> Point:
-    if c in tried:
-        return tried[c]
-    analyses = [_run(scenario, out / f"c{c}", c, quiet)]
-    figures = {s.name: judge(analyses, s) for s in slos}
-    if any(f.met is None for f in figures.values()):  # undecided: once more, pooled
-        analyses.append(_run(scenario, out / f"c{c}-repeat", c, quiet))
-        figures = {s.name: judge(analyses, s) for s in slos}
-    undecided = [f for f in figures.values() if f.met is None]
-    for f in undecided:
-        f.met = f.value is not None and f.within(f.value)
-    point = Point(
-        c,
-        [str(a.run.path) for a in analyses],
-        all(f.met for f in figures.values()),
-        "point value" if undecided else "interval",
-        figures,
-    )
-    tried[c] = point
-    if not quiet:
-        verdict = "met every SLO" if point.met else "missed an SLO"
-        print(f"capacity: concurrency {c}: {verdict} ({point.decided_by})", flush=True)
-    return point
+def _unfixed(search: Search, points) -> list[tuple[int, int]]:
+    """Non-monotone pairs no re-run looked at (the budget ran out first)."""
+    seen = {(r["lower"], r["higher"]) for r in search.rerun}
+    return [pair for pair in curve.non_monotone(points) if pair not in seen]
 
 
-def _run(scenario: Scenario, run_dir: Path, c: int, quiet: bool) -> Analysis:
-    from harness.runner import run_point
+def _point(v: PointVerdict) -> dict:
+    return {
+        "concurrency": v.concurrency,
+        "state": v.state,
+        "met": v.state == MET,
+        "met_runs": v.met_runs,
+        "decided_runs": v.decided_runs,
+        "near": v.near,
+        "busy_runs": v.busy_runs,
+        "slos": {k: asdict(s) for k, s in v.slos.items()},
+        "runs": [asdict(r) for r in v.runs],
+    }
 
-    point = scenario.model_copy(
-        update={"load": scenario.load.model_copy(update={"concurrency": c})}
-    )
-    run_point(point, run_dir, quiet=True)
-    return analyze(load_run(run_dir))
+
+def _measure(scenario: Scenario, out: Path, slos: list[Slo], rule: Rule, quiet: bool) -> Measure:
+    from harness.analysis.summary import analyze_run
+    from harness.runner import build_trace, replay_point
+
+    def measure(c: int, k: int) -> RunOutcome:
+        point = scenario.model_copy(
+            update={"load": scenario.load.model_copy(update={"concurrency": c})}
+        )
+        run_dir = out / f"c{c}-r{k}"
+        host = {"cpus": os.cpu_count(), "before": list(os.getloadavg())}
+        began = time.perf_counter()
+        replay_point(point, build_trace(point), run_dir, show_progress=False)
+        summary = analyze_run(run_dir)  # summary.json; `harness report RUN` draws the run's page
+        host["after"] = list(os.getloadavg())
+        wall = time.perf_counter() - began
+        return run_outcome(c, str(run_dir), summary, slos, host, rule, round(wall, 1))
+
+    return measure
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"

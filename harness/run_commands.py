@@ -131,10 +131,11 @@ def _exit(status: str, total: int, failed: int, max_failures: float) -> int:
 def _register_capacity(sub) -> None:
     cap = sub.add_parser(
         "capacity",
-        help="the most concurrent tasks the target serves within the scenario's SLOs",
+        help="the most concurrent tasks the target serves within the scenario's SLOs, as a band",
         description="Search load.concurrency (1, 2, 4, ... then bisection) for the most concurrent "
-        "tasks whose SLOs (the scenario's slos) all hold, each judged by a bootstrap interval over "
-        "tasks; a point is repeated when its interval is undecided. Writes capacity.json.",
+        "tasks whose SLOs (the scenario's slos) all hold. Each run's figure is one sample: a point "
+        "clear of its bounds is decided by one run, a point near them by --repeats runs and the "
+        "share that met. Writes capacity.json (capacity and band) and capacity.html.",
     )
     cap.add_argument("scenario", help="scenario YAML with percentile slos (e.g. ttft_p90: 1s)")
     cap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -145,8 +146,48 @@ def _register_capacity(sub) -> None:
     cap.add_argument(
         "--resolution",
         type=float,
-        default=0.05,
-        help="stop bisecting once the gap to the first miss is this fraction of the answer",
+        default=0.1,
+        help="stop bisecting once the gap is this fraction of the answer (0.1)",
+    )
+    cap.add_argument(
+        "--repeats", type=int, default=3, help="runs of a point near the knee, at least 2 (3)"
+    )
+    cap.add_argument(
+        "--max-runs",
+        type=int,
+        default=5,
+        help="runs of one point at most: busy-host repeats, non-monotone re-runs (5)",
+    )
+    cap.add_argument(
+        "--min-tasks",
+        type=int,
+        default=5,
+        help="a run that served fewer tasks is undecided, never met (5)",
+    )
+    cap.add_argument(
+        "--near",
+        type=float,
+        default=0.2,
+        help="a figure within this share of its bound is near the knee: repeats decide (0.2)",
+    )
+    cap.add_argument(
+        "--busy-load",
+        type=float,
+        default=1.0,
+        help="other processes' load average per CPU from which a run's host is busy (1.0)",
+    )
+    cap.add_argument(
+        "--budget-min",
+        type=float,
+        default=20.0,
+        help="wall-clock minutes for the whole search; optional runs (busy-host repeats, "
+        "re-runs, the look above) only in the first 60 %% of it (20)",
+    )
+    cap.add_argument(
+        "--no-look-above",
+        dest="look_above",
+        action="store_false",
+        help="do not try the point above the first miss (it detects non-monotone curves)",
     )
     cap.set_defaults(func=_capacity)
 
@@ -156,10 +197,10 @@ def _capacity(args: argparse.Namespace) -> int:
 
     from harness.capacity import CAPACITY_FILE, capacity
     from harness.errors import InputError
+    from harness.report.capacity_text import notes
     from harness.scenario import load_scenario
 
-    if args.max_concurrency < 1:
-        raise InputError(f"must be >= 1, got {args.max_concurrency}", field="--max-concurrency")
+    settings = _capacity_settings(args)
     out = Path(args.output)
     if out.exists() and any(out.iterdir()):
         raise InputError("already exists and is not empty; choose another with -o", path=out)
@@ -167,17 +208,36 @@ def _capacity(args: argparse.Namespace) -> int:
 
     make_run_dir(out)
     scenario = load_scenario(args.scenario, args.sets)
-    result = capacity(
-        scenario, out, max_concurrency=args.max_concurrency, resolution=args.resolution
-    )
-    tried = ", ".join(
-        f"{p['concurrency']}{'' if p['met'] else ' (missed)'}" for p in result["points"]
-    )
-    print(
-        f"capacity: {result['capacity']} concurrent tasks within {result['slos']} (tried {tried})"
-    )
-    print(f"wrote {out / CAPACITY_FILE}")
+    result = capacity(scenario, out, settings)
+    print(f"capacity: {result['band_text']}")
+    print(f"capacity: {result['binding_text']}")
+    for line in notes(result):
+        print(f"capacity: {line}")
+    print(f"wrote {out / CAPACITY_FILE} and {out / 'capacity.html'}")
     return 0
+
+
+def _capacity_settings(args: argparse.Namespace):
+    from harness.analysis.capacity import Rule
+    from harness.capacity import Settings
+    from harness.errors import InputError
+
+    checks = (
+        ("--max-concurrency", args.max_concurrency, args.max_concurrency >= 1, ">= 1"),
+        ("--repeats", args.repeats, args.repeats >= 2, ">= 2"),
+        ("--max-runs", args.max_runs, args.max_runs >= args.repeats, ">= --repeats"),
+        ("--min-tasks", args.min_tasks, args.min_tasks >= 1, ">= 1"),
+        ("--near", args.near, 0 <= args.near < 1, "in [0, 1)"),
+        ("--resolution", args.resolution, 0 <= args.resolution < 1, "in [0, 1)"),
+        ("--busy-load", args.busy_load, args.busy_load > 0, "> 0"),
+        ("--budget-min", args.budget_min, args.budget_min > 0, "> 0"),
+    )
+    for flag, value, ok, want in checks:
+        if not ok:
+            raise InputError(f"must be {want}, got {value}", field=flag)
+    rule = Rule(args.min_tasks, args.repeats, args.near, args.busy_load, args.max_runs)
+    budget = args.budget_min * 60
+    return Settings(args.max_concurrency, args.resolution, budget, args.look_above, rule)
 
 
 def _register_replay(sub) -> None:

@@ -1,8 +1,10 @@
 """`capacity.html`: the capacity search drawn, and why its first failing point failed.
 
-One figure per SLO: each tried concurrency's figure with its bootstrap interval, the bound, the
-points that missed in red. Below, the last point that met every SLO beside the first above it that
-missed, on the figures that say where the time went: client queueing (send lag), prefill (TTFT and
+First the answer in words: the band with each point's share of met runs, the SLO that binds at
+the first failing point, what to read it with (non-monotone points, busy hosts, the budget). Then
+every point tried: its state, each SLO's mean over its runs with a t-interval, tasks, the host's
+load. One figure per SLO: each run's figure, each point's mean and interval, the bound. Below, the
+capacity point beside the first failing point above it, on the figures that say where the time went: client queueing (send lag), prefill (TTFT and
 the prompt tokens the server had to compute), decode (TPOT), eviction recompute (missed tokens the
 server had and lost) and waiting on subagents (join wait). Every number is read from the points'
 summary.json files.
@@ -14,10 +16,12 @@ import html
 import json
 from pathlib import Path
 
+from harness.analysis.capacity import others_load
+from harness.report.capacity_text import band_sentence, binding_sentence, notes
 from harness.report.html import CSS, _figure_html
+from harness.report.numbers import fmt
 from harness.report.plots.base import _figure
 from harness.report.tables import table
-from harness.report.text import fmt
 
 CAPACITY_PAGE = "capacity.html"
 
@@ -43,14 +47,22 @@ def _uncached(s: dict) -> float | None:
     return missed / requests if requests else None
 
 
+STATE_COLOURS = {"met": "tab:blue", "mixed": "tab:orange", "missed": "tab:red", "undecided": "grey"}
+
+
 def write_capacity_report(result: dict, out: Path) -> Path:
     points = result["points"]
+    low, high = result["band"]
+    band = f"{low}-{high}" if high is not None else f"{low} and above"
     body = [
-        f"<h1>Capacity: {result['capacity']} concurrent tasks</h1>",
-        f'<p class="note">The most concurrent tasks for which every SLO ({html.escape(_slos(result))})'
-        " held, judged by each figure's 95 % bootstrap interval over tasks (harness capacity).</p>",
+        f"<h1>Capacity: {low} concurrent tasks (band {band})</h1>",
+        f"<p><b>{html.escape(band_sentence(result))}</b>.</p>",
+        f"<p>{html.escape(binding_sentence(result))}.</p>",
+        *(f'<p class="note">{html.escape(line)}.</p>' for line in notes(result)),
+        f'<p class="note">{html.escape(_rule(result))}</p>',
+        _points_table(result),
         *(_slo_figure(name, points) for name in result["slos"]),
-        _why(points),
+        _why(result),
     ]
     page = out / CAPACITY_PAGE
     page.write_text(
@@ -61,64 +73,115 @@ def write_capacity_report(result: dict, out: Path) -> Path:
     return page
 
 
+def _rule(result: dict) -> str:
+    r = result["rule"]
+    return (
+        f"Every SLO ({_slos(result)}) is judged on each run's own figure; a run is one sample. "
+        f"A point is decided by one run when every figure lies more than {r['near']:.0%} inside "
+        f"its bound or one lies more than {r['near']:.0%} past it; otherwise by {r['repeats']} "
+        "runs or more: met when all of them met, missed when fewer than half did, mixed between. "
+        f"A run that served fewer than {r['min_tasks']} tasks is undecided, never met. The "
+        "capacity is the largest met point with no failing point below it; the band ends at the "
+        "lowest point missed above the highest met one (harness capacity)."
+    )
+
+
 def _slos(result: dict) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in result["slos"].items())
 
 
+def _points_table(result: dict) -> str:
+    names = list(result["slos"])
+    header = ["concurrency", "state", "met runs", *(f"{n}: mean [95 % t-interval]" for n in names)]
+    header += ["tasks (complete)", "host load / CPU (others)", "wall s"]
+    rows = [[*_row(p, names)] for p in result["points"]]
+    return "<h2>Points tried</h2>" + table(header, rows)
+
+
+def _row(p: dict, names: list[str]) -> list[str]:
+    runs = p["runs"]
+    return [
+        str(p["concurrency"]),
+        p["state"] + (" (near the bound)" if p["near"] else ""),
+        f"{p['met_runs']} of {p['decided_runs']}"
+        + (f", {p['busy_runs']} on a busy host" if p["busy_runs"] else ""),
+        *(_spread(p["slos"][n]) for n in names),
+        ", ".join(f"{r['tasks']} ({r['tasks_complete']})" for r in runs),
+        ", ".join(_load(r["host"]) for r in runs),
+        ", ".join(fmt(r["wall_s"], ".0f") for r in runs),
+    ]
+
+
+def _spread(s: dict) -> str:
+    if s["mean"] is None:
+        return "-"
+    interval = f" [{fmt(s['interval'][0])}, {fmt(s['interval'][1])}]" if s["interval"] else ""
+    return f"{fmt(s['mean'])}{interval}"
+
+
+def _load(host: dict) -> str:
+    others = others_load(host)
+    during = host.get("during")
+    load = during["load1_mean"] if during else (host.get("after") or [None])[0]
+    cpus = host.get("cpus") or 1
+    return f"{fmt(load / cpus if load is not None else None, '.2f')} ({fmt(others, '.2f')})"
+
+
 def _slo_figure(name: str, points: list[dict]) -> str:
-    fig, ax = _figure(f"{name} by concurrency (bar: 95 % interval; red: missed)")
+    fig, ax = _figure(f"{name} by concurrency (dots: runs; bar: 95 % t-interval over runs)")
     for p in points:
-        f = p["slos"][name]
-        if f["value"] is None:
-            continue
-        lo, hi = f["interval"] or (f["value"], f["value"])
-        color = "tab:blue" if p["met"] else "tab:red"
-        ax.errorbar(
-            p["concurrency"],
-            f["value"],
-            [[f["value"] - lo], [hi - f["value"]]],
-            fmt="o",
-            color=color,
-        )
-    bound = points[0]["slos"][name]["bound"] if points else None
-    if bound is not None:
-        ax.axhline(bound, color="grey", linestyle="--", label=f"bound {bound:g}")
+        s = p["slos"][name]
+        colour = STATE_COLOURS[p["state"]]
+        values = [v for v in s["values"] if v is not None]
+        ax.plot([p["concurrency"]] * len(values), values, ".", color=colour, alpha=0.5)
+        if s["mean"] is not None:
+            lo, hi = s["interval"] or (s["mean"], s["mean"])
+            ax.errorbar(
+                p["concurrency"],
+                s["mean"],
+                [[s["mean"] - lo], [hi - s["mean"]]],
+                fmt="o",
+                color=colour,
+            )
+    if points:
+        ax.axhline(points[0]["slos"][name]["bound"], color="grey", linestyle="--")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrent tasks (load.concurrency)")
+    ax.set_xlabel("concurrent tasks (load.concurrency); blue met, orange mixed, red missed")
     return _figure_html(name, fig)
 
 
-def _why(points: list[dict]) -> str:
-    met = [p for p in points if p["met"]]
-    missed = [
-        p for p in points if not p["met"] and (not met or p["concurrency"] > met[-1]["concurrency"])
-    ]
-    if not met or not missed:
-        return '<p class="note">No met point with a missed one above it: nothing to set side by side.</p>'
-    last, first = (
-        max(met, key=lambda p: p["concurrency"]),
-        min(missed, key=lambda p: p["concurrency"]),
-    )
-    sides = [(p["concurrency"], _summary(p)) for p in (last, first)]
-    rows = [[label, *(fmt(_read(get, s)) for _, s in sides)] for label, get in WHY]
-    header = [
-        "where the time went",
-        *(
-            f"{c} tasks ({'met' if p['met'] else 'missed'})"
-            for (c, _), p in zip(sides, (last, first), strict=True)
-        ),
-    ]
+def _why(result: dict) -> str:
+    points = {p["concurrency"]: p for p in result["points"]}
+    last = points.get(result["capacity"])
+    first = points.get((result.get("binding") or {}).get("concurrency"))
+    if last is None or first is None:
+        return '<p class="note">No met point with a failing one above it: nothing to set side by side.</p>'
+    sides = [(last, _run(last, missed=False)), (first, _run(first, missed=True))]
+    rows = [[label, *(fmt(_read(get, _summary(run))) for _, run in sides)] for label, get in WHY]
+    header = ["where the time went", *(_column(p, run) for p, run in sides)]
     return "<h2>Why the first failing point failed</h2>" + table(header, rows)
 
 
-def _column(point: dict) -> str:
-    runs = len(point["runs"])
-    first = f"; its first of {runs} runs" if runs > 1 else ""
-    return f"{point['concurrency']} tasks ({'met' if point['met'] else 'missed'}{first})"
+def _run(point: dict, *, missed: bool) -> dict:
+    """The point's first run that met (or, for a failing point, missed) every SLO."""
+    for run in point["runs"]:
+        meets = all(
+            f is not None and (f <= s["bound"] if s["upper"] else f >= s["bound"])
+            for f, s in ((run["figures"].get(k), s) for k, s in point["slos"].items())
+        )
+        if meets != missed:
+            return run
+    return point["runs"][0]
 
 
-def _summary(point: dict) -> dict:
-    return json.loads((Path(point["runs"][0]) / "summary.json").read_text(encoding="utf-8"))
+def _column(point: dict, run: dict) -> str:
+    which = f", run {point['runs'].index(run) + 1} of {len(point['runs'])}"
+    return f"{point['concurrency']} tasks ({point['state']}{which})"
+
+
+def _summary(run: dict) -> dict:
+    path = Path(run["path"]) / "summary.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def _read(get, summary: dict):
