@@ -26,6 +26,7 @@ from harness.analysis import (
     streamed,
     window,
 )
+from harness.analysis.cache_parts import cache_parts
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -99,6 +100,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     overflow = context_limit.context_summary(run)  # issue 23: context limits
     # an import's chunks are not its tokens (its notes say so): nothing to place
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok)
+    parts = cache_parts(run, ok, misses, graph, per_request["ttft"], ideal.exact).summary
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -133,6 +135,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "session_moves": cache.session_moves(ok, misses),
             "tiers": cache_tiers.tier_split(ok, run.manifest),
             **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
+            **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
         },
         "server_cache": server_cache(run.manifest),
         # issue 23: context limits (analysis/context_limit.py), spec decoding (speculation.py)
@@ -215,6 +218,8 @@ def _unknown_ideal_rows(tables: dict, ideal: Ideal) -> dict:
         return tables
     return {
         name: {group: {**row, "ideal_hit_rate": None} for group, row in rows.items()}
+        if name.startswith("by_")
+        else rows
         for name, rows in tables.items()
     }
 
