@@ -144,6 +144,7 @@ def _sections(analyses: list[Analysis]) -> list[str]:
             _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
         ),
         _grid(_figure_html("Miss categories", miss_categories(analyses)), _miss_note(analyses)),
+        _parts_figure(analyses),
         _tier_figure(analyses),
         "<h2>What load was held</h2>",
         _figure_html("Load held over time", load_held(analyses)),
@@ -155,6 +156,18 @@ def _sections(analyses: list[Analysis]) -> list[str]:
         _details("The slowest tasks and their critical paths", task_tables(analyses), opened=True)
     )
     return out
+
+
+def _parts_figure(analyses: list[Analysis]) -> str:
+    """Hit vs ideal by prompt segment and call kind, with their tables."""
+    from harness.report.cache_parts import html_tables
+    from harness.report.plots.cache_parts import cache_parts, has_parts
+
+    if not has_parts(analyses):
+        return ""
+    runs = [(a.run.name, a.summary["cache"]) for a in analyses]
+    figure = _figure_html("Cache hit by prompt segment and call kind", cache_parts(analyses))
+    return figure + _details("By prompt segment and call kind", html_tables(runs), opened=True)
 
 
 def _tier_figure(analyses: list[Analysis]) -> str:

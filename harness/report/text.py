@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.analysis.client_check import host_line
+from harness.report.cache_parts import text_lines as cache_part_lines
 from harness.report.misses import missed_line, rules_line
 from harness.report.numbers import fmt
 from harness.report.tested import tested_rows, tpgs_caveat
@@ -124,7 +125,7 @@ def _cache(s: dict) -> list[str]:
     moves = c.get("session_moves")
     if moves:
         out.append(f"endpoint moves           {moves_line(moves)}")
-    return out
+    return out + cache_part_lines(c)
 
 
 def _token_space(t: dict | None) -> list[str]:
