@@ -52,7 +52,7 @@ def call_rows(cache: dict) -> list[list[str]]:
 
 def _call_row(name: str, v: dict) -> list[str]:
     misses = v.get("miss_tokens") or {}
-    top = max(misses, key=misses.get) if misses else None
+    top = max(misses, key=lambda k: misses[k]) if misses else None
     return [
         name,
         str(v["requests"]),

@@ -67,4 +67,4 @@ def _bars(analyses: list[Analysis], key: str, names: dict) -> tuple[list, list, 
 
 
 def _modes(v: dict) -> list[tuple[str, dict]]:
-    return [(f"  {mode}ed", m) for mode, m in (v.get("modes") or {}).items()]
+    return [(f"subagent first, {mode}ed", m) for mode, m in (v.get("modes") or {}).items()]
