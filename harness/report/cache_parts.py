@@ -11,6 +11,7 @@ SEGMENT_LABELS = {
     "system": "system prompt",
     "inherited": "inherited (fork)",
     "history": "earlier turns",
+    "previous_output": "previous reply",
     "reports": "subagent reports",
     "tool_result": "tool result",
     "new_input": "new input",

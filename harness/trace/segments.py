@@ -15,7 +15,15 @@ from harness.trace import tool_calls
 from harness.trace.model import Session, Trace
 
 SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
-SEGMENT_KINDS = ("system", "inherited", "history", "reports", "tool_result", "new_input")
+SEGMENT_KINDS = (
+    "system",
+    "inherited",
+    "history",
+    "previous_output",
+    "reports",
+    "tool_result",
+    "new_input",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +58,9 @@ class Layout:
     def labelled(self, session_id: str, turn: int) -> list[tuple[str, Segment]]:
         """`segments`, each with the part of the prompt it is (`SEGMENT_KINDS`): the salt and
         system prompt `system`, a forked parent's context `inherited`, the session's own earlier
-        turns `history`, and this turn's new input: subagents' `reports` (a join), a `tool_result`,
-        or `new_input` (a user message, a subagent's task). Block-mode turns: the blocks the
+        turns `history` but for the last turn's reply, `previous_output` (no earlier prompt had
+        it), and this turn's new input: subagents' `reports` (a join), a `tool_result`, or
+        `new_input` (a user message, a subagent's task). Block-mode turns: the blocks the
         previous turn's prompt had at the same place are `history`, the rest `new_input`."""
         s = self.trace.session(session_id)
         head = (
@@ -62,15 +71,9 @@ class Layout:
         context = self._context(s, turn)
         own = sum(len(self._new_input(s, j)) + 1 for j in range(turn))
         inherited_end = len(context) - own
+        last = ("out", s.id, turn - 1)
         out = head + [
-            (
-                "system"
-                if seg.key[0] == "sys"
-                else "inherited"
-                if i < inherited_end
-                else "history",
-                seg,
-            )
+            (_context_kind(seg, i < inherited_end, seg.key == last), seg)
             for i, seg in enumerate(context)
         ]
         return out + [(self._input_kind(seg, turn), seg) for seg in self._new_input(s, turn)]
@@ -195,3 +198,11 @@ class Layout:
         if left > 0:
             segs.append(Segment(("tail", s.id, turn), left, "user"))
         return segs
+
+
+def _context_kind(seg: Segment, inherited: bool, previous_output: bool) -> str:
+    if seg.key[0] == "sys":
+        return "system"
+    if inherited:
+        return "inherited"
+    return "previous_output" if previous_output else "history"
