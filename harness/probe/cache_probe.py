@@ -140,15 +140,17 @@ class CacheProbe:
             )
         positive = [c for c in cached if c]
         block = math.gcd(*positive) if positive else None
-        floors = block is not None and all(
-            c == s // block * block for s, c in zip(lengths, cached, strict=True) if c is not None
-        )
+        pairs = [(s, c) for s, c in zip(lengths, cached, strict=True) if c is not None]
+        whole = block is not None and all(c % block == 0 for _, c in pairs)
+        full = block is not None and all(c == s // block * block for s, c in pairs)
         hits = [
             {"shared_tokens": s, "cached_tokens": c} for s, c in zip(lengths, cached, strict=True)
         ]
         self.result.block = {
             "block_size": block,
-            "hits_whole_blocks": floors,
+            "hits_whole_blocks": whole,  # every hit a multiple of the block
+            # every hit all the shared prefix's whole blocks (a sliding-window model's is less)
+            "hits_every_shared_block": full,
             "shared_prefix_probes": hits,
             "min_hit_tokens": min(positive) if positive else None,
         }

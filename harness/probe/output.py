@@ -97,6 +97,8 @@ def _block_note(block: dict) -> str:
     if not block:
         return "not measured (no cached-token counts)"
     parts = ["hits in whole blocks" if block.get("hits_whole_blocks") else "hits not whole blocks"]
+    if block.get("hits_whole_blocks") and not block.get("hits_every_shared_block"):
+        parts.append("some hits short of the shared prefix's whole blocks")
     if "last_block_kept" in block:
         parts.append(
             "a whole-block prompt's last block "

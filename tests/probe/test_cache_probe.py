@@ -41,6 +41,7 @@ def test_finds_the_configured_pool_block_size_and_rules(tmp_path):
     assert doc["retained_tokens"] == pytest.approx(BLOCKS * BLOCK, rel=0.10)
     assert not doc["capacity"]["lower_bound"]  # the fill went past the pool: a miss was found
     assert doc["block_size"] == BLOCK and doc["block"]["hits_whole_blocks"]
+    assert doc["block"]["hits_every_shared_block"]
     # the engine keeps a whole-block prompt's last block, and serves at most prompt - 1 tokens
     assert doc["block"]["last_block_kept"] and not doc["block"]["whole_prompt_served"]
     assert doc["idle_retention_s"] == 0.3 and doc["idle"]["lower_bound"]  # no TTL
