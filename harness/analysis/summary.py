@@ -89,6 +89,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         run.records, per_request["ttft"], run.trace
     )
     session_info["tasks_complete_by_tool"] = _tool_completed(run.manifest)
+    _unknown_completion(session_info, run)
     n_gpus, gpu_source = _n_gpus(run, gpus)
     slos = slos if slos is not None else scenario_slos(run.path)
     rates = metrics.throughput(ok)
@@ -202,6 +203,17 @@ def _tool_completed(manifest: dict) -> int | None:
     return n if isinstance(n, int) else None
 
 
+def _unknown_completion(info: dict, run: Run) -> None:
+    """An import without a trace or the tool's own count cannot tell a task that ran all its
+    turns from one cut short: its completed tasks are unknown (null), not the tasks whose
+    exported requests all succeeded (kept as `tasks_exported_ok`)."""
+    unknown = bool(run.manifest.get("imported")) and run.trace is None
+    unknown = unknown and info["tasks_complete_by_tool"] is None
+    info["tasks_exported_ok"] = info["tasks_complete"]
+    if unknown:
+        info["tasks_complete"] = None
+
+
 def _without_ideal(hit: dict, ideal: Ideal, manifest: dict) -> dict:
     """No per-request ideal (an import, no trace): the ideal hit rate is the tool's own figure,
     or null, never the 0 that the missing values would sum to."""
@@ -227,7 +239,7 @@ def _unknown_ideal_rows(tables: dict, ideal: Ideal) -> dict:
 def _ideal_info(ideal: Ideal) -> dict:
     """How `cached_tokens_ideal` was obtained: its block size and where the values came from."""
     exact = ideal.exact
-    return {
+    info = {
         "block_size": ideal.granularity.block_size,
         "computed_from": ideal.source,
         "miss_attribution": "exact"
@@ -235,6 +247,17 @@ def _ideal_info(ideal: Ideal) -> dict:
         else "approximate: no matching trace, so the shared prefix is unknown: granularity and"
         " prompt-1 cap count as cold, and the ideal hits the server missed as unexplained",
     }
+    if not exact:  # what is missing, and what would make the split exact
+        info["missing"] = "trace.jsonl: the trace whose prompts these requests sent"
+        info["make_exact"] = MAKE_EXACT
+    return info
+
+
+MAKE_EXACT = (
+    "replay the workload with the harness, which keeps its trace: harness replay TRACE"
+    " --endpoint URL -o RUN (a harness run that lost its trace.jsonl: put it back, then"
+    " harness analyze RUN)"
+)
 
 
 def server_cache(manifest: dict) -> dict | None:

@@ -178,13 +178,12 @@ def _tier_figure(analyses: list[Analysis]) -> str:
 
 def _miss_note(analyses: list[Analysis]) -> str:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.report.misses import legend, missed_line, rules_line
+    from harness.report.misses import approximate_tag, legend, missed_line, rules_line
     from harness.report.text import granularity_line, token_space_line
 
     rows = []
     for a in analyses:
         c = a.summary["cache"]
-        exact = (c.get("ideal") or {}).get("miss_attribution") == "exact"
         granularity = (
             f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
         )
@@ -194,7 +193,7 @@ def _miss_note(analyses: list[Analysis]) -> str:
         )
         rows.append(
             f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c))}"
-            f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}"
+            f"{html.escape(approximate_tag(c))}{html.escape(granularity)}"
             f"<br>server rules: {html.escape(rules_line(c) or '-')}{space}</li>"
         )
     return (
