@@ -22,7 +22,7 @@ COMMAND_MODULES = (
     "harness.serving.commands",
     "harness.result_commands",
     "harness.run_commands",
-    "harness.probe.commands",
+    "harness.probe_commands",
 )
 
 

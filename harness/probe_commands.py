@@ -1,4 +1,4 @@
-"""`harness probe cache`: flags in, one probe, probe.json + probe.txt + probe.png out.
+"""`harness probe cache` (harness.probe): flags in, one probe, probe.json + probe.txt + probe.png out.
 
 Exit codes as a run's (harness.exit_codes): 0 measured; 1 the server broke a probe request after
 the probe started (what was measured is written); 2 bad input or an unreachable server; 3 cut
