@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "harness.result_commands",
     "harness.run_commands",
     "harness.gate_commands",
+    "harness.probe_commands",
 )
 
 

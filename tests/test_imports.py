@@ -24,6 +24,7 @@ ALLOWED = {
     "driver": {"trace"},
     "importers": {"driver"},
     "distributed": {"driver", "trace", "analysis"},
+    "probe": {"driver"},
 }
 
 # Third-party libraries a package must never import: computing stays apart from presenting.

@@ -27,6 +27,7 @@ from harness.analysis import (
     streamed,
     window,
 )
+from harness.analysis.cache_parts import cache_parts
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
@@ -90,6 +91,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         run.records, per_request["ttft"], run.trace
     )
     session_info["tasks_complete_by_tool"] = _tool_completed(run.manifest)
+    _unknown_completion(session_info, run)
     n_gpus, gpu_source = _n_gpus(run, gpus)
     slos = slos if slos is not None else scenario_slos(run.path)
     rates = metrics.throughput(ok)
@@ -102,6 +104,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     # an import's chunks are not its tokens (its notes say so): nothing to place
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok, run.manifest)
     short = short_replies.short_replies(ok, run.replay.api)
+    parts = cache_parts(run, ok, misses, graph, per_request["ttft"], ideal.exact).summary
     summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
@@ -137,6 +140,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "session_moves": cache.session_moves(ok, misses),
             "tiers": cache_tiers.tier_split(ok, run.manifest),
             **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
+            **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
         },
         "server_cache": server_cache(run.manifest),
         # issue 23: context limits (analysis/context_limit.py), spec decoding (speculation.py)
@@ -204,6 +208,17 @@ def _tool_completed(manifest: dict) -> int | None:
     return n if isinstance(n, int) else None
 
 
+def _unknown_completion(info: dict, run: Run) -> None:
+    """An import without a trace or the tool's own count cannot tell a task that ran all its
+    turns from one cut short: its completed tasks are unknown (null), not the tasks whose
+    exported requests all succeeded (kept as `tasks_exported_ok`)."""
+    unknown = bool(run.manifest.get("imported")) and run.trace is None
+    unknown = unknown and info["tasks_complete_by_tool"] is None
+    info["tasks_exported_ok"] = info["tasks_complete"]
+    if unknown:
+        info["tasks_complete"] = None
+
+
 def _without_ideal(hit: dict, ideal: Ideal, manifest: dict) -> dict:
     """No per-request ideal (an import, no trace): the ideal hit rate is the tool's own figure,
     or null, never the 0 that the missing values would sum to."""
@@ -220,6 +235,8 @@ def _unknown_ideal_rows(tables: dict, ideal: Ideal) -> dict:
         return tables
     return {
         name: {group: {**row, "ideal_hit_rate": None} for group, row in rows.items()}
+        if name.startswith("by_")
+        else rows
         for name, rows in tables.items()
     }
 
@@ -227,7 +244,7 @@ def _unknown_ideal_rows(tables: dict, ideal: Ideal) -> dict:
 def _ideal_info(ideal: Ideal) -> dict:
     """How `cached_tokens_ideal` was obtained: its block size and where the values came from."""
     exact = ideal.exact
-    return {
+    info = {
         "block_size": ideal.granularity.block_size,
         "computed_from": ideal.source,
         "miss_attribution": "exact"
@@ -235,6 +252,17 @@ def _ideal_info(ideal: Ideal) -> dict:
         else "approximate: no matching trace, so the shared prefix is unknown: granularity and"
         " prompt-1 cap count as cold, and the ideal hits the server missed as unexplained",
     }
+    if not exact:  # what is missing, and what would make the split exact
+        info["missing"] = "trace.jsonl: the trace whose prompts these requests sent"
+        info["make_exact"] = MAKE_EXACT
+    return info
+
+
+MAKE_EXACT = (
+    "replay the workload with the harness, which keeps its trace: harness replay TRACE"
+    " --endpoint URL -o RUN (a harness run that lost its trace.jsonl: put it back, then"
+    " harness analyze RUN)"
+)
 
 
 def server_cache(manifest: dict) -> dict | None:

@@ -143,6 +143,7 @@ def _sections(analyses: list[Analysis]) -> list[str]:
             _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
         ),
         _grid(_miss_figure(analyses), _miss_note(analyses)),
+        _parts_figure(analyses),
         _tier_figure(analyses),
         "<h2>What load was held</h2>",
         _figure_html("Load held over time", load_held(analyses)),
@@ -154,6 +155,18 @@ def _sections(analyses: list[Analysis]) -> list[str]:
         _details("The slowest tasks and their critical paths", task_tables(analyses), opened=True)
     )
     return out
+
+
+def _parts_figure(analyses: list[Analysis]) -> str:
+    """Hit vs ideal by prompt segment and call kind, with their tables."""
+    from harness.report.cache_parts import html_tables
+    from harness.report.plots.cache_parts import cache_parts, has_parts
+
+    if not has_parts(analyses):
+        return ""
+    runs = [(a.run.name, a.summary["cache"]) for a in analyses]
+    figure = _figure_html("Cache hit by prompt segment and call kind", cache_parts(analyses))
+    return figure + _details("By prompt segment and call kind", html_tables(runs), opened=True)
 
 
 def _tier_figure(analyses: list[Analysis]) -> str:
@@ -180,13 +193,12 @@ def _miss_figure(analyses: list[Analysis]) -> str:
 
 def _miss_note(analyses: list[Analysis]) -> str:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.report.misses import legend, missed_line, rules_line
+    from harness.report.misses import approximate_tag, legend, missed_line, rules_line
     from harness.report.text import granularity_line, token_space_line
 
     rows = []
     for a in analyses:
         c = a.summary["cache"]
-        exact = (c.get("ideal") or {}).get("miss_attribution") == "exact"
         granularity = (
             f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
         )
@@ -196,7 +208,7 @@ def _miss_note(analyses: list[Analysis]) -> str:
         )
         rows.append(
             f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c))}"
-            f"{'' if exact else ' (approximate: no matching trace)'}{html.escape(granularity)}"
+            f"{html.escape(approximate_tag(c))}{html.escape(granularity)}"
             f"<br>server rules: {html.escape(rules_line(c) or '-')}{space}</li>"
         )
     return (

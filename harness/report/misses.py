@@ -71,3 +71,14 @@ def legend(categories=None) -> str:
     """One sentence per category (those given, in the usual order), for the report's note."""
     shown = [k for k in LABELS if categories is None or k in categories]
     return "; ".join(f"{label(k)}: {MEANING[k]}" for k in shown)
+
+
+def approximate_tag(cache: dict) -> str:
+    """'' for an exact split; else what is missing and the command that makes it exact."""
+    ideal = cache.get("ideal") or {}
+    if ideal.get("miss_attribution") == "exact":
+        return ""
+    return (
+        " (approximate: no trace.jsonl; exact with `harness replay TRACE --endpoint URL -o RUN`,"
+        " which keeps the trace)"
+    )

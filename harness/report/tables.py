@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary import Analysis
-from harness.report.misses import label, missed_line, rules_line
+from harness.report.misses import approximate_tag, label, missed_line, rules_line
 from harness.report.text import fmt, granularity_line, server_hit
 
 ROWS = (
@@ -139,11 +139,10 @@ def cache_tables(analyses: list[Analysis]) -> str:
     out = []
     for a in analyses:  # what the ideal is counted in, and where every missed token went
         c = a.summary["cache"]
-        exact = c["ideal"]["miss_attribution"] == "exact"
         out.append(
             f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
             f"<br>Missed prompt tokens: {html.escape(missed_line(c))}"
-            f"{'' if exact else ' (approximate: no matching trace)'}."
+            f"{html.escape(approximate_tag(c))}."
             f"<br>Server rules: {html.escape(rules_line(c) or '-')}.</p>"
         )
     for key, title in (
@@ -229,6 +228,10 @@ def _tasks_complete(x: dict) -> str:
     """`complete / tasks`; an import whose tool logged its completed sessions shows that count
     (the export alone cannot tell a task that ran all its turns from one cut short)."""
     by_tool = x.get("tasks_complete_by_tool")
+    if x["tasks_complete"] is None:
+        return (
+            f"unknown / {x['tasks']} ({x.get('tasks_exported_ok')} with all exported requests ok)"
+        )
     if by_tool is None:
         return f"{x['tasks_complete']} / {x['tasks']}"
     return f"{by_tool} / {x['tasks']} (tool's log; {x['tasks_complete']} with all requests ok)"

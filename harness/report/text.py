@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.analysis.client_check import host_line
-from harness.report.misses import missed_line, rules_line
+from harness.report.cache_parts import text_lines as cache_part_lines
+from harness.report.misses import approximate_tag, missed_line, rules_line
 from harness.report.numbers import fmt
 from harness.report.tested import tested_rows, tpgs_caveat
 
@@ -114,10 +115,7 @@ def _cache(s: dict) -> list[str]:
         f" {fmt(s['ideal_cache_hit_rate'], '.3f')} (over {c['requests_reported']} of {c['requests']}"
         f" ok requests that reported cached tokens; {s['requests_failed']} failed not included)",
         f"cache granularity        {granularity_line(c['granularity'])}",
-        f"missed prompt tokens     {missed_line(c)}"
-        + (
-            "" if c["ideal"]["miss_attribution"] == "exact" else " (approximate: no matching trace)"
-        ),
+        f"missed prompt tokens     {missed_line(c)}{approximate_tag(c)}",
     ]
     if rules_line(c):
         out.append(f"server rules             {rules_line(c)}")
@@ -136,7 +134,7 @@ def _cache(s: dict) -> list[str]:
     moves = c.get("session_moves")
     if moves:
         out.append(f"endpoint moves           {moves_line(moves)}")
-    return out
+    return out + cache_part_lines(c)
 
 
 def _token_space(t: dict | None) -> list[str]:
@@ -193,6 +191,11 @@ def _sessions(s: dict) -> list[str]:
         else f"{by_tool} complete by the tool's own log ({x['tasks_complete']} whose exported "
         "requests all succeeded)"
     )
+    if x["tasks_complete"] is None:  # an import that cannot say (analysis.summary)
+        complete = (
+            f"unknown complete (the export does not say; {x.get('tasks_exported_ok')} whose"
+            " exported requests all succeeded)"
+        )
     return [
         f"tasks                    {complete} of {x['tasks']} ({x['sessions']} sessions;"
         f" structure {x['structure']})",

@@ -178,6 +178,7 @@ def render(
     *,
     block_size: int | None = None,
     identity: dict | None = None,
+    num_gpu_blocks: int | None = None,
 ) -> str:
     labels = f'model_name="{_escape(model_name)}"'
     lines: list[str] = []
@@ -190,7 +191,7 @@ def render(
             "vllm:cache_config_info",
             "gauge",
             "Information of the KV cache configuration.",
-            [f'vllm:cache_config_info{{block_size="{block_size}"}} 1.0'],
+            [f"vllm:cache_config_info{{{_cache_labels(block_size, num_gpu_blocks)}}} 1.0"],
         )
     if identity is not None:  # an info gauge, as vLLM's cache_config_info: labels carry the facts
         family(
@@ -311,3 +312,9 @@ def tier_lines(stats: EngineStats, server: ServerMetrics, labels: str) -> list[s
         out += [f"# HELP {name} KV tiers: {key.replace('_', ' ')}.", f"# TYPE {name} {kind}"]
         out += [f'{name}{{{labels},tier="{t}"}} {c[key]}' for t, c in offload.items()]
     return out
+
+
+def _cache_labels(block_size: int, num_gpu_blocks: int | None) -> str:
+    """vLLM's labels: the block size, and the pool's blocks (what `harness probe cache` reads)."""
+    blocks = "" if num_gpu_blocks is None else f',num_gpu_blocks="{num_gpu_blocks}"'
+    return f'block_size="{block_size}"{blocks}'

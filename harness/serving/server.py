@@ -276,6 +276,7 @@ async def _metrics(request: web.Request) -> web.Response:
         state.model.name,
         block_size=engine.config.block_size,
         identity=engine.identity(),
+        num_gpu_blocks=engine.config.total_blocks,
     )
     return web.Response(
         text=text,

@@ -19,8 +19,11 @@ import numpy as np
 from harness.trace import tool_set
 from harness.trace.model import Mode, Session, Trace, TraceHeader, Turn
 from harness.trace.profile import Dist, HumanPause, Profile, Subagents
+from harness.trace.strata import Strata
 
-GENERATOR_VERSION = 1
+# 2: main sessions' subagent share, subagent counts and turn counts are stratified over the
+# session index (harness.trace.strata): the same seed draws another trace than version 1 did
+GENERATOR_VERSION = 2
 
 
 def _draw(rng: np.random.Generator, d: Dist, n: int) -> np.ndarray:
@@ -74,9 +77,20 @@ class _SessionDraw:
     """Raw (unscaled) counts of one session; `shape` is the profile or its `subagents` part."""
 
     def __init__(
-        self, rng: np.random.Generator, shape: Profile | Subagents, base: float, cap: float
+        self,
+        rng: np.random.Generator,
+        shape: Profile | Subagents,
+        base: float,
+        cap: float,
+        turns_z: float | None = None,
     ):
-        n = max(1, int(np.rint(_draw(rng, shape.turns, 1)[0])))
+        raw = _draw(rng, shape.turns, 1)[0]  # drawn also when stratified: the stream stays put
+        if turns_z is not None:
+            d = shape.turns
+            raw = np.clip(
+                d.median * np.exp(d.sigma * turns_z), d.min, np.inf if d.max is None else d.max
+            )
+        n = max(1, int(np.rint(raw)))
         inputs = np.concatenate(
             (_draw(rng, shape.first_input_tokens, 1), _draw(rng, shape.new_input_tokens, n - 1))
         )
@@ -110,6 +124,8 @@ class Generator:
         raw = _draw(sys_rng, profile.system_prompts.tokens, profile.system_prompts.count)
         self.system_raw = raw
         self.system_tokens = _tokens(raw, self.scale).tolist()
+        sub = profile.subagents
+        self.strata = Strata(seed, sub.probability, sub.count.mean)
 
     def arrivals(self, n: int) -> list[float]:
         a = self.p.arrival
@@ -125,11 +141,11 @@ class Generator:
         sid = f"s{index:0{width}d}"
         sys_j = int(rng.integers(p.system_prompts.count))
         base = float(self.system_raw[sys_j])
-        main = _SessionDraw(rng, p, base, p.max_context_tokens)
+        main = _SessionDraw(rng, p, base, p.max_context_tokens, self.strata.turns_z(index))
         spawns: dict[int, list[str]] = {}
         joined: dict[int, int] = {}  # turn -> report tokens its new input starts with
         children: list[Session] = []
-        for k, size in self._spawn_groups(rng, len(main)):
+        for k, size in self._spawn_groups(rng, len(main), index):
             for _ in range(size):
                 cid = f"{sid}.a{len(children) + 1}"
                 child = self._child(rng, cid, sid, k, arrival, sys_j, base + main.context_after(k))
@@ -139,12 +155,16 @@ class Generator:
         turns = main.turns(self.scale, joined, spawns)
         return [Session(sid, arrival, self.system_tokens[sys_j], f"sys{sys_j}", turns), *children]
 
-    def _spawn_groups(self, rng: np.random.Generator, n_turns: int) -> list[tuple[int, int]]:
-        """(spawning turn, subagents started after it); never after the last turn."""
+    def _spawn_groups(
+        self, rng: np.random.Generator, n_turns: int, index: int
+    ) -> list[tuple[int, int]]:
+        """(spawning turn, subagents started after it); never after the last turn. Whether and
+        how many are stratified over the session index (harness.trace.strata)."""
         sub = self.p.subagents
-        if rng.random() >= sub.probability or n_turns < 2:
+        rng.random()  # the draw that decided before version 2: the stream stays put
+        if not self.strata.has_subagents(index) or n_turns < 2:
             return []
-        count = min(sub.count.max, 1 + int(rng.poisson(sub.count.mean - 1)))
+        count = self.strata.subagent_count(index, sub.count.max)
         sizes = []
         while count > 0:
             sizes.append(int(rng.integers(1, min(sub.parallelism, count) + 1)))

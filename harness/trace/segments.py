@@ -15,6 +15,15 @@ from harness.trace import tool_calls, tool_set
 from harness.trace.model import Session, Trace
 
 SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
+SEGMENT_KINDS = (
+    "system",
+    "inherited",
+    "history",
+    "previous_output",
+    "reports",
+    "tool_result",
+    "new_input",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +54,47 @@ class Layout:
         if t.hash_ids is not None:
             return head + self._block_segments(s, turn)
         return head + self._context(s, turn) + self._new_input(s, turn)
+
+    def labelled(self, session_id: str, turn: int) -> list[tuple[str, Segment]]:
+        """`segments`, each with the part of the prompt it is (`SEGMENT_KINDS`): the salt and
+        system prompt `system`, a forked parent's context `inherited`, the session's own earlier
+        turns `history` but for the last turn's reply, `previous_output` (no earlier prompt had
+        it), and this turn's new input: subagents' `reports` (a join), a `tool_result`, or
+        `new_input` (a user message, a subagent's task). Block-mode turns: the blocks the
+        previous turn's prompt had at the same place are `history`, the rest `new_input`."""
+        s = self.trace.session(session_id)
+        head = (
+            [("system", Segment(("salt", self.salt), SALT_TOKENS, "system"))] if self.salt else []
+        )
+        if s.turns[turn].hash_ids is not None:
+            return head + self._labelled_blocks(s, turn)
+        context = self._context(s, turn)
+        own = sum(len(self._new_input(s, j)) + 1 for j in range(turn))
+        inherited_end = len(context) - own
+        last = ("out", s.id, turn - 1)
+        out = head + [
+            (_context_kind(seg, i < inherited_end, seg.key == last), seg)
+            for i, seg in enumerate(context)
+        ]
+        return out + [(self._input_kind(seg, turn), seg) for seg in self._new_input(s, turn)]
+
+    @staticmethod
+    def _input_kind(seg: Segment, turn: int) -> str:
+        if seg.key[0] == "out":
+            return "reports"  # a subagent's final output, joined
+        if turn > 0 and seg.role == "tool":
+            return "tool_result"
+        return "new_input"
+
+    def _labelled_blocks(self, s: Session, turn: int) -> list[tuple[str, Segment]]:
+        segs = self._block_segments(s, turn)
+        before = (
+            self._block_segments(s, turn - 1) if turn > 0 and s.turns[turn - 1].hash_ids else []
+        )
+        same = 0
+        while same < min(len(segs), len(before)) and segs[same] == before[same]:
+            same += 1
+        return [("history" if i < same else "new_input", seg) for i, seg in enumerate(segs)]
 
     def appends_to_previous(self, session_id: str, turn: int) -> bool:
         """Whether turn `turn`'s prompt is the previous turn's plus `new_segments` (block-mode
@@ -149,3 +199,11 @@ class Layout:
         if left > 0:
             segs.append(Segment(("tail", s.id, turn), left, "user"))
         return segs
+
+
+def _context_kind(seg: Segment, inherited: bool, previous_output: bool) -> str:
+    if seg.key[0] == "sys":
+        return "system"
+    if inherited:
+        return "inherited"
+    return "previous_output" if previous_output else "history"

@@ -305,3 +305,18 @@ def test_guidellm_branches_of_a_real_run_are_subagent_sessions(tmp_path):
     assert list(main["turn"]) == [0, 1, 2, 3]
     tasks = analyze(run).tasks
     assert (tasks["sessions"] == 2).all() and len(tasks) == len(set(k[0] for k in keys))
+
+
+def test_an_import_that_cannot_know_says_so(runs):
+    """Without a trace or the tool's own count, completed tasks are unknown (not "all"), and the
+    approximate miss split names what is missing and the command that makes it exact."""
+    from harness.report.text import summary_table
+
+    s = analyze(load_run(runs["vllm-bench"])).summary
+    assert s["sessions"]["tasks_complete"] is None
+    assert s["sessions"]["tasks_exported_ok"] >= 1
+    assert s["cache"]["ideal"]["missing"].startswith("trace.jsonl")
+    assert "harness replay TRACE" in s["cache"]["ideal"]["make_exact"]
+    text = summary_table(s)
+    assert "unknown complete" in next(x for x in text.splitlines() if x.startswith("tasks "))
+    assert "exact with `harness replay TRACE" in text

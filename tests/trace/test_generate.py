@@ -97,3 +97,14 @@ def test_default_think_model_matches_the_corpus_gaps_and_the_cpu_profile_stays_c
     assert stats["think_s"]["p99"] > 1200  # a tail of human breaks
     cpu = load_profile(CPU_PROFILE)
     assert cpu.human_pause.probability == 0 and float(np.percentile(think_samples(cpu), 99)) < 60
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_the_fidelity_table_holds_at_every_seed(seed):
+    """At 500 sessions every AgentX target is met at seeds 1-5: the subagent share, subagent
+    counts and turn counts are stratified over the session index (harness.trace.strata)."""
+    stats = compute_stats(generate(load_profile(), seed=seed, sessions=500))
+    missed = [(r["property"], r["target"], r["value"]) for r in stats["fidelity"] if not r["met"]]
+    assert missed == []
+    assert stats["main_sessions_with_subagents"] == pytest.approx(0.44, abs=0.002)

@@ -1,0 +1,1 @@
+"""Probes of what a server really does, measured from outside (`harness probe cache`)."""

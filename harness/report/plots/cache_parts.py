@@ -1,0 +1,70 @@
+"""The report's figure of the cache by prompt segment and by call kind: server hit rate (bar)
+beside the ideal (tick), runs side by side (summary.json `cache.by_segment`, `by_call_kind`)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from harness.analysis.summary import Analysis
+from harness.report.cache_parts import CALL_LABELS, SEGMENT_LABELS
+from harness.report.plots.base import HALF, colors, figure_title, short
+
+
+def has_parts(analyses: list[Analysis]) -> bool:
+    return any(a.summary["cache"].get("by_call_kind") for a in analyses)
+
+
+def cache_parts(analyses: list[Analysis]) -> Figure:
+    panels = (
+        ("by_segment", SEGMENT_LABELS, "prompt segment"),
+        ("by_call_kind", CALL_LABELS, "call kind"),
+    )
+    rows = [_bars(analyses, key, names) for key, names, _ in panels]
+    height = max(3.6, 1.2 + 0.3 * max(len(r[0]) for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(2 * HALF, height), dpi=100, layout="constrained")
+    figure_title(
+        fig,
+        "Hit rate by prompt segment and by call kind (bar: server; tick: ideal), over the requests"
+        " whose server reported cached tokens",
+    )
+    palette = colors(analyses)
+    for ax, (labels, server, ideal, run_of), (_, _, title) in zip(axes, rows, panels, strict=True):
+        y = np.arange(len(labels))
+        ax.barh(y, np.nan_to_num(server), color=[palette[i] for i in run_of], height=0.6)
+        ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color="black", zorder=3)
+        ax.set_yticks(y, labels, fontsize="small")
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1.02)
+        ax.set_xlabel(f"hit rate, by {title}")
+        if not labels:
+            ax.text(0.5, 0.5, "not known for this run", ha="center", transform=ax.transAxes)
+    if len(analyses) > 1:
+        from matplotlib.patches import Patch
+
+        fig.legend(
+            [Patch(color=c) for c in palette],
+            [short(a.run.name, 36) for a in analyses],
+            fontsize="small",
+            loc="outside lower center",
+            ncol=2,
+            frameon=False,
+        )
+    return fig
+
+
+def _bars(analyses: list[Analysis], key: str, names: dict) -> tuple[list, list, list, list]:
+    labels, server, ideal, run_of = [], [], [], []
+    for i, a in enumerate(analyses):
+        for kind, v in (a.summary["cache"].get(key) or {}).items():
+            for name, row in [(names.get(kind, kind), v), *_modes(v)]:
+                labels.append(f"{name} ({row['requests']})")
+                server.append(np.nan if row["hit_rate"] is None else row["hit_rate"])
+                ideal.append(np.nan if row["ideal_hit_rate"] is None else row["ideal_hit_rate"])
+                run_of.append(i)
+    return labels, server, ideal, run_of
+
+
+def _modes(v: dict) -> list[tuple[str, dict]]:
+    return [(f"subagent first, {mode}ed", m) for mode, m in (v.get("modes") or {}).items()]
