@@ -93,6 +93,13 @@ _VALUE_FLAGS = (
 _CHOICE_FLAGS = (
     ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),
     (
+        "--clock",
+        "clock",
+        ("wall",),
+        "a served engine keeps the wall clock; the virtual clock is `harness simulate`'s, in one"
+        " process with the driver (wall)",
+    ),
+    (
         "--preset",
         "preset",
         tuple(PRESETS),
