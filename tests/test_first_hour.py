@@ -4,6 +4,7 @@ a stop the scenario set read as an ending, notebook cells and warnings as the te
 from __future__ import annotations
 
 import importlib.util
+import json
 import warnings
 from pathlib import Path
 
@@ -83,3 +84,21 @@ def test_notebook_numbers_and_warnings_read_like_the_terminal(capsys):
     warnings.warn("/home/me/results/qs1: something skipped", HarnessWarning, stacklevel=1)
     out = capsys.readouterr().out
     assert out == "warning: qs1: something skipped\n"
+
+
+@pytest.mark.slow
+def test_simulate_json_prints_the_summary_and_no_table(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["simulate", str(ROOT / "scenarios" / "quickstart.yaml"), "-o", str(out), "--json"]
+    assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
+    printed = capsys.readouterr()
+    summary = json.loads(printed.out)  # stdout is the one object: no table, no report line
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert summary["run_id"] == "run" and summary["requests_ok"] > 0
+    assert "report: " in printed.err and "done: " in printed.err
+
+    argv = [*argv[:3], str(tmp_path / "md"), "--format", "markdown"]
+    assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fence = lines.index("```text")
+    assert "```" in lines[fence + 2 :] and any("TTFT" in line for line in lines[fence:])
