@@ -11,17 +11,24 @@ from harness.parser import formatted
 
 def print_run(fmt: str, result) -> None:
     """`harness run`'s result. The table was printed per point as it finished (analyze_point);
-    json prints one object on stdout: the point's summary.json, or {"points": [...]} of a sweep."""
+    json prints one object on stdout: the point's summary.json, or a sweep's {"points": [...]}
+    (with sweep.json's frontier and saturation)."""
     if fmt != "json":
         return
     if [p.run_dir for p in result.points] == [result.run_dir]:  # one point, not a sweep
         data: dict = result.points[0].summary
-    else:
+    else:  # sweep.json's frontier and saturation, each point's summary.json in full
         points = [
-            {"label": p.label, "run_dir": str(p.run_dir), "status": str(p.status), **p.summary}
+            {
+                "point": p.run_dir.name,
+                "run_dir": str(p.run_dir),
+                "status": str(p.status),
+                **p.summary,
+            }
             for p in result.points
         ]
-        data = {"run_dir": str(result.run_dir), "points": points}
+        sweep = {k: v for k, v in result.extra.items() if k != "points"}
+        data = {"run_dir": str(result.run_dir), **sweep, "points": points}
     print(json.dumps(data, indent=2))
 
 

@@ -102,3 +102,20 @@ def test_simulate_json_prints_the_summary_and_no_table(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     fence = lines.index("```text")
     assert "```" in lines[fence + 2 :] and any("TTFT" in line for line in lines[fence:])
+
+
+@pytest.mark.slow
+def test_a_sweep_in_json_is_its_points(tmp_path, capsys):
+    scenario = tmp_path / "sweep.yaml"
+    sweep = "sweep:\n  - param: load.concurrency\n    values: [1, 2]\n"
+    scenario.write_text((ROOT / "scenarios" / "quickstart.yaml").read_text() + sweep)
+    out = tmp_path / "run"
+    argv = ["simulate", str(scenario), "-o", str(out), "--json", "--set", "load.max_duration_s=3"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["run_dir"] == str(out) and result["params"] == ["load.concurrency"]
+    assert [p["point"] for p in result["points"]] == ["concurrency=1", "concurrency=2"]
+    for point in result["points"]:
+        on_disk = json.loads((out / point["point"] / "summary.json").read_text())
+        assert {k: point[k] for k in on_disk} == on_disk and point["status"] == "complete"
+    assert result["frontier"] and "saturation" in result
