@@ -335,7 +335,9 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, sets)
     if args.validate_only:
         _check_tokenizers(scenario)
-        print(f"{args.scenario}: ok ({len(scenario.points())} point(s))")
+        points = len(scenario.points())
+        data = {"scenario": args.scenario, "ok": True, "points": points}
+        print(formatted(args.format, f"{args.scenario}: ok ({points} point(s))", data))
         return 0
     from contextlib import nullcontext, redirect_stdout
 

@@ -119,3 +119,9 @@ def test_a_sweep_in_json_is_its_points(tmp_path, capsys):
         on_disk = json.loads((out / point["point"] / "summary.json").read_text())
         assert {k: point[k] for k in on_disk} == on_disk and point["status"] == "complete"
     assert result["frontier"] and "saturation" in result
+
+
+def test_validate_only_in_json(capsys):
+    scenario = str(ROOT / "scenarios" / "quickstart.yaml")
+    assert main(["run", scenario, "--validate-only", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"scenario": scenario, "ok": True, "points": 1}
