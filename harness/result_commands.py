@@ -126,6 +126,7 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
         help="the key metrics over the runs in run order, one line per series (trace, load, target);"
         " each run judged against the one before it, exit 1/0/4 by the latest run's verdict",
     )
+    add_format(p, '{"report": the file written, "runs": [...], ...}')
     p.set_defaults(func=_report)
 
 
@@ -222,15 +223,27 @@ def _report(args: argparse.Namespace) -> int:
     from harness.analysis.run import expand_run_dirs
     from harness.report.html import write_report
     from harness.report.trend import trend_regressions, write_trend
+    from harness.verb_output import print_report
 
+    runs = [str(r) for r in expand_run_dirs(args.run_dirs)]
     if not args.trend:
         path = write_report(args.run_dirs, args.output)
-        runs = len(expand_run_dirs(args.run_dirs))
-        side = f" ({runs} runs side by side)" if runs > 1 else ""
-        print(f"wrote {path}{side}")
+        side = f" ({len(runs)} runs side by side)" if len(runs) > 1 else ""
+        data: dict[str, object] = {
+            "report": str(path),
+            "kind": "compare" if len(runs) > 1 else "run",
+            "runs": runs,
+        }
+        print_report(args.format, data, [f"wrote {path}{side}"])
         return 0
     path, result = write_trend(args.run_dirs, args.output or "trend.html")
-    for line in trend_regressions(result):
-        print(line)
-    print(f"wrote {path}")
+    regressions = list(trend_regressions(result))
+    data = {
+        "report": str(path),
+        "kind": "trend",
+        "runs": runs,
+        "regressions": regressions,
+        "exit_code": result.exit_code,
+    }
+    print_report(args.format, data, [*regressions, f"wrote {path}"])
     return result.exit_code

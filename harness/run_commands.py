@@ -52,6 +52,7 @@ def register(sub) -> None:
         "--validate-only", action="store_true", help="load and check the scenario, then exit"
     )
     _add_max_failures(run)
+    add_format(run, 'the point\'s summary.json ({"points": [...]} for a sweep)')
     run.set_defaults(func=_run)
 
     _register_simulate(sub)
@@ -98,6 +99,7 @@ def _register_simulate(sub) -> None:
     sim.add_argument("-o", "--output", default=None, help="run folder (default: as `harness run`)")
     sim.add_argument("--quiet", action="store_true", help="no progress display or summary table")
     _add_max_failures(sim)
+    add_format(sim, 'the point\'s summary.json ({"points": [...]} for a sweep)')
     sim.set_defaults(func=_run, workers=None, ray_address=None, validate_only=False, simulate=True)
 
 
@@ -269,6 +271,7 @@ def _register_replay(sub) -> None:
         help="no live progress display (it is also off when stderr is not a terminal)",
     )
     _add_max_failures(p)
+    add_format(p, "status, stopped_by, requests, by_status, sessions, duration_s, run_dir")
     p.set_defaults(func=_replay)
 
 
@@ -311,28 +314,13 @@ def _replay(args: argparse.Namespace) -> int:
     result = replay_point(
         scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet)
     )
-    _print_replay_summary(result, args.output)
+    from harness.verb_output import print_replay
+
+    print_replay(args.format, result, args.output)
     from harness.exit_codes import measured_counts
 
     total, failed = measured_counts(Path(args.output))
     return _exit(str(result.status), total, failed, args.max_failures)
-
-
-def _print_replay_summary(result, run_dir: str) -> None:
-    by = ", ".join(f"{k} {v}" for k, v in sorted(result.by_status.items())) or "none"
-    ended = result.stopped_by or "?"
-    if result.stopped_by == "max_duration" and result.unsent:
-        ended += f", {result.unsent} of the trace's requests unsent"
-    print(
-        f"harness: {result.status} ({ended}): {result.requests} requests ({by}) from "
-        f"{result.sessions_started} sessions in {result.duration_s:.1f}s -> {run_dir}",
-        file=sys.stderr,
-    )
-    if result.errors_by_class:
-        reasons = ", ".join(
-            f"{k} {v}" for k, v in sorted(result.errors_by_class.items(), key=lambda kv: -kv[1])
-        )
-        print(f"harness: failures by reason: {reasons}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -347,10 +335,19 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, sets)
     if args.validate_only:
         _check_tokenizers(scenario)
-        print(f"{args.scenario}: ok ({len(scenario.points())} point(s))")
+        points = len(scenario.points())
+        data = {"scenario": args.scenario, "ok": True, "points": points}
+        print(formatted(args.format, f"{args.scenario}: ok ({points} point(s))", data))
         return 0
-    result = run_scenario(scenario, out=args.output, quiet=args.quiet)
-    print(summary_line(result))
+    from contextlib import nullcontext, redirect_stdout
+
+    from harness.verb_output import print_run
+
+    json_out = args.format == "json"  # stdout holds the one JSON object; the rest goes to stderr
+    with redirect_stdout(sys.stderr) if json_out else nullcontext():
+        result = run_scenario(scenario, out=args.output, quiet=args.quiet, fmt=args.format)
+        print(summary_line(result))
+    print_run(args.format, result)
     codes = [
         _exit(
             str(p.status),

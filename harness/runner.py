@@ -52,14 +52,20 @@ def default_run_dir(scenario: Scenario) -> Path:
 
 
 def run_scenario(
-    scenario: Scenario, *, out: str | Path | None = None, quiet: bool = False
+    scenario: Scenario,
+    *,
+    out: str | Path | None = None,
+    quiet: bool = False,
+    fmt: str = "table",
 ) -> RunResult:
+    """`fmt` is how each point's summary table prints: table, markdown (fenced), json (not:
+    the caller prints the result as one object)."""
     run_dir = Path(out) if out else default_run_dir(scenario)
     points = scenario.points()
     for _, point_scenario in points:  # a point that needs torch fails before anything is written
         check_installed(point_scenario)
     if len(points) == 1 and not scenario.sweep:
-        point = run_point(scenario, run_dir, quiet=quiet)
+        point = run_point(scenario, run_dir, quiet=quiet, fmt=fmt)
         return RunResult(run_dir, [point], interrupted=point.status == RunStatus.INTERRUPTED)
     make_run_dir(run_dir)
     dump_scenario(scenario, run_dir / SCENARIO_FILE)
@@ -67,7 +73,7 @@ def run_scenario(
     for label, point_scenario in points:
         if not quiet:
             print(f"== sweep point {label}", flush=True)
-        result = run_point(point_scenario, run_dir / label, quiet=quiet)
+        result = run_point(point_scenario, run_dir / label, quiet=quiet, fmt=fmt)
         results.append(result)
         if result.status == RunStatus.INTERRUPTED:
             break
@@ -84,7 +90,9 @@ def run_scenario(
     )
 
 
-def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> PointResult:
+def run_point(
+    scenario: Scenario, run_dir: Path, *, quiet: bool = False, fmt: str = "table"
+) -> PointResult:
     if run_dir.exists() and run_dir.is_dir() and any(run_dir.iterdir()):
         raise InputError(
             "the run folder already exists and is not empty; choose another with -o", path=run_dir
@@ -95,7 +103,7 @@ def run_point(scenario: Scenario, run_dir: Path, *, quiet: bool = False) -> Poin
     result = replay_point(scenario, trace, run_dir, show_progress=not quiet)
     try:
         with interrupt_on_signals():
-            summary = analyze_point(scenario, run_dir, quiet=quiet)
+            summary = analyze_point(scenario, run_dir, quiet=quiet, fmt=fmt)
     except Interrupted as exc:  # the run folder is closed already: only the analysis is lost
         raise Interrupted(
             f"{exc} during the analysis; `harness analyze {run_dir}` redoes it"
@@ -119,9 +127,10 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
     )
 
 
-def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
+def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = "table") -> dict:
     from harness.analysis.summary import analyze_run
     from harness.driver.progress import step
+    from harness.parser import formatted
     from harness.report.html import write_report
     from harness.report.text import summary_table
 
@@ -132,7 +141,8 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool) -> dict:
     with step("writing the report", show=not quiet):
         report = write_report([run_dir])
     if not quiet:
-        print(summary_table(summary))
+        if fmt != "json":  # json: the caller prints the summary as one object
+            print(formatted(fmt, summary_table(summary), summary))
         print(f"report: {report}")
     return summary
 

@@ -4,6 +4,7 @@ a stop the scenario set read as an ending, notebook cells and warnings as the te
 from __future__ import annotations
 
 import importlib.util
+import json
 import warnings
 from pathlib import Path
 
@@ -83,3 +84,44 @@ def test_notebook_numbers_and_warnings_read_like_the_terminal(capsys):
     warnings.warn("/home/me/results/qs1: something skipped", HarnessWarning, stacklevel=1)
     out = capsys.readouterr().out
     assert out == "warning: qs1: something skipped\n"
+
+
+@pytest.mark.slow
+def test_simulate_json_prints_the_summary_and_no_table(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["simulate", str(ROOT / "scenarios" / "quickstart.yaml"), "-o", str(out), "--json"]
+    assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
+    printed = capsys.readouterr()
+    summary = json.loads(printed.out)  # stdout is the one object: no table, no report line
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert summary["run_id"] == "run" and summary["requests_ok"] > 0
+    assert "report: " in printed.err and "done: " in printed.err
+
+    argv = [*argv[:3], str(tmp_path / "md"), "--format", "markdown"]
+    assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fence = lines.index("```text")
+    assert "```" in lines[fence + 2 :] and any("TTFT" in line for line in lines[fence:])
+
+
+@pytest.mark.slow
+def test_a_sweep_in_json_is_its_points(tmp_path, capsys):
+    scenario = tmp_path / "sweep.yaml"
+    sweep = "sweep:\n  - param: load.concurrency\n    values: [1, 2]\n"
+    scenario.write_text((ROOT / "scenarios" / "quickstart.yaml").read_text() + sweep)
+    out = tmp_path / "run"
+    argv = ["simulate", str(scenario), "-o", str(out), "--json", "--set", "load.max_duration_s=3"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["run_dir"] == str(out) and result["params"] == ["load.concurrency"]
+    assert [p["point"] for p in result["points"]] == ["concurrency=1", "concurrency=2"]
+    for point in result["points"]:
+        on_disk = json.loads((out / point["point"] / "summary.json").read_text())
+        assert {k: point[k] for k in on_disk} == on_disk and point["status"] == "complete"
+    assert result["frontier"] and "saturation" in result
+
+
+def test_validate_only_in_json(capsys):
+    scenario = str(ROOT / "scenarios" / "quickstart.yaml")
+    assert main(["run", scenario, "--validate-only", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"scenario": scenario, "ok": True, "points": 1}

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from harness.analysis.compare.notes import interval_text
 from harness.analysis.compare.trend import Trend, trend
 from harness.report.html import CSS, SCRIPT, render_report
+from harness.report.plots.narrow import narrow_layout
 from harness.report.plots.trend import metric_svg, trend_table
 from harness.schema import REPORT_FILE
 
@@ -94,16 +95,35 @@ def render_trend(result: Trend, base: Path) -> str:
     body += ["<h2>Runs</h2>", trend_table(result, links)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>trend</title>'
-        f"<style>{CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
+        f"<style>{CSS}{TREND_CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )
 
 
+# A figure's SVG fits its column; a page at most 1100 px wide shows the drawing made at its width
+# (the same point sizes, so its text reads at 800 px as the wide one's does at 1400 px).
+TREND_CSS = (
+    ".trend svg{max-width:100%;height:auto} .trend .narrow{display:none}"
+    "@media (max-width:1100px){.trend .wide{display:none}.trend .narrow{display:block}}"
+)
+
+
 def _svg_figure(fig, title: str) -> str:
+    wide = _svg(fig)
+    narrow = _svg(fig) if narrow_layout(fig) else None
+    plt.close(fig)
+    drawn = (
+        wide
+        if narrow is None
+        else f'<div class="wide">{wide}</div><div class="narrow">{narrow}</div>'
+    )
+    # the title is drawn in the figure: a caption would repeat it
+    return f'<figure class="trend" aria-label="{html.escape(title)}">{drawn}</figure>'
+
+
+def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
     svg = buf.getvalue()
-    svg = svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inline in HTML
-    return f'<figure class="trend">{svg}<figcaption>{html.escape(title)}</figcaption></figure>'
+    return svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inline in HTML

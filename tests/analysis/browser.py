@@ -119,8 +119,26 @@ function measure() {
 """
 
 
-def layout(page: Path, width: int, timeout: float = 90) -> dict:
-    """The page laid out in a `width`-px window: LAYOUT_SCRIPT's findings."""
+# The trend page's inline SVG figures: how many of each figure's drawings show, and how much the
+# one that shows is scaled on screen (its width attribute is in pt: 4/3 px each).
+TREND_SCRIPT = """
+window.addEventListener("load", function () {
+  const out = {width: window.innerWidth, figures: [], pageOverflow:
+               document.documentElement.scrollWidth > window.innerWidth + 1};
+  for (const fig of document.querySelectorAll("figure.trend")) {
+    const shown = [...fig.querySelectorAll("svg")].filter(s => s.getBoundingClientRect().width > 0);
+    const scale = shown.map(s => s.getBoundingClientRect().width
+                                 / (parseFloat(s.getAttribute("width")) * 4 / 3));
+    out.figures.push({shown: shown.length, scale: scale});
+  }
+  document.documentElement.dataset.layout = JSON.stringify(out);
+});
+"""
+
+
+def layout(page: Path, width: int, timeout: float = 90, script: str = LAYOUT_SCRIPT) -> dict:
+    """The page laid out in a `width`-px window: the findings of `script` (LAYOUT_SCRIPT's for a
+    report, TREND_SCRIPT's for a trend page)."""
     import html
     import json
 
@@ -129,7 +147,7 @@ def layout(page: Path, width: int, timeout: float = 90) -> dict:
         raise FileNotFoundError("chromium")
     probe = page.with_name(page.stem + f".layout{width}.html")
     text = page.read_text(encoding="utf-8")
-    probe.write_text(text.replace("</body>", f"<script>{LAYOUT_SCRIPT}</script></body>"), "utf-8")
+    probe.write_text(text.replace("</body>", f"<script>{script}</script></body>"), "utf-8")
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
             [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},2000",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 from pathlib import Path
@@ -106,6 +107,23 @@ def test_cli_report_defaults_to_the_run_folder(tmp_path, capsys):
     run = write_run(tmp_path / "golden")
     assert main(["report", str(run)]) == 0
     assert (run / "report.html").is_file() and "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_cli_report_json_names_what_it_wrote(tmp_path, capsys):
+    run = write_run(tmp_path / "golden")
+    assert main(["report", str(run), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == {
+        "report": str(run / "report.html"),
+        "kind": "run",
+        "runs": [str(run)],
+    }
+    assert main(["report", "--trend", str(run), "-o", str(tmp_path / "t.html"), "--json"]) == 0
+    trend = json.loads(capsys.readouterr().out)
+    assert trend["report"] == str(tmp_path / "t.html") and trend["kind"] == "trend"
+    assert trend["runs"] == [str(run)] and isinstance(trend["regressions"], list)
+    assert trend["exit_code"] == 0 and (tmp_path / "t.html").is_file()
 
 
 def test_pareto_frontier_keeps_points_nothing_beats_on_both_axes():

@@ -11,7 +11,8 @@ import pytest
 
 from harness.analysis.compare.trend import trend
 from harness.cli import main
-from harness.report.trend import write_trend
+from harness.report.trend import TREND_CSS, write_trend
+from tests.analysis import browser
 from tests.analysis.golden import MANIFEST, write_run
 from tests.analysis.synthetic import synthetic_records
 
@@ -117,3 +118,24 @@ def test_recorded_nights_same_config_night_2_is_no_regression_starved_night_its_
     assert result.series[1] == "series 2: engine.max_num_batched_tokens 32 vs 2048"
     out, _ = write_trend([str(r) for r in runs], tmp_path / "trend.html")
     assert "series 2" in out.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser.chromium() is None, reason="chromium is not installed (.ci/run has it)")
+def test_trend_figures_are_drawn_for_the_page_width(nightly, tmp_path):
+    out, result = write_trend([str(nightly / "nightly-*")], tmp_path / "trend.html")
+    text = out.read_text()
+    assert text.count('<div class="narrow"><svg') == len(result.labels)  # a narrow drawing each
+    assert "<figcaption>" not in text  # the title is in the figure
+    for width in (1400, 800):
+        found = browser.layout(out, width, script=browser.TREND_SCRIPT)
+        assert not found["pageOverflow"], (width, found)
+        assert len(found["figures"]) == len(result.labels)
+        for figure in found["figures"]:  # one drawing shows, at its own size (the wide one
+            assert figure["shown"] == 1, (width, figure)  # at 800 px would be 0.6)
+            assert 0.9 < figure["scale"][0] <= 1.0, (width, figure)
+    # the control: without the narrow drawings' rule, 800 px shows the wide one shrunk
+    wide_only = tmp_path / "wide-only.html"
+    wide_only.write_text(text.replace(TREND_CSS, ".trend svg{max-width:100%;height:auto}"))
+    found = browser.layout(wide_only, 800, script=browser.TREND_SCRIPT)
+    assert all(f["scale"][0] < 0.7 for f in found["figures"]), found  # the wide one, shrunk

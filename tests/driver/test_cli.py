@@ -80,6 +80,28 @@ async def test_replay_command_with_api_key(server, tmp_path):
 
 
 @pytest.mark.slow
+async def test_replay_json_is_one_object_on_stdout(server, tmp_path):
+    path = _trace_file(tmp_path, [sess(f"s{i}", [(8, 3, 0)] * 2) for i in range(2)])
+    run = tmp_path / "run"
+    args = ("replay", path, "--endpoint", server.url, "--model", "m", "-o", run, "--json")
+    proc = await _harness(*args)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    result = orjson.loads(out)  # stdout is the one object, nothing else
+    assert result["status"] == "complete" and result["stopped_by"] == "trace_end"
+    assert result["requests"] == 4 and result["by_status"] == {"ok": 4}
+    assert result["sessions_started"] == 2 and result["errors_by_class"] == {}
+    assert result["run_dir"] == str(run) and result["duration_s"] > 0
+    assert b"harness: complete" not in err  # the table's line is not printed beside it
+
+    proc = await _harness(*args[:-3], "-o", tmp_path / "md", "--format", "markdown")
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0] == "```text" and lines[-1] == "```" and "4 requests (ok 4)" in lines[1]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 async def test_interrupted_run_leaves_valid_records_and_manifest(make_server, tmp_path, sig):
     srv = await make_server(token_delay=0.02)
