@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.host_state import MAX_LOAD_PER_CPU, host_state
+from harness.analysis.host_state import MAX_LOAD_PER_CPU, busy_reason, host_state
 from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
 from harness.scenario import Scenario
 
@@ -172,9 +172,7 @@ def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float
         if code != OK
         else f"invalid: {invalid[0]}"
         if invalid
-        else f"host busy: {host.why}"
-        if host.busy
-        else None
+        else busy_reason(summary, max_load_per_cpu=max_load_per_cpu)
     )
     return GateRun(
         arm,
@@ -208,8 +206,11 @@ def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: 
         )
     if judgement is None:
         notes.append(
-            f"fewer than {rule.min_runs} usable runs a side"
-            + ("" if paired else ", or no usable history")
+            (
+                f"fewer than {rule.min_runs} pairs with both runs usable"
+                if paired
+                else f"fewer than {rule.min_runs} usable runs, or no usable history"
+            )
             + ": no verdict could be judged"
         )
         verdict, code = "inconclusive", INCONCLUSIVE
