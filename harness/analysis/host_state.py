@@ -46,7 +46,7 @@ def host_state(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> 
     host = client.get("host_load")
     blamed = bool(client.get("warnings")) and client.get("cause") == "host"
     if not host or not host.get("cpus"):
-        why = "the self-check blamed the host" if blamed else None
+        why = "the client self-check blamed the host" if blamed else None
         return HostState(blamed, None, None, blamed, why)
     others = others_load(host, client) / host["cpus"]
     steal = host.get("steal_share")
