@@ -58,7 +58,10 @@ def parse_endpoint(url: str) -> EndpointURL:
 
 
 def redact_url(url: str) -> str:
-    """`url` without user info or query string (where a request goes, and nothing secret)."""
+    """`url` without user info or query string (where a request goes, and nothing secret). An
+    in-process engine's endpoint is a name ("inprocess", "inprocess-1"), not a URL: kept as it is."""
+    if "://" not in url and url.startswith("inprocess"):
+        return url
     return parse_endpoint(url).redacted
 
 

@@ -152,3 +152,9 @@ async def test_bad_endpoints_are_one_line_exit_2(tmp_path, endpoint, extra, mess
     assert code == 2 and message in line, err
     assert KEY not in err and "pw-31337" not in err
     assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_an_in_process_engine_name_is_kept_as_it_is():
+    # the in-process engine's endpoints are names, not URLs: the manifest records them unchanged
+    assert redact_url("inprocess") == "inprocess"
+    assert redact_url("inprocess-1") == "inprocess-1"
