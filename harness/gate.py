@@ -68,6 +68,7 @@ class GateResult:
     notes: list[str]
     rule: Rule
     minutes: float
+    pairs_used: int | None = None  # interleaved: pairs whose two runs were both usable
 
     def to_json(self, calibration: dict | None) -> dict:
         return {
@@ -80,6 +81,7 @@ class GateResult:
             "runs_used": {
                 arm: sum(r.usable for r in self.runs if r.arm == arm) for arm in ("a", "b")
             },
+            "pairs_used": self.pairs_used,
             "runs_tried": {arm: sum(r.arm == arm for r in self.runs) for arm in ("a", "b")},
             "rule": self.rule.to_json(),
             "notes": self.notes,
@@ -133,7 +135,9 @@ def gate(
                 break
     except KeyboardInterrupt:
         stopped_by = "interrupted"
-    return _result(judgement, stopped_by, runs, rule, paired, budget)
+    result = _result(judgement, stopped_by, runs, rule, paired, budget)
+    result.pairs_used = len(evidence.pairs) if paired else None
+    return result
 
 
 def _schedule(paired: bool):
