@@ -3,7 +3,9 @@
 `harness gate` and `harness gate --calibrate` share it, so the false-alarm rate the calibration
 measures is the rate of the rule the gate applies. Runs are taken in pairs (one a side, or one
 candidate run against history); a run whose host was busy, or that ended badly, is left out of
-the evidence and counts against the budget. From `min_runs` usable runs a side the verdict is
+the evidence and counts against the budget. Interleaved pairs are judged paired (the within-pair
+differences, harness/analysis/compare/noise.py `paired_spread`), so a pair counts only when both
+its runs are usable. From `min_runs` such pairs (history mode: candidate runs) the verdict is
 judged after every pair; the first `regressed` or `no change detected` ends it; otherwise it goes
 on to `max_runs` a side and the last verdict stands (`inconclusive`, with the runs it would need).
 
