@@ -81,8 +81,7 @@ def replay_fields(trace, config, *, target: dict, endpoints, trace_path=None) ->
     return {
         "seed": trace.header.seed,
         "target": target,
-        # an in-process engine's endpoint is a name ("inprocess"), not a URL: nothing to redact
-        "endpoints": [redact_url(e) if "://" in e else e for e in endpoints],
+        "endpoints": [redact_url(e) for e in endpoints],
         "block_size": config.block_size,
         "trace_sha256": file_sha256(trace_path) if trace_path else None,
         "replay": config.as_dict(),
