@@ -118,7 +118,7 @@ def replay_rule(
         "baseline": base,
         "candidate": cand,
         "cycles": [Path(c[base].path).name.split("-")[0] for c in window[: evidence.tried["a"]]],
-        "runs_used": [len(evidence.baseline), len(evidence.candidate)],
+        "runs_used": [len(evidence.pairs)] * 2,  # the pairs judged: both runs usable
         "verdict": verdict,
         "smallest_detectable": None if judgement is None else judgement.smallest_detectable,
     }

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.host_state import MAX_LOAD_PER_CPU, host_state
+from harness.analysis.host_state import MAX_LOAD_PER_CPU, busy_reason, host_state
 from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
 from harness.scenario import Scenario
 
@@ -68,6 +68,7 @@ class GateResult:
     notes: list[str]
     rule: Rule
     minutes: float
+    pairs_used: int | None = None  # interleaved: pairs whose two runs were both usable
 
     def to_json(self, calibration: dict | None) -> dict:
         return {
@@ -80,6 +81,7 @@ class GateResult:
             "runs_used": {
                 arm: sum(r.usable for r in self.runs if r.arm == arm) for arm in ("a", "b")
             },
+            "pairs_used": self.pairs_used,
             "runs_tried": {arm: sum(r.arm == arm for r in self.runs) for arm in ("a", "b")},
             "rule": self.rule.to_json(),
             "notes": self.notes,
@@ -133,7 +135,9 @@ def gate(
                 break
     except KeyboardInterrupt:
         stopped_by = "interrupted"
-    return _result(judgement, stopped_by, runs, rule, paired, budget)
+    result = _result(judgement, stopped_by, runs, rule, paired, budget)
+    result.pairs_used = len(evidence.pairs) if paired else None
+    return result
 
 
 def _schedule(paired: bool):
@@ -172,9 +176,7 @@ def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float
         if code != OK
         else f"invalid: {invalid[0]}"
         if invalid
-        else f"host busy: {host.why}"
-        if host.busy
-        else None
+        else busy_reason(summary, max_load_per_cpu=max_load_per_cpu)
     )
     return GateRun(
         arm,
@@ -208,8 +210,11 @@ def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: 
         )
     if judgement is None:
         notes.append(
-            f"fewer than {rule.min_runs} usable runs a side"
-            + ("" if paired else ", or no usable history")
+            (
+                f"fewer than {rule.min_runs} pairs with both runs usable"
+                if paired
+                else f"fewer than {rule.min_runs} usable runs, or no usable history"
+            )
             + ": no verdict could be judged"
         )
         verdict, code = "inconclusive", INCONCLUSIVE

@@ -62,7 +62,10 @@ def register(sub) -> None:
         help="the regressions that fail the gate (default: %(default)s)",
     )
     p.add_argument(
-        "--min-runs", type=int, default=3, help="usable runs a side before a verdict (3)"
+        "--min-runs",
+        type=int,
+        default=3,
+        help="usable pairs (both runs usable; history mode: candidate runs) before a verdict (3)",
     )
     p.add_argument(
         "--max-runs", type=int, default=4, help="runs a side at most, busy ones included (4)"

@@ -3,7 +3,9 @@
 `harness gate` and `harness gate --calibrate` share it, so the false-alarm rate the calibration
 measures is the rate of the rule the gate applies. Runs are taken in pairs (one a side, or one
 candidate run against history); a run whose host was busy, or that ended badly, is left out of
-the evidence and counts against the budget. From `min_runs` usable runs a side the verdict is
+the evidence and counts against the budget. Interleaved pairs are judged paired (the within-pair
+differences, harness/analysis/compare/noise.py `paired_spread`), so a pair counts only when both
+its runs are usable. From `min_runs` such pairs (history mode: candidate runs) the verdict is
 judged after every pair; the first `regressed` or `no change detected` ends it; otherwise it goes
 on to `max_runs` a side and the last verdict stands (`inconclusive`, with the runs it would need).
 
@@ -70,16 +72,24 @@ class Rule:
 
 @dataclass
 class Evidence:
-    """The runs a gate has so far: every run tried, and the usable ones a side."""
+    """The runs a gate has so far: every run tried, the usable ones a side, and the pairs (the
+    i-th run of each side, run back to back) whose two runs are both usable."""
 
     baseline: list[Path] = field(default_factory=list)
     candidate: list[Path] = field(default_factory=list)
     tried: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+    pairs: list[tuple[Path, Path]] = field(default_factory=list)
+    _open: dict[str, Path | None] = field(default_factory=dict)
 
     def add(self, arm: str, path: Path, usable: bool) -> None:
         self.tried[arm] += 1
         if usable:
             (self.baseline if arm == "a" else self.candidate).append(path)
+        self._open[arm] = path if usable else None
+        if self.tried["a"] == self.tried["b"]:  # a pair is complete
+            a, b = self._open.pop("a", None), self._open.pop("b", None)
+            if a is not None and b is not None:
+                self.pairs.append((a, b))
 
 
 def judge_now(
@@ -90,15 +100,21 @@ def judge_now(
     *,
     paired: bool,
 ) -> Any | None:
-    """The verdict of the usable runs so far, or None before the first look. Without a baseline
-    side (history mode) the judge is given none: the screened history stands in (`RunJudge`)."""
-    base = evidence.baseline if paired else []
-    if len(evidence.candidate) < rule.min_runs or (paired and len(base) < rule.min_runs):
-        return None
+    """The verdict of the usable runs so far, or None before the first look. Interleaved
+    (`paired`): the pairs whose two runs are both usable, judged on their within-pair
+    differences, from `min_runs` such pairs. Without a baseline side (history mode) the judge is
+    given none: the screened history stands in (`RunJudge`)."""
     kwargs: dict[str, Any] = {"fail_on": rule.fail_on, "alpha": rule.alpha_per_look}
     if rule.min_change is not None:
         kwargs["min_change"] = rule.min_change
-    return judge(list(base), list(evidence.candidate), history=tuple(history), **kwargs)
+    if paired:
+        if len(evidence.pairs) < rule.min_runs:
+            return None
+        base, cand = [a for a, _ in evidence.pairs], [b for _, b in evidence.pairs]
+        return judge(base, cand, history=tuple(history), paired=True, **kwargs)
+    if len(evidence.candidate) < rule.min_runs:
+        return None
+    return judge([], list(evidence.candidate), history=tuple(history), **kwargs)
 
 
 class RunJudge:
@@ -119,7 +135,7 @@ class RunJudge:
             self._analyses[key] = analyze(load_run(key))
         return self._analyses[key]
 
-    def __call__(self, baseline, candidate, *, history=(), **kwargs) -> Any | None:
+    def __call__(self, baseline, candidate, *, history=(), paired=False, **kwargs) -> Any | None:
         from harness.analysis.compare import history as screening
         from harness.analysis.compare.verdict import judge_analyses
 
@@ -127,7 +143,7 @@ class RunJudge:
         if baseline:
             past = [self.analysis(p) for p in history]
             return judge_analyses(
-                [self.analysis(p) for p in baseline], cand, history=past, **kwargs
+                [self.analysis(p) for p in baseline], cand, history=past, paired=paired, **kwargs
             )
         screened = screening.screen([self.analysis(p) for p in history], cand)
         if not screened.kept:

@@ -55,8 +55,10 @@ def test_busy_runs_in_a_window_are_left_out_and_cost_a_cycle():
     result = replay_rule(
         Rule(min_runs=2, max_runs=4), cycles(4, busy={"c2-s30"}), "a", "s30", judge
     )
-    assert judge.calls[0] == (["c1-a", "c2-a", "c3-a"], ["c1-s30", "c3-s30"])
-    assert result["cycles"] == ["c1", "c2", "c3", "c4"] and result["runs_used"] == [4, 3]
+    # a pair counts only when both its runs are usable: c2's a run goes with its busy s30
+    assert judge.calls[0] == (["c1-a", "c3-a"], ["c1-s30", "c3-s30"])
+    assert judge.calls[1] == (["c1-a", "c3-a", "c4-a"], ["c1-s30", "c3-s30", "c4-s30"])
+    assert result["cycles"] == ["c1", "c2", "c3", "c4"] and result["runs_used"] == [3, 3]
 
 
 def test_evaluate_counts_every_kind_both_ways_round():

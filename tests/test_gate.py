@@ -27,6 +27,7 @@ class Scripted:
                 "history": list(history),
                 "alpha": alpha,
                 "fail_on": fail_on,
+                "paired": kw.get("paired", False),
             }
         )
         return Verdict(self.verdicts[min(len(self.calls), len(self.verdicts)) - 1])
@@ -99,15 +100,17 @@ def test_each_look_spends_alpha_over_the_planned_looks(tmp_path):
 
 
 def test_busy_runs_are_left_out_and_count_against_the_budget(tmp_path):
-    judge, run = Scripted(["inconclusive"]), runner(busy={"a1", "b2"})
+    judge, run = Scripted(["inconclusive"]), runner(busy={"a2"})
     result = gate(
-        ARMS, tmp_path, rule=Rule(min_runs=2, max_runs=3), judge=judge, run=run, say=lambda _: None
+        ARMS, tmp_path, rule=Rule(min_runs=2, max_runs=4), judge=judge, run=run, say=lambda _: None
     )
-    assert len(run.order) == 6  # 3 a side, busy ones included
-    assert judge.calls[-1]["a"] == ["a2", "a3"] and judge.calls[-1]["b"] == ["b1", "b3"]
+    assert len(run.order) == 8  # 4 a side, the busy one included
+    # a pair counts only when both its runs are usable: b2's partner a2 was busy
+    assert judge.calls[-1]["a"] == ["a1", "a3", "a4"] and judge.calls[-1]["b"] == ["b1", "b3", "b4"]
+    assert all(c["paired"] for c in judge.calls)
     assert result.verdict == "inconclusive" and result.exit_code == 4
     assert result.stopped_by == "max runs"
-    assert "2 of 6 runs left out" in result.notes[0] and "a1 host busy" in result.notes[0]
+    assert "1 of 8 runs left out" in result.notes[0] and "a2 host busy" in result.notes[0]
 
 
 def test_too_few_usable_runs_is_inconclusive_without_a_look(tmp_path):
@@ -123,7 +126,7 @@ def test_too_few_usable_runs_is_inconclusive_without_a_look(tmp_path):
     )
     assert judge.calls == [] and result.judgement is None
     assert result.verdict == "inconclusive" and result.exit_code == 4
-    assert any("fewer than 2 usable runs" in n for n in result.notes)
+    assert any("fewer than 2 pairs with both runs usable" in n for n in result.notes)
 
 
 def test_history_mode_runs_the_candidate_alone(tmp_path):

@@ -7,6 +7,12 @@ the process's own CPU share is taken off: what is left is the load of *other* wo
 is *busy* when that passes `max_load_per_cpu`, when more than `STEAL_SHARE` of the CPU time was
 stolen, or when the self-check blamed a late client on the host. A busy run measured the host as
 much as the server: a gate leaves it out of the evidence (and reruns it) rather than judge on it.
+
+This is the one host screen: `harness gate` screens its own runs with it and the verdicts screen
+history with it (harness/analysis/compare/history.py), so a run counts in one exactly when it
+would count in the other. A self-check `cause` of "host" alone does not make a run busy: the
+cause is computed even when nothing was late (the load average there counts this process too),
+so it is blame only when the self-check also warned.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ def host_state(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> 
     host = client.get("host_load")
     blamed = bool(client.get("warnings")) and client.get("cause") == "host"
     if not host or not host.get("cpus"):
-        why = "the self-check blamed the host" if blamed else None
+        why = "the client self-check blamed the host" if blamed else None
         return HostState(blamed, None, None, blamed, why)
     others = others_load(host, client) / host["cpus"]
     steal = host.get("steal_share")
@@ -54,6 +60,12 @@ def host_state(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> 
     if blamed:
         reasons.append("the client self-check blamed the host")
     return HostState(bool(reasons), round(others, 3), steal, blamed, "; ".join(reasons) or None)
+
+
+def busy_reason(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> str | None:
+    """Why the run whose `summary.json` this is measured a busy host, or None: the screen."""
+    state = host_state(summary, max_load_per_cpu=max_load_per_cpu)
+    return f"host busy: {state.why}" if state.busy else None
 
 
 def others_load(host: dict, client: dict) -> float:

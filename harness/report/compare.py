@@ -36,12 +36,17 @@ def _band(row: MetricChange) -> str:
 def _preamble(result: Judgement) -> list[str]:
     b, r = result.counts["baseline"], result.counts["run"]
     level = f"{100 * (1 - result.alpha):g}%"
+    over = (
+        f"Student t over {len(result.run)} interleaved pairs (each pair's difference one sample;"
+        " band = one run's SD, the differences' / sqrt 2)"
+        if result.paired
+        else "Student t over runs (each run's figure one sample; band = one run's SD between runs)"
+    )
     return [
         f"baseline: {', '.join(result.baseline)} ({b['ok']} ok requests, {b['failed']} failed)",
         f"run:      {', '.join(result.run)} ({r['ok']} ok requests, {r['failed']} failed)",
         f"history:  {', '.join(result.history) or 'none used'}",
-        f"interval: {level} Student t over runs (each run's figure one sample; band = one run's SD"
-        " between runs); the within-run bootstrap only widens it. regressed: the interval is"
+        f"interval: {level} {over}; the within-run bootstrap only widens it. regressed: the interval is"
         " wholly worse and the change passes its threshold; no change detected: the interval"
         " rules out the threshold; else inconclusive",
         *result.notes,

@@ -11,7 +11,9 @@ def verdict_lines(doc: dict) -> list[str]:
     """The verdict in a few lines: what, on how many runs, what it could see, what it would need."""
     used, tried = doc["runs_used"], doc["runs_tried"]
     sides = (
-        f"{used['a']} baseline and {used['b']} candidate runs"
+        f"{doc['pairs_used']} interleaved pairs (both runs usable)"
+        if doc["mode"] == "interleaved" and doc.get("pairs_used") is not None
+        else f"{used['a']} baseline and {used['b']} candidate runs"
         if doc["mode"] == "interleaved"
         else f"{used['b']} candidate runs against history"
     )

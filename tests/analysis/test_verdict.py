@@ -117,12 +117,13 @@ def test_history_that_ended_badly_or_blamed_the_host_is_left_out(nights, tmp_pat
     from dataclasses import replace
 
     cut = replace(nights[2].run, manifest={**nights[2].run.manifest, "status": "interrupted"})
-    busy = replace(nights[3], summary={**nights[3].summary, "client": {"cause": "host"}})
+    client = {"cause": "host", "warnings": ["late sends"]}
+    busy = replace(nights[3], summary={**nights[3].summary, "client": client})
     s = screen([replace(nights[2], run=cut), busy], [nights[1]])
     assert s.kept == []
     reasons = dict(s.left_out)
     assert reasons["nightly-2026-12-02"].startswith("ended badly: interrupted")
-    assert reasons["nightly-2026-12-03"] == "its client self-check blamed the host"
+    assert reasons["nightly-2026-12-03"] == "host busy: the client self-check blamed the host"
 
 
 def test_an_aiperf_import_against_a_native_run_exits_0_not_comparable(tmp_path, capsys):

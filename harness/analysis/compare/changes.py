@@ -138,8 +138,10 @@ def row(
     alpha: float,
     min_change: float,
     why_not: str | None = None,
+    paired: bool = False,
 ) -> MetricChange:
-    """The row of `metric`: its figures, interval, band and verdict against `threshold`."""
+    """The row of `metric`: its figures, interval, band and verdict against `threshold`.
+    `paired`: base.values[i] and cand.values[i] ran back to back (`noise.paired_spread`)."""
     out = MetricChange(
         metric.key, metric.label, metric.better, None, None, None, False, "~", None,
         base.samples, cand.samples, units=(base.runs, cand.runs), threshold=str(threshold),
@@ -163,7 +165,10 @@ def row(
         [within_var(r, scale) for r in base.replicates],
         [within_var(r, scale) for r in cand.replicates],
     )
-    s = noise.spread(xb, xc, xh, within, alpha)
+    if paired:
+        s = noise.paired_spread(xb, xc, within, alpha)
+    else:
+        s = noise.spread(xb, xc, xh, within, alpha)
     _interval(out, s, scale)
     _decide(out, s, threshold, scale, alpha, min_change)
     return out

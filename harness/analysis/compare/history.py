@@ -1,7 +1,9 @@
 """History screened before it serves as the noise model: which past runs count, and why not.
 
 A past run counts when it replayed the same trace under the same load against the same target
-configuration as the baseline, ended cleanly, and its client self-check did not blame the host.
+configuration as the baseline, ended cleanly, and its host was not busy (the gate's own screen,
+`harness.analysis.host_state.busy_reason`: others' load, stolen time, a self-check that warned and
+blamed the host).
 A run left out is listed with its reason. Among the runs that pass, one whose figure on a gated
 metric sits far from the others (a robust z above `OUTLIER_Z`, from the median and the MAD of the
 baseline and history runs) was itself a regression or a disturbed night: it is left out too, so
@@ -20,6 +22,7 @@ from harness.analysis.compare.comparable import not_comparable
 from harness.analysis.compare.noise import on_scale
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.ending import run_ending
+from harness.analysis.host_state import busy_reason
 from harness.analysis.summary import Analysis
 
 OUTLIER_Z = 3.5  # robust z (|x - median| / (1.4826 MAD)) past which a history run is left out
@@ -63,10 +66,7 @@ def _why_not(a: Analysis, baseline: list[Analysis], config: dict, flagged: set) 
     ending = run_ending(a.run.manifest)
     if ending or a.run.manifest.get("status") not in (None, "complete"):
         return f"ended badly: {ending or a.run.manifest.get('status')}"
-    client = a.summary.get("client") or {}
-    if client.get("cause") == "host":
-        return "its client self-check blamed the host"
-    return None
+    return busy_reason(a.summary)
 
 
 def target_config(a: Analysis) -> dict:

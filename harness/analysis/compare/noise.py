@@ -7,6 +7,11 @@ sides' means is Student's t at that many degrees of freedom. A within-run bootst
 run, not the machine it ran on, so it can only widen the interval (it is a floor), never narrow
 it. With one run a side and no history there is no spread to estimate: the change is reported,
 but it cannot be called significant across runs.
+
+Runs taken in interleaved pairs (a_i and b_i back to back, as `harness gate` runs them) are judged
+on the within-pair differences instead (`paired_spread`): log(b_i / a_i) on a log row, a t
+interval over the pairs at pairs - 1 degrees of freedom. A host that drifts slowly moves both runs
+of a pair alike, so the drift cancels in the difference rather than widening the band.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ class Band:
 
     sd: float | None  # None: no two runs of one side, so no spread to estimate
     df: int
-    source: str  # "between 3+3 runs", "history of 4 runs", "one run: within-run only"
+    source: str  # "between 3+3 runs", "history of 4 runs", "paired over 4 pairs", "one run: ..."
+    pairs: int = 0  # > 0: `sd` is one run's SD from the spread of this many within-pair differences
 
 
 def band(base: np.ndarray, cand: np.ndarray, history: np.ndarray) -> Band:
@@ -111,6 +117,31 @@ def spread(
     return Spread(float(cand.mean() - base.mean()), half, within_sd, b, sizes, z)
 
 
+def paired_spread(
+    base: np.ndarray,
+    cand: np.ndarray,
+    within: tuple[list[float | None], list[float | None]],
+    alpha: float,
+) -> Spread:
+    """`spread` of runs in pairs: base[i] and cand[i] ran back to back. The change is the mean
+    within-pair difference, its half-width t(pairs - 1) x SD(differences) / sqrt(pairs), floored
+    by the within-run one. The band is one run's SD, SD(differences) / sqrt(2), so it reads like
+    the unpaired band. Fewer than two pairs: the unpaired rule (one run a side)."""
+    if base.size != cand.size:
+        raise ValueError(f"paired runs need as many a side, got {base.size} and {cand.size}")
+    n = base.size
+    if n < 2:
+        return spread(base, cand, np.array([]), within, alpha)
+    d = cand - base
+    sd_d = float(d.std(ddof=1))
+    b = Band(sd_d / np.sqrt(2), n - 1, f"paired over {n} pairs", pairs=n)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    within_sd = _within_sd(within)
+    half = _t(alpha, n - 1) * sd_d / np.sqrt(n)
+    half = max(half, z * within_sd if within_sd is not None else 0.0)
+    return Spread(float(d.mean()), half, within_sd, b, (n, n, 0), z)
+
+
 def _t(alpha: float, df: int) -> float:
     return float(stats.t.ppf(1 - alpha / 2, df))
 
@@ -132,6 +163,11 @@ def runs_needed(s: Spread, distance: float, alpha: float) -> int | None:
     if sd is None or sd == 0:
         return 1
     for more in range(1, MAX_MORE_RUNS + 1):
+        if s.band.pairs:  # one more pair per more run a side
+            n = s.band.pairs + more
+            if _t(alpha, n - 1) * sd * np.sqrt(2 / n) < distance:
+                return more
+            continue
         b, c = nb + more, nc + more
         df = (b + nh - 1) + (c - 1)
         if _t(alpha, df) * sd * np.sqrt(1 / b + 1 / c) < distance:

@@ -7,6 +7,7 @@ from harness.analysis.compare.history import Screened
 from harness.analysis.compare.sides import HEADLINE
 from harness.analysis.context_limit import invalid_reasons
 from harness.analysis.ending import run_ending
+from harness.analysis.host_state import busy_reason
 from harness.analysis.summary import Analysis
 from harness.errors import InputError
 
@@ -29,9 +30,9 @@ def run_notes(
     out = [f"not comparable: {shared_why_not}"] if shared_why_not else []
     out += _same_runs(baseline, candidate) + import_notes(both) + ending_notes(both)
     out += [
-        f"{a.run.name}: its client self-check blamed the host; its figures follow the host"
+        f"{a.run.name}: {why}; its figures follow the host"
         for a in both
-        if (a.summary.get("client") or {}).get("cause") == "host"
+        if (why := busy_reason(a.summary)) is not None
     ]
     out += [f"history: {run} left out: {why}" for run, why in screened.left_out]
     if any(r.band_source and r.band_source.startswith("one run") for r in rows):

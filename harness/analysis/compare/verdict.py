@@ -65,6 +65,7 @@ class Judgement:
     alpha: float = ALPHA
     min_change: float = MIN_CHANGE
     shared_why_not: str | None = None  # a reason no row is comparable, said once
+    paired: bool = False  # judged on within-pair differences (baseline[i], run[i] back to back)
 
     @property
     def exit_code(self) -> int:
@@ -119,31 +120,60 @@ def judge_analyses(
     allow_unclosed: bool = False,
     flagged: Iterable[str] = (),
     gate_keys: Iterable[str] | None = None,
+    paired: bool = False,
 ) -> Judgement:
     """`judge` on runs already analyzed. `flagged`: history run paths already judged regressed;
     `gate_keys`: the rows the verdict covers when no `fail_on` names them (default: all).
-    A gate (`fail_on`) refuses a run that was not closed or failed, unless `allow_unclosed`."""
+    A gate (`fail_on`) refuses a run that was not closed or failed, unless `allow_unclosed`.
+    `paired`: baseline[i] and candidate[i] ran back to back (an interleaved gate's pairs); each
+    row is judged on the within-pair differences (`noise.paired_spread`), and history is not
+    used: the pairs' own differences are the noise."""
     thresholds = {t.key: t for t in parse_fail_on(fail_on)}
     if thresholds and not allow_unclosed:
         notes.refuse_unclosed([*baseline, *candidate])
-    screened = screening.screen(history, baseline, flagged)
+    past_runs = list(history)
+    if paired and len(baseline) != len(candidate):
+        raise ValueError(f"paired runs need as many a side: {len(baseline)} vs {len(candidate)}")
+    screened = screening.screen([] if paired else past_runs, baseline, flagged)
     why_not = not_comparable(baseline, candidate)
     rng = evidence.rng()
     gates = {m.key: thresholds.get(m.key) or default_threshold(m, min_change) for m in HEADLINE}
     gated = set(thresholds) or set(gate_keys or (m.key for m in HEADLINE))
-    base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
-    cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
+    if paired:
+        both = {m.key: _both_measured(m, baseline, candidate) for m in HEADLINE}
+        base = {m.key: figures(m, [a for a, _ in both[m.key]], rng) for m in HEADLINE}
+        cand = {m.key: figures(m, [b for _, b in both[m.key]], rng) for m in HEADLINE}
+    else:
+        base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
+        cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
     kept = screening.drop_outliers(screened, base, gated)
     rows = []
     for m in HEADLINE:
         past = [v for a in kept if (v := m.value(Side([a]))) is not None]
         r = row(
-            m, base[m.key], cand[m.key], past, gates[m.key], alpha, min_change, why_not.get(m.key)
-        )
+            m, base[m.key], cand[m.key], past, gates[m.key], alpha, min_change,
+            why_not.get(m.key), paired=paired,
+        )  # fmt: skip
         r.gated = m.key in gated
         rows.append(r)
     rows = notes.measured(rows)
-    return _verdict(rows, baseline, candidate, screened, thresholds, alpha, min_change)
+    out = _verdict(rows, baseline, candidate, screened, thresholds, alpha, min_change)
+    out.paired = paired
+    if paired and past_runs:
+        out.notes.append(
+            f"paired over {len(baseline)} pairs: the {len(past_runs)} history runs were not "
+            "used (the pairs' own differences are the noise)"
+        )
+    return out
+
+
+def _both_measured(m, baseline: list[Analysis], candidate: list[Analysis]) -> list:
+    """The pairs whose two runs both measure `m`: a pair is judged whole or not at all."""
+    return [
+        (a, b)
+        for a, b in zip(baseline, candidate, strict=True)
+        if m.value(Side([a])) is not None and m.value(Side([b])) is not None
+    ]
 
 
 def _verdict(
