@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from harness.analysis import host_state
 from harness.analysis.slo import Slo
 
 MET, MISSED, MIXED, UNDECIDED = "met", "missed", "mixed", "undecided"
@@ -97,14 +98,18 @@ def outcome(
     )
 
 
+def run_load(host: dict) -> float | None:
+    """The 1-minute load average the run saw: its mean during the run, else the one after it."""
+    during = host.get("during")
+    return during["load1_mean"] if during else (host.get("after") or [None])[0]
+
+
 def others_load(host: dict) -> float | None:
-    """Load per CPU from other processes: the load average during the run (or after it) less
-    this run's own CPU share."""
-    during, cpus = host.get("during"), host.get("cpus")
-    load = during["load1_mean"] if during else (host.get("after") or [None])[0]
+    """Load per CPU from other processes: the run's load average less its own CPU share."""
+    load, cpus = run_load(host), host.get("cpus")
     if load is None or not cpus:
         return None
-    return max(0.0, load - (host.get("own_cpu_share") or 0.0)) / cpus
+    return host_state.others_load(load, host.get("own_cpu_share")) / cpus
 
 
 def busy(host: dict, per_cpu: float) -> bool:

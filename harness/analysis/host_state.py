@@ -48,7 +48,7 @@ def host_state(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> 
     if not host or not host.get("cpus"):
         why = "the client self-check blamed the host" if blamed else None
         return HostState(blamed, None, None, blamed, why)
-    others = others_load(host, client) / host["cpus"]
+    others = others_load(host["load1_mean"], client.get("process_cpu_share")) / host["cpus"]
     steal = host.get("steal_share")
     reasons = []
     if others > max_load_per_cpu:
@@ -68,8 +68,7 @@ def busy_reason(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) ->
     return f"host busy: {state.why}" if state.busy else None
 
 
-def others_load(host: dict, client: dict) -> float:
-    """The load of work other than this process: the mean 1-minute load average less the
-    process's own CPU share (its threads' average demand), never below 0."""
-    own = client.get("process_cpu_share") or 0.0
-    return max(0.0, float(host["load1_mean"]) - own)
+def others_load(load1: float, own_cpu_share: float | None) -> float:
+    """The load of work other than this process: a 1-minute load average less the process's own
+    CPU share (its threads' average demand), never below 0."""
+    return max(0.0, float(load1) - (own_cpu_share or 0.0))

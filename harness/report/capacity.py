@@ -16,7 +16,7 @@ import html
 import json
 from pathlib import Path
 
-from harness.analysis.capacity import others_load
+from harness.analysis.capacity import others_load, run_load
 from harness.report.capacity_text import band_sentence, binding_sentence, notes
 from harness.report.html import CSS, _figure_html
 from harness.report.numbers import fmt
@@ -120,9 +120,7 @@ def _spread(s: dict) -> str:
 
 
 def _load(host: dict) -> str:
-    others = others_load(host)
-    during = host.get("during")
-    load = during["load1_mean"] if during else (host.get("after") or [None])[0]
+    others, load = others_load(host), run_load(host)
     cpus = host.get("cpus") or 1
     return f"{fmt(load / cpus if load is not None else None, '.2f')} ({fmt(others, '.2f')})"
 
