@@ -4,7 +4,7 @@ beside another checkout (e.g. main) measured in the same run.
     .venv/bin/python benchmarks/bench_corpus.py [--sessions 800] [--corpus DIR] [--cache-tokens 10000000]
         [--baseline-root /work/main] [--baseline-traces 100] [--json FILE]
 
-Without `--corpus` it builds one the way the issue asks: `trace generate` of a full-scale AgentX
+Without `--corpus` it builds a full-scale corpus: `trace generate` of a full-scale AgentX
 trace (`--sessions` main sessions, ~60k requests, median prompt ~140k tokens), then
 `convert --to weka` into a directory of one-trace files. Each measurement is the harness CLI in
 a fresh subprocess, reporting its wall time, CPU time (user + sys: a shared machine stretches

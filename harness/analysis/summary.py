@@ -100,7 +100,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     rates["sessions_per_s"] = len(complete) / duration if duration > 0 else None
     tpgs = metrics.tpgs(ok, n_gpus)
     hit = _without_ideal(cache.hit_rates(misses), ideal, run.manifest)
-    overflow = context_limit.context_summary(run)  # issue 23: context limits
+    overflow = context_limit.context_summary(run)  # requests past the context limit
     # an import's chunks are not its tokens (its notes say so): nothing to place
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok, run.manifest)
     short = short_replies.short_replies(ok, run.replay.api)
@@ -143,7 +143,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
         },
         "server_cache": server_cache(run.manifest),
-        # issue 23: context limits (analysis/context_limit.py), spec decoding (speculation.py)
+        # context limits (analysis/context_limit.py), spec decoding (speculation.py)
         "context_limit": overflow,
         "validity": context_limit.validity(overflow),
         "speculative_decoding": speculation.spec_summary(run.manifest, ok),

@@ -37,7 +37,7 @@ class StatTarget:
     tolerance: float = 0.05
 
 
-# The AgentX workload (issue 2), and the gap between a reply and the next request in the public
+# The AgentX workload's published shape (the targets below), and the gap between a reply and the next request in the public
 # Claude Code corpus (its p99 is ~50 min of human breaks): what the default profile reproduces.
 CORPUS_THINK_S = {"p50": 10.0, "p90": 166.0, "p99": 3000.0}
 AGENTX_TARGETS = (

@@ -1,5 +1,6 @@
 """Runs that end badly, end to end in subprocesses against loopback servers: exit codes, a
-SIGKILLed run, a full disk, an echoed key, bad bounds, a wrong model (issue 22)."""
+SIGKILLed run, a full disk, an echoed key, bad bounds, a wrong model (docs/driver.md, "How a run
+ends" and "Exit codes")."""
 
 import asyncio
 import os

@@ -254,7 +254,7 @@ HEADLINE: tuple[Headline, ...] = (
         evidence.mean,
         scale="linear",
     ),
-    # issue 23: speculative decoding, from the servers' /metrics (analysis/speculation.py)
+    # speculative decoding, from the servers' /metrics (analysis/speculation.py)
     _server_wide("acceptance_rate", "spec-decode acceptance rate"),
     _server_wide("mean_accepted_length", "spec-decode mean accepted length (tok/step)"),
 )
