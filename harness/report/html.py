@@ -101,7 +101,7 @@ def render_report(analyses: list[Analysis]) -> str:
     names = [a.run.name for a in analyses]
     body = [f"<h1>agentic-harness report: {html.escape(', '.join(names))}</h1>"]
     body.append(tested_html([(a.run.name, a.summary) for a in analyses]))
-    body += invalid_banner(analyses) + _banners(analyses)  # an invalid run (past the context limit) says so first
+    body += invalid_banner(analyses) + _banners(analyses)  # an invalid run says so first
     body.append(headline_strip(analyses))
     body.append(spec_table(analyses))  # speculative decoding, when a server reported it
     if len(analyses) > 1:

@@ -32,7 +32,7 @@ def summary_table(s: dict) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
-    from harness.report.speculation import spec_lines  # the run's validity, then speculative decoding
+    from harness.report.speculation import spec_lines  # validity first, then spec decoding
     from harness.report.validity import context_lines
 
     tested = [f"{label + ':':<13}{text}" for label, text in tested_rows(s)]
