@@ -248,7 +248,7 @@ def body_cost(trace, n: int) -> dict:
             p = source.prompt(s.id, k)
             c1 = time.thread_time()
             spec = RequestSpec(
-                f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.tokens, p.messages, p.body
+                f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.n_tokens, p.messages, p.body
             )
             if hasattr(p, "ids_json"):  # (older code, for a side-by-side run: no JSON kept)
                 spec.prompt_json = p.ids_json
@@ -259,9 +259,9 @@ def body_cost(trace, n: int) -> dict:
             build.append(c1 - c0)
             encode.append(c2 - c1)
             sizes.append(len(data))
-            if 100_000 <= p.tokens < 200_000 and len(bodies) < 40:
-                bodies.append((p.tokens, data))
-            tokens.append(p.tokens)
+            if 100_000 <= p.n_tokens < 200_000 and len(bodies) < 40:
+                bodies.append((p.n_tokens, data))
+            tokens.append(p.n_tokens)
             done += 1
             if done >= n:
                 break

@@ -335,7 +335,7 @@ class Replay:
             root,
             endpoint,
             output_tokens,
-            prompt.tokens,
+            prompt.n_tokens,
             prompt.messages,
             prompt.body,
             prompt_json=prompt.ids_json,

@@ -49,7 +49,7 @@ JSON_BYTES = 7  # room for a token id's JSON, per token, when a buffer is sized
 class Prompt:
     """One request's prompt: its length in trace tokens and the body for the API."""
 
-    tokens: int
+    n_tokens: int
     messages: list[dict] | None = None  # chat API
     body: np.ndarray | str | None = None  # completions API: token ids (int64) or text
     # token ids: the body as JSON array items, b"1,2,3" (no brackets), a read-only bytes view
@@ -196,7 +196,7 @@ class RequestSource:
         """`prompt` followed by `segments`. Chat: the previous prompt's last message is the
         user's and the first appended segment is the assistant's output, so nothing merges across
         the seam."""
-        tokens = prompt.tokens + sum(s.length for s in segments)
+        tokens = prompt.n_tokens + sum(s.length for s in segments)
         if self.api == "chat":
             assert prompt.messages is not None  # a chat prompt always carries messages
             calls = self.content.chat.calls_of
@@ -216,7 +216,7 @@ class RequestSource:
         prompt = state.prompt
         body = prompt.body
         assert isinstance(body, np.ndarray)  # a token-id prompt's body is its ids
-        tokens = prompt.tokens + sum(s.length for s in segments)
+        tokens = prompt.n_tokens + sum(s.length for s in segments)
         new = [self.content.segment_token_ids(seg) for seg in segments if seg.length]
         if not new:
             state.prompt = Prompt(tokens, None, body, prompt.ids_json)

@@ -60,7 +60,9 @@ def test_spliced_token_id_body_is_the_encoded_body(extra):
     tgt = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://h",), model="m", **extra))
     for k in range(2):
         p = source.prompt("a", k)
-        spec = RequestSpec(f"a:{k}", "a", "a", 0, 4, p.tokens, None, p.body, prompt_json=p.ids_json)
+        spec = RequestSpec(
+            f"a:{k}", "a", "a", 0, 4, p.n_tokens, None, p.body, prompt_json=p.ids_json
+        )
         spliced = orjson.loads(b"".join(tgt.encode(spec)))
         spec.prompt_json = None
         assert spliced == orjson.loads(b"".join(tgt.encode(spec))) == tgt.body(spec)

@@ -22,7 +22,7 @@ def test_extended_prompts_equal_whole_prompts(api, fmt):
     source, content = RequestSource(tr, api=api, prompt_format=fmt, salt="s"), Content(tr, salt="s")
     for _, sid, k in send_order(tr):
         p = source.prompt(sid, k)
-        assert p.tokens == content.prompt_length(sid, k)
+        assert p.n_tokens == content.prompt_length(sid, k)
         if api == "chat":
             assert p.body is None and p.messages == content.messages(sid, k), (sid, k)
         elif fmt == "text":

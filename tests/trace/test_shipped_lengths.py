@@ -68,7 +68,10 @@ def test_materialized_prompts_are_as_long_as_the_trace(name, profile, overrides,
         for k in range(min(3, len(s.turns))):
             want = chat.content.prompt_length(s.id, k)
             p = chat.prompt(s.id, k)
-            assert p.tokens == want and _chat_length(p.messages, p.tools, count) == want, (s.id, k)
+            assert p.n_tokens == want and _chat_length(p.messages, p.tools, count) == want, (
+                s.id,
+                k,
+            )
             assert len(ids.prompt(s.id, k).body) == want
             system, _ = to_messages(p.messages)  # Messages: the system blocks
             instructions, _ = to_input(p.messages)  # Responses: the instructions
