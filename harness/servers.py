@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 from harness.errors import EngineError
 from harness.serving.commands import engine_flags
 
@@ -26,7 +27,7 @@ _STORE_READY = re.compile(r"kv store on (http://\S+)")
 
 def child_env() -> dict[str, str]:
     """The environment of a child harness: this harness's own package first on its path."""
-    here = str(Path(__file__).resolve().parents[1])
+    here = str(Path(harness.__file__).resolve().parents[1])  # the folder holding harness/
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
 
