@@ -81,8 +81,8 @@ def replay(
     trace, url: str, concurrency: int, requests: int, think_cap: float, run_dir: Path
 ) -> list[dict]:
     from harness.driver.config import ReplayConfig
-    from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-    from harness.driver.run import connection_limit, run_blocking, run_replay
+    from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+    from harness.driver.replay_into import connection_limit, run_blocking, run_replay
 
     config = ReplayConfig(
         load="closed",
@@ -136,7 +136,7 @@ def raw_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
                 await asyncio.sleep(0.02)
         return recs
 
-    from harness.driver.run import run_blocking
+    from harness.driver.replay_into import run_blocking
 
     return run_blocking(run())
 
@@ -233,7 +233,7 @@ def report_timing(rows: list[dict]) -> dict:
 
 def body_cost(trace, n: int) -> dict:
     """CPU per request to build each prompt and to encode its body, turns in session order."""
-    from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+    from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
     from harness.driver.target import RequestSpec
     from harness.trace.requests import RequestSource
 

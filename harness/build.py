@@ -221,8 +221,8 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
 def http_target_config(
     scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
 ):
-    from harness.driver.openai_http import HTTPTargetConfig
-    from harness.driver.run import connection_limit
+    from harness.driver.http.target import HTTPTargetConfig
+    from harness.driver.replay_into import connection_limit
 
     t = scenario.target
     return HTTPTargetConfig(
@@ -252,7 +252,7 @@ def http_target_config(
 def _http_target(
     scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
 ) -> tuple[Target, Scrape]:
-    from harness.driver.openai_http import OpenAIHTTPTarget
+    from harness.driver.http.target import OpenAIHTTPTarget
 
     target = OpenAIHTTPTarget(http_target_config(scenario, urls, model, trace, config))
 

@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 from harness import yamlconf
 from harness.driver.config import Load, Sending
 from harness.driver.endpoint import parse_endpoint
-from harness.driver.sampling import Sampling
+from harness.driver.http.sampling import Sampling
 from harness.driver.target import Timeouts
 from harness.errors import ScenarioError
 from harness.yamlconf import Strict

@@ -87,7 +87,7 @@ SCENARIO_FILE = "scenario.yaml"
 TRACE_FILE = "trace.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
-CLIENT_FILE = "client.json"  # the driver's self-check samples (harness.driver.selfcheck)
+CLIENT_FILE = "client.json"  # the driver's self-check samples (harness.driver.live.selfcheck)
 
 # manifest.json keys every writer sets (others may be added freely):
 MANIFEST_REQUIRED = (

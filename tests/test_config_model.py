@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from harness.build import block_size, http_target_config, replay_config
 from harness.cli import build_parser
 from harness.driver.config import Load, ReplayConfig, Sending
-from harness.driver.openai_http import HTTPTargetConfig
+from harness.driver.http.target import HTTPTargetConfig
 from harness.driver.target import Timeouts
 from harness.flags import BY_FIELD
 from harness.run_commands import replay_scenario
@@ -251,7 +251,7 @@ def test_set_reaches_fields_without_a_flag(trace_file):
 def test_both_verbs_replay_on_uvloop_when_installed():
     import asyncio
 
-    from harness.driver.run import run_blocking
+    from harness.driver.replay_into import run_blocking
 
     uvloop = pytest.importorskip("uvloop")
 

@@ -19,10 +19,10 @@ import socket
 import time
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.live.selfcheck import LoopProbe
 from harness.driver.recorder import OutcomeCounts
 from harness.driver.replay import Replay, ReplayResult
-from harness.driver.selfcheck import LoopProbe
 from harness.driver.target import RequestSpec, Sink
 from harness.trace.model import Trace
 
@@ -91,7 +91,7 @@ class ReplayWorker:
         self.result: ReplayResult | None = None
         self.error: str | None = None
         self.announced: set[str] = set()
-        self.probe = LoopProbe()  # this process's own self-check (harness.driver.selfcheck)
+        self.probe = LoopProbe()  # this process's own self-check (harness.driver.live.selfcheck)
         self.t0: float | None = None
 
     def where(self) -> dict:

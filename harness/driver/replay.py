@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from harness.driver import clock
 from harness.driver.config import ReplayConfig
+from harness.driver.live.stats import ReplayStats
 from harness.driver.load import Task, TaskSource, arrivals
 from harness.driver.passes import Passes
 from harness.driver.recorder import Recorder, collect, ended_at
 from harness.driver.routing import Router
-from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.schema import Record, new_record
 from harness.trace.cycles import cycled_id

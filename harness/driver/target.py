@@ -16,7 +16,7 @@ into run-clock seconds. A target never raises for a failed request: it reports `
 "MalformedEvent", ...). Cancellation (`asyncio.CancelledError`) is the one thing that escapes;
 the driver records it as `cancelled`.
 
-Implementations: `harness.driver.openai_http.OpenAIHTTPTarget` (any OpenAI-compatible server)
+Implementations: `harness.driver.http.target.OpenAIHTTPTarget` (any OpenAI-compatible server)
 and `harness.driver.engine_target.EngineTarget` (the reference engine, in-process).
 """
 

@@ -23,8 +23,8 @@ import ray
 
 from harness.distributed import run_replay_distributed
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.replay_into import run_replay
 from harness.driver.target import Timeouts
 from harness.errors import TargetError
 from harness.schema import RECORDS_FILE

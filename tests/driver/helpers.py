@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.replay_into import run_replay
 from harness.driver.target import Timeouts
 from harness.schema import MANIFEST_FILE, RECORDS_FILE
 from harness.trace.model import Session, Trace, TraceHeader, Turn

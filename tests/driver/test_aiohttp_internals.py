@@ -6,9 +6,9 @@ import asyncio
 import aiohttp
 import pytest
 
-from harness.driver import wire
-from harness.driver.aiohttp_internals import ResponseHandler, check, use_protocol
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import wire
+from harness.driver.http.aiohttp_internals import ResponseHandler, check, use_protocol
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.errors import DependencyError

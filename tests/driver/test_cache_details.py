@@ -8,7 +8,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.engine.config import EngineConfig

@@ -14,7 +14,7 @@ from harness.analysis.summary import analyze
 from harness.cli import main
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit, model_len, overflow, served_limits
-from harness.driver.run import run_replay
+from harness.driver.replay_into import run_replay
 from harness.trace.native import write_trace
 from tests.driver.helpers import by_id, load_manifest, load_records, sess, target, trace
 

@@ -7,8 +7,8 @@ import orjson
 import pytest
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.replay_into import run_replay
 from harness.driver.target import RequestSpec
 from harness.trace.content import Content
 from harness.trace.requests import RequestSource

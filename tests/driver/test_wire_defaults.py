@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.summary import analyze_run
-from harness.driver.placing import place
-from harness.driver.sampling import Sampling
+from harness.driver.http.placing import place
+from harness.driver.http.sampling import Sampling
 from harness.driver.target import RequestSpec
 from harness.report.text import summary_table
 from tests.driver.agent_server import AgentServer

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.replay_into import run_replay
 from harness.engine.config import EngineConfig
 from harness.serving.server import BackgroundServer
 from tests.driver.helpers import TEST_TIMEOUTS, load_records, sess, trace

@@ -13,13 +13,13 @@ import aiohttp
 import orjson
 
 from harness.driver.context_limit import model_len
-from harness.driver.http_config import endpoint_url, redact
+from harness.driver.http.config import endpoint_url, redact
 from harness.driver.manifest import redact_url
 from harness.driver.target import Event, Failure, RequestSpec
 from harness.errors import TargetError
 
 if TYPE_CHECKING:
-    from harness.driver.openai_http import OpenAIHTTPTarget
+    from harness.driver.http.target import OpenAIHTTPTarget
 
 
 async def preflight(target: OpenAIHTTPTarget, i: int, base: str) -> None:

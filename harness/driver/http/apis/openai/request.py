@@ -8,8 +8,8 @@ from typing import Protocol
 import numpy as np
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.config import HTTPTargetConfig
 from harness.driver.target import RequestSpec
 
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.openai_request import output_length, shared_fields
-from harness.driver.responses_convert import to_input, to_tools
-from harness.driver.responses_decode import ResponsesDecoder
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.apis.openai.request import output_length, shared_fields
+from harness.driver.http.apis.responses.convert import to_input, to_tools
+from harness.driver.http.apis.responses.decode import ResponsesDecoder
+from harness.driver.http.config import HTTPTargetConfig
 from harness.driver.target import RequestSpec
 
 

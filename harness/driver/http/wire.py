@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from aiohttp.payload import Payload
 
-from harness.driver.aiohttp_internals import ResponseHandler, response_body, unstamped_body
+from harness.driver.http.aiohttp_internals import ResponseHandler, response_body, unstamped_body
 
 _perf = time.perf_counter
 

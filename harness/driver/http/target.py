@@ -18,8 +18,12 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from harness.driver.aiohttp_internals import use_protocol
-from harness.driver.http_config import (
+from harness.driver.http.aiohttp_internals import use_protocol
+from harness.driver.http.apis.messages.request import MessagesRequest
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.apis.openai.request import OpenAIRequest, RequestForm
+from harness.driver.http.apis.responses.request import ResponsesRequest
+from harness.driver.http.config import (
     API_PATHS,
     PER_EVENT_USAGE,
     PER_EVENT_USAGE_APIS,
@@ -27,19 +31,15 @@ from harness.driver.http_config import (
     endpoint_url,
     redact,
 )
-from harness.driver.http_failure import http_failure, timed_out, transport_failure
+from harness.driver.http.failure import http_failure, timed_out, transport_failure
+from harness.driver.http.placing import PlacingSink
+from harness.driver.http.preflight import preflight
+from harness.driver.http.session_headers import FAMILIES, session_headers
+from harness.driver.http.sse import SSEError, SSEParser
+from harness.driver.http.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
+from harness.driver.http.wire import BodyReader, StampingProtocol, WireBody
 from harness.driver.manifest import redact_url
-from harness.driver.messages_request import MessagesRequest
-from harness.driver.openai_request import OpenAIRequest, RequestForm
-from harness.driver.placing import PlacingSink
-from harness.driver.preflight import preflight
-from harness.driver.responses_request import ResponsesRequest
-from harness.driver.session_headers import FAMILIES, session_headers
-from harness.driver.sse import SSEError, SSEParser
-from harness.driver.stream_decode import StreamDecoder
 from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Sink
-from harness.driver.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
-from harness.driver.wire import BodyReader, StampingProtocol, WireBody
 from harness.errors import DependencyError
 
 __all__ = ["HTTPTargetConfig", "OpenAIHTTPTarget"]

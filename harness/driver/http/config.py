@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from harness.driver.sampling import Sampling
-from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES
+from harness.driver.http.sampling import Sampling
+from harness.driver.http.sse import DEFAULT_MAX_EVENT_BYTES
 from harness.driver.target import Timeouts
 
 

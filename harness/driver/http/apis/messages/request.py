@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.messages_convert import cache_breakpoints, to_messages, to_tools
-from harness.driver.messages_decode import MessagesDecoder
-from harness.driver.openai_request import output_length, shared_fields
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.messages.convert import cache_breakpoints, to_messages, to_tools
+from harness.driver.http.apis.messages.decode import MessagesDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.apis.openai.request import output_length, shared_fields
+from harness.driver.http.config import HTTPTargetConfig
 from harness.driver.target import RequestSpec
 
 

@@ -1,0 +1,1 @@
+"""OpenAI Responses (`/v1/responses`): bodies from chat messages, stream decoding."""
