@@ -40,7 +40,7 @@ import local_server
 import orjson
 
 from harness.driver.config import ReplayConfig
-from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
 from harness.driver.replay_into import event_loop_factory, run_replay
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 
@@ -91,7 +91,7 @@ async def one(mode: str, url: str, c: int, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         if mode.startswith("local"):
-            await run_replay(trace, OpenAIHTTPTarget(tc), config, tmp)
+            await run_replay(trace, HTTPTarget(tc), config, tmp)
         else:
             await run_replay_distributed(trace, tc, config, tmp, workers=int(mode[-1]))
         wall = time.perf_counter() - t

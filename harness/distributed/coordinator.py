@@ -27,7 +27,7 @@ from harness.distributed.health import WorkerHealth, lost_record
 from harness.distributed.shard import ShardPlan, plan_shards, shard_config, shard_trace
 from harness.distributed.worker import ReplayWorker, local_t0
 from harness.driver.config import ReplayConfig
-from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
 from harness.driver.live.selfcheck import write_worker_checks
 from harness.driver.manifest import replay_fields
 from harness.driver.replay import ReplayResult
@@ -65,7 +65,7 @@ async def run_replay_distributed(
     fields = replay_fields(
         trace,
         config,
-        target=OpenAIHTTPTarget(target_config).describe(),
+        target=HTTPTarget(target_config).describe(),
         endpoints=target_config.endpoints,
         trace_path=trace_path,
     )

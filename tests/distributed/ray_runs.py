@@ -23,7 +23,7 @@ import ray
 
 from harness.distributed import run_replay_distributed
 from harness.driver.config import ReplayConfig
-from harness.driver.http.target import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
 from harness.driver.replay_into import run_replay
 from harness.driver.target import Timeouts
 from harness.errors import TargetError
@@ -74,7 +74,7 @@ async def equivalence(server: SSETestServer, out: Path) -> dict:
     res = {}
     for name, config in (("closed", closed), ("open", opened)):
         res[f"{name}_local"] = as_dict(
-            await run_replay(tr, OpenAIHTTPTarget(tc), config, out / f"{name}-local")
+            await run_replay(tr, HTTPTarget(tc), config, out / f"{name}-local")
         )
         server.log.clear()
         res[f"{name}_ray"] = as_dict(

@@ -125,7 +125,16 @@ def _messages_body(**kw) -> dict:
     form = MessagesRequest(
         HTTPTargetConfig(endpoints=("http://h",), model="m", api="messages", **kw)
     )
-    spec = RequestSpec("r", "s", "s", 0, 8, 100, messages=CHAT, tools=TOOLS)
+    spec = RequestSpec(
+        request_id="r",
+        session_id="s",
+        sticky_key="s",
+        endpoint=0,
+        max_tokens=8,
+        prompt_tokens=100,
+        messages=CHAT,
+        tools=TOOLS,
+    )
     return orjson.loads(form.encode(spec)[0])
 
 

@@ -55,7 +55,18 @@ async def _one(server, api: str, **kw) -> tuple[dict, _Sink]:
     try:
         sink = _Sink()
         await tgt.stream(
-            RequestSpec("r1", "s", "s", 0, 8, 40, messages=CHAT, tools=TOOLS, prompt="a b"), sink
+            RequestSpec(
+                request_id="r1",
+                session_id="s",
+                sticky_key="s",
+                endpoint=0,
+                max_tokens=8,
+                prompt_tokens=40,
+                messages=CHAT,
+                tools=TOOLS,
+                prompt="a b",
+            ),
+            sink,
         )
     finally:
         await tgt.close()

@@ -1,5 +1,5 @@
 """The bytes on the wire, timed: when a request's body went to the socket, and when each piece of
-a response body arrived. The OpenAI HTTP target (openai_http.py) builds on aiohttp with these.
+a response body arrived. The HTTP target (target.py) builds on aiohttp with these.
 """
 
 from __future__ import annotations
