@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 from harness.driver import clock
 from harness.driver.config import ReplayConfig
@@ -330,24 +331,26 @@ class Replay:
         root = cycled_id(self._root(s), cycle) if self.config.follow_parent else sid
         endpoint = self.router.pick(root)
         live = source.live is not None
-        spec = RequestSpec(
-            request_id=f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
-            session_id=sid,
-            sticky_key=root,
-            endpoint=endpoint,
-            max_tokens=output_tokens,
-            prompt_tokens=prompt.tokens,
-            messages=prompt.messages,
-            prompt=prompt.body,
-            prompt_json=prompt.ids_json,
-            want_text=live,
-            tools=prompt.tools,
+        # by name, once; with its encoded body, once more (never changed after: RequestSpec)
+        fields: dict[str, Any] = {
+            "request_id": f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
+            "session_id": sid,
+            "sticky_key": root,
+            "endpoint": endpoint,
+            "max_tokens": output_tokens,
+            "prompt_tokens": prompt.tokens,
+            "messages": prompt.messages,
+            "prompt": prompt.body,
+            "prompt_json": prompt.ids_json,
+            "want_text": live,
+            "tools": prompt.tools,
             # lineage for the routers' session headers
-            parent_id=None if s.parent is None else cycled_id(s.parent, cycle),
-            root_id=None if s.parent is None else cycled_id(self._root(s), cycle),
-        )
+            "parent_id": None if s.parent is None else cycled_id(s.parent, cycle),
+            "root_id": None if s.parent is None else cycled_id(self._root(s), cycle),
+        }
+        spec = RequestSpec(**fields)
         if self._encode is not None:  # CPU work that is not the server's: before the clock starts
-            spec = replace(spec, payload=self._encode(spec))
+            spec = RequestSpec(**fields, payload=self._encode(spec))
         rec = new_record(
             run_id=self.config.run_id,
             request_id=spec.request_id,

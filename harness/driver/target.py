@@ -36,10 +36,11 @@ if TYPE_CHECKING:
 FailureStatus = Literal["error", "timeout"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RequestSpec:
-    """What to send: one turn of one session, fully materialized; built once, by name (a
-    changed copy is `dataclasses.replace`)."""
+    """What to send: one turn of one session, fully materialized; built by name and never
+    changed after (a changed request is a new one, `dataclasses.replace`). Not frozen: a frozen
+    dataclass sets each field through `object.__setattr__`, a cost on every request sent."""
 
     request_id: str
     session_id: str
