@@ -124,8 +124,8 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
 
 async def driver_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
     from harness.driver.config import ReplayConfig
-    from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-    from harness.driver.run import run_replay
+    from harness.driver.http import HTTPTarget, HTTPTargetConfig
+    from harness.driver.replay_into import run_replay
     from harness.trace.model import Session, Trace, TraceHeader, Turn
 
     n = concurrency + int(duration * 3000)  # more sessions than the run can use (< 3000 req/s)
@@ -143,7 +143,7 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
     )
     cpu_at_start: list[float] = []
 
-    class Target(OpenAIHTTPTarget):
+    class Target(HTTPTarget):
         async def start(self, check: bool = True) -> None:
             await super().start(check)
             # like the raw reader, count CPU from an open session (the one-off set-up of a run,

@@ -26,7 +26,7 @@ Beside it, two baselines measured in the same run on the same 40 bodies (100k-20
 at a time: a minimal aiohttp client (stamped before `post`, as most tools do; 20 ms apart), and
 a blocking socket with no event loop, back to back: the machine's own floor. Before the replay,
 the client CPU per request to build the prompt (`RequestSource.prompt`) and to encode the body
-(`OpenAIHTTPTarget.encode`), timed alone (`time.thread_time`) over the same requests. The load
+(`HTTPTarget.encode`), timed alone (`time.thread_time`) over the same requests. The load
 average is printed beside the figures.
 
 `--think-cap 0.001` sends back to back: client and server then both saturate one core each and
@@ -81,8 +81,8 @@ def replay(
     trace, url: str, concurrency: int, requests: int, think_cap: float, run_dir: Path
 ) -> list[dict]:
     from harness.driver.config import ReplayConfig
-    from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-    from harness.driver.run import connection_limit, run_blocking, run_replay
+    from harness.driver.http import HTTPTarget, HTTPTargetConfig
+    from harness.driver.replay_into import connection_limit, run_blocking, run_replay
 
     config = ReplayConfig(
         load="closed",
@@ -97,7 +97,7 @@ def replay(
     )
     # subagents run beside their parent: as `harness replay` does, size the pool to the family
     limit = connection_limit(trace, config)
-    target = OpenAIHTTPTarget(
+    target = HTTPTarget(
         HTTPTargetConfig(endpoints=(url,), model="m", api="completions", max_connections=limit)
     )
     run_blocking(run_replay(trace, target, config, run_dir))
@@ -136,7 +136,7 @@ def raw_floor(url: str, bodies: list[tuple[int, bytes]]) -> list[dict]:
                 await asyncio.sleep(0.02)
         return recs
 
-    from harness.driver.run import run_blocking
+    from harness.driver.replay_into import run_blocking
 
     return run_blocking(run())
 
@@ -233,12 +233,12 @@ def report_timing(rows: list[dict]) -> dict:
 
 def body_cost(trace, n: int) -> dict:
     """CPU per request to build each prompt and to encode its body, turns in session order."""
-    from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+    from harness.driver.http import HTTPTarget, HTTPTargetConfig
     from harness.driver.target import RequestSpec
     from harness.trace.requests import RequestSource
 
     source = RequestSource(trace, api="completions", prompt_format="tokens")
-    target = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://x",), model="m"))
+    target = HTTPTarget(HTTPTargetConfig(endpoints=("http://x",), model="m"))
     encode_body = getattr(target, "encode", None) or (lambda spec: orjson.dumps(target.body(spec)))
 
     build, encode, sizes, tokens, done, bodies = [], [], [], [], 0, []
@@ -248,10 +248,16 @@ def body_cost(trace, n: int) -> dict:
             p = source.prompt(s.id, k)
             c1 = time.thread_time()
             spec = RequestSpec(
-                f"{s.id}:{k}", s.id, s.id, 0, turn.output_tokens, p.n_tokens, p.messages, p.body
+                request_id=f"{s.id}:{k}",
+                session_id=s.id,
+                sticky_key=s.id,
+                endpoint=0,
+                max_tokens=turn.output_tokens,
+                prompt_tokens=p.n_tokens,
+                messages=p.messages,
+                prompt=p.body,
+                prompt_json=getattr(p, "ids_json", None),  # (older code: no JSON kept)
             )
-            if hasattr(p, "ids_json"):  # (older code, for a side-by-side run: no JSON kept)
-                spec.prompt_json = p.ids_json
             data = encode_body(spec)  # what the driver sends (older code: one bytes object)
             c2 = time.thread_time()
             if not isinstance(data, bytes):  # pieces sent in order, not joined by the driver

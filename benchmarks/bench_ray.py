@@ -9,7 +9,7 @@ machine. There it starts the zero-delay SSE server of bench_driver.py in its own
 local Ray cluster (`num_cpus=2`), then for each concurrency replays single-turn sessions in
 closed loop for `--duration` seconds with:
 
-- local: `harness.driver.run.run_replay` in this process on asyncio's loop (as `harness run`);
+- local: `harness.driver.replay_into.run_replay` in this process on asyncio's loop (as `harness run`);
 - local-uvloop: the same on uvloop (as `harness replay`, and as Ray runs its async actors);
 - ray-1: `run_replay_distributed` with one worker (Ray's cost for the same work: one actor,
   records shipped to the coordinator, which writes them);
@@ -40,8 +40,8 @@ import local_server
 import orjson
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import event_loop_factory, run_replay
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.replay_into import event_loop_factory, run_replay
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ async def one(mode: str, url: str, c: int, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         if mode.startswith("local"):
-            await run_replay(trace, OpenAIHTTPTarget(tc), config, tmp)
+            await run_replay(trace, HTTPTarget(tc), config, tmp)
         else:
             await run_replay_distributed(trace, tc, config, tmp, workers=int(mode[-1]))
         wall = time.perf_counter() - t

@@ -221,40 +221,28 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
 def http_target_config(
     scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
 ):
-    from harness.driver.openai_http import HTTPTargetConfig
-    from harness.driver.run import connection_limit
+    """The scenario's HTTP settings as validated, with what is resolved here: the endpoints'
+    URLs, the model, the key, the connection limit (and the replay's tokenizer)."""
+    from harness.driver.http import HTTPTargetConfig
+    from harness.driver.replay_into import connection_limit
 
     t = scenario.target
-    return HTTPTargetConfig(
+    return HTTPTargetConfig.of(
+        t,
         endpoints=tuple(urls),
         model=model,
-        api=t.api,
         api_key=api_key(scenario),
-        headers=tuple(t.headers.items()),
-        min_tokens=t.send_min_tokens,
-        ignore_eos=t.send_ignore_eos,
-        continuous_usage=t.continuous_usage,
-        tokenizer=config.tokenizer,
-        cache_details=t.cache_details,
-        tool_choice=t.tool_choice,
-        sampling=t.sampling,
-        session_id_field=t.session_id_field,
-        timeouts=t.timeouts,
         max_connections=t.max_connections or connection_limit(trace, config),
-        preflight=t.preflight,
-        session_headers=tuple(t.session_headers),
-        anthropic_version=t.anthropic_version,
-        cache_control=t.cache_control,
-        previous_response_id=t.previous_response_id,
+        tokenizer=config.tokenizer,
     )
 
 
 def _http_target(
     scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
 ) -> tuple[Target, Scrape]:
-    from harness.driver.openai_http import OpenAIHTTPTarget
+    from harness.driver.http import HTTPTarget
 
-    target = OpenAIHTTPTarget(http_target_config(scenario, urls, model, trace, config))
+    target = HTTPTarget(http_target_config(scenario, urls, model, trace, config))
 
     async def scrape() -> list[dict | None] | None:
         if not scenario.target.scrape_metrics:

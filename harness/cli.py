@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"harness: error: {line}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.driver.signals names which)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.driver.live.signals names which)
         print(f"harness: interrupted{f': {exc}' if str(exc) else ''}", file=sys.stderr)
         return 130
     except BrokenPipeError:

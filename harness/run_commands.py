@@ -298,8 +298,8 @@ def replay_scenario(args: argparse.Namespace):
 
 def _replay(args: argparse.Namespace) -> int:
     from harness.build import build_trace
-    from harness.driver import progress
-    from harness.driver.signals import interrupt_on_signals
+    from harness.driver.live import progress
+    from harness.driver.live.signals import interrupt_on_signals
     from harness.runner import replay_point
 
     scenario = replay_scenario(args)

@@ -21,8 +21,8 @@ from harness.build import (
     simulated,
     virtual_clock,
 )
+from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.driver.runfolder import make_run_dir
-from harness.driver.signals import Interrupted, interrupt_on_signals
 from harness.errors import InputError
 from harness.exit_codes import check_concurrency
 from harness.scenario import Scenario, dump_scenario
@@ -114,7 +114,7 @@ def run_point(
 def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progress: bool):
     """One scenario point into `run_dir` (scenario.yaml, trace.jsonl, records, manifest), on the
     event loop both verbs use."""
-    from harness.driver.run import connection_limit, run_blocking
+    from harness.driver.replay_into import connection_limit, run_blocking
 
     make_run_dir(run_dir)  # before any server starts or file is written: one line if it cannot be
     virtual = virtual_clock(scenario)  # refused off the in-process engine before anything runs
@@ -129,7 +129,7 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = "table") -> dict:
     from harness.analysis.summary import analyze_run
-    from harness.driver.progress import step
+    from harness.driver.live.progress import step
     from harness.parser import formatted
     from harness.report.html import write_report
     from harness.report.text import summary_table
@@ -154,7 +154,7 @@ async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, sh
     """Start the target, open the run folder, scrape /metrics, replay (here or on Ray), scrape
     again, close the run."""
     from harness.driver.manifest import replay_fields
-    from harness.driver.run import replay_into
+    from harness.driver.replay_into import replay_into
     from harness.driver.runfolder import RunFolder
     from harness.trace.native import write_trace
 

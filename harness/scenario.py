@@ -3,8 +3,8 @@
 A scenario names the workload, the target, the load, SLOs, GPU count, an optional sweep and the
 execution backend. It is the one model of a run: `harness replay` flags are overrides onto it,
 and its defaults are the defaults of both verbs (docs/driver.md, "Defaults"). Its `load:`, its
-target's sending settings and `target.timeouts` are the driver's own models
-(harness/driver/config.py, harness/driver/target.py), not copies. It is validated once, when
+target's sending and HTTP settings (`target.timeouts` among them) are the driver's own models
+(harness/driver/config.py, harness/driver/http/config.py), not copies. It is validated once, when
 loaded; errors name the file, the line and the dotted field. `--set key=value` overrides are
 applied to the raw document before validation, so they are checked like the file itself.
 """
@@ -25,8 +25,7 @@ from pydantic.fields import FieldInfo
 from harness import yamlconf
 from harness.driver.config import Load, Sending
 from harness.driver.endpoint import parse_endpoint
-from harness.driver.sampling import Sampling
-from harness.driver.target import Timeouts
+from harness.driver.http import HTTPSettings
 from harness.errors import ScenarioError
 from harness.yamlconf import Strict
 
@@ -96,8 +95,9 @@ class EngineTargetConfig(Strict):
     options: dict[str, Any] = Field(default_factory=dict)  # EngineConfig fields (vLLM names)
 
 
-class TargetConfig(Sending):
-    """What serves the requests (the engine or endpoints) and how they are sent."""
+class TargetConfig(Sending, HTTPSettings):
+    """What serves the requests (the engine or endpoints) and how they are sent: the HTTP
+    target's settings are its own model (`HTTPSettings`), composed here."""
 
     kind: Literal["engine", "endpoints"] = "engine"
     engine: EngineTargetConfig = EngineTargetConfig()
@@ -114,52 +114,13 @@ class TargetConfig(Sending):
     api_key_file: str | None = Field(
         None, description="read the API key from this file (first line)"
     )
-    headers: dict[str, str] = Field(default_factory=dict)
-    send_min_tokens: bool = Field(
-        True, description="send min_tokens (off for servers that reject unknown fields)"
-    )
-    send_ignore_eos: bool = Field(True, description="send ignore_eos")
-    continuous_usage: bool | Literal["auto"] = Field(
-        "auto",
-        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per "
-        "chunk); auto: on chat and completions where /v1/models says vLLM (harness/driver/placing.py)",
-    )
-    cache_details: bool = Field(
-        False,
-        description="send SGLang's return_cached_tokens_details: cached tokens by tier "
-        "(sglext.cached_tokens_details) in each record",
-    )
-    tool_choice: Literal["auto", "required", "none"] | None = Field(
-        None,
-        description="chat: send tool_choice with each request that carries tools (none sent by "
-        "default: the server's own default, auto where tools are given)",
-    )
-    session_id_field: str | None = Field(
-        None,
-        description="also send the session id in the request body under NAME (X-Session-ID is "
-        "always sent)",
-    )
-    sampling: Sampling = Field(
-        Sampling(),
-        description="temperature, top_p, top_k, seed sent in each API's own fields (greedy: "
-        "temperature 0 unless set; harness/driver/sampling.py)",
-    )
     scrape_metrics: bool = Field(
         True, description="read the endpoints' Prometheus /metrics before and after the run"
-    )
-    preflight: bool = Field(
-        True,
-        description="before the clock starts: the model must be on /v1/models and one probe "
-        "request must succeed",
     )
     context_overflow: Literal["send", "skip", "trim"] = Field(
         "send",
         description="a request past the server's max_model_len (from /v1/models): send it and "
         "record the refusal, skip it, or trim its max_tokens to fit (harness/driver/context_limit.py)",
-    )
-    timeouts: Timeouts = Timeouts()
-    max_connections: int | None = Field(
-        None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
     )
     block_size: int | None = Field(
         None,
@@ -168,14 +129,6 @@ class TargetConfig(Sending):
         "when it cannot detect the server's cache granularity (unset: the engine's block_size, "
         "else 16)",
     )
-
-    @field_validator("headers")
-    @classmethod
-    def _one_line_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        for name, value in headers.items():
-            if any(c in name + value for c in "\r\n\0") or not name.strip() or ":" in name:
-                raise ValueError(f"header {name!r}: a name and a value on one line (no CR, LF)")
-        return headers
 
     @model_validator(mode="after")
     def _endpoints_given(self) -> TargetConfig:

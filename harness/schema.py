@@ -87,7 +87,7 @@ SCENARIO_FILE = "scenario.yaml"
 TRACE_FILE = "trace.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
-CLIENT_FILE = "client.json"  # the driver's self-check samples (harness.driver.selfcheck)
+CLIENT_FILE = "client.json"  # the driver's self-check samples (harness.driver.live.selfcheck)
 
 # manifest.json keys every writer sets (others may be added freely):
 MANIFEST_REQUIRED = (
@@ -136,6 +136,11 @@ class ReplaySettings:
     tokenizer: str | None = None  # the tokenizer the driver fitted text with
     history: str = "recorded"  # recorded or live replies in the history
     previous_response_id: bool = False  # responses: the server kept the history
+    # How a server counts the API's prompts (the API's registry entry in the driver); None in
+    # runs written before the manifest said (the analyzer then goes by the API's name)
+    chat_template: bool | None = None  # chat messages rendered with the chat template
+    special_tokens: bool | None = None  # the tokenizer's special tokens added to that render
+    server_history: str | None = None  # the option that had the server keep the history
 
     @classmethod
     def of(cls, manifest: dict) -> ReplaySettings:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from harness.build import block_size, http_target_config, replay_config
 from harness.cli import build_parser
 from harness.driver.config import Load, ReplayConfig, Sending
-from harness.driver.openai_http import HTTPTargetConfig
+from harness.driver.http import HTTPSettings, HTTPTargetConfig
 from harness.driver.target import Timeouts
 from harness.flags import BY_FIELD
 from harness.run_commands import replay_scenario
@@ -99,19 +99,21 @@ def test_replay_and_scenario_defaults_agree(trace_file):
         config.seed,
     ) == ("recorded", 60.0, True, 16, 1)
     assert target.timeouts == Timeouts(connect=30, ttft=600, idle=120, total=600)
-    assert (target.min_tokens, target.ignore_eos, target.continuous_usage, target.api) == (
+    assert (target.send_min_tokens, target.send_ignore_eos, target.continuous_usage) == (
         True,
         True,
         "auto",  # resolved when the target starts: on where /v1/models says vLLM
-        "completions",
     )
-    assert target.sampling.fields("chat") == {"temperature": 0.0}  # greedy unless asked
-    # the driver's own defaults are the same ones (library use, tests)
+    assert (target.api, target.preflight) == ("completions", True)
+    assert target.sampled() == {"temperature": 0.0}  # greedy unless asked
+    # the driver's own defaults are the same ones (library use, tests, benchmarks)
     library = _fields(ReplayConfig())
     assert {k: v for k, v in library.items() if k != "run_id"} == {
         k: v for k, v in _fields(config).items() if k != "run_id"
     }
-    assert Timeouts() == target.timeouts and HTTPTargetConfig((URL,), "m").api == target.api
+    direct = HTTPTargetConfig(endpoints=(URL,), model="m", max_connections=target.max_connections)
+    assert _fields(direct) == _fields(target)
+    assert Timeouts() == target.timeouts
 
 
 def test_the_docs_table_is_the_scenario_defaults():
@@ -125,16 +127,20 @@ def test_the_docs_table_is_the_scenario_defaults():
     assert set(BY_FIELD) <= set(documented)  # every flag
     load = _leaves(Load, "load") | _leaves(Timeouts, "target.timeouts")
     sending = {f"target.{name}" for name in Sending.model_fields}
-    assert load | sending <= set(documented), load - set(documented)  # every load setting
+    http = _leaves(HTTPSettings, "target")
+    wanted = load | sending | http
+    assert wanted <= set(documented), wanted - set(documented)  # every driver setting
 
 
 def test_the_scenario_load_is_the_driver_model():
     # not a copy: the same class, so a setting is declared once
     assert Scenario.model_fields["load"].annotation is Load
-    assert (
-        Scenario.model_fields["target"].annotation.model_fields["timeouts"].annotation is Timeouts
-    )
+    target = Scenario.model_fields["target"].annotation
+    assert target.model_fields["timeouts"].annotation is Timeouts
     assert issubclass(ReplayConfig, Load) and issubclass(ReplayConfig, Sending)
+    # the HTTP target's settings: the driver's model, composed into the scenario's target
+    assert issubclass(target, HTTPSettings) and issubclass(HTTPTargetConfig, HTTPSettings)
+    assert not set(HTTPSettings.model_fields) & set(vars(target).get("__annotations__", {}))
 
 
 def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
@@ -251,7 +257,7 @@ def test_set_reaches_fields_without_a_flag(trace_file):
 def test_both_verbs_replay_on_uvloop_when_installed():
     import asyncio
 
-    from harness.driver.run import run_blocking
+    from harness.driver.replay_into import run_blocking
 
     uvloop = pytest.importorskip("uvloop")
 

@@ -340,7 +340,7 @@ def test_without_ray_the_error_says_how_to_get_it(tmp_path):
         "import sys, asyncio; sys.modules['ray'] = None\n"
         "from harness.distributed import run_replay_distributed\n"
         "from harness.driver.config import ReplayConfig\n"
-        "from harness.driver.openai_http import HTTPTargetConfig\n"
+        "from harness.driver.http import HTTPTargetConfig\n"
         "from tests.driver.helpers import sess, trace\n"
         "tc = HTTPTargetConfig(endpoints=('http://127.0.0.1:9',), model='m')\n"
         "asyncio.run(run_replay_distributed(trace(sess('a', [(8, 2, 0.0)])), tc, ReplayConfig(),"

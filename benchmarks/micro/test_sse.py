@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from harness.driver.sse import SSEParser
+from harness.driver.http.sse import SSEParser
 
 EVENT = orjson.dumps({"choices": [{"index": 0, "text": " word", "finish_reason": None}]})
 STREAM = b"".join(b"data: " + EVENT + b"\n\n" for _ in range(512)) + b"data: [DONE]\n\n"

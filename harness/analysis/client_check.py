@@ -1,7 +1,7 @@
 """Was the client the bottleneck? Send lag, event-loop lag and the driver's CPU share, judged.
 
 Over the measured window: send lag is `t_sent - t_scheduled` of every sent request; loop lag and
-CPU come from the driver's `client.json` (harness.driver.selfcheck). The client is *near
+CPU come from the driver's `client.json` (harness.driver.live.selfcheck). The client is *near
 saturation* when its event loop's thread was busy more than `LOOP_CPU_SHARE` of the wall time
 (AIPerf warns at 85 % for its workers), or the loop ran more than `LOOP_LAG_P99_S` late at p99;
 *sends were late* when the p99 send lag passes `SEND_LAG_P99_S`. A Ray run's `client.json` holds

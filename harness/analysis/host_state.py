@@ -1,6 +1,6 @@
 """Was the host busy during a run? Others' load per CPU and stolen time, from the client self-check.
 
-The driver samples the host with its own CPU (`client.json`, harness.driver.selfcheck); the
+The driver samples the host with its own CPU (`client.json`, harness.driver.live.selfcheck); the
 analyzer summarizes it over the measured window (`summary.json` `client.host_load`). The load
 average and the run queue count this process too (an in-process engine, the driver's loop), so
 the process's own CPU share is taken off: what is left is the load of *other* work, per CPU. A run

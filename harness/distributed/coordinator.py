@@ -27,12 +27,12 @@ from harness.distributed.health import WorkerHealth, lost_record
 from harness.distributed.shard import ShardPlan, plan_shards, shard_config, shard_trace
 from harness.distributed.worker import ReplayWorker, local_t0
 from harness.driver.config import ReplayConfig
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.live.selfcheck import write_worker_checks
 from harness.driver.manifest import replay_fields
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
 from harness.driver.replay import ReplayResult
-from harness.driver.run import keep_trace
+from harness.driver.replay_into import keep_trace
 from harness.driver.runfolder import RunFolder
-from harness.driver.selfcheck import write_worker_checks
 from harness.errors import InputError, TargetError
 from harness.schema import RunStatus
 from harness.trace.model import Trace
@@ -65,7 +65,7 @@ async def run_replay_distributed(
     fields = replay_fields(
         trace,
         config,
-        target=OpenAIHTTPTarget(target_config).describe(),
+        target=HTTPTarget(target_config).describe(),
         endpoints=target_config.endpoints,
         trace_path=trace_path,
     )

@@ -19,10 +19,10 @@ import socket
 import time
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.live.selfcheck import LoopProbe
 from harness.driver.recorder import OutcomeCounts
 from harness.driver.replay import Replay, ReplayResult
-from harness.driver.selfcheck import LoopProbe
 from harness.driver.target import RequestSpec, Sink
 from harness.trace.model import Trace
 
@@ -60,7 +60,7 @@ BATCH_S = 0.02
 class _Announcing:
     """The target, telling the worker each time a request is sent (so a poll can report it)."""
 
-    def __init__(self, target: OpenAIHTTPTarget, news: asyncio.Event) -> None:
+    def __init__(self, target: HTTPTarget, news: asyncio.Event) -> None:
         self.target, self.news = target, news
         self.name, self.endpoints = target.name, target.endpoints
 
@@ -91,7 +91,7 @@ class ReplayWorker:
         self.result: ReplayResult | None = None
         self.error: str | None = None
         self.announced: set[str] = set()
-        self.probe = LoopProbe()  # this process's own self-check (harness.driver.selfcheck)
+        self.probe = LoopProbe()  # this process's own self-check (harness.driver.live.selfcheck)
         self.t0: float | None = None
 
     def where(self) -> dict:
@@ -107,7 +107,7 @@ class ReplayWorker:
     async def start(self, target_config: HTTPTargetConfig, start_wall: float) -> None:
         """Run the shard from `start_wall` (epoch seconds, shared by every worker). The target
         config may hold an API key: it lives in this process's memory only."""
-        target = OpenAIHTTPTarget(target_config)
+        target = HTTPTarget(target_config)
         announcing = _Announcing(target, self.recorder.news)
         self.replay = Replay(
             self.trace,
@@ -120,7 +120,7 @@ class ReplayWorker:
         )
         self.task = asyncio.create_task(self._run(self.replay, target, local_t0(start_wall)))
 
-    async def _run(self, replay: Replay, target: OpenAIHTTPTarget, t0: float) -> None:
+    async def _run(self, replay: Replay, target: HTTPTarget, t0: float) -> None:
         self.t0 = t0
         try:
             await target.start()

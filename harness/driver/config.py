@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from harness.driver.http import APIS, api_named
 from harness.driver.retry import RetryPolicy
 from harness.yamlconf import Strict
 
@@ -133,10 +134,11 @@ class Load(Strict):
 class Sending(Strict):
     """How each request is sent and routed: settings of the scenario's `target:`."""
 
-    api: Literal["chat", "completions", "messages", "responses"] = Field(
+    api: str = Field(
         "completions",
-        description="/v1/chat/completions (OpenAI chat), /v1/completions (token ids or text), "
-        "/v1/messages (Anthropic Messages) or /v1/responses (OpenAI Responses)",
+        description="the API requests are sent in: chat (/v1/chat/completions), completions "
+        "(/v1/completions: token ids or text), messages (Anthropic's /v1/messages) or responses "
+        "(OpenAI's /v1/responses); the HTTP target's registry (harness/driver/http/apis/)",
     )
     prompt_format: Literal["tokens", "text"] = Field(
         "tokens", description="completions API: token-id prompts or text prompts"
@@ -177,11 +179,19 @@ class Sending(Strict):
             else value
         )
 
+    @field_validator("api")
+    @classmethod
+    def _a_registered_api(cls, api: str) -> str:
+        api_named(api)
+        return api
+
     @model_validator(mode="after")
     def _options_of_their_api(self) -> Sending:
-        for name, api in (("cache_control", "messages"), ("previous_response_id", "responses")):
-            if getattr(self, name) and self.api != api:
-                raise ValueError(f"{name} is an option of api {api!r}, not {self.api!r}")
+        """An API's own switch turned on with another API is refused (it would do nothing)."""
+        for entry in APIS.values():
+            for name in entry.options if entry.name != self.api else ():
+                if getattr(self, name) is True:
+                    raise ValueError(f"{name} is an option of api {entry.name!r}, not {self.api!r}")
         return self
 
 
@@ -204,5 +214,6 @@ class ReplayConfig(Load, Sending):
         return cls.model_construct(**parts, **resolved)
 
     def as_dict(self) -> dict:
-        """The manifest's "replay" section: the code's names, which the analyzer reads."""
-        return self.model_dump()
+        """The manifest's "replay" section: the code's names, which the analyzer reads, and
+        how a server counts the API's prompts (its registry entry's `prompt_space`)."""
+        return self.model_dump() | api_named(self.api).prompt_space(self)

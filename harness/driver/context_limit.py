@@ -27,6 +27,7 @@ The analyzer counts the overflows of the measured requests from the records and 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -102,32 +103,30 @@ class ContextLimit:
         }
 
     def _encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
-        self._trim(req)
-        return self.inner.encode(req)  # type: ignore[attr-defined]
+        return self.inner.encode(self._fitted(req) or req)  # type: ignore[attr-defined]
 
     async def stream(self, req: RequestSpec, sink: Sink) -> None:
         limit = self.limits[req.endpoint]
         if not overflow(req.prompt_tokens, req.max_tokens, limit):
             await self.inner.stream(req, _Attributing(sink))  # the server may count otherwise
             return
-        if self.policy == "skip" or (self.policy == "trim" and not self._trim(req)):
+        fitted = self._fitted(req)
+        if self.policy == "skip" or fitted is None:
             sink.event(Failure(clock.now(), "error", SKIPPED, self._why(req, limit)))
             return
         # sent past the limit: whatever error the server answers is its answer to that (vLLM
         # 0.32 caps max_tokens to the room left, then refuses min_tokens above it)
-        await self.inner.stream(req, _Attributing(sink, always=self.policy == "send"))
+        await self.inner.stream(fitted, _Attributing(sink, always=self.policy == "send"))
 
-    def _trim(self, req: RequestSpec) -> bool:
-        """Under `trim`, cap the request's output at what fits; False when nothing fits."""
+    def _fitted(self, req: RequestSpec) -> RequestSpec | None:
+        """Under `trim`, the request with its output capped at what fits (None when nothing
+        fits); under `send` and `skip`, or when it fits, the request as it is."""
         limit = self.limits[req.endpoint]
         if self.policy != "trim" or not overflow(req.prompt_tokens, req.max_tokens, limit):
-            return True
+            return req
         assert limit is not None
         room = limit - req.prompt_tokens
-        if room < 1:
-            return False
-        req.max_tokens = room
-        return True
+        return dataclasses.replace(req, max_tokens=room) if room >= 1 else None
 
     def _why(self, req: RequestSpec, limit: int | None) -> str:
         return (

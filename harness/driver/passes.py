@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from harness.driver.config import ReplayConfig
+from harness.driver.http import api_named
 from harness.trace.content import Content, load_hf_token_counter, load_hf_token_encoder
 from harness.trace.cycles import cycle_salt
 from harness.trace.model import Trace
@@ -60,7 +61,8 @@ class Passes:
         c = self.config
         source = RequestSource(
             self.trace,
-            api=c.api,
+            # chat messages where the API's server renders them, else token ids or text
+            api="chat" if api_named(c.api).chat_template else "completions",
             prompt_format=c.prompt_format,
             salt=cycle_salt(c.salt, cycle),
             token_counter=self._counter,

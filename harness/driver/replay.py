@@ -20,14 +20,15 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.driver import clock
 from harness.driver.config import ReplayConfig
+from harness.driver.live.stats import ReplayStats
 from harness.driver.load import Task, TaskSource, arrivals
 from harness.driver.passes import Passes
 from harness.driver.recorder import Recorder, collect, ended_at
 from harness.driver.routing import Router
-from harness.driver.stats import ReplayStats
 from harness.driver.target import RequestSpec, Target
 from harness.schema import Record, new_record
 from harness.trace.cycles import cycled_id
@@ -329,18 +330,27 @@ class Replay:
         sid = cycled_id(s.id, cycle)
         root = cycled_id(self._root(s), cycle) if self.config.follow_parent else sid
         endpoint = self.router.pick(root)
-        spec = RequestSpec(
-            f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
-            sid,
-            root,
-            endpoint,
-            output_tokens,
-            prompt.n_tokens,
-            prompt.messages,
-            prompt.body,
-            prompt_json=prompt.ids_json,
-            tools=prompt.tools,
-        )
+        live = source.live is not None
+        # by name, once; with its encoded body, once more (never changed after: RequestSpec)
+        fields: dict[str, Any] = {
+            "request_id": f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
+            "session_id": sid,
+            "sticky_key": root,
+            "endpoint": endpoint,
+            "max_tokens": output_tokens,
+            "prompt_tokens": prompt.n_tokens,
+            "messages": prompt.messages,
+            "prompt": prompt.body,
+            "prompt_json": prompt.ids_json,
+            "want_text": live,
+            "tools": prompt.tools,
+            # lineage for the routers' session headers
+            "parent_id": None if s.parent is None else cycled_id(s.parent, cycle),
+            "root_id": None if s.parent is None else cycled_id(self._root(s), cycle),
+        }
+        spec = RequestSpec(**fields)
+        if self._encode is not None:  # CPU work that is not the server's: before the clock starts
+            spec = RequestSpec(**fields, payload=self._encode(spec))
         rec = new_record(
             run_id=self.config.run_id,
             request_id=spec.request_id,
@@ -354,14 +364,7 @@ class Replay:
             output_tokens_expected=output_tokens,
             attempt=attempt,
         )
-        texts: list[str] | None = None
-        if source.live is not None:
-            spec.want_text, texts = True, []
-        if s.parent is not None:  # lineage for the routers' session headers
-            spec.parent_id = cycled_id(s.parent, cycle)
-            spec.root_id = cycled_id(self._root(s), cycle)
-        if self._encode is not None:  # CPU work that is not the server's: before the clock starts
-            spec.payload = self._encode(spec)
+        texts: list[str] | None = [] if live else None
         self.stats.in_flight += 1
         t_sent = self.now()
         phase = "warmup" if warmup else self.config.phase(t_sent, index)

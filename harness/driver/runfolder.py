@@ -20,9 +20,9 @@ from pathlib import Path
 
 import orjson
 
+from harness.driver.live.signals import Interruptible, Signals
 from harness.driver.manifest import new_manifest, now_iso
 from harness.driver.recorder import Recorder
-from harness.driver.signals import Interruptible, Signals
 from harness.errors import RunFolderError, WriteError
 from harness.schema import MANIFEST_FILE, RECORDS_FILE, RunStatus
 
@@ -91,7 +91,7 @@ class RunFolder:
     def signals(self, replay: Interruptible) -> Iterator[None]:
         """The first Ctrl-C / SIGTERM: `replay.interrupt()` while it sends, else the phase that
         waits (the preflight) is cancelled; the manifest names the signal (`signal`) and the
-        phase (`stopped_in`). A second one: give up on the clean-up (`harness.driver.signals`)."""
+        phase (`stopped_in`). A second one: give up on the clean-up (`harness.driver.live.signals`)."""
 
         with contextlib.ExitStack() as stack:
             signals = Signals.current() or stack.enter_context(Signals().installed())

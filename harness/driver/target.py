@@ -16,7 +16,7 @@ into run-clock seconds. A target never raises for a failed request: it reports `
 "MalformedEvent", ...). Cancellation (`asyncio.CancelledError`) is the one thing that escapes;
 the driver records it as `cancelled`.
 
-Implementations: `harness.driver.openai_http.OpenAIHTTPTarget` (any OpenAI-compatible server)
+Implementations: `harness.driver.http.HTTPTarget` (any server speaking an API of its registry)
 and `harness.driver.engine_target.EngineTarget` (the reference engine, in-process).
 """
 
@@ -36,9 +36,11 @@ if TYPE_CHECKING:
 FailureStatus = Literal["error", "timeout"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RequestSpec:
-    """What to send: one turn of one session, fully materialized."""
+    """What to send: one turn of one session, fully materialized; built by name and never
+    changed after (a changed request is a new one, `dataclasses.replace`). Not frozen: a frozen
+    dataclass sets each field through `object.__setattr__`, a cost on every request sent."""
 
     request_id: str
     session_id: str
@@ -52,7 +54,7 @@ class RequestSpec:
     want_text: bool = False  # fill the chunks' text (live history needs the reply); else ""
     payload: Sequence[bytes | memoryview] | None = None  # the body, when the target has `encode`
     tools: list[dict] | None = None  # OpenAI chat tool schemas
-    parent_id: str | None = None  # a subagent's parent session (session_headers.py)
+    parent_id: str | None = None  # a subagent's parent session (http/session_headers.py)
     root_id: str | None = None  # the root of a subagent's family
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 
-from harness.driver.sse import SSEParser
+from harness.driver.http import SSEParser
 from harness.errors import HarnessError, InputError
 from harness.prometheus import parse_prometheus
 

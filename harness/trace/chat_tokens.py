@@ -21,13 +21,14 @@ lengths are only comparable with the server's figures in the server's tokens (do
   `add_special_tokens` defaults to false: a template that wants a BOS writes `{{ bos_token }}`);
   text prompts of `/v1/completions` with them (the tokenizer's post-processor adds its BOS).
   Special-token text in the rendered prompt (e.g. `<start_of_turn>`) becomes that token.
-- The APIs whose prompts are rendered this way (`CHAT_RENDERED`): chat, and Anthropic Messages
-  and OpenAI Responses, which the driver builds from the same chat messages and a server such
-  as vLLM turns back into them before rendering (system blocks or `instructions` -> the system
-  message, `tool_use` / `function_call` -> assistant `tool_calls`, `tool_result` /
+- The APIs whose prompts are rendered this way are the driver's to say (each API's registry
+  entry, recorded in the manifest's replay section): chat, and Anthropic Messages and OpenAI
+  Responses, which the driver builds from the same chat messages and a server such as vLLM turns
+  back into them before rendering (system blocks or `instructions` -> the system message,
+  `tool_use` / `function_call` -> assistant `tool_calls`, `tool_result` /
   `function_call_output` -> `tool` messages; tool-call arguments parsed to objects either way),
   so the rendered conversation is the chat request's; its tokens too, but for the special
-  tokens vLLM adds to a Responses prompt (`ADDS_SPECIAL_TOKENS`).
+  tokens vLLM adds to a Responses prompt (`chat_ids(..., special_tokens=True)`).
 """
 
 from __future__ import annotations
@@ -42,12 +43,6 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from harness.errors import ChatTemplateError, InputError
 
-CHAT_RENDERED = ("chat", "messages", "responses")  # APIs whose prompts the chat template renders
-# vLLM 0.32 tokenizes a rendered Responses prompt with special tokens added (its tokenize
-# parameters' default), where chat and Messages (a chat request inside) add none: a template
-# that writes {{ bos_token }} gets a second BOS there (measured: 18 prompt tokens for the
-# conversation chat counts as 17).
-ADDS_SPECIAL_TOKENS = ("responses",)
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
@@ -166,12 +161,13 @@ class ChatTokenizer:
             raise ChatTemplateError(f"the chat template refused the conversation: {exc}") from exc
 
     def chat_ids(
-        self, messages: list[dict], *, tools: list | None = None, api: str = "chat"
+        self, messages: list[dict], *, tools: list | None = None, special_tokens: bool = False
     ) -> list[int]:
-        """The prompt tokens of a chat request (or of `api`'s request built from these
-        messages), as vLLM counts them."""
+        """The prompt tokens of a chat request (or of another API's request built from these
+        messages), as vLLM counts them: the rendered text, with the tokenizer's special tokens
+        added where the API's server adds them."""
         return self.tokenizer.encode(
-            self.render(messages, tools=tools), add_special_tokens=api in ADDS_SPECIAL_TOKENS
+            self.render(messages, tools=tools), add_special_tokens=special_tokens
         ).ids
 
     def text_ids(self, text: str) -> list[int]:

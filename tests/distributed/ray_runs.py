@@ -23,8 +23,8 @@ import ray
 
 from harness.distributed import run_replay_distributed
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.replay_into import run_replay
 from harness.driver.target import Timeouts
 from harness.errors import TargetError
 from harness.schema import RECORDS_FILE
@@ -74,7 +74,7 @@ async def equivalence(server: SSETestServer, out: Path) -> dict:
     res = {}
     for name, config in (("closed", closed), ("open", opened)):
         res[f"{name}_local"] = as_dict(
-            await run_replay(tr, OpenAIHTTPTarget(tc), config, out / f"{name}-local")
+            await run_replay(tr, HTTPTarget(tc), config, out / f"{name}-local")
         )
         server.log.clear()
         res[f"{name}_ray"] = as_dict(

@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.replay_into import run_replay
 from harness.driver.target import Timeouts
 from harness.schema import MANIFEST_FILE, RECORDS_FILE
 from harness.trace.model import Session, Trace, TraceHeader, Turn
@@ -38,11 +38,16 @@ def trace(*sessions: Session, seed: int = 7) -> Trace:
 TEST_TIMEOUTS = Timeouts(connect=2, ttft=2, idle=1, total=10)
 
 
-def target(urls, *, api="chat", timeouts=TEST_TIMEOUTS, **kw) -> OpenAIHTTPTarget:
+def target(
+    urls, *, api="chat", model="test-model", timeouts=TEST_TIMEOUTS, preflight=False, **kw
+) -> HTTPTarget:
+    """The target `harness run` builds, but for the preflight's probe request, off unless asked
+    for: these tests count the requests a server saw; those of the probe ask for it."""
     urls = (urls,) if isinstance(urls, str) else tuple(urls)
-    return OpenAIHTTPTarget(
-        HTTPTargetConfig(endpoints=urls, model="test-model", api=api, timeouts=timeouts, **kw)
+    config = HTTPTargetConfig(
+        endpoints=urls, model=model, api=api, timeouts=timeouts, preflight=preflight, **kw
     )
+    return HTTPTarget(config)
 
 
 async def replay(tr: Trace, urls, run_dir: Path, *, target_kw=None, **config):

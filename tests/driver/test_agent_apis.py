@@ -43,7 +43,16 @@ async def _stream(server, api, session="s1", **kw):
     await tgt.start(check=False)
     try:
         sink = ListSink()
-        spec = RequestSpec("r1", session, session, 0, 6, 100, messages=CHAT, tools=TOOLS)
+        spec = RequestSpec(
+            request_id="r1",
+            session_id=session,
+            sticky_key=session,
+            endpoint=0,
+            max_tokens=6,
+            prompt_tokens=100,
+            messages=CHAT,
+            tools=TOOLS,
+        )
         await tgt.stream(spec, sink)
         return sink
     finally:

@@ -6,9 +6,8 @@ import asyncio
 import aiohttp
 import pytest
 
-from harness.driver import wire
-from harness.driver.aiohttp_internals import ResponseHandler, check, use_protocol
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import HTTPTarget, HTTPTargetConfig, wire
+from harness.driver.http.aiohttp_internals import ResponseHandler, check, use_protocol
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.errors import DependencyError
@@ -26,10 +25,13 @@ async def test_the_installed_aiohttp_has_every_piece():
         await connector.close()
 
 
-def _target(url: str) -> OpenAIHTTPTarget:
-    return OpenAIHTTPTarget(
-        HTTPTargetConfig(endpoints=(url,), model="m", api="completions", timeouts=TEST_TIMEOUTS)
+def _target(url: str) -> HTTPTarget:
+    """No preflight probe: a piece gone would fail it at start, where these tests want the
+    request's own record."""
+    config = HTTPTargetConfig(
+        endpoints=(url,), model="m", api="completions", timeouts=TEST_TIMEOUTS, preflight=False
     )
+    return HTTPTarget(config)
 
 
 def _expect_missing(match: str):
@@ -74,7 +76,15 @@ async def test_a_protocol_without_its_current_body_fails_the_start(server, monke
 
 
 def _spec() -> RequestSpec:
-    return RequestSpec("s:0", "s", "s", 0, 8, 4, prompt=[1, 2, 3, 4])
+    return RequestSpec(
+        request_id="s:0",
+        session_id="s",
+        sticky_key="s",
+        endpoint=0,
+        max_tokens=8,
+        prompt_tokens=4,
+        prompt=[1, 2, 3, 4],
+    )
 
 
 async def test_every_chunk_time_is_an_arrival_the_protocol_stamped(server, monkeypatch):
@@ -118,7 +128,7 @@ def test_no_other_module_touches_aiohttp_privates():
     import ast
     from pathlib import Path
 
-    root = Path(wire.__file__).parent  # the driver: the serving side is not timed
+    root = Path(wire.__file__).parents[1]  # the driver: the serving side is not timed
     for path in root.rglob("*.py"):
         if path.name == "aiohttp_internals.py" or "aiohttp" not in path.read_text():
             continue

@@ -2,12 +2,12 @@
 
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.messages_convert import to_messages
-from harness.driver.messages_convert import to_tools as anthropic_tools
-from harness.driver.messages_request import MessagesRequest
-from harness.driver.responses_convert import to_input
-from harness.driver.responses_convert import to_tools as responses_tools
+from harness.driver.http.apis.messages.convert import to_messages
+from harness.driver.http.apis.messages.convert import to_tools as anthropic_tools
+from harness.driver.http.apis.messages.request import MessagesRequest
+from harness.driver.http.apis.responses.convert import to_input
+from harness.driver.http.apis.responses.convert import to_tools as responses_tools
+from harness.driver.http.config import HTTPTargetConfig
 from harness.driver.target import RequestSpec
 
 TOOLS = [
@@ -125,7 +125,16 @@ def _messages_body(**kw) -> dict:
     form = MessagesRequest(
         HTTPTargetConfig(endpoints=("http://h",), model="m", api="messages", **kw)
     )
-    spec = RequestSpec("r", "s", "s", 0, 8, 100, messages=CHAT, tools=TOOLS)
+    spec = RequestSpec(
+        request_id="r",
+        session_id="s",
+        sticky_key="s",
+        endpoint=0,
+        max_tokens=8,
+        prompt_tokens=100,
+        messages=CHAT,
+        tools=TOOLS,
+    )
     return orjson.loads(form.encode(spec)[0])
 
 

@@ -8,7 +8,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.engine.config import EngineConfig
@@ -64,10 +64,18 @@ async def _record(
         timeouts=TEST_TIMEOUTS,
         cache_details=cache_details,
     )
-    target = OpenAIHTTPTarget(config)
+    target = HTTPTarget(config)
     await target.start()
     try:
-        spec = RequestSpec("s:0", "s", "s", 0, 2, 4, prompt=prompt or [1, 2, 3, 4])
+        spec = RequestSpec(
+            request_id="s:0",
+            session_id="s",
+            sticky_key="s",
+            endpoint=0,
+            max_tokens=2,
+            prompt_tokens=4,
+            prompt=prompt or [1, 2, 3, 4],
+        )
         return dict(await collect(target, spec, new_record(), 0.0))
     finally:
         await target.close()

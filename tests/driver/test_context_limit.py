@@ -14,7 +14,7 @@ from harness.analysis.summary import analyze
 from harness.cli import main
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit, model_len, overflow, served_limits
-from harness.driver.run import run_replay
+from harness.driver.replay_into import run_replay
 from harness.trace.native import write_trace
 from tests.driver.helpers import by_id, load_manifest, load_records, sess, target, trace
 
@@ -110,7 +110,7 @@ async def test_a_server_that_cuts_the_output_as_vllm_does(make_server, tmp_path)
 
 async def test_without_min_tokens_the_cut_reply_still_counts(make_server, tmp_path):
     server = await make_server(max_model_len=LIMIT, overflow="cap")
-    tgt = ContextLimit(target(server.url, api="completions", min_tokens=False), "send")
+    tgt = ContextLimit(target(server.url, api="completions", send_min_tokens=False), "send")
     await run_replay(
         trace(sess("a", TURNS)), tgt, ReplayConfig(run_id="c", api="completions"), tmp_path
     )

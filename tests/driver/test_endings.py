@@ -221,7 +221,7 @@ async def test_serve_model_name_answers_to_it_and_lists_it(tmp_path):
 
 
 def test_endpoint_paths_with_or_without_v1_keep_their_query_string():
-    from harness.driver.http_config import endpoint_url
+    from harness.driver.http.config import endpoint_url
 
     assert (
         endpoint_url("http://h:1/v1?api_key=X", "chat")

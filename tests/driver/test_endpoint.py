@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.driver.endpoint import parse_endpoint, redact_url
-from harness.driver.http_config import endpoint_url
+from harness.driver.http.config import endpoint_url
 from tests.driver.helpers import load_manifest, load_records, sess
 from tests.driver.test_endings import KEY, _harness, _one_error_line, _trace
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from harness.driver import progress
-from harness.driver.stats import ReplayStats
+from harness.driver.live import progress
+from harness.driver.live.stats import ReplayStats
 from harness.trace.native import write_trace
 from tests.driver.helpers import load_records, sess, trace
 
@@ -73,7 +73,7 @@ async def test_plain_lines_when_stderr_is_not_a_terminal(server, tmp_path, monke
     write_trace(trace(*[sess(f"s{i}", [(8, 40, 0.2)] * 40) for i in range(2)]), path)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c",
-        "import sys; from harness.driver import progress; progress.PLAIN_EVERY_S = 0.5;"
+        "import sys; from harness.driver.live import progress; progress.PLAIN_EVERY_S = 0.5;"
         "from harness.cli import main; sys.exit(main(sys.argv[1:]))",
         "replay", str(path), "--endpoint", server.url, "--model", "m", "--concurrency", "2",
         "--max-duration", "2", "-o", str(tmp_path / "run"),

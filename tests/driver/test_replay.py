@@ -173,7 +173,7 @@ async def test_request_body_and_headers(server, tmp_path):
     tkw = {
         "session_id_field": "session_id",
         "api_key": "sk-test-123",
-        "headers": (("X-Extra", "1"),),
+        "headers": {"X-Extra": "1"},
     }
     await replay(family(), server.url, tmp_path, target_kw=tkw)
     for e in server.log:
@@ -188,7 +188,7 @@ async def test_request_body_and_headers(server, tmp_path):
 
 
 async def test_optional_fields_can_be_left_out(server, tmp_path):
-    tkw = {"min_tokens": False, "ignore_eos": False}
+    tkw = {"send_min_tokens": False, "send_ignore_eos": False}
     await replay(family(), server.url, tmp_path, follow_parent=False, target_kw=tkw)
     assert all("min_tokens" not in e["body"] and "ignore_eos" not in e["body"] for e in server.log)
     assert {e["session_id"] for e in server.log} == {"p", "p.fork", "p.spawn"}

@@ -162,7 +162,7 @@ def test_a_late_loop_on_a_quiet_host_names_neither():
 def test_the_probe_samples_the_hosts_load_on_linux():
     from pathlib import Path
 
-    from harness.driver.selfcheck import HostProbe
+    from harness.driver.live.selfcheck import HostProbe
 
     if not Path("/proc/loadavg").is_file():
         pytest.skip("no /proc")

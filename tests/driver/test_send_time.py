@@ -1,14 +1,15 @@
 """`t_sent` is stamped after the request's body is encoded: the client's CPU work is not TTFT;
 the fast encoding of token-id bodies gives the same JSON."""
 
+import dataclasses
 import time
 
 import orjson
 import pytest
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.replay_into import run_replay
 from harness.driver.target import RequestSpec
 from harness.trace.content import Content
 from harness.trace.requests import RequestSource
@@ -17,7 +18,7 @@ from tests.driver.helpers import TEST_TIMEOUTS, load_manifest, load_records, ses
 ENCODE_S = 0.05  # a body that takes 50 ms to encode (a 142k-token body takes ~1 ms)
 
 
-class SlowEncodingTarget(OpenAIHTTPTarget):
+class SlowEncodingTarget(HTTPTarget):
     """Encodes slowly and notes when each request's encoding ended (perf_counter)."""
 
     encoded_at: dict[str, float]
@@ -52,19 +53,26 @@ async def test_body_is_encoded_before_t_sent(server, tmp_path):
         assert r["t_first_token"] - r["t_sent"] < (e["t_first_token"] - e["t_recv"]) + ENCODE_S / 2
 
 
-@pytest.mark.parametrize("extra", [{}, {"session_id_field": "session", "min_tokens": False}])
+@pytest.mark.parametrize("extra", [{}, {"session_id_field": "session", "send_min_tokens": False}])
 def test_spliced_token_id_body_is_the_encoded_body(extra):
     """The target splices token ids already in JSON into the body: the same JSON object."""
     tr = trace(sess("a", [(40, 4, 0.0), (30, 4, 0.0)]))
     source = RequestSource(tr, api="completions", prompt_format="tokens", salt="x")
-    tgt = OpenAIHTTPTarget(HTTPTargetConfig(endpoints=("http://h",), model="m", **extra))
+    tgt = HTTPTarget(HTTPTargetConfig(endpoints=("http://h",), model="m", **extra))
     for k in range(2):
         p = source.prompt("a", k)
         spec = RequestSpec(
-            f"a:{k}", "a", "a", 0, 4, p.n_tokens, None, p.body, prompt_json=p.ids_json
+            request_id=f"a:{k}",
+            session_id="a",
+            sticky_key="a",
+            endpoint=0,
+            max_tokens=4,
+            prompt_tokens=p.n_tokens,
+            prompt=p.body,
+            prompt_json=p.ids_json,
         )
         spliced = orjson.loads(b"".join(tgt.encode(spec)))
-        spec.prompt_json = None
+        spec = dataclasses.replace(spec, prompt_json=None)
         assert spliced == orjson.loads(b"".join(tgt.encode(spec))) == tgt.body(spec)
         assert spliced["prompt"] == Content(tr, salt="x").prompt_token_ids("a", k)
 
@@ -75,7 +83,7 @@ async def test_wait_for_a_pooled_connection_is_send_lag_not_ttft(make_server, tm
     server's own."""
     server = await make_server(token_delay=0.02)
     tr = trace(sess("a", [(8, 10, 0.0)]), sess("b", [(8, 10, 0.0)]))
-    tgt = OpenAIHTTPTarget(
+    tgt = HTTPTarget(
         HTTPTargetConfig(
             endpoints=(server.url,),
             model="m",

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness.driver.signals import Interrupted, interrupt_on_signals
+from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.trace.native import write_trace
 from tests.driver.helpers import load_manifest, load_records, sess, trace
 from tests.driver.sse_server import SilentServer

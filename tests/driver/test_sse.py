@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.driver.sse import SSEError, SSEParser
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.sse import SSEError, SSEParser
 from harness.driver.target import Done, Failure, Usage
 
 

@@ -57,7 +57,15 @@ def test_a_timeout_fires_on_simulated_time():
 
 
 def _spec(rid: str, prompt: list[int], max_tokens: int) -> RequestSpec:
-    return RequestSpec(rid, "s", "s", 0, max_tokens, len(prompt), prompt=prompt)
+    return RequestSpec(
+        request_id=rid,
+        session_id="s",
+        sticky_key="s",
+        endpoint=0,
+        max_tokens=max_tokens,
+        prompt_tokens=len(prompt),
+        prompt=prompt,
+    )
 
 
 def test_engine_steps_take_their_modelled_time():

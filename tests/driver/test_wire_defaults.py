@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.summary import analyze_run
-from harness.driver.placing import place
-from harness.driver.sampling import Sampling
+from harness.driver.http.placing import place
+from harness.driver.http.sampling import Sampling
 from harness.driver.target import RequestSpec
 from harness.report.text import summary_table
 from tests.driver.agent_server import AgentServer
@@ -55,7 +55,18 @@ async def _one(server, api: str, **kw) -> tuple[dict, _Sink]:
     try:
         sink = _Sink()
         await tgt.stream(
-            RequestSpec("r1", "s", "s", 0, 8, 40, messages=CHAT, tools=TOOLS, prompt="a b"), sink
+            RequestSpec(
+                request_id="r1",
+                session_id="s",
+                sticky_key="s",
+                endpoint=0,
+                max_tokens=8,
+                prompt_tokens=40,
+                messages=CHAT,
+                tools=TOOLS,
+                prompt="a b",
+            ),
+            sink,
         )
     finally:
         await tgt.close()

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from harness.driver.config import ReplayConfig
-from harness.driver.openai_http import HTTPTargetConfig, OpenAIHTTPTarget
-from harness.driver.run import run_replay
+from harness.driver.http import HTTPTarget, HTTPTargetConfig
+from harness.driver.replay_into import run_replay
 from harness.engine.config import EngineConfig
 from harness.serving.server import BackgroundServer
 from tests.driver.helpers import TEST_TIMEOUTS, load_records, sess, trace
@@ -104,9 +104,11 @@ def test_a_non_streamed_request_is_refused_in_one_line(server):
 def test_a_replay_through_the_route_matches_chat(server, tmp_path, api):
     runs = {}
     for k, name in enumerate(("chat", api)):  # salts of one length: fresh prefixes, same counts
-        config = HTTPTargetConfig((server.url,), MODEL, api=name, timeouts=TEST_TIMEOUTS)
+        config = HTTPTargetConfig(
+            endpoints=(server.url,), model=MODEL, api=name, timeouts=TEST_TIMEOUTS
+        )
         replay = ReplayConfig(api=name, salt=f"{api[0]}{k}", run_id="t")
-        asyncio.run(run_replay(TRACE, OpenAIHTTPTarget(config), replay, tmp_path / name))
+        asyncio.run(run_replay(TRACE, HTTPTarget(config), replay, tmp_path / name))
         runs[name] = sorted(load_records(tmp_path / name), key=lambda r: r["turn"])
     for chat, other in zip(runs["chat"], runs[api], strict=True):
         assert other["status"] == "ok" and other["completion_tokens"] == chat["completion_tokens"]

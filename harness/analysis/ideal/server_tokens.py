@@ -24,12 +24,7 @@ import pandas as pd
 
 from harness.errors import InputError
 from harness.schema import ReplaySettings
-from harness.trace.chat_tokens import (
-    CHAT_RENDERED,
-    TOKENIZER_FILE,
-    ChatTemplateError,
-    ChatTokenizer,
-)
+from harness.trace.chat_tokens import TOKENIZER_FILE, ChatTemplateError, ChatTokenizer
 from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.requests import RequestSource
 from harness.trace.token_prefixes import ID_BYTES, TokenPrefixes, token_key
@@ -124,6 +119,29 @@ class ServerTokenWalk:
         return self.held[endpoint]
 
 
+@dataclass(frozen=True)
+class PromptSpace:
+    """How the run's server counted its API's prompts: the driver's API registry entry, as the
+    manifest's replay section records it."""
+
+    chat_template: bool  # chat messages rendered with the chat template (else ids or text)
+    special_tokens: bool  # the tokenizer's special tokens added to that render
+    server_history: str | None  # the option that had the server keep the history, if on
+
+
+# Runs written before the manifest recorded the rules: the four APIs of then, by name.
+_BY_NAME_BEFORE = {"chat": (True, False), "messages": (True, False), "responses": (True, True)}
+
+
+def prompt_space(replay: ReplaySettings) -> PromptSpace:
+    """The run's prompt rules: as recorded, else (an older run) by its API's name."""
+    if replay.chat_template is not None:
+        return PromptSpace(replay.chat_template, bool(replay.special_tokens), replay.server_history)
+    template, special = _BY_NAME_BEFORE.get(replay.api or "", (False, False))
+    kept = replay.api == "responses" and replay.previous_response_id
+    return PromptSpace(template, special, "previous_response_id" if kept else None)
+
+
 def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace:
     """How to count this run's prompts; with `keys` set when they can be counted in server tokens."""
     replay = run.replay
@@ -132,14 +150,15 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
         return TokenSpace(
             "trace", False, "the run does not say which API it used (manifest replay.api)"
         )
-    if api == "completions" and fmt == "tokens":
+    rules = prompt_space(replay)
+    if not rules.chat_template and fmt == "tokens":
         return TokenSpace("trace", False, "token-id prompts: the server's tokens are the trace's")
-    if api == "responses" and replay.previous_response_id:
+    if rules.server_history:
         return TokenSpace(
             "trace",
             True,
-            "previous_response_id: the server kept the history (its own replies), so prompts "
-            "cannot be rebuilt",
+            f"{rules.server_history}: the server kept the history (its own replies), so "
+            "prompts cannot be rebuilt",
         )
     server, why_not = _server_tokenizer(tokenizer, replay)
     where = str(server.path) if server is not None else None
@@ -147,10 +166,10 @@ def token_space(run, records: pd.DataFrame, tokenizer: str | None) -> TokenSpace
         return TokenSpace("trace", True, why_not or "no tokenizer", where)
     counter = _text_counter(replay.tokenizer, server)
     try:
-        keys = _server_keys(run.trace, records, replay, api, server, counter)
+        keys = _server_keys(run.trace, records, replay, rules, server, counter)
     except ChatTemplateError as exc:
         return TokenSpace("trace", True, f"chat template failed: {exc}", where)
-    space = TokenSpace("server", False, _rendered_how(api, server), where, keys=keys)
+    space = TokenSpace("server", False, _rendered_how(api, rules, server), where, keys=keys)
     _check_lengths(space, records)
     return space
 
@@ -168,18 +187,16 @@ def _server_tokenizer(
             "to each request's prompt_tokens (give harness analyze --tokenizer DIR)"
         )
     server = ChatTokenizer.load(path) if path is not None else None
-    return server, _why_not_server(replay, server, replay.api)
+    return server, _why_not_server(replay, server)
 
 
-def _why_not_server(
-    replay: ReplaySettings, server: ChatTokenizer | None, api: str | None
-) -> str | None:
+def _why_not_server(replay: ReplaySettings, server: ChatTokenizer | None) -> str | None:
     if server is None:
         return (
             "no tokenizer: the ideal counts trace tokens, scaled to each request's prompt_tokens "
             "(give harness analyze --tokenizer DIR)"
         )
-    if api in CHAT_RENDERED and not server.has_template:
+    if prompt_space(replay).chat_template and not server.has_template:
         return (
             f"{server.path} has no chat template: the ideal counts trace tokens, scaled to each "
             "request's prompt_tokens"
@@ -203,10 +220,10 @@ def _text_counter(run_tokenizer: str | None, server: ChatTokenizer):
     return ChatTokenizer.load(run_tokenizer).count
 
 
-def _rendered_how(api: str, server: ChatTokenizer) -> str:
+def _rendered_how(api: str, rules: PromptSpace, server: ChatTokenizer) -> str:
     if api == "chat":
         return f"chat messages rendered with the chat template of {server.path} and tokenized as the server does"
-    if api in CHAT_RENDERED:
+    if rules.chat_template:
         return (
             f"{api} requests rendered as the chat messages they were built from, with the chat "
             f"template of {server.path}, and tokenized as the server does"
@@ -215,7 +232,12 @@ def _rendered_how(api: str, server: ChatTokenizer) -> str:
 
 
 def _server_keys(
-    trace, records: pd.DataFrame, replay: ReplaySettings, api: str, server: ChatTokenizer, counter
+    trace,
+    records: pd.DataFrame,
+    replay: ReplaySettings,
+    rules: PromptSpace,
+    server: ChatTokenizer,
+    counter,
 ) -> list[bytes]:
     """Each record's prompt in server tokens, rebuilt in send order (a session's turns in order)."""
     sources: dict[int, RequestSource] = {}  # one per cycle of the trace (harness.trace.cycles)
@@ -233,14 +255,16 @@ def _server_keys(
         if cycle not in sources:
             sources[cycle] = RequestSource(
                 trace,
-                api=api,
+                api="chat" if rules.chat_template else "completions",
                 prompt_format=replay.prompt_format,
                 salt=cycle_salt(replay.salt, cycle),
                 token_counter=counter,
             )
         prompt = sources[cycle].prompt(sid, turns[i])
         ids = (
-            server.chat_ids(prompt.messages, api=api, tools=prompt.tools)
+            server.chat_ids(
+                prompt.messages, tools=prompt.tools, special_tokens=rules.special_tokens
+            )
             if prompt.messages is not None
             else server.text_ids(cast(str, prompt.body))  # a text prompt: chat or text api
         )

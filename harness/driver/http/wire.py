@@ -1,5 +1,5 @@
 """The bytes on the wire, timed: when a request's body went to the socket, and when each piece of
-a response body arrived. The OpenAI HTTP target (openai_http.py) builds on aiohttp with these.
+a response body arrived. The HTTP target (target.py) builds on aiohttp with these.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from aiohttp.payload import Payload
 
-from harness.driver.aiohttp_internals import ResponseHandler, response_body, unstamped_body
+from harness.driver.http.aiohttp_internals import ResponseHandler, response_body, unstamped_body
 
 _perf = time.perf_counter
 

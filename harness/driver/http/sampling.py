@@ -22,8 +22,6 @@ from pydantic import Field
 
 from harness.yamlconf import Strict
 
-NOT_CARRIED = {"messages": ("seed",)}  # settings an API has no field for
-
 
 class Sampling(Strict):
     """What every request asks the server to sample with."""
@@ -46,13 +44,13 @@ class Sampling(Strict):
         None, description="the server's sampling seed (null: not sent; Messages has no field)"
     )
 
-    def fields(self, api: str) -> dict:
-        """The body fields `api`'s requests carry."""
-        skip = NOT_CARRIED.get(api, ())
-        return {k: v for k, v in self.model_dump().items() if v is not None and k not in skip}
+    def fields(self, not_carried: tuple[str, ...] = ()) -> dict:
+        """The body fields an API's requests carry (`not_carried`: those it has no field for)."""
+        dumped = self.model_dump().items()
+        return {k: v for k, v in dumped if v is not None and k not in not_carried}
 
-    def describe(self, api: str) -> dict:
-        """The manifest's record: the settings, what `api` sent of them, what it could not."""
-        sent = self.fields(api)
+    def describe(self, not_carried: tuple[str, ...] = ()) -> dict:
+        """The manifest's record: the settings, what the API sent of them, what it could not."""
+        sent = self.fields(not_carried)
         unsent = [k for k, v in self.model_dump().items() if v is not None and k not in sent]
         return {**self.model_dump(), "sent": sent, "not_carried": unsent}

@@ -11,14 +11,15 @@ import gc
 import time
 from pathlib import Path
 
-from harness.driver import clock, progress
+from harness.driver import clock
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit
+from harness.driver.live import progress
+from harness.driver.live.selfcheck import LoopProbe, write_client_check
+from harness.driver.live.signals import Signals
 from harness.driver.manifest import replay_fields, started_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
-from harness.driver.selfcheck import LoopProbe, write_client_check
-from harness.driver.signals import Signals
 from harness.driver.target import Target
 from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
@@ -58,7 +59,7 @@ def event_loop_factory():
 def run_blocking(coro, *, virtual: bool = False):
     """Run `coro` to completion on uvloop when installed: `harness run` and `harness replay`
     measure on the same event loop. A SIGINT or SIGTERM in any phase of it ends that phase at
-    once (`harness.driver.signals`); `Interrupted` comes out once the run folder is closed.
+    once (`harness.driver.live.signals`); `Interrupted` comes out once the run folder is closed.
     `virtual`: on simulated time (`clock.VirtualLoop`)."""
 
     async def guarded():

@@ -14,8 +14,8 @@ replace `message_start`'s (they are the final ones).
 
 from __future__ import annotations
 
+from harness.driver.http.typed_events import TypedEventDecoder, error_text
 from harness.driver.target import Done, Event, Failure, Usage
-from harness.driver.typed_events import TypedEventDecoder, error_text
 
 # The delta fields that carry output: text_delta, input_json_delta, thinking_delta.
 _OUTPUT_FIELDS = ("text", "partial_json", "thinking")

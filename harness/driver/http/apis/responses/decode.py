@@ -11,8 +11,8 @@ function-call arguments, reasoning text, refusals. Usage: `input_tokens` is the 
 
 from __future__ import annotations
 
+from harness.driver.http.typed_events import TypedEventDecoder, error_text
 from harness.driver.target import Done, Event, Failure, Usage
-from harness.driver.typed_events import TypedEventDecoder, error_text
 
 _FINAL = ("response.completed", "response.incomplete")
 

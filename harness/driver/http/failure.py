@@ -9,9 +9,9 @@ import email.utils
 import aiohttp
 
 from harness.driver import clock
-from harness.driver.stream_decode import http_error_message
+from harness.driver.http.apis.openai.decode import http_error_message
+from harness.driver.http.watchdog import Watchdog
 from harness.driver.target import Failure, Timeouts
-from harness.driver.watchdog import Watchdog
 
 _perf = clock.now
 

@@ -13,16 +13,16 @@ import aiohttp
 import orjson
 
 from harness.driver.context_limit import model_len
-from harness.driver.http_config import endpoint_url, redact
+from harness.driver.http.config import endpoint_url, redact
 from harness.driver.manifest import redact_url
 from harness.driver.target import Event, Failure, RequestSpec
 from harness.errors import TargetError
 
 if TYPE_CHECKING:
-    from harness.driver.openai_http import OpenAIHTTPTarget
+    from harness.driver.http.target import HTTPTarget
 
 
-async def preflight(target: OpenAIHTTPTarget, i: int, base: str) -> None:
+async def preflight(target: HTTPTarget, i: int, base: str) -> None:
     """Endpoint `i` (at `base`) answers at all; with `config.preflight`, it serves the model and
     answers one probe request."""
     models = await list_models(target, base)
@@ -40,7 +40,7 @@ async def preflight(target: OpenAIHTTPTarget, i: int, base: str) -> None:
     await _probe(target, i, base)
 
 
-async def list_models(target: OpenAIHTTPTarget, base: str) -> dict[str, dict]:
+async def list_models(target: HTTPTarget, base: str) -> dict[str, dict]:
     """The models /models lists, by id (empty when it lists none or does not parse)."""
     session, c = target.session(), target.config
     timeout = aiohttp.ClientTimeout(total=c.timeouts.connect)
@@ -76,19 +76,20 @@ def served_identity(card: dict) -> dict:
     }
 
 
-async def _probe(target: OpenAIHTTPTarget, i: int, base: str) -> None:
-    """One request answered; with server-kept history (previous_response_id), a second that
-    builds on the first (a server that stores no responses answers it 404)."""
+async def _probe(target: HTTPTarget, i: int, base: str) -> None:
+    """One request answered; where the server keeps the history (the API's `server_history`
+    option, e.g. Responses' previous_response_id), a second that builds on the first (a server
+    that stores nothing answers it 404)."""
     messages = [{"role": "user", "content": "ping"}]
     await _probe_once(target, i, base, messages, "")
-    if target.config.api == "responses" and target.config.previous_response_id:
+    if target.api.keeps_history(target.config):
         messages = [*messages, {"role": "assistant", "content": "pong"}, messages[0]]
         hint = " (the server keeps no responses? vLLM: VLLM_ENABLE_RESPONSES_API_STORE=1)"
         await _probe_once(target, i, base, messages, hint)
 
 
 async def _probe_once(
-    target: OpenAIHTTPTarget, i: int, base: str, messages: list[dict], hint: str
+    target: HTTPTarget, i: int, base: str, messages: list[dict], hint: str
 ) -> None:
     probe = RequestSpec(
         request_id="preflight",

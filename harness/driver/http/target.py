@@ -1,12 +1,11 @@
-"""The HTTP target: OpenAI's `/v1/chat/completions` and `/v1/completions`, Anthropic's
-`/v1/messages` and OpenAI's `/v1/responses`, streamed.
+"""The HTTP target: any API of the registry (apis/: OpenAI's `/v1/chat/completions` and
+`/v1/completions`, Anthropic's `/v1/messages`, OpenAI's `/v1/responses`), streamed.
 
 One `aiohttp.ClientSession` per run, its connector sized to the load (aiohttp's default silently
-caps at 100 connections). Each API's body, headers and stream decoder are its request form
-(openai_request.py, messages_request.py, responses_request.py); the router's session headers
-come from session_headers.py. Timeouts are enforced by a per-request watchdog (watchdog.py);
-failures are mapped in http_failure.py, the check before the clock starts is preflight.py, the
-settings and URLs are http_config.py.
+caps at 100 connections). Each API's body, headers and stream decoder are its request form (its
+registry entry's `form`); the router's session headers come from session_headers.py. Timeouts
+are enforced by a per-request watchdog (watchdog.py); failures are mapped in failure.py, the
+check before the clock starts is preflight.py, the settings and URLs are config.py.
 """
 
 from __future__ import annotations
@@ -18,54 +17,36 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from harness.driver.aiohttp_internals import use_protocol
-from harness.driver.http_config import (
-    API_PATHS,
-    PER_EVENT_USAGE,
-    PER_EVENT_USAGE_APIS,
-    HTTPTargetConfig,
-    endpoint_url,
-    redact,
-)
-from harness.driver.http_failure import http_failure, timed_out, transport_failure
+from harness.driver.http.aiohttp_internals import use_protocol
+from harness.driver.http.apis import RequestForm, api_named
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.config import PER_EVENT_USAGE, HTTPTargetConfig, endpoint_url, redact
+from harness.driver.http.failure import http_failure, timed_out, transport_failure
+from harness.driver.http.placing import PlacingSink
+from harness.driver.http.preflight import preflight
+from harness.driver.http.session_headers import FAMILIES, session_headers
+from harness.driver.http.sse import SSEError, SSEParser
+from harness.driver.http.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
+from harness.driver.http.wire import BodyReader, StampingProtocol, WireBody
 from harness.driver.manifest import redact_url
-from harness.driver.messages_request import MessagesRequest
-from harness.driver.openai_request import OpenAIRequest, RequestForm
-from harness.driver.placing import PlacingSink
-from harness.driver.preflight import preflight
-from harness.driver.responses_request import ResponsesRequest
-from harness.driver.session_headers import FAMILIES, session_headers
-from harness.driver.sse import SSEError, SSEParser
-from harness.driver.stream_decode import StreamDecoder
 from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Sink
-from harness.driver.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
-from harness.driver.wire import BodyReader, StampingProtocol, WireBody
 from harness.errors import DependencyError
 
-__all__ = ["HTTPTargetConfig", "OpenAIHTTPTarget"]
+__all__ = ["HTTPTarget", "HTTPTargetConfig"]
 
 _perf = time.perf_counter
 
-# Each API's request form: its body, headers and stream decoder.
-FORMS: dict[str, Callable[[HTTPTargetConfig], RequestForm]] = {
-    "chat": OpenAIRequest,
-    "completions": OpenAIRequest,
-    "messages": MessagesRequest,
-    "responses": ResponsesRequest,
-}
 
-
-class OpenAIHTTPTarget:
-    name = "openai-http"
+class HTTPTarget:
+    name = "openai-http"  # the manifest's target kind, as runs before the rename wrote it
 
     def __init__(self, config: HTTPTargetConfig) -> None:
-        if config.api not in API_PATHS:
-            raise ValueError(f"api must be one of {', '.join(API_PATHS)}, got {config.api!r}")
+        self.api = api_named(config.api)
         unknown = set(config.session_headers) - FAMILIES.keys()
         if unknown:
             raise ValueError(f"unknown session header families: {', '.join(sorted(unknown))}")
         self.config = config
-        self.form = FORMS[config.api](config)
+        self.form: RequestForm = self.api.form(config)
         self._session_headers = session_headers(config.session_headers)
         # Records name endpoints without user info or query strings (they may hold secrets).
         self.endpoints: Sequence[str] = tuple(redact_url(e) for e in config.endpoints)
@@ -116,9 +97,9 @@ class OpenAIHTTPTarget:
         c = self.config
         if c.continuous_usage == "auto":
             said = [self.served.get(e, {}).get("owned_by") for e in self.endpoints]
-            on = c.api in PER_EVENT_USAGE_APIS and all(s in PER_EVENT_USAGE for s in said)
-            self.config = c = dataclasses.replace(c, continuous_usage=on)
-            self.form = FORMS[c.api](c)
+            on = self.api.usage_per_event and all(s in PER_EVENT_USAGE for s in said)
+            self.config = c = c.model_copy(update={"continuous_usage": on})
+            self.form = self.api.form(c)
         if c.tokenizer is not None and not c.continuous_usage:
             from harness.trace.content import load_hf_token_counter
 
@@ -135,7 +116,7 @@ class OpenAIHTTPTarget:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            raise RuntimeError("OpenAIHTTPTarget.start() was not called")
+            raise RuntimeError("HTTPTarget.start() was not called")
         return self._session
 
     async def close(self) -> None:
@@ -150,14 +131,14 @@ class OpenAIHTTPTarget:
             "kind": self.name,
             "model": c.model,
             "api": c.api,
-            "header_names": sorted(k for k, _ in c.headers),  # values may be secrets
+            "header_names": sorted(c.headers),  # values may be secrets
             "authorization": c.api_key is not None,
-            "min_tokens": c.min_tokens,
-            "ignore_eos": c.ignore_eos,
+            "min_tokens": c.send_min_tokens,
+            "ignore_eos": c.send_ignore_eos,
             "continuous_usage": c.continuous_usage,
             "token_placement": self.token_placement(),
             "session_id_field": c.session_id_field,
-            "sampling": c.sampling.describe(c.api),
+            "sampling": c.sampling.describe(self.api.not_carried),
             "timeouts": {
                 "connect": c.timeouts.connect,
                 "ttft": c.timeouts.ttft,
@@ -166,19 +147,11 @@ class OpenAIHTTPTarget:
             },
             "max_connections": c.max_connections,
             "session_headers": list(c.session_headers),
-            **self._api_settings(),
+            **{name: getattr(c, name) for name in self.api.options},
             # learned at start from each endpoint's /models card: what serves the model
             "served_by": served,
             "simulated": any(s.get("simulated") is True for s in served),
         }
-
-    def _api_settings(self) -> dict:
-        c = self.config
-        if c.api == "messages":
-            return {"anthropic_version": c.anthropic_version, "cache_control": c.cache_control}
-        if c.api == "responses":
-            return {"previous_response_id": c.previous_response_id}
-        return {}
 
     def body(self, req: RequestSpec) -> dict:
         return self.form.body(req)

@@ -1,5 +1,5 @@
 """The body and headers of an Anthropic Messages request (`POST /v1/messages`), from the
-RequestSpec's OpenAI chat messages and tools (messages_convert.py).
+RequestSpec's OpenAI chat messages and tools (convert.py).
 
 Headers: `anthropic-version`, and the key both as Anthropic's `x-api-key` and as a bearer token
 (self-hosted servers that speak Messages, vLLM among them, check only `Authorization`).
@@ -7,14 +7,18 @@ Headers: `anthropic-version`, and the key both as Anthropic's `x-api-key` and as
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.messages_convert import cache_breakpoints, to_messages, to_tools
-from harness.driver.messages_decode import MessagesDecoder
-from harness.driver.openai_request import output_length, shared_fields
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.messages.convert import cache_breakpoints, to_messages, to_tools
+from harness.driver.http.apis.messages.decode import MessagesDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.apis.openai.request import output_length, shared_fields
 from harness.driver.target import RequestSpec
+
+if TYPE_CHECKING:
+    from harness.driver.http.config import HTTPTargetConfig
 
 
 class MessagesRequest:

@@ -27,7 +27,7 @@ __all__ = ["ResponseHandler", "check", "response_body", "unstamped_body", "use_p
 
 def _missing(what: str, why: str) -> DependencyError:
     return DependencyError(
-        f"aiohttp {aiohttp.__version__}: {what} {why}; the timed wire (harness/driver/wire.py) "
+        f"aiohttp {aiohttp.__version__}: {what} {why}; the timed wire (harness/driver/http/wire.py) "
         "needs it to stamp arrivals (aiohttp_internals.py says what each piece is for)"
     )
 

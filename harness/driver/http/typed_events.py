@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import orjson
 
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
 
 
 class TypedEventDecoder(StreamDecoder):

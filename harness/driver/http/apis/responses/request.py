@@ -1,5 +1,5 @@
 """The body of an OpenAI Responses request (`POST /v1/responses`), from the RequestSpec's OpenAI
-chat messages and tools (responses_convert.py).
+chat messages and tools (convert.py).
 
 With `previous_response_id` the server keeps the history: a session's next turn sends only the
 items after what its last completed request sent (the tool results, the new user text), with
@@ -12,15 +12,18 @@ subagent's first turn), sends everything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.openai_request import output_length, shared_fields
-from harness.driver.responses_convert import to_input, to_tools
-from harness.driver.responses_decode import ResponsesDecoder
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.http.apis.openai.request import output_length, shared_fields
+from harness.driver.http.apis.responses.convert import to_input, to_tools
+from harness.driver.http.apis.responses.decode import ResponsesDecoder
 from harness.driver.target import RequestSpec
+
+if TYPE_CHECKING:
+    from harness.driver.http.config import HTTPTargetConfig
 
 
 @dataclass(frozen=True, slots=True)

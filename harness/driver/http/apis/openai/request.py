@@ -3,14 +3,16 @@ every API's body shares (forced output length, the session id in the body)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
 
-from harness.driver.http_config import HTTPTargetConfig
-from harness.driver.stream_decode import StreamDecoder
+from harness.driver.http.apis.openai.decode import StreamDecoder
 from harness.driver.target import RequestSpec
+
+if TYPE_CHECKING:
+    from harness.driver.http.config import HTTPTargetConfig
 
 
 def output_length(req: RequestSpec) -> int:
@@ -21,10 +23,10 @@ def output_length(req: RequestSpec) -> int:
 def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
     """The sampling settings in `c.api`'s fields, vLLM's and SGLang's forced length
     (`min_tokens`, `ignore_eos`), the session id field, SGLang's cached tokens by tier."""
-    body: dict = c.sampling.fields(c.api)
-    if c.min_tokens:
+    body: dict = c.sampled()
+    if c.send_min_tokens:
         body["min_tokens"] = n
-    if c.ignore_eos:
+    if c.send_ignore_eos:
         body["ignore_eos"] = True
     if c.session_id_field:
         body[c.session_id_field] = req.sticky_key
@@ -84,21 +86,3 @@ class OpenAIRequest:
             return (orjson.dumps(self.body(req)),)
         rest = orjson.dumps(self._fields(req))
         return (b'{"prompt":[', req.prompt_json, b"]," + rest[1:])
-
-
-class RequestForm(Protocol):
-    """One API's side of the HTTP target: what its requests carry, and how its streams read."""
-
-    def headers(self) -> dict[str, str]:
-        """Headers every request carries (the key, an API version)."""
-        ...
-
-    def body(self, req: RequestSpec) -> dict: ...
-
-    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]: ...
-
-    def decoder(self, keep_text: bool) -> StreamDecoder: ...
-
-    def finished(self, req: RequestSpec, dec: StreamDecoder) -> None:
-        """`req` completed, read by `dec` (state a next request builds on)."""
-        ...

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from harness.driver import clock as run_clock
-from harness.driver.stats import ReplayStats
+from harness.driver.live.stats import ReplayStats
 
 REFRESH_S = 0.5
 PLAIN_EVERY_S = 10.0

@@ -12,8 +12,8 @@ import asyncio
 import aiohttp
 
 from harness.driver import clock
+from harness.driver.http.wire import BodyReader
 from harness.driver.target import Timeouts
-from harness.driver.wire import BodyReader
 
 _perf = clock.now
 

@@ -1,0 +1,70 @@
+"""One API the HTTP target speaks, as its registry entry: its path, its request form, its own
+settings and how a server counts its prompts. Every other place reads these, never the name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from harness.driver.http.apis.openai.decode import StreamDecoder
+    from harness.driver.http.config import HTTPTargetConfig
+    from harness.driver.target import RequestSpec
+
+
+class RequestForm(Protocol):
+    """One API's side of the HTTP target: what its requests carry, and how its streams read."""
+
+    def headers(self) -> dict[str, str]:
+        """Headers every request carries (the key, an API version)."""
+        ...
+
+    def body(self, req: RequestSpec) -> dict: ...
+
+    def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
+        """The JSON body in pieces to send in order (`b"".join` gives the JSON)."""
+        ...
+
+    def decoder(self, keep_text: bool) -> StreamDecoder: ...
+
+    def finished(self, req: RequestSpec, dec: StreamDecoder) -> None:
+        """`req` completed, read by `dec` (state a next request builds on)."""
+        ...
+
+
+@dataclass(frozen=True)
+class API:
+    """An API's registry entry (apis/__init__.py lists them)."""
+
+    name: str  # the scenario's `target.api`
+    path: str  # under /v1
+    form: Callable[[HTTPTargetConfig], RequestForm]
+    # Prompts are chat messages the server renders with its chat template (else token ids or
+    # text, tokenized as they are).
+    chat_template: bool
+    # The server adds the tokenizer's special tokens to the rendered prompt (vLLM's Responses).
+    special_tokens: bool = False
+    # Usage on every event when asked (vLLM's stream_options.continuous_usage_stats).
+    usage_per_event: bool = False
+    # The target settings of this API alone: refused with another, in the manifest with it.
+    options: tuple[str, ...] = ()
+    # The option under which the server keeps a session's history: the prompts sent are then
+    # only the new items, and the preflight checks that a second request can build on a first.
+    server_history: str | None = None
+    # `target.sampling` settings the API has no field for (not sent, the manifest says so).
+    not_carried: tuple[str, ...] = ()
+
+    def keeps_history(self, settings: object) -> bool:
+        """Whether the server keeps the history under `settings` (a config with the options)."""
+        return self.server_history is not None and bool(getattr(settings, self.server_history))
+
+    def prompt_space(self, settings: object) -> dict[str, bool | str | None]:
+        """How a server counts this API's prompts under `settings` (the manifest's replay
+        section: the analyzer's ideal rebuilds prompts in the server's tokens from it);
+        `server_history` names the option that had the server keep the history, if on."""
+        return {
+            "chat_template": self.chat_template,
+            "special_tokens": self.special_tokens,
+            "server_history": self.server_history if self.keeps_history(settings) else None,
+        }

@@ -1,0 +1,138 @@
+"""The HTTP target's settings, declared once: `HTTPSettings` (the scenario's `target:` keys the
+target reads, composed into the scenario's target as `Load` is into its `load:`) and
+`HTTPTargetConfig` (those, the sending settings and what harness/build.py resolves: endpoints,
+model, key, connection limit). Also its endpoints' URLs, and the redaction of its secrets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from pydantic import Field, field_validator
+
+from harness.driver.config import Sending
+from harness.driver.http.apis import APIS, api_named
+from harness.driver.http.sampling import Sampling
+from harness.driver.http.sse import DEFAULT_MAX_EVENT_BYTES
+from harness.driver.target import Timeouts
+from harness.yamlconf import Strict
+
+
+class HTTPSettings(Strict):
+    """How the HTTP target sends: the scenario's `target:` keys of its own (docs/driver.md)."""
+
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="sent with every request (values are never written)"
+    )
+    send_min_tokens: bool = Field(
+        True, description="send min_tokens (off for servers that reject unknown fields)"
+    )
+    send_ignore_eos: bool = Field(True, description="send ignore_eos")
+    continuous_usage: bool | Literal["auto"] = Field(
+        "auto",
+        description="ask for vLLM's stream_options.continuous_usage_stats (exact tokens per "
+        "chunk); auto: on the APIs that have it where /v1/models says vLLM "
+        "(harness/driver/http/placing.py)",
+    )
+    cache_details: bool = Field(
+        False,
+        description="send SGLang's return_cached_tokens_details: cached tokens by tier "
+        "(sglext.cached_tokens_details) in each record",
+    )
+    tool_choice: Literal["auto", "required", "none"] | None = Field(
+        None,
+        description="chat: send tool_choice with each request that carries tools (none sent by "
+        "default: the server's own default, auto where tools are given)",
+    )
+    session_id_field: str | None = Field(
+        None,
+        description="also send the session id in the request body under NAME (X-Session-ID is "
+        "always sent)",
+    )
+    sampling: Sampling = Field(
+        Sampling(),
+        description="temperature, top_p, top_k, seed sent in each API's own fields (greedy: "
+        "temperature 0 unless set; harness/driver/http/sampling.py)",
+    )
+    preflight: bool = Field(
+        True,
+        description="before the clock starts: the model must be on /v1/models and one probe "
+        "request must succeed",
+    )
+    timeouts: Timeouts = Timeouts()
+    max_connections: int | None = Field(
+        None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
+    )
+
+    @field_validator("headers")
+    @classmethod
+    def _one_line_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if any(c in name + value for c in "\r\n\0") or not name.strip() or ":" in name:
+                raise ValueError(f"header {name!r}: a name and a value on one line (no CR, LF)")
+        return headers
+
+
+class HTTPTargetConfig(HTTPSettings, Sending):
+    """Everything one HTTP target is built from. `of` takes the scenario's settings as they were
+    validated and adds what harness/build.py resolves; tests and benchmarks build it directly,
+    with the scenario's defaults."""
+
+    endpoints: tuple[str, ...]  # base URLs: http://host:port or http://host:port/v1
+    model: str
+    api_key: str | None = Field(None, repr=False, exclude=True)  # never dumped, never shown
+    tokenizer: str | None = None  # places a multi-token event's tokens by its text (placing.py)
+    max_connections: int = Field(256, ge=1)  # resolved: always set
+    max_event_bytes: int = Field(DEFAULT_MAX_EVENT_BYTES, gt=0)
+
+    @classmethod
+    def of(cls, settings: HTTPSettings, **resolved: Any) -> HTTPTargetConfig:
+        """`settings` (a scenario's target: HTTPSettings and Sending) as validated, with the
+        resolved values (endpoints, model, api_key, max_connections, tokenizer)."""
+        names = [*HTTPSettings.model_fields, *Sending.model_fields]
+        parts = {name: getattr(settings, name) for name in names}
+        return cls(**(parts | {k: v for k, v in resolved.items() if v is not None}))
+
+    def sampled(self) -> dict:
+        """The sampling fields the API's requests carry (its entry says which it cannot)."""
+        return self.sampling.fields(api_named(self.api).not_carried)
+
+    def secrets(self) -> tuple[str, ...]:
+        """Values never to write: the key, header values, a URL's password and query values."""
+        found = [self.api_key or "", *self.headers.values()]
+        for e in self.endpoints:
+            parts = urlsplit(e)
+            found += [parts.password or "", *(v for _, v in parse_qsl(parts.query))]
+        return tuple(sorted({f for f in found if len(f) >= 4}, key=len, reverse=True))
+
+
+# /models `owned_by` of the servers that report usage on every event when asked (vLLM; the
+# reference server), on the APIs whose entry says they carry it
+PER_EVENT_USAGE = ("vllm", "agentic-harness")
+
+
+def endpoint_url(base: str, api: str, resource: str | None = None) -> str:
+    """The URL of `api`'s path (or `resource`, e.g. "/models") under `base`, with or without
+    /v1, its query string kept (a key some gateways take there). A `base` that already ends in
+    an API's path is that API's URL."""
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/")
+    given = next((a.path for a in APIS.values() if path.endswith(a.path)), None)
+    if given is not None:
+        if resource is None:
+            return base
+        path = path[: -len(given)]
+    path = (path if path.endswith("/v1") else path + "/v1") + (resource or api_named(api).path)
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """`text` with every secret (and any bearer token) replaced by <redacted>."""
+    for secret in secrets:
+        text = text.replace(secret, "<redacted>")
+    return _BEARER.sub(r"\1<redacted>", text) if "earer" in text else text
+
+
+_BEARER = re.compile(r"([Bb]earer\s+)[^\s\"',;}]+")
