@@ -90,7 +90,8 @@ def block_size(scenario: Scenario) -> int:
         return t.block_size
     if t.kind == "engine":
         return int(t.engine.options.get("block_size", DEFAULT_BLOCK_SIZE))
-    return DEFAULT_BLOCK_SIZE
+    rules = t.cache_rules.resolved(t.api, [e.url for e in t.endpoints])
+    return rules.step_tokens() or DEFAULT_BLOCK_SIZE  # a hosted cache's step
 
 
 def simulated(scenario: Scenario) -> bool:
@@ -246,6 +247,8 @@ def http_target_config(
         anthropic_version=t.anthropic_version,
         cache_control=t.cache_control,
         previous_response_id=t.previous_response_id,
+        cache_rules=t.cache_rules.resolved(t.api, urls),
+        prices=t.prices,
     )
 
 

@@ -23,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from harness import yamlconf
+from harness.driver.cache_rules import CacheRules, Prices
 from harness.driver.config import Load, Sending
 from harness.driver.endpoint import parse_endpoint
 from harness.driver.sampling import Sampling
@@ -158,6 +159,14 @@ class TargetConfig(Sending):
         "record the refusal, skip it, or trim its max_tokens to fit (harness/driver/context_limit.py)",
     )
     timeouts: Timeouts = Timeouts()
+    cache_rules: CacheRules = Field(
+        CacheRules(),
+        description="a hosted API's prompt-cache rules: anthropic, openai, none, or auto (from "
+        "the API and the endpoints' hosts; harness/driver/cache_rules.py)",
+    )
+    prices: Prices | None = Field(
+        None, description="per million tokens: what caching cost and saved, in money"
+    )
     max_connections: int | None = Field(
         None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
     )
@@ -183,6 +192,11 @@ class TargetConfig(Sending):
             raise ValueError("kind 'endpoints' needs at least one entry in 'endpoints'")
         if self.kind == "engine" and self.endpoints:
             raise ValueError("'endpoints' is only for kind 'endpoints'")
+        return self
+
+    @model_validator(mode="after")
+    def _cache_rules_of_the_api(self) -> TargetConfig:
+        self.cache_rules.check(self.api)
         return self
 
     @model_validator(mode="after")

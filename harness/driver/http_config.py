@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from harness.driver.cache_rules import CacheRules, Prices
 from harness.driver.sampling import Sampling
 from harness.driver.sse import DEFAULT_MAX_EVENT_BYTES
 from harness.driver.target import Timeouts
@@ -37,6 +38,8 @@ class HTTPTargetConfig:
     anthropic_version: str = "2023-06-01"  # messages: the `anthropic-version` header
     cache_control: bool = False  # messages: Claude Code's cache_control breakpoints
     previous_response_id: bool = False  # responses: the server keeps the history
+    cache_rules: CacheRules = CacheRules(kind="none")  # a hosted API's (cache_rules.py), resolved
+    prices: Prices | None = None  # kept in the manifest with the rules, for the analyzer
 
     def secrets(self) -> tuple[str, ...]:
         """Values never to write: the key, header values, a URL's password and query values."""

@@ -167,6 +167,7 @@ class OpenAIHTTPTarget:
             "max_connections": c.max_connections,
             "session_headers": list(c.session_headers),
             **self._api_settings(),
+            "cache_rules": c.cache_rules.profile(c.model, c.prices),
             # learned at start from each endpoint's /models card: what serves the model
             "served_by": served,
             "simulated": any(s.get("simulated") is True for s in served),
