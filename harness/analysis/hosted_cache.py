@@ -204,7 +204,7 @@ def alive_prefixes(
     shared = ok["ideal_shared_tokens"].to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(shared_t > 0, shared / shared_t, 1.0)
-    alive = np.minimum(alive_t * scale, shared)
+    alive = np.floor(np.minimum(alive_t * scale, shared) + 1e-6)  # whole tokens
     return np.where(alive < least, 0.0, alive)  # no entry shorter than the minimum exists
 
 
