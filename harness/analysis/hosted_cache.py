@@ -229,12 +229,11 @@ class _TouchWalk:
                 matching = entry[1] >= seg.length
             else:
                 matching = False
-            if not eligible:
-                if not matching:
-                    break
-            else:
-                if entry is None:
-                    entry = self.nodes[(node, seg.key)] = [len(self.nodes) + 1, 0, t]
+            if entry is None and eligible:
+                entry = self.nodes[(node, seg.key)] = [len(self.nodes) + 1, 0, t]
+            if entry is None or not (eligible or matching):
+                break
+            if eligible:
                 entry[1], entry[2] = max(entry[1], seg.length), t
             node = entry[0]
         return alive, shared

@@ -104,7 +104,9 @@ class CacheRules(Strict):
         kind = "none"
         if hosts and all(h.endswith("anthropic.com") for h in hosts) and api == "messages":
             kind = "anthropic"
-        elif hosts and all(h.endswith("openai.com") for h in hosts) and api in ("chat", "responses"):
+        elif (
+            hosts and all(h.endswith("openai.com") for h in hosts) and api in ("chat", "responses")
+        ):
             kind = "openai"
         return self.model_copy(update={"kind": kind})
 

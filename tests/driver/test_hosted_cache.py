@@ -27,9 +27,7 @@ def agent_trace(gap_s: float):
         sess(s, [(10, 5, 0.0), (10, 5, 0.0)], parent="m", fork_turn=1, mode="spawn", system=40)
         for s in ("m.s1", "m.s2")
     ]
-    main = sess(
-        "m", [(30, 10, 0.0), (20, 5, 0.0, ["m.s1", "m.s2"]), (20, 5, gap_s)], system=40
-    )
+    main = sess("m", [(30, 10, 0.0), (20, 5, 0.0, ["m.s1", "m.s2"]), (20, 5, gap_s)], system=40)
     return trace(main, *subagents)
 
 
