@@ -89,6 +89,10 @@ class CacheRules(Strict):
         """`cache_rules: anthropic` is `cache_rules: {kind: anthropic}`."""
         return {"kind": value} if isinstance(value, str) else value
 
+    def __str__(self) -> str:
+        """The kind alone when no option is set (the docs' defaults table, `--help`)."""
+        return self.kind if not self.model_fields_set - {"kind"} else super().__str__()
+
     def check(self, api: str) -> None:
         """The kind's API: anthropic's rules are the messages API's, openai's any OpenAI API's."""
         if self.kind == "anthropic" and api != "messages":
