@@ -103,10 +103,16 @@ def hosted_summary(ok: pd.DataFrame, misses: pd.DataFrame, rules: dict | None) -
         "ideal_hit_rate_under_rules": under / prompt if prompt and under is not None else None,
         "ineligible_tokens": float(misses["miss_ineligible"].sum()),
         "expired_tokens": float(misses["miss_expired"].sum()),
-        "requests_below_minimum": int((rep["ideal"] < rules["min_tokens"]).sum()) if rules else 0,
+        "requests_below_minimum": _below(rep, rules),
         "usage": use,
         "cost": cost(use, (rules or {}).get("prices"), (rules or {}).get("ttl")),
     }
+
+
+def _below(rep: pd.DataFrame, rules: dict | None) -> int:
+    """Requests with an ideal hit to lose that is under the minimum (a cold one loses nothing)."""
+    ideal = rep["ideal"].to_numpy(dtype=float)
+    return int(((ideal > 0) & (ideal < rules["min_tokens"])).sum()) if rules else 0
 
 
 def usage(ok: pd.DataFrame) -> dict:

@@ -48,3 +48,9 @@ def cost_line(cache: dict) -> str | None:
             f" (writes' premium {fmt(money['writes_premium'], '.4g')})"
         )
     return out
+
+
+def hosted_note(cache: dict) -> list[str]:
+    """The report's lines: `hosted cache rules: ...`, `caching cost: ...` (where known)."""
+    lines = (("hosted cache rules", rules_line(cache)), ("caching cost", cost_line(cache)))
+    return [f"{label}: {text}" for label, text in lines if text]

@@ -112,10 +112,8 @@ def _headline(s: dict) -> list[str]:
 
 def hosted_lines(c: dict) -> list[str]:
     """A hosted API's cache rules and what caching cost (report/hosted_cache.py)."""
-    rules, cost = hosted_rules(c), cost_line(c)
-    return [f"hosted cache rules       {rules}"] * bool(rules) + [
-        f"caching cost             {cost}"
-    ] * bool(cost)
+    lines = (("hosted cache rules", hosted_rules(c)), ("caching cost", cost_line(c)))
+    return [f"{label:<25}{text}" for label, text in lines if text]
 
 
 def _cache(s: dict) -> list[str]:

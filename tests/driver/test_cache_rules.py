@@ -106,6 +106,18 @@ def test_the_scenario_takes_a_kind_and_refuses_another_apis():
         validate(yaml.safe_load(SCENARIO.replace("API", "chat").replace("RULES", "anthropic")))
 
 
+def test_a_hosted_kind_sets_the_ideals_block():
+    from harness.build import block_size
+
+    url = SCENARIO.replace("http://127.0.0.1:1", "https://api.anthropic.com")
+    auto = validate(yaml.safe_load(url.replace("API", "messages").replace("RULES", "auto")))
+    assert block_size(auto) == 1  # anthropic caches at its breakpoints
+    openai = validate(yaml.safe_load(SCENARIO.replace("API", "chat").replace("RULES", "openai")))
+    assert block_size(openai) == 128
+    none = validate(yaml.safe_load(SCENARIO.replace("API", "chat").replace("RULES", "auto")))
+    assert block_size(none) == 16 and str(none.target.cache_rules) == "auto"
+
+
 def frame(ideal, cached, evicted) -> pd.DataFrame:
     n = len(ideal)
     out = pd.DataFrame({"reported": [True] * n, "ideal": ideal, "cached": cached, "prompt": 5000.0})

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.run import load_run
-from harness.analysis.summary import analyze
+from harness.analysis.summary import analyze, analyze_run
 from harness.driver.cache_rules import CacheRules, Prices
+from harness.report.text import summary_table
 from tests.driver.helpers import replay, sess, trace
 from tests.driver.hosted_server import HostedServer
 from tests.trace.chat_fixtures import tokenizer_dir
@@ -67,6 +68,7 @@ def check_named(cache: dict, frame) -> None:
     hosted = cache["hosted"]
     assert hosted["ineligible_tokens"] == frame["miss_ineligible"].sum() > 0
     assert hosted["expired_tokens"] == after_gap["miss_expired"]
+    assert hosted["requests_below_minimum"] == 4  # each subagent's two calls
     # what is left "evicted" is the generation prompt's tail past the last breakpoint (2 tokens)
     assert cache["miss_tokens"]["evicted"] <= 2
 
@@ -91,6 +93,7 @@ async def test_without_the_gap_nothing_expires(tmp_path):
 async def test_usage_is_recorded_raw_and_priced(tmp_path):
     prices = Prices(input=3.0, output=15.0, cache_read=0.3, cache_write_5m=3.75)
     server, cache, _ = await replay_hosted(tmp_path, ttl_s=30.0, gap_s=0.0, prices=prices)
+    summary = {**analyze_run(tmp_path / "run")}
     use = cache["hosted"]["usage"]
     logged = [e["usage"] for e in server.log]
     assert use["cache_read_tokens"] == sum(u["cache_read_input_tokens"] for u in logged) > 0
@@ -106,6 +109,9 @@ async def test_usage_is_recorded_raw_and_priced(tmp_path):
     ) / 1e6
     assert money["unit"] == "money" and money["with_cache"] == pytest.approx(expect)
     assert money["saved"] == pytest.approx(money["without_cache"] - expect)
+    text = summary_table(summary)
+    assert "hosted cache rules       anthropic (min 60 tokens, TTL 30 s)" in text
+    assert f"read {use['cache_read_tokens']:.0f}, wrote {use['cache_write_tokens']:.0f}" in text
 
 
 @pytest.mark.slow
