@@ -20,6 +20,7 @@ prompts would have cost uncached.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,10 +44,10 @@ def apply(run: Run, ok: pd.DataFrame, misses: pd.DataFrame) -> tuple[pd.DataFram
     rules = rules_of(run.manifest)
     if rules is None:
         return misses, None
-    alive = None
+    held = None
     if run.trace is not None:
-        alive = alive_prefixes(run.trace, ok, rules, run.replay.salt)
-    named = name_misses(misses, rules, alive)
+        held = held_entries(run.trace, ok, rules, run.replay.salt)
+    named = name_misses(misses, rules, held)
     named["miss_class"] = miss_classes(named)
     return named, rules
 
@@ -58,11 +59,11 @@ def rules_of(manifest: dict) -> dict | None:
 
 
 def name_misses(
-    misses: pd.DataFrame, rules: dict | None, alive: np.ndarray | None = None
+    misses: pd.DataFrame, rules: dict | None, held: Entries | None = None
 ) -> pd.DataFrame:
     """`misses` (analysis.cache.attribute_misses) with the rules' tokens moved into
-    `miss_ineligible`, `miss_granularity` (the step) and `miss_expired`; `alive`: per request
-    the prefix within the TTL, in the ideal's tokens (None: not known, nothing expires)."""
+    `miss_ineligible`, `miss_granularity` (the step) and `miss_expired`; `held`: per request
+    what the hosted cache held for it (None: not known, nothing expires)."""
     out = misses.copy()
     for c in ("miss_ineligible", "miss_expired"):
         out[c] = 0.0
@@ -81,10 +82,14 @@ def name_misses(
               "granularity")  # fmt: skip
     else:
         stepped = ideal
-    if alive is not None:
-        past = np.maximum(ideal - np.maximum(hit, np.nan_to_num(alive)), 0.0)
+    if held is not None:
+        written = np.minimum(held.written, ideal)  # past it: only shorter prompts had it
+        never = np.maximum(ideal - np.maximum(hit, written), 0.0)
+        _move(out, np.where(reported & ~short, never, 0.0), _LOST, "ineligible")
+        alive = np.minimum(held.alive, written)
+        past = np.maximum(written - np.maximum(hit, alive), 0.0)
         _move(out, np.where(reported & ~short, past, 0.0), _LOST, "expired")
-        stepped = np.minimum(stepped, np.nan_to_num(alive) // step * step)
+        stepped = np.minimum(stepped, alive // step * step)
     out["ideal_hosted"] = np.where(short, 0.0, stepped)
     return out
 
@@ -188,61 +193,77 @@ def _move(frame: pd.DataFrame, tokens: np.ndarray, sources: tuple[str, ...], to:
         left = left - taken
 
 
-def alive_prefixes(
+@dataclass(frozen=True)
+class Entries:
+    """Per request, in the ideal's tokens: the prefix a hosted cache held for it within the TTL
+    (`alive`) and the prefix it ever wrote (`written`: shared with prompts at or above the
+    minimum). `inf` where the whole shared prefix is alive (or written)."""
+
+    alive: np.ndarray
+    written: np.ndarray
+
+
+def held_entries(
     trace: Trace, ok: pd.DataFrame, rules: dict, salt: str | None = None
-) -> np.ndarray | None:
-    """Per request of `ok`: its prefix still within the TTL at its send, scaled to the ideal's
-    tokens (`ideal_shared_tokens`), 0 where shorter than the minimum (a hosted cache holds no
-    such entry: what is alive of it came with a longer prompt that is not); None without the
-    walk's columns."""
+) -> Entries | None:
+    """The run's ok prompts walked in send order (None without the walk's columns). A prefix
+    shorter than the minimum counts as 0: no entry is that short, so what of it is alive or
+    written came with a longer prompt that is not."""
     if "ideal_shared_tokens" not in ok:
         return None
     order = np.argsort(ok["t_sent"].to_numpy(dtype=float), kind="stable")
     prompts = ok["prompt_tokens"].to_numpy(dtype=float)
     ttl, least = float(rules["ttl_s"]), float(rules["min_tokens"])
     walk = _TouchWalk(trace, salt)
-    alive_t, shared_t = np.zeros(len(ok)), np.zeros(len(ok))
+    counts = np.zeros((3, len(ok)))  # alive, written, shared: trace tokens
     sids, turns = ok["session_id"].tolist(), ok["turn"].astype(int).tolist()
     t_sent = ok["t_sent"].to_numpy(dtype=float)
     for i in order.tolist():
         eligible = not prompts[i] < least  # a prompt under the minimum writes nothing
-        alive_t[i], shared_t[i] = walk.send(sids[i], turns[i], t_sent[i], ttl, eligible)
+        counts[:, i] = walk.send(sids[i], turns[i], t_sent[i], ttl, eligible)
+    alive_t, written_t, shared_t = counts
     shared = ok["ideal_shared_tokens"].to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(shared_t > 0, shared / shared_t, 1.0)
-    alive = np.floor(np.minimum(alive_t * scale, shared) + 1e-6)  # whole tokens
-    return np.where(alive < least, 0.0, alive)  # no entry shorter than the minimum exists
+
+    def in_ideal_tokens(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+        tokens = np.floor(part * scale + 1e-6)
+        return np.where(part >= whole, np.inf, np.where(tokens < least, 0.0, tokens))
+
+    return Entries(in_ideal_tokens(alive_t, written_t), in_ideal_tokens(written_t, shared_t))
 
 
 class _TouchWalk:
-    """A trie over segment keys whose nodes remember when a prompt last used them."""
+    """A trie over segment keys; each node remembers when an eligible prompt last used it (a
+    write or a read), or -inf when only prompts under the minimum had it."""
 
     def __init__(self, trace: Trace, salt: str | None) -> None:
         self.trace, self.salt = trace, salt
         self.contents: dict[int, Content] = {}
         self.nodes: dict[tuple[int, tuple], list] = {}  # (parent, key) -> [node, length, t]
 
-    def send(self, sid: str, k: int, t: float, ttl: float, eligible: bool) -> tuple[int, int]:
-        """(tokens of the prompt's path used within `ttl` before `t`, tokens shared at all); an
-        eligible prompt then touches its path at `t` (a write, or a read that refreshes)."""
-        node, alive, shared, matching = 0, 0, 0, True
+    def send(self, sid: str, k: int, t: float, ttl: float, eligible: bool) -> tuple[int, int, int]:
+        """(tokens of the prompt's shared prefix used within `ttl` before `t`, written at all,
+        shared at all); then the prompt enters, touching its path at `t` when eligible."""
+        node, alive, written, shared, matching = 0, 0, 0, 0, True
         for seg in self._segments(sid, k):
             entry = self.nodes.get((node, seg.key))
             if matching and entry is not None:
                 common = min(entry[1], seg.length)
+                kept = entry[2] > -np.inf
+                written += common if kept and written == shared else 0
+                alive += common if kept and t - entry[2] <= ttl and alive == shared else 0
                 shared += common
-                alive += common if t - entry[2] <= ttl and alive == shared - common else 0
                 matching = entry[1] >= seg.length
             else:
                 matching = False
-            if entry is None and eligible:
-                entry = self.nodes[(node, seg.key)] = [len(self.nodes) + 1, 0, t]
-            if entry is None or not (eligible or matching):
-                break
+            if entry is None:
+                entry = self.nodes[(node, seg.key)] = [len(self.nodes) + 1, 0, -np.inf]
+            entry[1] = max(entry[1], seg.length)
             if eligible:
-                entry[1], entry[2] = max(entry[1], seg.length), t
+                entry[2] = t
             node = entry[0]
-        return alive, shared
+        return alive, written, shared
 
     def _segments(self, sid: str, k: int) -> list:
         tid, cycle = split_cycled_id(sid)

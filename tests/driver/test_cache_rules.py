@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.analysis.hosted_cache import cost, name_misses
+from harness.analysis.hosted_cache import Entries, cost, name_misses
 from harness.driver.cache_rules import CacheRules
 from harness.driver.messages_request import MessagesRequest
 from harness.driver.target import RequestSpec
@@ -138,8 +138,12 @@ def test_openai_step_and_minimum_in_the_ideal():
 
 def test_expired_is_the_missed_ideal_past_the_alive_prefix():
     rules = {"kind": "anthropic", "min_tokens": 100, "step_tokens": 1, "ttl_s": 300.0}
-    named = name_misses(frame([2000.0], [500.0], [1500.0]), rules, alive=np.array([500.0]))
+    held = Entries(alive=np.array([500.0, np.inf]), written=np.array([np.inf, 1200.0]))
+    named = name_misses(frame([2000.0, 2000.0], [500.0, 0.0], [1500.0, 2000.0]), rules, held)
     assert (named["miss_expired"][0], named["miss_evicted"][0]) == (1500.0, 0.0)
+    # past what was ever written (only a prompt under the minimum had it): ineligible
+    assert named["miss_ineligible"][1] == 800.0 and named["miss_expired"][1] == 0.0
+    assert named["miss_evicted"][1] == 1200.0  # written, alive: the cache lost it
 
 
 def test_cost_in_input_tokens_at_anthropics_multipliers():
