@@ -8,10 +8,12 @@ The rules come from the manifest (`target.cache_rules`, harness/driver/cache_rul
 - step: OpenAI serves hits in 128-token steps: the ideal hit's tail past the last step is the
   server's granularity;
 - expired: a prefix lives `ttl_s` after its last use (each use refreshes it). The prompts of the
-  run are walked in send order over the trace's segments, each eligible prompt touching its
-  path at its send time; a request's *alive* prefix is the part of its path touched within the
-  TTL. The missed tokens past the alive prefix that the walk named evicted (or left
-  unexplained) are expired: the cache did what it promises, the agent was idle too long.
+  run are walked in send order over the trace's segments, each prompt at or above the minimum
+  touching its path at its send time. A request's prefix is *written* as far as such prompts had
+  it, and *alive* as far as they touched it within the TTL. Of the missed tokens the walk named
+  evicted (or left unexplained), those past the written prefix are ineligible (only shorter
+  prompts had them), those past the alive one expired: the cache did what it promises, the
+  agent was idle too long.
 
 The usage line counts Anthropic's writes (`cache_creation_*`) and reads (`cache_read_input_tokens`,
 OpenAI's `cached_tokens`) as sent, and with `target.prices` what they cost beside what the same
