@@ -90,7 +90,8 @@ def block_size(scenario: Scenario) -> int:
         return t.block_size
     if t.kind == "engine":
         return int(t.engine.options.get("block_size", DEFAULT_BLOCK_SIZE))
-    return DEFAULT_BLOCK_SIZE
+    rules = t.cache_rules.resolved(t.api, [e.url for e in t.endpoints])
+    return rules.step_tokens() or DEFAULT_BLOCK_SIZE  # a hosted cache's step
 
 
 def simulated(scenario: Scenario) -> bool:
@@ -234,6 +235,7 @@ def http_target_config(
         api_key=api_key(scenario),
         max_connections=t.max_connections or connection_limit(trace, config),
         tokenizer=config.tokenizer,
+        cache_rules=t.cache_rules.resolved(t.api, urls),
     )
 
 

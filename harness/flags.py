@@ -56,6 +56,7 @@ FLAGS = (
     Flag("target", "--session-id-field", "target.session_id_field", "NAME"),
     Flag("target", "--session-headers", "target.session_headers", "F,F"),
     Flag("target", "--cache-control", "target.cache_control", const=True),
+    Flag("target", "--cache-rules", "target.cache_rules", "KIND"),
     Flag("target", "--previous-response-id", "target.previous_response_id", const=True),
     Flag("target", "--routing", "target.routing"),
     Flag(

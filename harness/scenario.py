@@ -139,6 +139,11 @@ class TargetConfig(Sending, HTTPSettings):
         return self
 
     @model_validator(mode="after")
+    def _cache_rules_of_the_api(self) -> TargetConfig:
+        self.cache_rules.check(self.api)
+        return self
+
+    @model_validator(mode="after")
     def _one_credential(self) -> TargetConfig:
         """A URL's user:password is sent as Basic auth, the key as a Bearer token: one request
         cannot carry both (one Authorization header), so the two together are refused."""

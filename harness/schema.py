@@ -50,6 +50,9 @@ class Record(TypedDict):
     spec_drafts: int | None  # speculative decoding of this request, where the server says
     spec_draft_tokens: int | None  # (vLLM's per-request metrics.speculative_decoding): verify
     spec_accepted_tokens: int | None  # steps, tokens drafted, draft tokens accepted
+    cache_creation_tokens: int | None  # Anthropic's usage as sent: cache_creation_input_tokens,
+    cache_creation_5m_tokens: int | None  # and cache_creation.ephemeral_5m_input_tokens,
+    cache_creation_1h_tokens: int | None  # .ephemeral_1h_input_tokens; null elsewhere
     status: str  # a STATUSES value
     error: ErrorInfo | None
     phase: str  # a PHASES value

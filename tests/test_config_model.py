@@ -157,6 +157,8 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "api": "messages",
             "cache_control": True,
             "anthropic_version": "2023-01-01",
+            "cache_rules": {"kind": "anthropic", "ttl": "1h"},
+            "prices": {"input": 3.0},
             "session_headers": ["dynamo", "smg"],
             "prompt_format": "text",
             "routing": "least_outstanding",
@@ -212,6 +214,7 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
         # previous_response_id is an option of api responses, not of this doc's messages
         assert same <= NOT_REPLAY_SETTINGS | {"endpoints", "model", "previous_response_id"}, same
     doc["target"] |= {"api": "responses", "cache_control": False, "previous_response_id": True}
+    doc["target"]["cache_rules"] = "none"
     assert all(_fields(built)["previous_response_id"] for built in _built(validate(doc)))
 
 

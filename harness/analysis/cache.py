@@ -15,6 +15,8 @@ the prompt into zones, and a token the server missed is named by its zone (docs/
   where the records show the server never keeps those;
 - evicted: computed on this endpoint by an earlier request that finished prefill, not excluded
   by a rule the records show: the server had it and lost it;
+- ineligible, expired: a hosted API's rules (`analysis.hosted_cache`): an ideal hit below its
+  minimum cacheable length; a prefix idle past its TTL;
 - unexplained: what no rule or evidence explains (a rule with too few cases, or contradicted; no
   matching trace). Never counted as evicted.
 
@@ -40,6 +42,8 @@ CATEGORIES = (
     "misrouted",
     "last_block",
     "no_hits",
+    "ineligible",
+    "expired",
     "evicted",
     "unexplained",
 )
@@ -76,7 +80,7 @@ def attribute_misses(
         },
         index=ok.index,
     )
-    frame["miss_class"] = _classes(frame)
+    frame["miss_class"] = miss_classes(frame)
     return frame
 
 
@@ -142,7 +146,7 @@ def _split(b: rules.Bounds, hit, reported, names: tuple[str, ...]) -> dict[str, 
     return out
 
 
-def _classes(frame: pd.DataFrame) -> np.ndarray:
+def miss_classes(frame: pd.DataFrame) -> np.ndarray:
     """Each request's largest miss category; `hit` when it missed nothing."""
     misses = frame[[f"miss_{c}" for c in CATEGORIES]].to_numpy()
     largest = np.array(CATEGORIES, dtype=object)[misses.argmax(axis=1)]

@@ -20,6 +20,7 @@ from harness.analysis import (
     cache_tiers,
     context_limit,
     histograms,
+    hosted_cache,
     metrics,
     retries,
     short_replies,
@@ -87,6 +88,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     per_request = metrics.request_metrics(ok, itl)
     grain = ideal.granularity
     misses = cache.attribute_misses(ok, grain.block_size, grain.as_dict())
+    misses, hosted_rules = hosted_cache.apply(run, ok, misses)  # a hosted API's cache rules
     session_info, tasks, graph = sessions.session_summary(
         run.records, per_request["ttft"], run.trace
     )
@@ -139,6 +141,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "token_space": ideal.token_space,
             "session_moves": cache.session_moves(ok, misses),
             "tiers": cache_tiers.tier_split(ok, run.manifest),
+            "hosted": hosted_cache.hosted_summary(ok, misses, hosted_rules),
             **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
             **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
         },

@@ -60,6 +60,12 @@ class RecordSink:
             if ev.cached_tiers is not None:
                 for tier, tokens in ev.cached_tiers.items():
                     rec[f"cached_tokens_{tier}"] = tokens  # type: ignore[literal-required]
+            if ev.cache_writes is not None:
+                (
+                    rec["cache_creation_tokens"],
+                    rec["cache_creation_5m_tokens"],
+                    rec["cache_creation_1h_tokens"],
+                ) = ev.cache_writes
             if ev.spec is not None:
                 spec = ev.spec
                 rec["spec_drafts"], rec["spec_draft_tokens"], rec["spec_accepted_tokens"] = (

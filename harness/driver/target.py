@@ -78,6 +78,9 @@ class Usage:
     # ... split by tier ("device", "cpu", "disk", "remote"), where the server says; else None
     cached_tiers: dict[str, int] | None = None
     spec: SpecCounts | None = None  # the request's speculative decoding, where the server says
+    # Anthropic's cache writes: cache_creation_input_tokens, and its split by TTL
+    # (cache_creation.ephemeral_5m_input_tokens, ephemeral_1h_input_tokens); None where absent
+    cache_writes: tuple[int | None, int | None, int | None] | None = None
 
 
 @dataclass(slots=True)

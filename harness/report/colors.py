@@ -14,6 +14,8 @@ MISS = {
     "prompt_cap": "#aec7e8",
     "last_block": "#17becf",
     "no_hits": "#08306b",
+    "ineligible": "#6baed6",
+    "expired": "#fdae6b",
     "in_flight": "#ff7f0e",
     "misrouted": "#9467bd",
     "evicted": "#d62728",

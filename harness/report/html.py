@@ -193,6 +193,7 @@ def _miss_figure(analyses: list[Analysis]) -> str:
 
 def _miss_note(analyses: list[Analysis]) -> str:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
+    from harness.report.hosted_cache import hosted_note
     from harness.report.misses import approximate_tag, legend, missed_line, rules_line
     from harness.report.text import granularity_line, token_space_line
 
@@ -209,7 +210,9 @@ def _miss_note(analyses: list[Analysis]) -> str:
         rows.append(
             f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c))}"
             f"{html.escape(approximate_tag(c))}{html.escape(granularity)}"
-            f"<br>server rules: {html.escape(rules_line(c) or '-')}{space}</li>"
+            f"<br>server rules: {html.escape(rules_line(c) or '-')}{space}"
+            + "".join(f"<br>{html.escape(line)}" for line in hosted_note(c))
+            + "</li>"
         )
     return (
         '<div class="note"><p>Missed prompt tokens by category, each share of all prompt tokens'

@@ -12,6 +12,8 @@ LABELS = {
     "misrouted": "misrouted",
     "last_block": "server rule: whole-block prompt's last block",
     "no_hits": "server rule: no hits",
+    "ineligible": "hosted rule: below the minimum",
+    "expired": "hosted rule: expired (TTL)",
     "evicted": "evicted",
     "unexplained": "unexplained",
     "unreported": "unreported",
@@ -25,6 +27,8 @@ MEANING = {
     "last_block": "the last block of a prompt of a whole number of blocks, which the records show"
     " this server never keeps",
     "no_hits": "the server never served a hit in this run",
+    "ineligible": "an ideal hit shorter than the hosted API's minimum cacheable prompt: never cached",
+    "expired": "a prefix idle longer than the hosted API's cache TTL (refreshed on each use)",
     "evicted": "computed on the same endpoint by an earlier request that finished prefill, not"
     " excluded by a rule the records show: the server had them and lost them",
     "unexplained": "what no rule or evidence explains (a rule with too few cases or contradicted,"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from harness.analysis.client_check import host_line
 from harness.report.cache_parts import text_lines as cache_part_lines
+from harness.report.hosted_cache import cost_line
+from harness.report.hosted_cache import rules_line as hosted_rules
 from harness.report.misses import approximate_tag, missed_line, rules_line
 from harness.report.numbers import fmt
 from harness.report.tested import tested_rows, tpgs_caveat
@@ -108,6 +110,12 @@ def _headline(s: dict) -> list[str]:
     return out
 
 
+def hosted_lines(c: dict) -> list[str]:
+    """A hosted API's cache rules and what caching cost (report/hosted_cache.py)."""
+    lines = (("hosted cache rules", hosted_rules(c)), ("caching cost", cost_line(c)))
+    return [f"{label:<25}{text}" for label, text in lines if text]
+
+
 def _cache(s: dict) -> list[str]:
     c = s["cache"]
     out = [
@@ -119,6 +127,7 @@ def _cache(s: dict) -> list[str]:
     ]
     if rules_line(c):
         out.append(f"server rules             {rules_line(c)}")
+    out += hosted_lines(c)
     server = s.get("server_cache")
     if server:
         out.append(f"server /metrics hit rate {server_hit(server)}")

@@ -127,6 +127,8 @@ def test_totals_in_summary_and_table(analysis):
         "misrouted": 0.0,
         "last_block": 0.0,
         "no_hits": 0.0,
+        "ineligible": 0.0,  # no hosted cache rules in this run
+        "expired": 0.0,
         "evicted": 32.0,
         "unexplained": 0.0,
         "unreported": 32.0,

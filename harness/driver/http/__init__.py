@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.driver.http.apis import API, APIS, RequestForm, api_named
+    from harness.driver.http.cache_rules import CacheRules, Prices
     from harness.driver.http.config import HTTPSettings, HTTPTargetConfig, endpoint_url
     from harness.driver.http.sampling import Sampling
     from harness.driver.http.sse import SSEParser
@@ -20,6 +21,8 @@ _MODULE = {
     "APIS": "apis",
     "RequestForm": "apis",
     "api_named": "apis",
+    "CacheRules": "cache_rules",
+    "Prices": "cache_rules",
     "HTTPSettings": "config",
     "HTTPTargetConfig": "config",
     "endpoint_url": "config",
@@ -30,9 +33,11 @@ _MODULE = {
 __all__ = [
     "API",
     "APIS",
+    "CacheRules",
     "HTTPSettings",
     "HTTPTarget",
     "HTTPTargetConfig",
+    "Prices",
     "RequestForm",
     "SSEParser",
     "Sampling",

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from harness.driver.config import Sending
 from harness.driver.http.apis import APIS, api_named
+from harness.driver.http.cache_rules import CacheRules, Prices
 from harness.driver.http.sampling import Sampling
 from harness.driver.http.sse import DEFAULT_MAX_EVENT_BYTES
 from harness.driver.target import Timeouts
@@ -62,6 +63,14 @@ class HTTPSettings(Strict):
         "request must succeed",
     )
     timeouts: Timeouts = Timeouts()
+    cache_rules: CacheRules = Field(
+        CacheRules(),
+        description="a hosted API's prompt-cache rules: anthropic, openai, none, or auto (from "
+        "the API and the endpoints' hosts; harness/driver/http/cache_rules.py)",
+    )
+    prices: Prices | None = Field(
+        None, description="per million tokens: what caching cost and saved, in money"
+    )
     max_connections: int | None = Field(
         None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
     )

@@ -148,6 +148,7 @@ class HTTPTarget:
             "max_connections": c.max_connections,
             "session_headers": list(c.session_headers),
             **{name: getattr(c, name) for name in self.api.options},
+            "cache_rules": c.cache_rules.profile(c.model, c.prices),
             # learned at start from each endpoint's /models card: what serves the model
             "served_by": served,
             "simulated": any(s.get("simulated") is True for s in served),

@@ -9,7 +9,8 @@ token. A request is complete only with `message_stop` and a usage object.
 Usage: Anthropic counts a prompt in three parts (`input_tokens` not read from the cache,
 `cache_read_input_tokens` read from it, `cache_creation_input_tokens` written to it), so the
 prompt's length is their sum and its cached tokens are the reads. `message_delta`'s values
-replace `message_start`'s (they are the final ones).
+replace `message_start`'s (they are the final ones). The writes are kept as sent, with their
+split by TTL (`cache_creation`), for the run's cost of caching (analysis.hosted_cache).
 """
 
 from __future__ import annotations
@@ -70,4 +71,10 @@ def messages_usage(usage: dict) -> Usage:
     fresh, read = usage.get("input_tokens"), usage.get("cache_read_input_tokens")
     created = usage.get("cache_creation_input_tokens")
     prompt = fresh + (read or 0) + (created or 0) if type(fresh) is int else None
-    return Usage(prompt, usage.get("output_tokens"), read)
+    by_ttl = usage.get("cache_creation") or {}
+    writes = (
+        created,
+        by_ttl.get("ephemeral_5m_input_tokens"),
+        by_ttl.get("ephemeral_1h_input_tokens"),
+    )
+    return Usage(prompt, usage.get("output_tokens"), read, cache_writes=writes)

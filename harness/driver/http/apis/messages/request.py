@@ -42,7 +42,7 @@ class MessagesRequest:
     def body(self, req: RequestSpec) -> dict:
         c = self.config
         system, messages = to_messages(req.messages or [])
-        if c.cache_control:
+        if c.cache_control and c.cache_rules.kind != "anthropic":
             cache_breakpoints(system, messages)
         n = output_length(req)
         body: dict = {"model": c.model, "max_tokens": n, "stream": True}
@@ -52,6 +52,7 @@ class MessagesRequest:
         if tools:
             body["tools"] = tools
         body["messages"] = messages
+        c.cache_rules.mark_messages(body)
         return body | shared_fields(c, req, n)
 
     def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:

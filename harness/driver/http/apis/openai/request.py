@@ -32,7 +32,7 @@ def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
         body[c.session_id_field] = req.sticky_key
     if c.cache_details:
         body["return_cached_tokens_details"] = True
-    return body
+    return body | c.cache_rules.request_fields(req.sticky_key)
 
 
 class OpenAIRequest:
