@@ -235,7 +235,6 @@ def http_target_config(
         api_key=api_key(scenario),
         max_connections=t.max_connections or connection_limit(trace, config),
         tokenizer=config.tokenizer,
-        cache_rules=t.cache_rules.resolved(t.api, urls),
     )
 
 

@@ -27,7 +27,16 @@ TOOLS = [{"type": "function", "function": {"name": "t", "parameters": {}}}]
 
 def body(rules: CacheRules, tools=None) -> dict:
     tgt = target("http://127.0.0.1:1", api="messages", cache_rules=rules)
-    req = RequestSpec("r", "s", "s", 0, 4, 10, messages=CHAT, tools=tools)
+    req = RequestSpec(
+        request_id="r",
+        session_id="s",
+        sticky_key="s",
+        endpoint=0,
+        max_tokens=4,
+        prompt_tokens=10,
+        messages=CHAT,
+        tools=tools,
+    )
     return MessagesRequest(tgt.config).body(req)
 
 
@@ -57,7 +66,15 @@ def test_openai_sends_the_sessions_key_and_retention():
     tgt = target(
         "http://127.0.0.1:1", api="chat", cache_rules=CacheRules(kind="openai", retention="24h")
     )
-    req = RequestSpec("r", "child", "root", 0, 4, 10, messages=CHAT)
+    req = RequestSpec(
+        request_id="r",
+        session_id="child",
+        sticky_key="root",
+        endpoint=0,
+        max_tokens=4,
+        prompt_tokens=10,
+        messages=CHAT,
+    )
     b = tgt.body(req)
     assert b["prompt_cache_key"] == "root" and b["prompt_cache_retention"] == "24h"
     plain = target("http://127.0.0.1:1", api="chat").body(req)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.driver.config import Sending
 from harness.driver.http.apis import APIS, api_named
@@ -95,6 +95,17 @@ class HTTPTargetConfig(HTTPSettings, Sending):
     tokenizer: str | None = None  # places a multi-token event's tokens by its text (placing.py)
     max_connections: int = Field(256, ge=1)  # resolved: always set
     max_event_bytes: int = Field(DEFAULT_MAX_EVENT_BYTES, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rules_resolved(cls, data: Any) -> Any:
+        """`cache_rules: auto` decided here, from the API and the endpoints' hosts, so a
+        target built directly and one built from a scenario send the same."""
+        if not isinstance(data, dict) or "endpoints" not in data:
+            return data
+        rules = CacheRules.model_validate(data.get("cache_rules", CacheRules()))
+        api = data.get("api", Sending.model_fields["api"].default)
+        return data | {"cache_rules": rules.resolved(api, list(data["endpoints"]))}
 
     @classmethod
     def of(cls, settings: HTTPSettings, **resolved: Any) -> HTTPTargetConfig:
