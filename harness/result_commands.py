@@ -221,8 +221,8 @@ def _import(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from harness.analysis.run import expand_run_dirs
-    from harness.report.html import write_report
-    from harness.report.trend import trend_regressions, write_trend
+    from harness.report.trend import trend_regressions
+    from harness.reporting import write_report, write_trend
     from harness.verb_output import print_report
 
     runs = [str(r) for r in expand_run_dirs(args.run_dirs)]

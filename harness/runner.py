@@ -131,8 +131,8 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
     from harness.analysis.summary import analyze_run
     from harness.driver.live.progress import step
     from harness.parser import formatted
-    from harness.report.html import write_report
     from harness.report.text import summary_table
+    from harness.reporting import write_report
 
     with step("analysing", show=not quiet):
         summary = analyze_run(
@@ -144,7 +144,7 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
         if fmt != "json":  # json: the caller prints the summary as one object
             print(formatted(fmt, summary_table(summary), summary))
         print(f"report: {report}")
-    return summary
+    return dict(summary)  # a sweep's point keeps it as a plain mapping
 
 
 # ---- the replay ------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def finish_sweep(
     run_dir: Path, results: list, *, params: tuple[str, ...] = (), quiet: bool = False
 ) -> dict:
     """sweep.json, the cross-point report and table. Saturation only for a one-axis load sweep."""
-    from harness.report.html import write_report
+    from harness.reporting import write_report
 
     rows = [point_row(r.run_dir.name, r.run_dir, r.summary) for r in results]
     load_sweep = len(params) == 1 and params[0] in LOAD_PARAMS

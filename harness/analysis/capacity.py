@@ -14,7 +14,9 @@ failing point below it) to the lowest point missed above the highest met one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -74,7 +76,7 @@ def margin(slo: Slo, value: float) -> float:
 def outcome(
     concurrency: int,
     path: str,
-    summary: dict,
+    summary: Mapping[str, Any],
     slos: list[Slo],
     host: dict,
     rule: Rule,

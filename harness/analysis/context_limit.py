@@ -10,6 +10,9 @@ driver skipped it (`ContextOverflowSkipped`). docs/metrics.md, "Context limits".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -79,6 +82,6 @@ def _limits(context: dict) -> str:
     return ", ".join(map(str, values)) or "unknown"
 
 
-def invalid_reasons(summary: dict) -> list[str]:
+def invalid_reasons(summary: Mapping[str, Any]) -> list[str]:
     """Why a run's summary is invalid (empty when valid, or analyzed before validity existed)."""
     return list((summary.get("validity") or {}).get("reasons") or [])

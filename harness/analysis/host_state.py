@@ -17,7 +17,9 @@ so it is blame only when the self-check also warned.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from harness.analysis.client_check import STEAL_SHARE
 
@@ -40,7 +42,9 @@ class HostState:
         return asdict(self)
 
 
-def host_state(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> HostState:
+def host_state(
+    summary: Mapping[str, Any], *, max_load_per_cpu: float = MAX_LOAD_PER_CPU
+) -> HostState:
     """The host during the run whose `summary.json` this is."""
     client = summary.get("client") or {}
     host = client.get("host_load")
@@ -62,7 +66,9 @@ def host_state(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> 
     return HostState(bool(reasons), round(others, 3), steal, blamed, "; ".join(reasons) or None)
 
 
-def busy_reason(summary: dict, *, max_load_per_cpu: float = MAX_LOAD_PER_CPU) -> str | None:
+def busy_reason(
+    summary: Mapping[str, Any], *, max_load_per_cpu: float = MAX_LOAD_PER_CPU
+) -> str | None:
     """Why the run whose `summary.json` this is measured a busy host, or None: the screen."""
     state = host_state(summary, max_load_per_cpu=max_load_per_cpu)
     return f"host busy: {state.why}" if state.busy else None

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from harness.analysis.summary_types import Percentiles
 from harness.errors import RunFolderError
 
 PERCENTILES = (50, 90, 95, 99)
 
 
-def percentiles(values: np.ndarray | pd.Series) -> dict:
+def percentiles(values: np.ndarray | pd.Series) -> Percentiles:
     """`{p50, p90, p95, p99, mean, max, count}` of the finite values (nulls when there are none)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -28,10 +30,10 @@ def percentiles(values: np.ndarray | pd.Series) -> dict:
         for q, value in zip(PERCENTILES, np.percentile(v, PERCENTILES), strict=True):
             out[f"p{q}"] = float(value)
         out.update(mean=float(v.mean()), max=float(v.max()))
-    return out
+    return cast(Percentiles, out)
 
 
-def weighted_percentiles(values: np.ndarray, weights: np.ndarray) -> dict:
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray) -> Percentiles:
     """`percentiles(np.repeat(values, weights))` without building the repeated array: the
     token-weighted ITL of a million requests is tens of millions of samples."""
     v, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=np.int64)
@@ -41,7 +43,7 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray) -> dict:
     out: dict = {f"p{q}": None for q in PERCENTILES}
     out.update(mean=None, max=None, count=n)
     if not n:
-        return out
+        return cast(Percentiles, out)
     order = np.argsort(v, kind="stable")
     v, ends = v[order], np.cumsum(w[order])  # expanded positions [ends - w, ends) hold v
     for q in PERCENTILES:
@@ -51,7 +53,7 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray) -> dict:
         above = v[np.searchsorted(ends, min(lo + 1, n - 1), side="right")]
         out[f"p{q}"] = float(below + (above - below) * frac)
     out.update(mean=float((v * w[order]).sum() / n), max=float(v[-1]))
-    return out
+    return cast(Percentiles, out)
 
 
 def completion_tokens(ok: pd.DataFrame) -> np.ndarray:

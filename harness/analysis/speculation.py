@@ -19,6 +19,9 @@ weight long replies more). docs/metrics.md, "Speculative decoding".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -117,7 +120,7 @@ def _gauges(after: list[dict]) -> dict | None:
     }
 
 
-def figure(summary: dict, key: str) -> float | None:
+def figure(summary: Mapping[str, Any], key: str) -> float | None:
     """One speculative-decoding figure of a summary: the counters' where they exist, else the
     gauges' (SGLang), else the per-request counts' sums, else None."""
     spec = summary.get("speculative_decoding") or {}

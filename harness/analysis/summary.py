@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
-import pandas as pd
 import yaml
 
 from harness.analysis import (
@@ -35,29 +35,24 @@ from harness.analysis.ideal.walk import Ideal, with_ideal
 from harness.analysis.run import Run, load_run
 from harness.analysis.sessions import tasks as sessions
 from harness.analysis.slo import Slo, goodput, parse_slos
+from harness.analysis.summary_types import (  # noqa: F401 (SUMMARY_VERSION: its readers import it here)
+    SUMMARY_VERSION,
+    Analysis,
+    CacheSummary,
+    Counts,
+    Excluded,
+    ServerCache,
+    Sessions,
+    Summary,
+    Throughput,
+    TpgsParts,
+    Validity,
+    Window,
+)
 from harness.analysis.tested import what_was_tested
 from harness.atomic import write_atomic
 from harness.errors import InputError, RunFolderError
 from harness.schema import SCENARIO_FILE, SUMMARY_FILE
-
-SUMMARY_VERSION = 2
-
-
-@dataclass
-class Analysis:
-    run: Run  # the run as analyzed: its own records (final attempts, tasks, window, the ideal)
-    ideal: Ideal  # how the ideal cache hit was obtained
-    per_request: pd.DataFrame  # metrics.request_metrics of the ok records
-    itl: metrics.InterTokenLatency
-    misses: pd.DataFrame  # cache.attribute_misses of the ok records
-    tasks: pd.DataFrame  # sessions.task_table of all records
-    graph: sessions.TaskGraph  # requests and their spawn/join edges, for critical paths
-    summary: dict
-
-    def histograms(self) -> dict:
-        h = {m: histograms.histogram_of(self.per_request[m]) for m in ("ttft", "tpot", "e2el")}
-        h["itl"] = histograms.histogram_of(self.itl.values, self.itl.weights)
-        return h
 
 
 def analyze(
@@ -107,7 +102,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok, run.manifest)
     short = short_replies.short_replies(ok, run.replay.api)
     parts = cache_parts(run, ok, misses, graph, per_request["ttft"], ideal.exact).summary
-    summary = {
+    summary: Summary = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.name,
         "simulated": run.simulated,
@@ -128,27 +123,32 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "n_gpus": n_gpus,
         "n_gpus_source": gpu_source,
         "tpgs": tpgs["tpgs"],
-        "tpgs_parts": {k: tpgs[k] for k in ("cached", "uncached_input", "output")},
-        "throughput": rates,
+        "tpgs_parts": TpgsParts(
+            cached=tpgs["cached"], uncached_input=tpgs["uncached_input"], output=tpgs["output"]
+        ),
+        "throughput": cast(Throughput, rates),
         "goodput": goodput(per_request, slos, duration, run.records.loc[ok.index, "task"]),
         "cache_hit_rate": hit["cache_hit_rate"],
         "ideal_cache_hit_rate": hit["ideal_cache_hit_rate"],
-        "cache": {
-            **hit,
-            "granularity": grain.as_dict(),
-            "server_rules": cache.server_rules(misses, grain.as_dict(), grain.block_size),
-            "ideal": _ideal_info(ideal),
-            "token_space": ideal.token_space,
-            "session_moves": cache.session_moves(ok, misses),
-            "tiers": cache_tiers.tier_split(ok, run.manifest),
-            "hosted": hosted_cache.hosted_summary(ok, misses, hosted_rules),
-            **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
-            **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
-        },
+        "cache": cast(
+            CacheSummary,
+            {
+                **hit,
+                "granularity": grain.as_dict(),
+                "server_rules": cache.server_rules(misses, grain.as_dict(), grain.block_size),
+                "ideal": _ideal_info(ideal),
+                "token_space": ideal.token_space,
+                "session_moves": cache.session_moves(ok, misses),
+                "tiers": cache_tiers.tier_split(ok, run.manifest),
+                "hosted": hosted_cache.hosted_summary(ok, misses, hosted_rules),
+                **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
+                **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
+            },
+        ),
         "server_cache": server_cache(run.manifest),
         # context limits (analysis/context_limit.py), spec decoding (speculation.py)
         "context_limit": overflow,
-        "validity": context_limit.validity(overflow),
+        "validity": cast(Validity, context_limit.validity(overflow)),
         "speculative_decoding": speculation.spec_summary(run.manifest, ok),
         "run_end": {
             "status": run.manifest.get("status"),
@@ -156,9 +156,9 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             "unsent_requests": run.manifest.get("unsent_requests"),
             "note": run_ending(run.manifest),
         },
-        "sessions": session_info,
+        "sessions": cast(Sessions, session_info),
         "retries": retries.retry_summary(run.records, superseded),
-        "window": measured_window,
+        "window": cast(Window, measured_window),
         "timeline": window.timeline(run.records),
         "client": client,
         "warnings": [
@@ -169,7 +169,9 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             *client["warnings"],
         ],
     }
-    return Analysis(run, ideal, per_request, itl, misses, tasks, graph, _clean(summary))
+    return Analysis(
+        run, ideal, per_request, itl, misses, tasks, graph, cast(Summary, _clean(summary))
+    )
 
 
 def analyze_run(
@@ -179,7 +181,7 @@ def analyze_run(
     block_size: int | None = None,
     tokenizer: str | None = None,
     window_mode: str | None = None,
-) -> dict:
+) -> Summary:
     """`harness analyze`: summary.json and histograms.json written into the run folder."""
     run = load_run(run_dir)
     parsed = parse_slos(slos) if slos else None
@@ -268,7 +270,7 @@ MAKE_EXACT = (
 )
 
 
-def server_cache(manifest: dict) -> dict | None:
+def server_cache(manifest: dict) -> ServerCache | None:
     """The servers' own prefix-cache hit rate over the run: Δhits / Δqueries of the /metrics
     counters the run scraped before and after (manifest `server_metrics`); None if not scraped."""
     scraped = manifest.get("server_metrics") or {}
@@ -288,12 +290,12 @@ def server_cache(manifest: dict) -> dict | None:
     }
 
 
-def write_summary(summary: dict, run_dir: Path) -> Path:
+def write_summary(summary: Summary, run_dir: Path) -> Path:
     path = Path(run_dir) / SUMMARY_FILE
     return write_atomic(path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
 
 
-def _counts(run: Run) -> dict:
+def _counts(run: Run) -> Counts:
     phases = run.records["phase"].value_counts()
     measured = run.measured
     return {
@@ -302,7 +304,9 @@ def _counts(run: Run) -> dict:
         # a request the run's own stop cancelled (Ctrl-C, the drain's end) is not a failure
         "requests_failed": int(measured["status"].isin(("error", "timeout")).sum()),
         "requests_cancelled": int((measured["status"] == "cancelled").sum()),
-        "requests_excluded": {p: int(phases.get(p, 0)) for p in ("warmup", "cooldown")},
+        "requests_excluded": Excluded(
+            warmup=int(phases.get("warmup", 0)), cooldown=int(phases.get("cooldown", 0))
+        ),
         "status_counts": {
             str(k): int(v) for k, v in measured["status"].value_counts().sort_index().items()
         },

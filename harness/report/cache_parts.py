@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from harness.analysis.summary_types import CacheSummary
 from harness.report.numbers import fmt, human
 
 SEGMENT_LABELS = {
@@ -25,7 +26,7 @@ CALL_LABELS = {
 }
 
 
-def segment_rows(cache: dict) -> list[list[str]]:
+def segment_rows(cache: CacheSummary) -> list[list[str]]:
     rows = []
     total = sum(v["prompt_tokens"] for v in (cache.get("by_segment") or {}).values()) or 1.0
     for kind, v in (cache.get("by_segment") or {}).items():
@@ -42,7 +43,7 @@ def segment_rows(cache: dict) -> list[list[str]]:
     return rows
 
 
-def call_rows(cache: dict) -> list[list[str]]:
+def call_rows(cache: CacheSummary) -> list[list[str]]:
     rows = []
     for kind, v in (cache.get("by_call_kind") or {}).items():
         rows.append(_call_row(CALL_LABELS.get(kind, kind), v))
@@ -68,7 +69,7 @@ SEGMENT_HEADER = ["segment", "requests", "prompt tokens", "share", "hit rate", "
 CALL_HEADER = ["call kind", "requests", "hit rate", "ideal", "TTFT p50 s", "most missed"]
 
 
-def text_lines(cache: dict) -> list[str]:
+def text_lines(cache: CacheSummary) -> list[str]:
     """The terminal's two small tables (none when the run has neither)."""
     out = []
     info = cache.get("segments") or {}
@@ -101,7 +102,7 @@ def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def html_tables(runs: list[tuple[str, dict]]) -> str:
+def html_tables(runs: list[tuple[str, CacheSummary]]) -> str:
     """One segment table and one call-kind table per run."""
     from harness.report.tables import table  # tables imports text, which imports this module
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis, Summary
 from harness.report.colors import outcome_color
 from harness.report.misses import label as miss_label
 from harness.report.numbers import count, fmt, share
@@ -26,7 +26,7 @@ CARDS = (
 )
 
 
-def _slo_line(summary: dict, metric: str) -> tuple[str, str]:
+def _slo_line(summary: Summary, metric: str) -> tuple[str, str]:
     """(text, css class) of the SLO on `metric` at the 90th percentile, if the run set one."""
     g = summary.get("goodput") or {}
     for name, result in (g.get("attained") or {}).items():
@@ -41,7 +41,7 @@ def _slo_line(summary: dict, metric: str) -> tuple[str, str]:
     return "no SLO set", "none"
 
 
-def _value(s: dict, key: str) -> tuple[str, str]:
+def _value(s: Summary, key: str) -> tuple[str, str]:
     if key == "ttft_p90":
         return (
             f"{fmt(s['ttft_s']['p90'])} s",
@@ -83,7 +83,7 @@ def miss_parts(miss: dict) -> list[tuple[str, str, float]]:
     return out
 
 
-def _miss_bar(s: dict) -> str:
+def _miss_bar(s: Summary) -> str:
     """Prompt tokens as one bar: hit, then each miss category; the legend gives each share."""
     c = s["cache"]
     total = c.get("prompt_tokens") or 0
@@ -103,7 +103,7 @@ def _miss_bar(s: dict) -> str:
     )
 
 
-def _server_side(summary: dict, on_disk: dict) -> str:
+def _server_side(summary: Summary, on_disk: dict) -> str:
     """The hit rate the server's own /metrics counters gave over the run, where they were scraped."""
     server = summary.get("server_cache") or on_disk.get("server_cache") or {}
     rate = server.get("hit_rate")

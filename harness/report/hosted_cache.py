@@ -3,10 +3,11 @@ terminal's two lines and the report's note use these."""
 
 from __future__ import annotations
 
+from harness.analysis.summary_types import CacheSummary
 from harness.report.numbers import fmt, human
 
 
-def rules_line(cache: dict) -> str | None:
+def rules_line(cache: CacheSummary) -> str | None:
     """`anthropic (min 1024 tokens, TTL 300 s): ideal under the rules 0.61; ...`, or None."""
     hosted = cache.get("hosted") or {}
     rules = hosted.get("rules")
@@ -23,7 +24,7 @@ def rules_line(cache: dict) -> str | None:
     )
 
 
-def cost_line(cache: dict) -> str | None:
+def cost_line(cache: CacheSummary) -> str | None:
     """`read 76, wrote 409 (5m 409, 1h 0), uncached 126 of 611 prompt tokens; ...`, or None."""
     hosted = cache.get("hosted") or {}
     use = hosted.get("usage")
@@ -50,7 +51,7 @@ def cost_line(cache: dict) -> str | None:
     return out
 
 
-def hosted_note(cache: dict) -> list[str]:
+def hosted_note(cache: CacheSummary) -> list[str]:
     """The report's lines: `hosted cache rules: ...`, `caching cost: ...` (where known)."""
     lines = (("hosted cache rules", rules_line(cache)), ("caching cost", cost_line(cache)))
     return [f"{label}: {text}" for label, text in lines if text]

@@ -24,20 +24,16 @@ import base64
 import html
 import io
 import re
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from harness.analysis.run import load_runs
-from harness.analysis.summary import Analysis, analyze
-from harness.atomic import write_atomic
+from harness.analysis.summary_types import Analysis
 from harness.report.headline import headline_strip
 from harness.report.plots.narrow import narrow_layout
 from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.report.tested import tested_html
 from harness.report.validity import BANNER_CSS, invalid_banner
-from harness.schema import REPORT_FILE
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem auto;max-width:1400px;padding:0 1rem;color:#222}
@@ -77,24 +73,6 @@ window.addEventListener("load", function () {
   document.documentElement.dataset.figures = ok + "/" + imgs.length;
 });
 """
-
-
-def write_report(run_dirs, out_path: str | Path | None = None) -> Path:
-    """One run: RUN_DIR/report.html. Several: a file of their own beside the first run's folder
-    (`report-A-vs-B.html`), so a comparison never overwrites a run's own report."""
-    runs = load_runs([run_dirs] if isinstance(run_dirs, str | Path) else run_dirs)
-    analyses = [analyze(r) for r in runs]
-    out = Path(out_path) if out_path else default_report_path([r.path for r in runs])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(out, render_report(analyses))
-
-
-def default_report_path(paths: list[Path]) -> Path:
-    if len(paths) == 1:
-        return paths[0] / REPORT_FILE
-    names = [re.sub(r"[^A-Za-z0-9._-]+", "_", p.resolve().name) for p in paths]
-    stem = "-vs-".join(names) if len(names) <= 3 else f"{names[0]}-vs-{len(names) - 1}-runs"
-    return paths[0].resolve().parent / f"report-{stem[:150]}.html"
 
 
 def render_report(analyses: list[Analysis]) -> str:

@@ -4,6 +4,8 @@ went"). The terminal, the report's tables and notes and its bar all name misses 
 
 from __future__ import annotations
 
+from harness.analysis.summary_types import CacheSummary
+
 LABELS = {
     "cold": "cold",
     "granularity": "server rule: granularity",
@@ -43,7 +45,7 @@ def label(category: str) -> str:
     return LABELS.get(category, category.replace("_", " "))
 
 
-def missed_line(cache: dict) -> str:
+def missed_line(cache: CacheSummary) -> str:
     """`12300 of 100000 prompt tokens (12.3% of prompt): cold 8000 (8.0% of prompt), ...`: every
     share is of all prompt tokens, and says so."""
     miss, prompt = cache["miss_tokens"], cache.get("prompt_tokens") or 0.0
@@ -56,7 +58,7 @@ def missed_line(cache: dict) -> str:
     return f"{missed:.0f} of {prompt:.0f} prompt tokens{share(missed)}: " + ", ".join(parts)
 
 
-def rules_line(cache: dict) -> str:
+def rules_line(cache: CacheSummary) -> str:
     """Each server rule the analysis tested: its status and cases (`cache.server_rules`)."""
     out = []
     for name in RULE_ORDER:
@@ -77,7 +79,7 @@ def legend(categories=None) -> str:
     return "; ".join(f"{label(k)}: {MEANING[k]}" for k in shown)
 
 
-def approximate_tag(cache: dict) -> str:
+def approximate_tag(cache: CacheSummary) -> str:
     """'' for an exact split; else what is missing and the command that makes it exact."""
     ideal = cache.get("ideal") or {}
     if ideal.get("miss_attribution") == "exact":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis, Summary
 from harness.report.text import fmt
 
 
@@ -54,7 +54,7 @@ def _per_request_cell(per: dict | None) -> str:
     return f"{fmt(each['p50'], '.3f')} / {fmt(each['p90'], '.3f')} ({each['count']})"
 
 
-def spec_lines(summary: dict) -> list[str]:
+def spec_lines(summary: Summary) -> list[str]:
     spec = summary.get("speculative_decoding")
     if not spec:
         return []

@@ -6,7 +6,7 @@ import html
 from collections.abc import Sequence
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis, Summary
 from harness.report.misses import approximate_tag, label, missed_line, rules_line
 from harness.report.text import fmt, granularity_line, server_hit
 
@@ -73,7 +73,7 @@ def _pair(p: dict) -> str:
     return f"{fmt(p['p50'])} / {fmt(p['p90'])}"
 
 
-def _goodput(s: dict) -> str:
+def _goodput(s: Summary) -> str:
     g = s.get("goodput")
     if not g:
         return "no SLOs given"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from harness.analysis.summary_types import RunEnd, Sessions, Summary
 from harness.report.numbers import fmt, share
 
 LABELS = (
@@ -22,7 +23,7 @@ LABELS = (
 )
 
 
-def tested_rows(summary: dict) -> list[tuple[str, str]]:
+def tested_rows(summary: Summary) -> list[tuple[str, str]]:
     t = summary.get("tested")
     if not t:
         return []
@@ -97,7 +98,7 @@ def content_text(content: dict | None, spec: dict | None) -> str:
     return text
 
 
-def load_text(t: dict, sessions: dict) -> str:
+def load_text(t: dict, sessions: Sessions) -> str:
     """'closed loop, concurrency 6, a 6-task trace cycled; 9 tasks ran, 3 complete'."""
     load, tasks = t.get("load") or {}, (t.get("trace") or {}).get("tasks")
     mode = load.get("mode")
@@ -144,7 +145,7 @@ def device_text(t: dict) -> str:
     return f"{d['name']}; said by {d['source']}"
 
 
-def _duration(t: dict, summary: dict) -> str:
+def _duration(t: dict, summary: Summary) -> str:
     w = summary.get("window") or {}
     span = w.get("end_s", 0) - w.get("start_s", 0) if w.get("end_s") is not None else None
     parts = [
@@ -155,7 +156,7 @@ def _duration(t: dict, summary: dict) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def _stop(t: dict, end: dict) -> str:
+def _stop(t: dict, end: RunEnd) -> str:
     """How the run stopped, plainly: a limit the scenario set is an ending, not a fault."""
     ended, unsent = end.get("stopped_by"), end.get("unsent_requests") or 0
     limit = (t.get("load") or {}).get("max_duration_s")
@@ -176,7 +177,7 @@ def _trace(t: dict) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def tested_html(summaries: list[tuple[str, dict]]) -> str:
+def tested_html(summaries: list[tuple[str, Summary]]) -> str:
     """The report's first block: one column per run, a row per fact; rows where runs differ are
     marked, since those are what a comparison is of."""
     rows = [tested_rows(s) for _, s in summaries]
@@ -209,7 +210,7 @@ def tested_html(summaries: list[tuple[str, dict]]) -> str:
     )
 
 
-def tpgs_caveat(s: dict) -> str:
+def tpgs_caveat(s: Summary) -> str:
     """What TPGS is per: the device the server said it ran on, and the share that is cached
     prompt tokens (a cached token costs the server little: a high TPGS can be mostly cache)."""
     n = fmt(s["n_gpus"], "g")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from harness.analysis.client_check import host_line
+from harness.analysis.summary_types import CacheSummary, PercentileKey, ServerCache, Summary
 from harness.report.cache_parts import text_lines as cache_part_lines
 from harness.report.hosted_cache import cost_line
 from harness.report.hosted_cache import rules_line as hosted_rules
@@ -10,16 +13,27 @@ from harness.report.misses import approximate_tag, missed_line, rules_line
 from harness.report.numbers import fmt
 from harness.report.tested import tested_rows, tpgs_caveat
 
-LATENCY_ROWS = (
+LATENCY_ROWS: tuple[tuple[str, PercentileKey], ...] = (
     ("TTFT", "ttft_s"),
     ("TPOT", "tpot_s"),
     ("ITL (token-weighted)", "itl_s"),
     ("E2EL", "e2el_s"),
 )
-COLUMNS = ("p50", "p90", "p95", "p99", "mean", "max")
+GROUPS: tuple[tuple[Literal["by_agent", "by_endpoint"], str], ...] = (
+    ("by_agent", "by agent"),
+    ("by_endpoint", "by endpoint"),
+)
+COLUMNS: tuple[Literal["p50", "p90", "p95", "p99", "mean", "max"], ...] = (
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "mean",
+    "max",
+)
 
 
-def coverage(s: dict) -> str:
+def coverage(s: Summary) -> str:
     errors = ", ".join(f"{k} {v}" for k, v in s.get("errors_by_class", {}).items())
     excluded = s.get("requests_excluded", {})
     line = f"{s['requests_ok']} ok, {s['requests_failed']} failed"
@@ -30,7 +44,7 @@ def coverage(s: dict) -> str:
     return f"{line}; excluded {excluded.get('warmup', 0)} warm-up, {excluded.get('cooldown', 0)} cool-down"
 
 
-def summary_table(s: dict) -> str:
+def summary_table(s: Summary) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
@@ -67,7 +81,7 @@ def _imported(imported: dict | None) -> list[str]:
     ]
 
 
-def _latency_table(s: dict) -> list[str]:
+def _latency_table(s: Summary) -> list[str]:
     width = max(len(label) for label, _ in LATENCY_ROWS) + 6
     header = f"{'latency (s)':<{width}}{'count':>8}" + "".join(f"{c:>10}" for c in COLUMNS)
     rows = [header, "-" * len(header)]
@@ -82,7 +96,7 @@ def _latency_table(s: dict) -> list[str]:
     return rows
 
 
-def _headline(s: dict) -> list[str]:
+def _headline(s: Summary) -> list[str]:
     t, parts = s["throughput"], s["tpgs_parts"]
     out = [
         f"P90 interactivity        {fmt(s['interactivity_p90'])} tok/s/user   (1 / p90 TPOT)",
@@ -110,13 +124,13 @@ def _headline(s: dict) -> list[str]:
     return out
 
 
-def hosted_lines(c: dict) -> list[str]:
+def hosted_lines(c: CacheSummary) -> list[str]:
     """A hosted API's cache rules and what caching cost (report/hosted_cache.py)."""
     lines = (("hosted cache rules", hosted_rules(c)), ("caching cost", cost_line(c)))
     return [f"{label:<25}{text}" for label, text in lines if text]
 
 
-def _cache(s: dict) -> list[str]:
+def _cache(s: Summary) -> list[str]:
     c = s["cache"]
     out = [
         f"cache hit rate           server {fmt(s['cache_hit_rate'], '.3f')} vs ideal"
@@ -132,7 +146,7 @@ def _cache(s: dict) -> list[str]:
     if server:
         out.append(f"server /metrics hit rate {server_hit(server)}")
     out += _token_space(c.get("token_space"))
-    for key, label in (("by_agent", "by agent"), ("by_endpoint", "by endpoint")):
+    for key, label in GROUPS:
         groups = c.get(key) or {}
         if len(groups) > 1 or key == "by_agent" and groups:
             parts = [
@@ -190,7 +204,7 @@ def moves_line(moves: dict) -> str:
     )
 
 
-def _sessions(s: dict) -> list[str]:
+def _sessions(s: Summary) -> list[str]:
     x = s["sessions"]
     tc, cp, jw = x["task_completion_s"], x["critical_path_service_s"], x["join_wait_s"]
     by_tool = x.get("tasks_complete_by_tool")
@@ -214,7 +228,7 @@ def _sessions(s: dict) -> list[str]:
     ]
 
 
-def _window(s: dict) -> list[str]:
+def _window(s: Summary) -> list[str]:
     w, c = s.get("window"), s.get("client")
     if not w:
         return []
@@ -238,7 +252,7 @@ def _window(s: dict) -> list[str]:
     return out
 
 
-def server_hit(server: dict | None) -> str:
+def server_hit(server: ServerCache | None) -> str:
     """The summary's `server_cache` in words."""
     if not server:
         return "not scraped"

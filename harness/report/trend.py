@@ -11,8 +11,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from harness.analysis.compare.notes import interval_text
-from harness.analysis.compare.trend import Trend, trend
-from harness.report.html import CSS, SCRIPT, render_report
+from harness.analysis.compare.trend import Trend
+from harness.report.html import CSS, SCRIPT
 from harness.report.plots.narrow import narrow_layout
 from harness.report.plots.trend import metric_svg, trend_table
 from harness.schema import REPORT_FILE
@@ -48,20 +48,6 @@ def verdict_line(result: Trend) -> str:
         more = f", about {p.runs_needed} more run(s) would decide it" if p.runs_needed else ""
         parts.append(f"{p.run}: {p.verdict}{more if p.verdict == 'inconclusive' else ''}")
     return f"trend verdict: {result.verdict} (latest run against the runs before it: {'; '.join(parts)})"
-
-
-def write_trend(
-    run_dirs, out_path: str | Path, alpha: float = 0.05, min_change: float = 0.02
-) -> tuple[Path, Trend]:
-    result, analyses = trend(run_dirs, alpha, min_change)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for a in analyses:  # each point links to its run's report; write the ones not there yet
-        page = a.run.path / REPORT_FILE
-        if not page.is_file():
-            page.write_text(render_report([a]), encoding="utf-8")
-    out.write_text(render_trend(result, out.parent), encoding="utf-8")
-    return out, result
 
 
 def render_trend(result: Trend, base: Path) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 
 from harness.analysis.context_limit import invalid_reasons
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis, Summary
 
 
 def invalid_banner(analyses: list[Analysis]) -> list[str]:
@@ -32,7 +32,7 @@ BANNER_CSS = (
 )
 
 
-def context_lines(summary: dict) -> list[str]:
+def context_lines(summary: Summary) -> list[str]:
     """The terminal summary's lines: INVALID first when it is, then what overflowed, if any."""
     out = [f"INVALID RUN: {r}" for r in invalid_reasons(summary)]
     c = summary.get("context_limit") or {}

@@ -11,7 +11,8 @@ import pytest
 
 from harness.analysis.compare.trend import trend
 from harness.cli import main
-from harness.report.trend import TREND_CSS, write_trend
+from harness.report.trend import TREND_CSS
+from harness.reporting import write_trend
 from tests.analysis import browser
 from tests.analysis.golden import MANIFEST, write_run
 from tests.analysis.synthetic import synthetic_records

@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.analysis.compare import evidence, noise
 from harness.analysis.compare.sides import HEADLINE, Headline, Side
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 from harness.errors import InputError
 
 REGRESSED, NO_CHANGE, INCONCLUSIVE = "regressed", "no change detected", "inconclusive"

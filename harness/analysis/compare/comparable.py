@@ -12,7 +12,7 @@ chunks, and its TPOT reads 0 when all tokens arrive in one read), so they get no
 from __future__ import annotations
 
 from harness.analysis.compare.sides import HEADLINE
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 
 # The manifest `replay` settings that change what load a run put on its server.
 LOAD_SETTINGS = ("load", "concurrency", "session_rate", "arrival", "time_scale", "history")

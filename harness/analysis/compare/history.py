@@ -23,7 +23,7 @@ from harness.analysis.compare.noise import on_scale
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.ending import run_ending
 from harness.analysis.host_state import busy_reason
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 
 OUTLIER_Z = 3.5  # robust z (|x - median| / (1.4826 MAD)) past which a history run is left out
 OUTLIER_MIN_RUNS = 4  # baseline + history runs needed before anything is called an outlier

@@ -8,7 +8,7 @@ from harness.analysis.compare.sides import HEADLINE
 from harness.analysis.context_limit import invalid_reasons
 from harness.analysis.ending import run_ending
 from harness.analysis.host_state import busy_reason
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 from harness.errors import InputError
 
 ONE_RUN = (

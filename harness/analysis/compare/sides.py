@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from harness.analysis import speculation
 from harness.analysis.compare import evidence
 from harness.analysis.compare.evidence import Clusters, Statistic
 from harness.analysis.metrics import completion_tokens, prompt_tokens, run_window
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 
 WINDOWS = 10  # per run, for rates that have no per-request distribution
 
@@ -56,7 +57,8 @@ class Side:
         )
 
     def mean_of(self, key: str, sub: str | None = None) -> float | None:
-        values = [a.summary[key] if sub is None else a.summary[key][sub] for a in self.analyses]
+        summaries: list[Mapping[str, Any]] = [a.summary for a in self.analyses]  # any key
+        values = [s[key] if sub is None else s[key][sub] for s in summaries]
         values = [v for v in values if v is not None]
         return float(np.mean(values)) if values else None
 

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from harness.analysis.compare.comparable import not_comparable  # noqa: E402
 from harness.analysis.frontier import pareto_frontier  # noqa: E402
-from harness.analysis.summary import Analysis  # noqa: E402
+from harness.analysis.summary_types import Analysis  # noqa: E402
 from harness.report.numbers import fmt, human  # noqa: E402
 from harness.report.plots.axes import clip_log_x, log_span, tail_note  # noqa: E402
 
@@ -265,8 +265,12 @@ def timeline_task(tasks: pd.DataFrame) -> tuple[str | None, str]:
 
 def pareto(analyses: list[Analysis]) -> Figure:
     fig, ax = _figure("TPGS vs P90 interactivity (runs as points; line = Pareto frontier)")
-    pts = [(a.summary["interactivity_p90"], a.summary["tpgs"], a.run.name) for a in analyses]
-    pts = [p for p in pts if p[0] is not None and p[1] is not None]
+    pts = [
+        (x, y, a.run.name)
+        for a in analyses
+        if (x := a.summary["interactivity_p90"]) is not None
+        and (y := a.summary["tpgs"]) is not None
+    ]
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="tab:blue")
     for x, y, name in pts:
         ax.annotate(

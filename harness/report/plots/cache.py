@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from harness.analysis.cache import breakdown, group_label
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 from harness.report.colors import IDEAL, outcome_color
 from harness.report.misses import label
 from harness.report.plots.axes import legend_below

@@ -3,11 +3,13 @@ beside the ideal (tick), runs side by side (summary.json `cache.by_segment`, `by
 
 from __future__ import annotations
 
+from typing import Literal
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 from harness.report.cache_parts import CALL_LABELS, SEGMENT_LABELS
 from harness.report.plots.base import HALF, colors, figure_title, short
 
@@ -17,7 +19,7 @@ def has_parts(analyses: list[Analysis]) -> bool:
 
 
 def cache_parts(analyses: list[Analysis]) -> Figure:
-    panels = (
+    panels: tuple[tuple[Literal["by_segment", "by_call_kind"], dict, str], ...] = (
         ("by_segment", SEGMENT_LABELS, "prompt segment"),
         ("by_call_kind", CALL_LABELS, "call kind"),
     )
@@ -54,7 +56,9 @@ def cache_parts(analyses: list[Analysis]) -> Figure:
     return fig
 
 
-def _bars(analyses: list[Analysis], key: str, names: dict) -> tuple[list, list, list, list]:
+def _bars(
+    analyses: list[Analysis], key: Literal["by_segment", "by_call_kind"], names: dict
+) -> tuple[list, list, list, list]:
     labels, server, ideal, run_of = [], [], [], []
     for i, a in enumerate(analyses):
         for kind, v in (a.summary["cache"].get(key) or {}).items():

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 from harness.report.colors import IDEAL, tier_color
 from harness.report.plots.axes import legend_below
 from harness.report.plots.base import HALF, _figure, short

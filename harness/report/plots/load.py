@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from harness.analysis import window
-from harness.analysis.summary import Analysis
+from harness.analysis.summary_types import Analysis
 from harness.report.numbers import human
 from harness.report.plots.base import WIDE, colors, figure_title, plt, series_label, style_key
 from harness.schema import ReplaySettings
