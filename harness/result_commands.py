@@ -221,8 +221,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from harness.analysis.run import expand_run_dirs
-    from harness.report.trend import trend_regressions
-    from harness.reporting import write_report, write_trend
+    from harness.reporting import write_report
     from harness.verb_output import print_report
 
     runs = [str(r) for r in expand_run_dirs(args.run_dirs)]
@@ -236,6 +235,9 @@ def _report(args: argparse.Namespace) -> int:
         }
         print_report(args.format, data, [f"wrote {path}{side}"])
         return 0
+    from harness.report.trend import trend_regressions  # scipy's statistics: --trend only
+    from harness.reporting import write_trend
+
     path, result = write_trend(args.run_dirs, args.output or "trend.html")
     regressions = list(trend_regressions(result))
     data = {

@@ -197,7 +197,7 @@ def test_the_terminal_and_the_page_name_the_binding_slo(tmp_path):
         for r in p["runs"]:
             r["path"] = str(tmp_path / "missing")
     page = write_capacity_report(result, tmp_path).read_text()
-    assert words.replace("'", "&#x27;") in page and "Points tried" in page
+    assert words.replace("'", "&#39;") in page and "Points tried" in page
     assert f"Capacity: {result['capacity']} concurrent tasks (band" in page
 
 

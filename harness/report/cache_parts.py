@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from harness.analysis.summary_types import CacheSummary
 from harness.report.numbers import fmt, human
@@ -102,25 +102,24 @@ def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def html_tables(runs: list[tuple[str, CacheSummary]]) -> str:
+def html_tables(runs: list[tuple[str, CacheSummary]]) -> Markup:
     """One segment table and one call-kind table per run."""
+    from harness.report.jinja import join, template_module
     from harness.report.tables import table  # tables imports text, which imports this module
 
     out = []
     for name, cache in runs:
         info = cache.get("segments") or {}
-        caption = html.escape(name)
+        caption = name
         if cache.get("by_segment"):
             note = (
                 f"{caption}: prompt tokens by the part of the prompt they are; hit rate over the"
                 " requests whose server reported cached tokens."
-                + (f" {html.escape(info['note'])}." if info.get("note") else "")
+                + (f" {info['note']}." if info.get("note") else "")
             )
             out.append(table(SEGMENT_HEADER, segment_rows(cache), note))
         elif info.get("note"):
-            out.append(
-                f"<p>{caption}: by prompt segment unknown ({html.escape(info['note'])}).</p>"
-            )
+            out.append(template_module("cache.html").segments_unknown(name, info["note"]))
         if cache.get("by_call_kind"):
             long_s = (cache.get("call_kinds") or {}).get("long_think_s")
             note = (
@@ -129,4 +128,4 @@ def html_tables(runs: list[tuple[str, CacheSummary]]) -> str:
                 " category, in tokens."
             )
             out.append(table(CALL_HEADER, call_rows(cache), note))
-    return "\n".join(out)
+    return join(out)

@@ -12,13 +12,15 @@ summary.json files.
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
+
+from markupsafe import Markup
 
 from harness.analysis.capacity import others_load, run_load
 from harness.report.capacity_text import band_sentence, binding_sentence, notes
 from harness.report.html import CSS, _figure_html
+from harness.report.jinja import render
 from harness.report.numbers import fmt
 from harness.report.plots.base import _figure
 from harness.report.tables import table
@@ -54,22 +56,24 @@ def write_capacity_report(result: dict, out: Path) -> Path:
     points = result["points"]
     low, high = result["band"]
     band = f"{low}-{high}" if high is not None else f"{low} and above"
-    body = [
-        f"<h1>Capacity: {low} concurrent tasks (band {band})</h1>",
-        f"<p><b>{html.escape(band_sentence(result))}</b>.</p>",
-        f"<p>{html.escape(binding_sentence(result))}.</p>",
-        *(f'<p class="note">{html.escape(line)}.</p>' for line in notes(result)),
-        f'<p class="note">{html.escape(_rule(result))}</p>',
+    parts = [
         _points_table(result),
         *(_slo_figure(name, points) for name in result["slos"]),
         _why(result),
     ]
     page = out / CAPACITY_PAGE
-    page.write_text(
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>capacity</title>'
-        f"<style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n",
-        encoding="utf-8",
+    text = render(
+        "capacity.html",
+        css=Markup(CSS),  # the report's own style sheet, not data
+        low=low,
+        band=band,
+        band_sentence=band_sentence(result),
+        binding_sentence=binding_sentence(result),
+        notes=notes(result),
+        rule=_rule(result),
+        parts=parts,
     )
+    page.write_text(text, encoding="utf-8")
     return page
 
 
@@ -95,7 +99,7 @@ def _points_table(result: dict) -> str:
     header = ["concurrency", "state", "met runs", *(f"{n}: mean [95 % t-interval]" for n in names)]
     header += ["tasks (complete)", "host load / CPU (others)", "wall s"]
     rows = [[*_row(p, names)] for p in result["points"]]
-    return "<h2>Points tried</h2>" + table(header, rows)
+    return Markup("<h2>Points tried</h2>") + table(header, rows)
 
 
 def _row(p: dict, names: list[str]) -> list[str]:
@@ -153,11 +157,13 @@ def _why(result: dict) -> str:
     last = points.get(result["capacity"])
     first = points.get((result.get("binding") or {}).get("concurrency"))
     if last is None or first is None:
-        return '<p class="note">No met point with a failing one above it: nothing to set side by side.</p>'
+        return Markup(
+            '<p class="note">No met point with a failing one above it: nothing to set side by side.</p>'
+        )
     sides = [(last, _run(last, missed=False)), (first, _run(first, missed=True))]
     rows = [[label, *(fmt(_read(get, _summary(run))) for _, run in sides)] for label, get in WHY]
     header = ["where the time went", *(_column(p, run) for p, run in sides)]
-    return "<h2>Why the first failing point failed</h2>" + table(header, rows)
+    return Markup("<h2>Why the first failing point failed</h2>") + table(header, rows)
 
 
 def _run(point: dict, *, missed: bool) -> dict:

@@ -9,10 +9,11 @@ a share of prompt tokens). A card shows the verdict of the run's SLO on that met
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis, Summary
 from harness.report.colors import outcome_color
+from harness.report.jinja import render
 from harness.report.misses import label as miss_label
 from harness.report.numbers import count, fmt, share
 from harness.report.tested import tpgs_caveat
@@ -83,24 +84,22 @@ def miss_parts(miss: dict) -> list[tuple[str, str, float]]:
     return out
 
 
-def _miss_bar(s: Summary) -> str:
+def _miss_bar(s: Summary) -> list[dict]:
     """Prompt tokens as one bar: hit, then each miss category; the legend gives each share."""
     c = s["cache"]
     total = c.get("prompt_tokens") or 0
     hit = total - sum(v for _, _, v in miss_parts(c["miss_tokens"]))
     parts = [("hit", "hit", hit), *miss_parts(c["miss_tokens"])] if total else []
-    spans, legend = [], []
-    for key, label, tokens in parts:  # hit first: its entry in the legend too
-        pct, color, name = 100 * tokens / total, outcome_color(key), html.escape(label)
-        spans.append(f'<span style="width:{pct:.3f}%;background:{color}" title="{name}"></span>')
-        legend.append(
-            f'<li data-category="{key}"><i style="background:{color}"></i>{name} '
-            f"{share(tokens, total)}</li>"
-        )
-    return (
-        f'<div class="bar">{"".join(spans)}</div><ul class="legend">{"".join(legend)}</ul>'
-        '<div class="sub">shares of all prompt tokens; the categories: "What the cache did"</div>'
-    )
+    return [  # hit first: its entry in the legend too
+        {
+            "key": key,
+            "label": label,
+            "pct": 100 * tokens / total,
+            "color": outcome_color(key),
+            "share": share(tokens, total),
+        }
+        for key, label, tokens in parts
+    ]
 
 
 def _server_side(summary: Summary, on_disk: dict) -> str:
@@ -110,37 +109,34 @@ def _server_side(summary: Summary, on_disk: dict) -> str:
     return "" if rate is None else f" · server /metrics {rate:.3f}"
 
 
-def headline_strip(analyses: list[Analysis]) -> str:
-    rows = []
-    for a in analyses:
-        s = a.summary
-        cards = []
-        for key, label, slo_metric in CARDS:
-            value, sub = _value(s, key)
-            if key == "cache_hit" and (
-                a.run.manifest.get("imported") and s["ideal_cache_hit_rate"] in (0, None)
-            ):
-                value, sub = (
-                    f"{fmt(s['cache_hit_rate'], '.3f')} / n/a",
-                    "server / ideal: no trace, no ideal",
-                )
-            if key == "cache_hit":
-                sub += _server_side(s, a.run.summary or {})
-            extra = ""
-            if key == "tpgs":
-                extra = f'<div class="caveat">{html.escape(tpgs_caveat(s))}</div>'
-            if key == "misses":
-                extra = _miss_bar(s)
-            slo, cls = _slo_line(s, slo_metric) if slo_metric else ("", "")
-            cards.append(
-                f'<div class="card" data-metric="{key}"><div class="label">{html.escape(label)}</div>'
-                f'<div class="value">{html.escape(value)}</div><div class="sub">{html.escape(sub)}</div>'
-                + extra
-                + (f'<div class="slo {cls}">{html.escape(slo)}</div>' if slo else "")
-                + "</div>"
-            )
-        name = f'<div class="runname">{html.escape(a.run.name)}</div>' if len(analyses) > 1 else ""
-        rows.append(
-            f'<div class="strip" data-run="{html.escape(a.run.name)}">{name}{"".join(cards)}</div>'
+def headline_strip(analyses: list[Analysis]) -> Markup:
+    strips = [
+        {"name": a.run.name, "show_name": len(analyses) > 1, "cards": [_card(a, *c) for c in CARDS]}
+        for a in analyses
+    ]
+    return render("headline.html", strips=strips)
+
+
+def _card(a: Analysis, key: str, label: str, slo_metric: str | None) -> dict:
+    s = a.summary
+    value, sub = _value(s, key)
+    if key == "cache_hit" and (
+        a.run.manifest.get("imported") and s["ideal_cache_hit_rate"] in (0, None)
+    ):
+        value, sub = (
+            f"{fmt(s['cache_hit_rate'], '.3f')} / n/a",
+            "server / ideal: no trace, no ideal",
         )
-    return "\n".join(rows)
+    if key == "cache_hit":
+        sub += _server_side(s, a.run.summary or {})
+    slo, cls = _slo_line(s, slo_metric) if slo_metric else ("", "")
+    return {
+        "key": key,
+        "label": label,
+        "value": value,
+        "sub": sub,
+        "caveat": tpgs_caveat(s) if key == "tpgs" else None,
+        "bar": _miss_bar(s) if key == "misses" else None,
+        "slo": slo,
+        "slo_class": cls,
+    }

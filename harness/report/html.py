@@ -21,14 +21,14 @@ has decoded (`data-figures="loaded/total"`); the browser test reads both.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import re
 
-import matplotlib.pyplot as plt
+from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis
 from harness.report.headline import headline_strip
+from harness.report.jinja import macro, render, template_module
 from harness.report.plots.narrow import narrow_layout
 from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
@@ -76,66 +76,56 @@ window.addEventListener("load", function () {
 
 
 def render_report(analyses: list[Analysis]) -> str:
-    names = [a.run.name for a in analyses]
-    body = [f"<h1>agentic-harness report: {html.escape(', '.join(names))}</h1>"]
-    body.append(tested_html([(a.run.name, a.summary) for a in analyses]))
-    body += invalid_banner(analyses) + _banners(analyses)  # an invalid run says so first
-    body.append(headline_strip(analyses))
-    body.append(spec_table(analyses))  # speculative decoding, when a server reported it
-    if len(analyses) > 1:
-        body += ["<h2>Change against the first run</h2>", compare_section(analyses)]
-    body += _sections(analyses)
-    body += [
-        "<h2>Full tables</h2>",
-        _details("Summary: every headline number", summary_rows(analyses), opened=False),
-        _details("Prefix cache by agent, endpoint, turn and time", cache_tables(analyses)),
-    ]
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape('report: ' + ', '.join(names))}</title>"
-        f"<style>{CSS}{BANNER_CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+    many = len(analyses) > 1
+    return render(
+        "report.html",
+        names=[a.run.name for a in analyses],
+        css=Markup(CSS + BANNER_CSS),  # the page's own constants, not data
+        script=Markup(SCRIPT),
+        tested=tested_html([(a.run.name, a.summary) for a in analyses]),
+        banners=invalid_banner(analyses) + _banners(analyses),  # an invalid run says so first
+        headline=headline_strip(analyses),
+        spec=spec_table(analyses),  # speculative decoding, when a server reported it
+        compare=compare_section(analyses) if many else None,
+        sections=_sections(analyses),
+        summary_rows=summary_rows(analyses),
+        cache_tables=cache_tables(analyses),
+        f=template_module("fragments.html"),
     )
 
 
-def _sections(analyses: list[Analysis]) -> list[str]:
+def _sections(analyses: list[Analysis]) -> list[Markup]:
     from harness.report.plots.base import interactivity, latency_cdf, pareto, session_timeline
     from harness.report.plots.cache import cache_by_group, cache_by_turn
     from harness.report.plots.load import load_held
 
-    out = [
-        "<h2>Where time went</h2>",
-        _grid(
-            _figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
-            _figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT")),
-        ),
-        _grid(
-            _figure_html("Interactivity", interactivity(analyses)),
-            _figure_html("Pareto", pareto(analyses)) if len(analyses) > 1 else "",
-        ),
-        "<h2>What the cache did</h2>",
-        _grid(
-            _figure_html("Cache hit by turn", cache_by_turn(analyses)),
-            _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
-        ),
-        _grid(_miss_figure(analyses), _miss_note(analyses)),
-        _parts_figure(analyses),
-        _tier_figure(analyses),
-        "<h2>What load was held</h2>",
-        _figure_html("Load held over time", load_held(analyses)),
-        _window_note(analyses),
-        "<h2>Sessions</h2>",
+    figures = {
+        "ttft": _figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
+        "tpot": _figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT")),
+        "interactivity": _figure_html("Interactivity", interactivity(analyses)),
+        "pareto": _figure_html("Pareto", pareto(analyses)) if len(analyses) > 1 else "",
+        "cache_by_turn": _figure_html("Cache hit by turn", cache_by_turn(analyses)),
+        "cache_by_group": _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
+        "misses": _miss_figure(analyses),
+        "parts": _parts_figure(analyses),
+        "tiers": _tier_figure(analyses),
+        "load": _figure_html("Load held over time", load_held(analyses)),
+        "timelines": [
+            _figure_html(f"Session timeline: {a.run.name}", session_timeline(a)) for a in analyses
+        ],
+    }
+    return [
+        render(
+            "sections.html",
+            fig=figures,
+            miss_note=_miss_note(analyses),
+            window_note=_window_note(analyses),
+            tasks=task_tables(analyses),
+        )
     ]
-    out += [_figure_html(f"Session timeline: {a.run.name}", session_timeline(a)) for a in analyses]
-    out.append(
-        _details("The slowest tasks and their critical paths", task_tables(analyses), opened=True)
-    )
-    return out
 
 
-def _parts_figure(analyses: list[Analysis]) -> str:
+def _parts_figure(analyses: list[Analysis]) -> Markup | str:
     """Hit vs ideal by prompt segment and call kind, with their tables."""
     from harness.report.cache_parts import html_tables
     from harness.report.plots.cache_parts import cache_parts, has_parts
@@ -144,10 +134,11 @@ def _parts_figure(analyses: list[Analysis]) -> str:
         return ""
     runs = [(a.run.name, a.summary["cache"]) for a in analyses]
     figure = _figure_html("Cache hit by prompt segment and call kind", cache_parts(analyses))
-    return figure + _details("By prompt segment and call kind", html_tables(runs), opened=True)
+    tables = macro("details")("By prompt segment and call kind", html_tables(runs), opened=True)
+    return figure + tables
 
 
-def _tier_figure(analyses: list[Analysis]) -> str:
+def _tier_figure(analyses: list[Analysis]) -> Markup | str:
     from harness.report.plots.cache_tiers import cache_tiers, has_tiers, tiers_used
 
     if not has_tiers(analyses):
@@ -159,7 +150,7 @@ def _tier_figure(analyses: list[Analysis]) -> str:
     return _figure_html("Cache hits by tier", cache_tiers(analyses))
 
 
-def _miss_figure(analyses: list[Analysis]) -> str:
+def _miss_figure(analyses: list[Analysis]) -> Markup:
     from harness.report.plots.cache import miss_categories, outcome_count
 
     if analyses and outcome_count(analyses) <= 1:
@@ -169,34 +160,32 @@ def _miss_figure(analyses: list[Analysis]) -> str:
     return _figure_html("Miss categories", miss_categories(analyses))
 
 
-def _miss_note(analyses: list[Analysis]) -> str:
+def _miss_note(analyses: list[Analysis]) -> Markup:
     """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
     from harness.report.hosted_cache import hosted_note
     from harness.report.misses import approximate_tag, legend, missed_line, rules_line
     from harness.report.text import granularity_line, token_space_line
 
-    rows = []
+    runs = []
     for a in analyses:
         c = a.summary["cache"]
-        granularity = (
-            f"; granularity {granularity_line(c['granularity'])}" if c.get("granularity") else ""
+        grain = c.get("granularity")
+        runs.append(
+            {
+                "name": a.run.name,
+                "missed": missed_line(c),
+                "approximate": approximate_tag(c),
+                "granularity": f"; granularity {granularity_line(grain)}" if grain else "",
+                "rules": rules_line(c) or "-",
+                "space": token_space_line(c.get("token_space")),
+                "hosted": hosted_note(c),
+            }
         )
-        space = token_space_line(c.get("token_space"))
-        space = (
-            f"<br><span data-token-space>token space: {html.escape(space)}</span>" if space else ""
-        )
-        rows.append(
-            f"<li><b>{html.escape(a.run.name)}</b>: {html.escape(missed_line(c))}"
-            f"{html.escape(approximate_tag(c))}{html.escape(granularity)}"
-            f"<br>server rules: {html.escape(rules_line(c) or '-')}{space}"
-            + "".join(f"<br>{html.escape(line)}" for line in hosted_note(c))
-            + "</li>"
-        )
-    return (
-        '<div class="note"><p>Missed prompt tokens by category, each share of all prompt tokens'
-        f" (docs/metrics.md, Cache): {html.escape(legend(_present(analyses)))}.</p>"
-        f"<ul>{''.join(rows)}</ul></div>"
-    )
+    return _notes().miss_note(legend(_present(analyses)), runs)
+
+
+def _notes():
+    return template_module("notes.html")
 
 
 def _present(analyses: list[Analysis]) -> set[str]:
@@ -205,67 +194,53 @@ def _present(analyses: list[Analysis]) -> set[str]:
     return {"cold", "evicted", *(k for m in miss for k, v in m.items() if v)}
 
 
-def _window_note(analyses: list[Analysis]) -> str:
+def _window_note(analyses: list[Analysis]) -> Markup:
     """Each run's measured window (summary.json `window`): the span shaded above, why, and the load it held."""
+    runs = [_window_row(a) for a in analyses if a.summary.get("window")]
+    return _notes().window_note(runs)
+
+
+def _window_row(a: Analysis) -> dict:
     from harness.report.text import fmt
 
-    rows = []
-    for a in analyses:
-        w = a.summary.get("window") or {}
-        if not w:
-            continue
-        held = (
-            f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"
-            f" ({fmt(w['tasks_held'], '.1%')} held)"
-            if w.get("target_tasks")
-            else f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight"
-        )
-        t0 = a.run.records["t_sent"].min()
-        rows.append(
-            f'<li data-window="{fmt(w["start_s"], ".6g")}-{fmt(w["end_s"], ".6g")}"><b>{html.escape(a.run.name)}</b>:'
-            f" {fmt(w['start_s'] - t0, '.4g')}-{fmt(w['end_s'] - t0, '.4g')} s after the first send"
-            f" ({html.escape(w['mode'])}{'' if w['stable'] else ', not stable'}):"
-            f" {html.escape(w['reason'])}{html.escape(held)},"
-            f" {fmt(w['requests_in_flight_mean'], '.3g')} requests in flight</li>"
-        )
-    return (
-        '<div class="note"><p>The measured window (shaded; every rate and percentile is over it;'
-        f" docs/metrics.md, The measured window):</p><ul>{''.join(rows)}</ul></div>"
+    w = a.summary["window"]
+    held = (
+        f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"
+        f" ({fmt(w['tasks_held'], '.1%')} held)"
+        if w.get("target_tasks")
+        else f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight"
     )
+    t0 = a.run.records["t_sent"].min()
+    return {
+        "span": f"{fmt(w['start_s'], '.6g')}-{fmt(w['end_s'], '.6g')}",
+        "name": a.run.name,
+        "start": fmt(w["start_s"] - t0, ".4g"),
+        "end": fmt(w["end_s"] - t0, ".4g"),
+        "mode": w["mode"],
+        "stable": w["stable"],
+        "reason": w["reason"],
+        "held": held,
+        "requests": fmt(w["requests_in_flight_mean"], ".3g"),
+    }
 
 
-def _grid(*cells: str) -> str:
-    return '<div class="grid">' + "".join(f"<div>{c}</div>" for c in cells) + "</div>"
-
-
-def _details(title: str, content: str, opened: bool = False) -> str:
-    return f"<details{' open' if opened else ''}><summary>{html.escape(title)}</summary>{content}</details>"
-
-
-def _banners(analyses: list[Analysis]) -> list[str]:
+def _banners(analyses: list[Analysis]) -> list[Markup]:
+    notes = _notes()
     out = []
     simulated = [a.run.name for a in analyses if a.run.simulated]
     if simulated:
-        out.append(
-            f'<p class="sim" data-simulated><b>Simulated engine:</b> the timings of {html.escape(", ".join(simulated))} come '
-            "from the reference engine's simulated runner (a cost model: manifest <code>simulated: true</code>, "
-            "as the engine or the server's <code>/v1/models</code> said), not from a real model on real hardware. "
-            "Compare them with real runs only as a model.</p>"
-        )
+        out.append(notes.simulated(simulated))
     for a in analyses:
         imported = a.run.manifest.get("imported")
         if imported:
-            notes = "".join(f"<li>{html.escape(n)}</li>" for n in imported.get("notes", []))
-            out.append(
-                f'<div class="imported"><b>{html.escape(a.run.name)}</b> was imported from '
-                f"<b>{html.escape(imported['tool'])}</b> ({html.escape(imported['source'])}); "
-                f"where its numbers are defined differently or missing:<ul>{notes}</ul></div>"
-            )
+            notes_of = imported.get("notes", [])
+            name = a.run.name
+            out.append(notes.imported(name, imported["tool"], imported["source"], notes_of))
     out.append(warnings_banner(analyses))
     return out
 
 
-def warnings_banner(analyses: list[Analysis]) -> str:
+def warnings_banner(analyses: list[Analysis]) -> Markup | str:
     """Every run's warnings in one collapsed banner: alike warnings (the same words, other
     numbers or run paths) are one item naming its runs, so a sweep does not open with a banner
     per point."""
@@ -284,20 +259,16 @@ def warnings_banner(analyses: list[Analysis]) -> str:
         if len(groups) > 1
         else ""
     )
-    return (
-        f'<details class="warn" data-warnings="{n}"><summary>{n} warning{"s" if n > 1 else ""}:'
-        f" {html.escape(_short(first))}{more}</summary><ul>{''.join(items)}</ul></details>"
-    )
+    return _notes().warnings(n, _short(first), more, items)
 
 
-def _warning_item(members: list[tuple[str, str]], runs: int) -> str:
+def _warning_item(members: list[tuple[str, str]], runs: int) -> dict:
     texts = list(dict.fromkeys(t for _, t in members))
     names = list(dict.fromkeys(n for n, _ in members))
-    who = "" if runs == 1 else f" <i>({html.escape(', '.join(names))})</i>"
+    who = "" if runs == 1 else ", ".join(names)
     if len(texts) == 1:
-        return f"<li>{html.escape(texts[0])}{who}</li>"
-    each = "".join(f"<li>{html.escape(n)}: {html.escape(t)}</li>" for n, t in members)
-    return f"<li>{html.escape(texts[0])} and {len(members) - 1} alike{who}<ul>{each}</ul></li>"
+        return {"text": texts[0], "who": who, "alike": None, "each": None}
+    return {"text": texts[0], "who": who, "alike": len(members) - 1, "each": members}
 
 
 def _short(text: str, limit: int = 140) -> str:
@@ -331,19 +302,13 @@ def _is_guide(line) -> bool:
     return line.get_transform() != line.axes.transData
 
 
-def _figure_html(title: str, fig) -> str:
+def _figure_html(title: str, fig) -> Markup:
     """The figure as PNG, its title in the image only (no caption repeating it); a figure wider
     than a narrow page also comes drawn at that width, so its text stays readable at 800 px."""
     points = data_points(fig)
     wide = _png(fig)
     narrow = _png(fig) if narrow_layout(fig) else None
-    plt.close(fig)
-    t = html.escape(title)
-    source = f'<source media="(max-width:1100px)" srcset="{narrow}">' if narrow else ""
-    return (
-        f'<figure data-points="{points}" data-figure="{t}"><picture>{source}'
-        f'<img alt="{t}" src="{wide}"></picture></figure>'
-    )
+    return macro("figure")(title, points, wide, narrow)
 
 
 def _png(fig) -> str:
@@ -352,6 +317,6 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def sentence_html(name: str, text: str) -> str:
+def sentence_html(name: str, text: str) -> Markup:
     """What a figure of one colour would have said, as a sentence in its place."""
-    return f'<p class="note" data-figure-sentence="{html.escape(name)}">{html.escape(text)}</p>'
+    return macro("sentence")(name, text)

@@ -5,46 +5,35 @@ A run whose server exported no spec-decode figures shows nothing. Presents only.
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis, Summary
+from harness.report.jinja import render
 from harness.report.text import fmt
 
 
-def spec_table(analyses: list[Analysis]) -> str:
+def spec_table(analyses: list[Analysis]) -> Markup | str:
     """The table (a tile of its own, to place where the page wants it); "" when no run has one."""
     rows = [(a.run.name, spec) for a in analyses if (spec := a.summary.get("speculative_decoding"))]
     if not rows:
         return ""
     width = max(len(s.get("acceptance_by_position") or []) for _, s in rows)
-    head = "".join(f"<th>pos {i}</th>" for i in range(width))
-    body = "".join(_row(name, spec, width) for name, spec in rows)
-    return (
-        '<div class="spec" data-spec-decode><table><thead><tr><th>run</th><th>acceptance rate</th>'
-        f"<th>mean accepted length</th><th>drafts</th><th>drafted tokens</th><th>accepted</th>{head}"
-        "<th>per request: p50 / p90 (n)</th>"
-        f"</tr></thead><tbody>{body}</tbody></table>"
-        '<p class="note">Speculative decoding over the run, from the server\'s /metrics counters: '
-        "acceptance rate = accepted / drafted tokens; mean accepted length = 1 + accepted / drafts "
-        "(tokens per verify step); pos i = accepted at draft position i / drafts. SGLang exports "
-        "gauges of its last batch only (marked). Per request: each request's own accepted / "
-        "drafted tokens, where the server reported it in the request's usage.</p></div>"
-    )
+    cells = [(name, _cells(spec, width)) for name, spec in rows]
+    return render("spec.html", width=width, rows=cells)
 
 
-def _row(name: str, spec: dict, width: int) -> str:
+def _cells(spec: dict, width: int) -> list[str]:
     gauge = spec.get("source") == "sglang gauges"
     rate = spec.get("acceptance_rate", spec.get("last_batch_accept_rate"))
     length = spec.get("mean_accepted_length", spec.get("last_batch_accept_length"))
     by_pos = list(spec.get("acceptance_by_position") or [])
-    cells = [
+    return [
         f"{fmt(rate, '.3f')}{' (last batch)' if gauge else ''}",
         fmt(length, ".3f"),
         *(fmt(spec.get(k), ".0f") for k in ("drafts", "draft_tokens", "accepted_tokens")),
         *(fmt(v, ".3f") for v in by_pos + [None] * (width - len(by_pos))),
         _per_request_cell(spec.get("per_request")),
     ]
-    return f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
 def _per_request_cell(per: dict | None) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
+
+from markupsafe import Markup
 
 from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
 from harness.analysis.summary_types import Analysis, Summary
+from harness.report.jinja import join, macro, template_module
 from harness.report.misses import approximate_tag, label, missed_line, rules_line
 from harness.report.text import fmt, granularity_line, server_hit
 
@@ -81,30 +83,19 @@ def _goodput(s: Summary) -> str:
     return f"{fmt(g['requests_per_s'])} ({g['requests_meeting']}/{g['requests']}; {slos})"
 
 
-def table(header: list[str], rows: Sequence[Sequence[object]], note: str = "") -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
-    caption = f'<p class="note">{html.escape(note)}</p>' if note else ""
-    return f"{caption}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def table(header: list[str], rows: Sequence[Sequence[object]], note: str = "") -> Markup:
+    """A table, its note above it; a cell that says "worse" is marked."""
+    return macro("table")(header, rows, note)
 
 
-def _cell(value: object) -> str:
-    text = str(value)
-    return (
-        f'<td class="bad">{html.escape(text)}</td>'
-        if text == "worse"
-        else f"<td>{html.escape(text)}</td>"
-    )
-
-
-def summary_rows(analyses: list[Analysis]) -> str:
+def summary_rows(analyses: list[Analysis]) -> Markup:
     header = ["metric", *(a.run.name for a in analyses)]
     rows = [[label, *(get(a.summary) for a in analyses)] for label, get in ROWS]
     note = "Latencies and rates over measured requests with status ok; failed requests are counted, not timed."
     return table(header, rows, note)
 
 
-def compare_section(analyses: list[Analysis]) -> str:
+def compare_section(analyses: list[Analysis]) -> Markup:
     """One table: each headline metric of the first run, then each other run's value, its change and
     the verdict of `compare_analyses` (the rule of `harness compare`) against the first."""
     from harness.analysis.compare.notes import interval_text
@@ -134,24 +125,22 @@ def compare_section(analyses: list[Analysis]) -> str:
     return table(header, rows, note)
 
 
-def cache_tables(analyses: list[Analysis]) -> str:
+def cache_tables(analyses: list[Analysis]) -> Markup:
     """By agent, endpoint, turn and time: one table per run (the run named once, in the caption)."""
+    cache = template_module("cache.html")
+    lines = cache.run_lines
     out = []
     for a in analyses:  # what the ideal is counted in, and where every missed token went
         c = a.summary["cache"]
-        out.append(
-            f"<p><b>{html.escape(a.run.name)}</b>: cache granularity {html.escape(granularity_line(c['granularity']))}."
-            f"<br>Missed prompt tokens: {html.escape(missed_line(c))}"
-            f"{html.escape(approximate_tag(c))}."
-            f"<br>Server rules: {html.escape(rules_line(c) or '-')}.</p>"
-        )
+        grain, missed = granularity_line(c["granularity"]), missed_line(c)
+        out.append(lines(a.run.name, grain, missed, approximate_tag(c), rules_line(c) or "-"))
     for key, title in (
         ("agent", "agent"),
         ("endpoint", "endpoint"),
         ("turn", "turn index"),
         ("time", "time (s)"),
     ):
-        out.append(f"<h4>By {html.escape(title)}</h4>")
+        out.append(cache.heading(title))
         for a in analyses:
             measured = a.run.measured
             groups = time_bins(measured) if key == "time" else measured[key]
@@ -185,10 +174,10 @@ def cache_tables(analyses: list[Analysis]) -> str:
                 " everywhere left out)."
             )
             out.append(table(header, rows, note))
-    return "\n".join(out)
+    return join(out)
 
 
-def task_tables(analyses: list[Analysis], top: int = 10) -> str:
+def task_tables(analyses: list[Analysis], top: int = 10) -> Markup:
     out = []
     for a in analyses:
         tasks = a.tasks
@@ -221,7 +210,7 @@ def task_tables(analyses: list[Analysis], top: int = 10) -> str:
             "join wait (s)",
         ]
         out.append(table(header, rows, note))
-    return "\n".join(out)
+    return join(out)
 
 
 def _tasks_complete(x: dict) -> str:

@@ -4,9 +4,10 @@ analyzed before `tested` existed gives none."""
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from harness.analysis.summary_types import RunEnd, Sessions, Summary
+from harness.report.jinja import render
 from harness.report.numbers import fmt, share
 
 LABELS = (
@@ -177,37 +178,21 @@ def _trace(t: dict) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def tested_html(summaries: list[tuple[str, Summary]]) -> str:
+def tested_html(summaries: list[tuple[str, Summary]]) -> Markup | str:
     """The report's first block: one column per run, a row per fact; rows where runs differ are
     marked, since those are what a comparison is of."""
     rows = [tested_rows(s) for _, s in summaries]
     if not any(rows):
         return ""
     if len(rows) == 1:  # one run: label and value pairs in a grid, two pairs a line when wide
-        pairs = "".join(
-            f'<dt>{html.escape(label)}</dt><dd data-tested="{html.escape(label)}">{html.escape(v)}</dd>'
-            for label, v in rows[0]
-        )
-        return f'<section class="tested" aria-label="what was tested"><dl>{pairs}</dl></section>'
+        return render("tested.html", pairs=rows[0])
     width = max(len(r) for r in rows)
     rows = [r or [(label, "-") for label in LABELS][:width] for r in rows]
-    head = (
-        "" if len(summaries) == 1 else "".join(f"<th>{html.escape(n)}</th>" for n, _ in summaries)
-    )
-    body = []
+    table = []
     for i, label in enumerate(LABELS[:width]):
         values = [r[i][1] for r in rows]
-        differ = len(set(values)) > 1
-        cells = "".join(f"<td>{html.escape(v)}</td>" for v in values)
-        body.append(
-            f'<tr{" class=differ" if differ else ""} data-tested="{html.escape(label)}">'
-            f"<th>{html.escape(label)}</th>{cells}</tr>"
-        )
-    thead = f"<thead><tr><th></th>{head}</tr></thead>" if head else ""
-    return (
-        '<section class="tested" aria-label="what was tested"><table>'
-        f"{thead}<tbody>{''.join(body)}</tbody></table></section>"
-    )
+        table.append((label, values, len(set(values)) > 1))
+    return render("tested.html", pairs=None, names=[n for n, _ in summaries], rows=table)
 
 
 def tpgs_caveat(s: Summary) -> str:

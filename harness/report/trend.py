@@ -3,16 +3,16 @@ each run's report.html) and the terminal's regression lines, from `analysis.comp
 
 from __future__ import annotations
 
-import html
 import io
 import os
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+from markupsafe import Markup
 
 from harness.analysis.compare.notes import interval_text
 from harness.analysis.compare.trend import Trend
 from harness.report.html import CSS, SCRIPT
+from harness.report.jinja import render
 from harness.report.plots.narrow import narrow_layout
 from harness.report.plots.trend import metric_svg, trend_table
 from harness.schema import REPORT_FILE
@@ -52,38 +52,23 @@ def verdict_line(result: Trend) -> str:
 
 def render_trend(result: Trend, base: Path) -> str:
     links = [os.path.relpath(p.path / REPORT_FILE, base) for p in result.points]
-    marked = result.regressions
-    summary = (
-        f"{len(marked)} regression(s): "
-        + "; ".join(f"{html.escape(run)} {html.escape(result.labels[k])}" for run, k in marked)
-        if marked
-        else "no regression"
-    ) + f". {html.escape(verdict_line(result))}"
-    body = [
-        f"<h1>Trend over {len(result.points)} runs</h1>",
-        f'<p class="note">Each run against the run before it in its series, the earlier runs of the'
-        f" series as history: a {100 * (1 - result.alpha):g}% interval across runs wholly worse and"
-        f" |change| &ge; {result.min_change * 100:g}% is a regression (red); a run with no usable"
-        " history is at most inconclusive. Runs of another trace, load or target configuration are"
-        " another series (another line). The same decision as <code>harness compare</code>. Click"
-        " a point or a run name for its report.</p>",
-        *(f'<p class="note">{html.escape(s)}</p>' for s in result.series[1:]),
-        f'<p class="{"warn" if marked else "note"}" id="regressions">{summary}</p>',
-        *(
-            f'<p class="warn">{html.escape(p.run)}: {html.escape(p.ended)}</p>'
-            for p in result.points
-            if p.ended
-        ),
-    ]
-    body += [
-        _svg_figure(metric_svg(result, key, links), result.labels[key]) for key in result.labels
-    ]
-    body += ["<h2>Runs</h2>", trend_table(result, links)]
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>trend</title>'
-        f"<style>{CSS}{TREND_CSS}</style><script>{SCRIPT}</script></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+    header, rows = trend_table(result, links)
+    return render(
+        "trend.html",
+        css=Markup(CSS + TREND_CSS),  # the page's own constants, not data
+        script=Markup(SCRIPT),
+        n=len(result.points),
+        interval=f"{100 * (1 - result.alpha):g}",
+        min_change=f"{result.min_change * 100:g}",
+        series=result.series[1:],
+        regressions=[(run, result.labels[k]) for run, k in result.regressions],
+        verdict=verdict_line(result),
+        ended=[(p.run, p.ended) for p in result.points if p.ended],
+        figures=[
+            _svg_figure(metric_svg(result, k, links), result.labels[k]) for k in result.labels
+        ],
+        header=header,
+        rows=rows,
     )
 
 
@@ -95,21 +80,16 @@ TREND_CSS = (
 )
 
 
-def _svg_figure(fig, title: str) -> str:
+def _svg_figure(fig, title: str) -> tuple[str, Markup, Markup | None]:
+    """(title, the drawing, the drawing at a narrow page's width or None); the title is drawn in
+    the figure, so the page gives no caption repeating it."""
     wide = _svg(fig)
     narrow = _svg(fig) if narrow_layout(fig) else None
-    plt.close(fig)
-    drawn = (
-        wide
-        if narrow is None
-        else f'<div class="wide">{wide}</div><div class="narrow">{narrow}</div>'
-    )
-    # the title is drawn in the figure: a caption would repeat it
-    return f'<figure class="trend" aria-label="{html.escape(title)}">{drawn}</figure>'
+    return title, wide, narrow
 
 
-def _svg(fig) -> str:
+def _svg(fig) -> Markup:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prolog and doctype: inline in HTML
+    return Markup(svg[svg.index("<svg") :])  # matplotlib's own SVG, without its XML prolog

@@ -5,25 +5,19 @@ docs/metrics.md, "Context limits"). Presents only; the verdict is the analyzer's
 
 from __future__ import annotations
 
-import html
+from markupsafe import Markup
 
 from harness.analysis.context_limit import invalid_reasons
 from harness.analysis.summary_types import Analysis, Summary
+from harness.report.jinja import template_module
 
 
-def invalid_banner(analyses: list[Analysis]) -> list[str]:
+def invalid_banner(analyses: list[Analysis]) -> list[Markup]:
     """One red banner per invalid run (none for a valid one)."""
-    out = []
-    for a in analyses:
-        reasons = invalid_reasons(a.summary)
-        if reasons:
-            items = "".join(f"<li>{html.escape(r)}</li>" for r in reasons)
-            out.append(
-                f'<div class="invalid" data-invalid="{html.escape(a.run.name)}"><b>Invalid run: '
-                f"{html.escape(a.run.name)}</b>; its figures do not describe the workload:"
-                f"<ul>{items}</ul></div>"
-            )
-    return out
+    banner = template_module("notes.html").invalid
+    return [
+        banner(a.run.name, reasons) for a in analyses if (reasons := invalid_reasons(a.summary))
+    ]
 
 
 BANNER_CSS = (

@@ -107,7 +107,7 @@ def test_alike_warnings_of_several_runs_are_one_collapsed_banner(tmp_path):
     banner = page[page.index('<details class="warn"') : page.index("</details>")]
     assert 'data-warnings="4"' in banner and "(and 1 more kind)" in banner
     assert (
-        "stopped by max_duration with 100 of the trace&#x27;s requests unsent and 2 alike" in banner
+        "stopped by max_duration with 100 of the trace&#39;s requests unsent and 2 alike" in banner
     )
     assert str(tmp_path) not in banner  # the run path said once, by the run's name
 

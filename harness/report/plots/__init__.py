@@ -1,1 +1,1 @@
-"""The report's figures (matplotlib and seaborn): latency, cache, load, sessions and trends."""
+"""The report's figures (matplotlib Figures, no pyplot): latency, cache, load, sessions and trends."""

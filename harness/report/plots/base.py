@@ -1,4 +1,4 @@
-"""The report's figures (seaborn on the Agg backend: no display needed).
+"""The report's figures (matplotlib Figures drawn by the Agg canvas: no display, no pyplot).
 
 Each function takes one or more `Analysis` objects and returns a matplotlib Figure; several runs
 share one figure so they compare at a glance. Distributions are drawn from at most
@@ -10,28 +10,22 @@ from __future__ import annotations
 
 import textwrap
 
-import matplotlib
 import matplotlib.ticker
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from harness.analysis.compare.comparable import not_comparable  # noqa: E402
-from harness.analysis.frontier import pareto_frontier  # noqa: E402
-from harness.analysis.summary_types import Analysis  # noqa: E402
-from harness.report.numbers import fmt, human  # noqa: E402
-from harness.report.plots.axes import clip_log_x, log_span, tail_note  # noqa: E402
+from harness.analysis.compare.comparable import not_comparable
+from harness.analysis.frontier import pareto_frontier
+from harness.analysis.summary_types import Analysis
+from harness.report.numbers import fmt, human
+from harness.report.plots import style as look
+from harness.report.plots.axes import clip_log_x, log_span, tail_note
 
 MAX_POINTS = 20_000
 MAX_LANES = 24
-sns.set_theme(style="whitegrid", context="notebook")
-# plain tick labels up to 1e9 (never "1e4" over an axis); bigger figures go through `human`
-plt.rcParams.update({"axes.formatter.limits": (-5, 9), "axes.formatter.useoffset": False})
+look.apply()
 TITLE_PT = 12  # the figure title's size, for wrapping it inside the figure
 
 
@@ -40,8 +34,9 @@ HALF = 6.6  # two side by side
 PERCENTILES = ((0.5, "p50", ":"), (0.9, "p90", "--"), (0.99, "p99", "-."))
 
 
-def _figure(title: str, width: float = HALF, height: float = 3.6) -> tuple[Figure, plt.Axes]:
-    fig, ax = plt.subplots(figsize=(width, height), dpi=100, layout="constrained")
+def _figure(title: str, width: float = HALF, height: float = 3.6) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    ax = fig.subplots()
     figure_title(fig, title)
     return fig, ax
 
@@ -66,7 +61,7 @@ def series_label(analyses: list[Analysis], a: Analysis, what: str = "") -> str:
     return short(a.run.name, 36)
 
 
-def style_key(ax: plt.Axes, styles: list[tuple[str, dict]], **legend) -> None:
+def style_key(ax: Axes, styles: list[tuple[str, dict]], **legend) -> None:
     """A legend of line styles (in grey) after the runs' colours: each run named once, each
     style once, instead of one entry per run and style."""
     from matplotlib.lines import Line2D
@@ -79,7 +74,7 @@ def style_key(ax: plt.Axes, styles: list[tuple[str, dict]], **legend) -> None:
         ax.legend(handles, labels, fontsize="small", **legend)
 
 
-def _legend(ax: plt.Axes) -> None:
+def _legend(ax: Axes) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize="small")
     elif not ax.get_lines() and not ax.patches:
@@ -101,7 +96,7 @@ def _long(analyses: list[Analysis], column: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def log_x(ax: plt.Axes) -> None:
+def log_x(ax: Axes) -> None:
     """A log x axis; one spanning less than ~1.5 decades has at most one labelled power of ten,
     so its minor ticks at 2, 3 and 5 times a power are labelled too, in plain numbers."""
     ax.set_xscale("log")
@@ -120,7 +115,7 @@ def _minor_label(value: float, _pos) -> str:
 
 
 def colors(analyses: list[Analysis]) -> list:
-    return sns.color_palette(n_colors=max(len(analyses), 1))
+    return look.palette(len(analyses))
 
 
 def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
@@ -175,16 +170,9 @@ def interactivity(analyses: list[Analysis]) -> Figure:
     if span is not None:
         lo, hi = np.log10(span[0]), np.log10(span[1])
         bins = np.logspace(lo - 0.05, hi + 0.05, 40)
-        sns.histplot(
-            data=data,
-            x="value",
-            hue="run",
-            bins=bins,
-            element="step",
-            stat="density",
-            common_norm=False,
-            ax=ax,
-        )
+        for a, color in zip(analyses, colors(analyses), strict=False):
+            values = data.loc[data["run"] == a.run.name, "value"].to_numpy()
+            _density_steps(ax, values, bins, color)
         log_x(ax)
         tail_note(ax, span[2], span[3])
     for a, color in zip(analyses, colors(analyses), strict=False):
@@ -201,6 +189,18 @@ def interactivity(analyses: list[Analysis]) -> Figure:
     ax.set_xlabel("tokens/s/user (log scale)")
     _legend(ax)
     return fig
+
+
+def _density_steps(ax: Axes, values: np.ndarray, bins: np.ndarray, color) -> None:
+    """A run's histogram as a density drawn in steps (each run its own area, so runs of other
+    sizes compare), as seaborn's `histplot(element="step", stat="density")` drew it."""
+    if not values.size:
+        return
+    density, edges = np.histogram(values, bins=bins, density=True)
+    heights = np.append(density, density[-1])
+    area = ax.fill_between(edges, heights, step="post", facecolor=(*color, 0.25), edgecolor=color)
+    area.sticky_edges.y[:] = [0]  # the density axis starts at 0, with no margin below
+    ax.set_ylabel("Density")
 
 
 def session_timeline(a: Analysis) -> Figure:

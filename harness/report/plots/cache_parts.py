@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -25,7 +24,8 @@ def cache_parts(analyses: list[Analysis]) -> Figure:
     )
     rows = [_bars(analyses, key, names) for key, names, _ in panels]
     height = max(3.6, 1.2 + 0.3 * max(len(r[0]) for r in rows))
-    fig, axes = plt.subplots(1, 2, figsize=(2 * HALF, height), dpi=100, layout="constrained")
+    fig = Figure(figsize=(2 * HALF, height), dpi=100, layout="constrained")
+    axes = fig.subplots(1, 2)
     figure_title(
         fig,
         "Hit rate by prompt segment and by call kind (bar: server; tick: ideal), over the requests"

@@ -13,7 +13,7 @@ from matplotlib.ticker import FuncFormatter
 from harness.analysis import window
 from harness.analysis.summary_types import Analysis
 from harness.report.numbers import human
-from harness.report.plots.base import WIDE, colors, figure_title, plt, series_label, style_key
+from harness.report.plots.base import WIDE, colors, figure_title, series_label, style_key
 from harness.schema import ReplaySettings
 
 
@@ -37,15 +37,8 @@ def measured_span(a: Analysis) -> tuple[float, float] | None:
 
 
 def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
-    fig, (rate, held, hit) = plt.subplots(
-        3,
-        1,
-        figsize=(WIDE, 7.2),
-        dpi=100,
-        sharex=True,
-        layout="constrained",
-        height_ratios=(1, 1.6, 1.2),
-    )
+    fig = Figure(figsize=(WIDE, 7.2), dpi=100, layout="constrained")
+    rate, held, hit = fig.subplots(3, 1, sharex=True, height_ratios=(1, 1.6, 1.2))
     figure_title(
         fig,
         "Load held over time: output rate; tasks and requests in flight vs target; rolling hit"

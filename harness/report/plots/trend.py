@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import html
+from matplotlib.figure import Figure
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from harness.report.plots.axes import honest_ylim  # noqa: E402
-from harness.report.text import fmt  # noqa: E402
+from harness.report.plots import style
+from harness.report.plots.axes import honest_ylim
+from harness.report.text import fmt
 
 
 def metric_svg(result, key: str, links: list[str]) -> Figure:
@@ -20,7 +14,9 @@ def metric_svg(result, key: str, links: list[str]) -> Figure:
     points = result.points
     xs = list(range(len(points)))
     ys = [p.values.get(key) for p in points]
-    fig, ax = plt.subplots(figsize=(13.5, 2.6), dpi=100, layout="constrained")
+    style.apply()
+    fig = Figure(figsize=(13.5, 2.6), dpi=100, layout="constrained")
+    ax = fig.subplots()
     ax.set_title(result.labels[key], loc="left", fontsize="medium")
     for series in sorted({p.series for p in points}):  # one line per series, never joined
         known = [
@@ -79,20 +75,16 @@ def _mark(change) -> str:
     )
 
 
-def trend_table(result, links: list[str]) -> str:
+def trend_table(result, links: list[str]) -> tuple[list[str], list[tuple]]:
+    """The run table's header and rows: (link, run, started, [(cell, regressed)])."""
     keys = list(result.labels)
-    head = "".join(
-        f"<th>{html.escape(h)}</th>" for h in ["run", "started", *(result.labels[k] for k in keys)]
-    )
+    header = ["run", "started", *(result.labels[k] for k in keys)]
     rows = []
     for p, link in zip(result.points, links, strict=True):
-        cells = [
-            f'<td><a href="{html.escape(link)}">{html.escape(p.run)}</a></td>',
-            f"<td>{html.escape(str(p.started_at or ''))}</td>",
-        ]
+        cells = []
         for k in keys:
             change = p.changes.get(k)
-            cls = ' class="bad"' if change is not None and change.verdict == "regressed" else ""
-            cells.append(f"<td{cls}>{html.escape(fmt(p.values.get(k)) + _mark(change))}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            bad = change is not None and change.verdict == "regressed"
+            cells.append((fmt(p.values.get(k)) + _mark(change), bad))
+        rows.append((link, p.run, str(p.started_at or ""), cells))
+    return header, rows

@@ -1,0 +1,40 @@
+"""The report's HTML comes from the jinja2 templates in report/templates/, autoescaped: a value a
+template prints is escaped unless it is a fragment another template rendered (jinja2's Markup),
+so no code here escapes by hand. Python prepares the values; the templates hold the markup."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
+
+
+@cache
+def _environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("harness.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(template: str, **context: Any) -> Markup:
+    return Markup(_environment().get_template(template).render(**context))
+
+
+def template_module(template: str) -> Any:
+    """A template's macros, to call from Python: each returns a fragment (Markup)."""
+    return _environment().get_template(template).module
+
+
+def macro(name: str) -> Any:
+    """A macro of fragments.html (a table, a figure, collapsed details ...)."""
+    return getattr(template_module("fragments.html"), name)
+
+
+def join(fragments: list, sep: str = "\n") -> Markup:
+    """Rendered fragments side by side (each escaped unless it is already Markup)."""
+    return Markup(sep).join(fragments)

@@ -1,0 +1,76 @@
+"""The figures' look: seaborn's "whitegrid" style at its "notebook" scale and its "deep" palette,
+written out as matplotlib settings, so drawing a report imports neither seaborn (whose import
+pulls in scipy.stats, more time than all the figures' drawing) nor pyplot (figures are plain
+`matplotlib.figure.Figure` objects, drawn by the Agg canvas that `savefig` picks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.style
+from cycler import cycler
+
+DEEP = [  # seaborn's "deep" palette
+    (0.298, 0.447, 0.690),
+    (0.867, 0.518, 0.322),
+    (0.333, 0.659, 0.408),
+    (0.769, 0.306, 0.322),
+    (0.506, 0.447, 0.702),
+    (0.576, 0.471, 0.376),
+    (0.855, 0.545, 0.765),
+    (0.549, 0.549, 0.549),
+    (0.800, 0.725, 0.455),
+    (0.392, 0.710, 0.804),
+]
+
+WHITEGRID: dict[str, Any] = {
+    "axes.axisbelow": True,
+    "axes.edgecolor": ".8",
+    "axes.grid": True,
+    "axes.labelcolor": ".15",
+    "axes.labelsize": 12.0,
+    "axes.linewidth": 1.25,
+    "axes.prop_cycle": cycler("color", DEEP),
+    "axes.titlesize": 12.0,
+    "font.sans-serif": [
+        "Arial",
+        "DejaVu Sans",
+        "Liberation Sans",
+        "Bitstream Vera Sans",
+        "sans-serif",
+    ],
+    "font.size": 12.0,
+    "grid.color": ".8",
+    "grid.linewidth": 1.0,
+    "legend.fontsize": 11.0,
+    "legend.title_fontsize": 12.0,
+    "lines.solid_capstyle": "round",
+    "patch.edgecolor": "w",
+    "patch.force_edgecolor": True,
+    "text.color": ".15",
+    "xtick.bottom": False,
+    "xtick.color": ".15",
+    "xtick.labelsize": 11.0,
+    "xtick.major.size": 6.0,
+    "xtick.major.width": 1.25,
+    "xtick.minor.size": 4.0,
+    "xtick.minor.width": 1.0,
+    "ytick.color": ".15",
+    "ytick.labelsize": 11.0,
+    "ytick.left": False,
+    "ytick.major.size": 6.0,
+    "ytick.major.width": 1.25,
+    "ytick.minor.size": 4.0,
+    "ytick.minor.width": 1.0,
+    # plain tick labels up to 1e9 (never "1e4" over an axis); bigger figures go through `human`
+    "axes.formatter.limits": (-5, 9),
+    "axes.formatter.useoffset": False,
+}
+
+
+def apply() -> None:
+    matplotlib.style.use(WHITEGRID)
+
+
+def palette(n: int) -> list[tuple[float, float, float]]:
+    return [DEEP[i % len(DEEP)] for i in range(max(n, 1))]
