@@ -29,6 +29,7 @@ from markupsafe import Markup
 from harness.analysis.summary_types import Analysis
 from harness.report.headline import headline_strip
 from harness.report.jinja import macro, render, template_module
+from harness.report.plots.layout import fit
 from harness.report.plots.narrow import narrow_layout
 from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
@@ -312,6 +313,7 @@ def _figure_html(title: str, fig) -> Markup:
 
 
 def _png(fig) -> str:
+    fit(fig)  # margins for its text as it is now (a narrow drawing re-wraps its title)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from harness.analysis.run import load_run
 from harness.analysis.summary import analyze
 from harness.report.html import render_report
-from harness.report.plots.base import plt
 from harness.report.plots.load import load_held
 from tests.analysis.synthetic import write_synthetic_run
 

@@ -1,0 +1,129 @@
+"""Margins for a report figure, estimated from the text it holds, in place of constrained layout.
+
+Constrained layout measures every tick label by laying the whole figure out once more before it
+draws (an extra pass per PNG, about half a figure's cost: docs/metrics.md, "The report's cost").
+The report's figures are few and alike (a wrapped title on top, tick labels and an axis label
+left and below, maybe a legend under the axes), so their margins can be sized from character
+counts at the figure's font sizes: the widest tick label, the title's lines, the legend's rows.
+The estimate errs wide (DejaVu Sans's widest digits), so no text is cut at the figure's edge.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+
+# a character's width in ems, DejaVu Sans rounded up: digits 0.636, lower case ~0.6, capitals ~0.7
+WIDE_CHARS, NARROW_CHARS = 0.72, 0.34  # capitals and "m w"; spaces, "i l . ,"
+EM = 0.62  # the rest
+LINE = 1.3  # a line's height, in ems
+PAD = 5.0  # points between text and the axes, and at the figure's edge
+SUPTITLE_Y = 0.98  # matplotlib's default height of a figure's title
+_MATH = re.compile(r"\\mathdefault|[{}$]")
+
+
+def fit(fig: Figure) -> None:
+    """Set the figure's margins (and the space between its axes) for the text it now holds."""
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    if not axes:
+        return
+    width, height = fig.get_figwidth() * 72, fig.get_figheight() * 72
+    lefts = [_left(ax) for ax in axes]
+    bottoms = [_bottom(ax) for ax in axes]
+    top = _title(fig) + PAD + height * (1 - SUPTITLE_Y)
+    bottom = max(bottoms) + _legends(fig) + PAD
+    grid = axes[0].get_gridspec()
+    rows, cols = grid.get_geometry() if grid is not None else (1, 1)
+    fig.set_layout_engine(None)
+    fig.subplots_adjust(
+        left=max(lefts) / width,
+        right=1 - (_right(axes) + PAD) / width,
+        top=1 - top / height,
+        bottom=bottom / height,
+        # the space between axes, in axes widths/heights: room for the next one's labels
+        wspace=max(lefts) * cols / max(width - max(lefts) * cols, 1.0) if cols > 1 else 0.2,
+        hspace=_between(axes) * rows / max(height - top - bottom, 1.0) if rows > 1 else 0.2,
+    )
+
+
+def _size(text) -> float:
+    return FontProperties(size=text.get_fontsize()).get_size_in_points()
+
+
+def _width(label: str, size: float) -> float:
+    ems = sum(_em(c) for c in _MATH.sub("", label))
+    return ems * size
+
+
+def _em(c: str) -> float:
+    if c.isupper() or c in "mwMW":
+        return WIDE_CHARS
+    return NARROW_CHARS if c in " il.,:;'|!()[]-" else EM
+
+
+def _labels(axis) -> list:
+    return [t for t in axis.get_majorticklabels() if t.get_visible() and t.get_text()]
+
+
+def _left(ax: Axes) -> float:
+    """Points from the figure's left edge to the axes: tick labels, the axis label, pads."""
+    ticks = _labels(ax.yaxis)
+    widest = max((_width(t.get_text(), _size(t)) for t in ticks), default=0.0)
+    label = ax.yaxis.label
+    label_h = _size(label) * LINE if label.get_text() else 0.0
+    return widest + label_h + 3 * PAD
+
+
+def _bottom(ax: Axes) -> float:
+    """Points below the axes: x tick labels (rotated ones by their slant) and the axis label."""
+    ticks = _labels(ax.xaxis) if ax.xaxis.get_tick_params().get("labelbottom", True) else []
+    tall = 0.0
+    for t in ticks:
+        size, angle = _size(t), abs(t.get_rotation()) % 180
+        slant = _width(t.get_text(), size) * abs(math.sin(math.radians(angle)))
+        tall = max(tall, size * LINE + slant)
+    label = ax.xaxis.label
+    return tall + (_size(label) * LINE if label.get_text() else 0.0) + 2 * PAD
+
+
+def _right(axes: list[Axes]) -> float:
+    """Half the last x tick label may stick out past the axes' right edge, and a note beside a
+    point (an annotation) up to its whole width."""
+    last = [_labels(ax.xaxis)[-1:] for ax in axes]
+    tick = max((_width(t[0].get_text(), _size(t[0])) / 2 for t in last if t), default=0.0)
+    notes = [t for ax in axes for t in ax.texts if t.get_text() and _offset(t)]
+    return max([tick, *(_width(t.get_text(), _size(t)) for t in notes)])
+
+
+def _offset(text) -> bool:
+    """An annotation placed beside its point (in offset points), which may pass the edge."""
+    return getattr(text, "_textcoords", None) == "offset points"
+
+
+def _between(axes: list[Axes]) -> float:
+    """Points between stacked axes: an upper one's x labels, if it shows any, and a gap."""
+    return max(_bottom(ax) for ax in axes[:-1]) if len(axes) > 1 else 0.0
+
+
+def _title(fig: Figure) -> float:
+    title = fig.get_suptitle()
+    if not title:
+        return 0.0
+    drawn = getattr(fig, "_suptitle", None)  # the Text of the title matplotlib keeps
+    size = drawn.get_fontsize() if drawn is not None else 12.0
+    return (title.count("\n") + 1) * size * LINE
+
+
+def _legends(fig: Figure) -> float:
+    """Points for the figure's legends under the axes (`plots.axes.legend_below`)."""
+    total = 0.0
+    for legend in fig.legends:
+        n = len(legend.get_texts())
+        cols = max(1, getattr(legend, "_ncols", 1))  # as given to fig.legend(ncol=...)
+        size = legend.get_texts()[0].get_fontsize() if n else 9.0
+        total += -(-n // cols) * size * 1.6 + PAD
+    return total
