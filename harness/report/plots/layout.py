@@ -124,6 +124,6 @@ def _legends(fig: Figure) -> float:
     for legend in fig.legends:
         n = len(legend.get_texts())
         cols = max(1, getattr(legend, "_ncols", 1))  # as given to fig.legend(ncol=...)
-        size = legend.get_texts()[0].get_fontsize() if n else 9.0
+        size = _size(legend.get_texts()[0]) if n else 9.0
         total += -(-n // cols) * size * 1.6 + PAD
     return total
