@@ -102,11 +102,14 @@ def log_x(ax: Axes) -> None:
     ax.set_xscale("log")
     lo, hi = ax.get_xlim()
     narrow = lo > 0 and hi / lo < 30
-    ax.xaxis.set_minor_formatter(
-        matplotlib.ticker.FuncFormatter(_minor_label)
-        if narrow
-        else matplotlib.ticker.NullFormatter()
-    )
+    # only the minor ticks that carry a label: the style draws no tick marks, so the others
+    # would be invisible, and each tick is a few artists to make and lay out
+    ticker = matplotlib.ticker
+    if narrow:
+        ax.xaxis.set_minor_locator(ticker.LogLocator(subs=(2.0, 3.0, 5.0)))
+        ax.xaxis.set_minor_formatter(ticker.FuncFormatter(_minor_label))
+    else:
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
 
 
 def _minor_label(value: float, _pos) -> str:
@@ -222,6 +225,7 @@ def session_timeline(a: Analysis) -> Figure:
     }
     critical = set(a.graph.critical_path(task))
     where = {}
+    bars: list[tuple[float, float, float, str]] = []  # (lane, start, end, colour): one barh
     for r in recs.itertuples(index=False):
         if r.session_id not in lanes:
             continue
@@ -231,8 +235,12 @@ def session_timeline(a: Analysis) -> Figure:
             if r.request_id in critical
             else ("tab:blue" if r.agent == "main" else "tab:green")
         )
-        ax.barh(y, r.t_done - r.t_sent, left=r.t_sent, height=0.5, color=color, lw=0)
+        bars.append((y, r.t_sent, r.t_done, color))
         where[r.request_id] = (r.t_sent, r.t_done, y)
+    if bars:
+        lane, start, end, colour = (list(column) for column in zip(*bars, strict=True))
+        width = np.subtract(end, start)
+        ax.barh(lane, width, left=start, height=0.5, color=colour, lw=0)
     for src, dst in a.graph.links(task):
         if src in where and dst in where:
             ax.annotate(

@@ -27,26 +27,39 @@ _MATH = re.compile(r"\\mathdefault|[{}$]")
 
 
 def fit(fig: Figure) -> None:
-    """Set the figure's margins (and the space between its axes) for the text it now holds."""
+    """Set the figure's margins (and the space between its axes) for the text it now holds.
+    Twice: an axes' size decides how many ticks it labels, so the margins the first pass
+    gives can change its labels; the second keeps the wider of the two."""
     axes = [ax for ax in fig.axes if ax.get_visible()]
     if not axes:
         return
+    fig.set_layout_engine(None)
+    first = _margins(fig, axes)
+    _adjust(fig, axes, first)
+    _adjust(fig, axes, [max(a, b) for a, b in zip(first, _margins(fig, axes), strict=True)])
+
+
+def _margins(fig: Figure, axes: list[Axes]) -> list[float]:
+    """[left, right, top, bottom, between rows] in points."""
+    top = _title(fig) + PAD + fig.get_figheight() * 72 * (1 - SUPTITLE_Y)
+    bottom = max(_bottom(ax) for ax in axes) + _legends(fig) + PAD
+    left = max(_left(ax) for ax in axes)
+    return [left, _right(axes) + PAD, top, bottom, _between(axes)]
+
+
+def _adjust(fig: Figure, axes: list[Axes], margins: list[float]) -> None:
+    left, right, top, bottom, between = margins
     width, height = fig.get_figwidth() * 72, fig.get_figheight() * 72
-    lefts = [_left(ax) for ax in axes]
-    bottoms = [_bottom(ax) for ax in axes]
-    top = _title(fig) + PAD + height * (1 - SUPTITLE_Y)
-    bottom = max(bottoms) + _legends(fig) + PAD
     grid = axes[0].get_gridspec()
     rows, cols = grid.get_geometry() if grid is not None else (1, 1)
-    fig.set_layout_engine(None)
     fig.subplots_adjust(
-        left=max(lefts) / width,
-        right=1 - (_right(axes) + PAD) / width,
+        left=left / width,
+        right=1 - right / width,
         top=1 - top / height,
         bottom=bottom / height,
         # the space between axes, in axes widths/heights: room for the next one's labels
-        wspace=max(lefts) * cols / max(width - max(lefts) * cols, 1.0) if cols > 1 else 0.2,
-        hspace=_between(axes) * rows / max(height - top - bottom, 1.0) if rows > 1 else 0.2,
+        wspace=left * cols / max(width - left * cols, 1.0) if cols > 1 else 0.2,
+        hspace=between * rows / max(height - top - bottom, 1.0) if rows > 1 else 0.2,
     )
 
 
@@ -65,14 +78,22 @@ def _em(c: str) -> float:
     return NARROW_CHARS if c in " il.,:;'|!()[]-" else EM
 
 
-def _labels(axis) -> list:
-    return [t for t in axis.get_majorticklabels() if t.get_visible() and t.get_text()]
+def _labels(axis) -> list[tuple[str, float, float]]:
+    """(text, size in points, rotation) of the axis' major tick labels in view, from its locator
+    and formatter (what drawing will show) without making a tick for each."""
+    if not axis.get_tick_params().get("labelleft", axis.get_tick_params().get("labelbottom", True)):
+        return []
+    lo, hi = sorted(axis.get_view_interval())
+    locs = [x for x in axis.get_major_locator()() if lo <= x <= hi]
+    texts = axis.get_major_formatter().format_ticks(locs)
+    first = axis.majorTicks[0].label1  # the labels' font, as set_ticks(..., fontsize=) left it
+    size = FontProperties(size=first.get_fontsize()).get_size_in_points()
+    return [(t, size, first.get_rotation()) for t in texts if t]
 
 
 def _left(ax: Axes) -> float:
     """Points from the figure's left edge to the axes: tick labels, the axis label, pads."""
-    ticks = _labels(ax.yaxis)
-    widest = max((_width(t.get_text(), _size(t)) for t in ticks), default=0.0)
+    widest = max((_width(text, size) for text, size, _ in _labels(ax.yaxis)), default=0.0)
     label = ax.yaxis.label
     label_h = _size(label) * LINE if label.get_text() else 0.0
     return widest + label_h + 3 * PAD
@@ -80,11 +101,9 @@ def _left(ax: Axes) -> float:
 
 def _bottom(ax: Axes) -> float:
     """Points below the axes: x tick labels (rotated ones by their slant) and the axis label."""
-    ticks = _labels(ax.xaxis) if ax.xaxis.get_tick_params().get("labelbottom", True) else []
     tall = 0.0
-    for t in ticks:
-        size, angle = _size(t), abs(t.get_rotation()) % 180
-        slant = _width(t.get_text(), size) * abs(math.sin(math.radians(angle)))
+    for text, size, angle in _labels(ax.xaxis):
+        slant = _width(text, size) * abs(math.sin(math.radians(angle)))
         tall = max(tall, size * LINE + slant)
     label = ax.xaxis.label
     return tall + (_size(label) * LINE if label.get_text() else 0.0) + 2 * PAD
@@ -94,7 +113,7 @@ def _right(axes: list[Axes]) -> float:
     """Half the last x tick label may stick out past the axes' right edge, and a note beside a
     point (an annotation) up to its whole width."""
     last = [_labels(ax.xaxis)[-1:] for ax in axes]
-    tick = max((_width(t[0].get_text(), _size(t[0])) / 2 for t in last if t), default=0.0)
+    tick = max((_width(t[0][0], t[0][1]) / 2 for t in last if t), default=0.0)
     notes = [t for ax in axes for t in ax.texts if t.get_text() and _offset(t)]
     return max([tick, *(_width(t.get_text(), _size(t)) for t in notes)])
 
