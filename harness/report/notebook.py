@@ -8,6 +8,7 @@ import re
 import warnings
 from pathlib import Path
 
+from harness.analysis.summary_types import Summary
 from harness.errors import HarnessWarning
 from harness.report.numbers import fmt
 
@@ -45,3 +46,22 @@ def setup() -> None:
 def table(frame):
     """A frame to display: every number formatted like the terminal's (ints too)."""
     return frame.map(number)
+
+
+def headline(s: Summary) -> dict[str, object]:
+    """The compare notebook's headline rows of one run (checked by mypy against the summary's
+    types, as the report's readers are)."""
+    return {
+        "requests ok": s["requests_ok"],
+        "requests failed": s["requests_failed"],
+        "TTFT p50 (s)": s["ttft_s"]["p50"],
+        "TTFT p90 (s)": s["ttft_s"]["p90"],
+        "TPOT p90 (s)": s["tpot_s"]["p90"],
+        "ITL p90 (s)": s["itl_s"]["p90"],
+        "E2EL p90 (s)": s["e2el_s"]["p90"],
+        "P90 interactivity (tok/s/user)": s["interactivity_p90"],
+        "E2E-norm. interactivity": s["e2e_interactivity_p90"],
+        "TPGS (tok/s/GPU)": s["tpgs"],
+        "cache hit rate": s["cache_hit_rate"],
+        "ideal cache hit rate": s["ideal_cache_hit_rate"],
+    }
