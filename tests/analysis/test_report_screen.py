@@ -217,11 +217,15 @@ def _figures(analyses):
 @pytest.mark.slow
 def test_no_figure_text_is_clipped_with_long_run_names_and_endpoints(tmp_path):
     import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from harness.report.plots.layout import fit
 
     runs = [endpoint_run(tmp_path / f"r{i}", f"{LONG}-{i}", endpoints=(URL,)) for i in (1, 2)]
     for analyses in ([analyze(load_run(runs[0]))], [analyze(load_run(r)) for r in runs]):
         for fig in _figures(analyses):
-            fig.canvas.draw()
+            fit(fig)  # as the report lays a figure out before it draws the PNG
+            FigureCanvasAgg(fig).draw()
             box = fig.bbox
             texts = [fig._suptitle] + [
                 t for ax in fig.axes for t in (ax.xaxis.label, ax.title, *ax.get_yticklabels())

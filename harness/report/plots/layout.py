@@ -5,21 +5,20 @@ draws (an extra pass per PNG, about half a figure's cost: docs/metrics.md, "The 
 The report's figures are few and alike (a wrapped title on top, tick labels and an axis label
 left and below, maybe a legend under the axes), so their margins can be sized from character
 counts at the figure's font sizes: the widest tick label, the title's lines, the legend's rows.
-The estimate errs wide (DejaVu Sans's widest digits), so no text is cut at the figure's edge.
+A label's width is the sum of its characters' advances in the figures' font, a little more.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from functools import cache
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 
-# a character's width in ems, DejaVu Sans rounded up: digits 0.636, lower case ~0.6, capitals ~0.7
-WIDE_CHARS, NARROW_CHARS = 0.72, 0.34  # capitals and "m w"; spaces, "i l . ,"
-EM = 0.62  # the rest
+SAFETY = 1.06  # widths from the font's advances, a little more for kerning and hinting
 LINE = 1.3  # a line's height, in ems
 PAD = 5.0  # points between text and the axes, and at the figure's edge
 SUPTITLE_Y = 0.98  # matplotlib's default height of a figure's title
@@ -68,24 +67,37 @@ def _size(text) -> float:
 
 
 def _width(label: str, size: float) -> float:
-    ems = sum(_em(c) for c in _MATH.sub("", label))
-    return ems * size
+    return sum(_em(c) for c in _MATH.sub("", label)) * size * SAFETY
 
 
-def _em(c: str) -> float:
-    if c.isupper() or c in "mwMW":
-        return WIDE_CHARS
-    return NARROW_CHARS if c in " il.,:;'|!()[]-" else EM
+@cache
+def _em(char: str) -> float:
+    """A character's advance in the figures' font, in ems (read once per character)."""
+    font = _font()
+    font.set_size(100, 72)
+    font.set_text(char)
+    return font.get_width_height()[0] / 64 / 100
+
+
+@cache
+def _font():
+    from matplotlib.font_manager import findfont, get_font
+
+    return get_font(findfont(FontProperties()))
 
 
 def _labels(axis) -> list[tuple[str, float, float]]:
-    """(text, size in points, rotation) of the axis' major tick labels in view, from its locator
+    """(text, size in points, rotation) of the axis' tick labels in view, from its locator
     and formatter (what drawing will show) without making a tick for each."""
     if not axis.get_tick_params().get("labelleft", axis.get_tick_params().get("labelbottom", True)):
         return []
     lo, hi = sorted(axis.get_view_interval())
-    locs = [x for x in axis.get_major_locator()() if lo <= x <= hi]
-    texts = axis.get_major_formatter().format_ticks(locs)
+    texts = []
+    for locator, formatter in (
+        (axis.get_major_locator(), axis.get_major_formatter()),
+        (axis.get_minor_locator(), axis.get_minor_formatter()),  # a short log axis labels some
+    ):
+        texts += formatter.format_ticks([x for x in locator() if lo <= x <= hi])
     first = axis.majorTicks[0].label1  # the labels' font, as set_ticks(..., fontsize=) left it
     size = FontProperties(size=first.get_fontsize()).get_size_in_points()
     return [(t, size, first.get_rotation()) for t in texts if t]
