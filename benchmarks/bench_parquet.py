@@ -10,6 +10,8 @@ records.parquet up to date as `harness analyze` does, then times each load in a 
   - `load_run(run)`, which picks the Parquet copy while it is up to date;
   - plain `pandas.read_parquet`, what a notebook that skips the loader would pay.
 The goal: a million records load from Parquet in about a second; the ratio is JSON Lines / Parquet.
+Last it prints `read_parquet`'s and `load_run`'s CPU and wall against `pandas.read_parquet` in the
+same run (target: read_parquet <= 1.5x its CPU; docs/metrics.md "Loading a run").
 """
 
 from __future__ import annotations
@@ -88,6 +90,13 @@ def main() -> None:
         print(
             f"{name:28} {r['seconds']:7.2f} s wall {r['cpu_seconds']:7.2f} s CPU   JSON Lines / this: "
             f"{base['seconds'] / r['seconds']:5.1f}x wall {base['cpu_seconds'] / r['cpu_seconds']:5.1f}x CPU"
+        )
+    plain = results["pandas.read_parquet"]
+    for name in ("Parquet (read_parquet)", "load_run (picks Parquet)"):
+        r = results[name]
+        print(
+            f"{name} / pandas.read_parquet: {r['cpu_seconds'] / plain['cpu_seconds']:.2f}x CPU "
+            f"{r['seconds'] / plain['seconds']:.2f}x wall"
         )
 
 

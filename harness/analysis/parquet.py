@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.analysis import chunks
 from harness.analysis.records import read_records
 from harness.atomic import replacing
 from harness.errors import ParquetSkipped
@@ -99,6 +100,8 @@ def _column(name: str, values: pd.Series) -> pa.Array:
             raise ValueError("a count that is not a whole number")
         return pa.array(np.where(missing, 0, v).astype(np.int64), mask=missing)
     if name in LISTS:
+        if isinstance(values.dtype, pd.ArrowDtype):  # a frame read from Parquet: already lists
+            return pa.array(values.array).cast(LISTS[name])
         return pa.array(values.tolist(), type=LISTS[name])
     if name == "error":
         return pa.array(
@@ -140,7 +143,7 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         if name in FLOAT_FIELDS or name in COUNT_FIELDS:
             frame[name] = column.to_numpy(zero_copy_only=False).astype(float)
         elif name in LISTS:
-            frame[name] = pd.Series(_lists(column), dtype=object)
+            frame[name] = chunks.arrow_lists(column)  # rows are built only where read
         elif name == "error":
             frame[name] = [
                 None if e is None else orjson.loads(e)
@@ -158,14 +161,3 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     frame.attrs["path"] = str(source if source.is_file() else path)
     frame.attrs["source"] = PARQUET_FILE
     return frame, list(_metadata(path).get("warnings", []))
-
-
-def _lists(column: pa.ListArray) -> list:
-    """Python lists per row, built from the flat values and offsets (much faster than to_pylist)."""
-    flat = column.values.to_numpy(zero_copy_only=False).tolist()
-    offsets = column.offsets.to_numpy().tolist()  # Python ints: numpy scalar indexing is slow
-    rows = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-    if column.null_count:
-        for i in np.flatnonzero(~column.is_valid().to_numpy(zero_copy_only=False)).tolist():
-            rows[i] = None
-    return rows
