@@ -86,6 +86,7 @@ def nights():
     return [analyze(r) for r in runs]
 
 
+@pytest.mark.slow
 def test_same_config_nights_in_pairs_are_never_regressed(nights):
     for x, y, z in itertools.permutations(nights):
         j = judge_analyses([x, y, z], [y, z, x], fail_on=GATE, paired=True)

@@ -110,6 +110,7 @@ def replay(server):
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.slow
 def test_a_session_replayed_twice_hits_the_shared_prefix_on_every_later_turn(replay, api):
     sessions = replay.content.trace.sessions
     for rep in range(2):

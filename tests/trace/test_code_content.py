@@ -82,6 +82,7 @@ def test_bad_content_value_names_the_field():
         load_profile(CPU_PROFILE, sets=["content=prose"])
 
 
+@pytest.mark.slow
 def test_token_ids_have_the_trace_lengths_and_extend_the_previous_prompt(trace):
     content = Content(trace)
     for s in trace.sessions:
@@ -114,6 +115,7 @@ def test_same_seed_same_text_other_seed_differs():
     assert a.prompt_text("s000000", 0) != c.prompt_text("s000000", 0)
 
 
+@pytest.mark.slow
 def test_with_a_tokenizer_each_segment_is_exactly_its_tokens(trace, bpe):
     count = lambda text: len(bpe.encode(text).ids)  # noqa: E731
     encode = lambda text: bpe.encode(text).ids  # noqa: E731
