@@ -94,6 +94,7 @@ def test_each_percentile_is_judged_by_its_own_interval(tmp_path):
     assert rows["ttft_p99"].change < 0 and rows["ttft_p99"].interval[1] < 0
 
 
+@pytest.mark.slow
 def test_repeats_widen_the_interval_by_their_spread():
     runs = [_task_shared_run(s) for s in range(4)]
     rng = evidence.rng()

@@ -98,6 +98,7 @@ def test_same_config_nights_in_pairs_are_never_regressed(nights):
     assert "interleaved pairs" in text and "paired over 3 pairs" in text
 
 
+@pytest.mark.slow
 def test_one_host_screen_for_the_gate_and_the_history(nights):
     quiet_cause = {"cause": "host", "warnings": []}  # computed, but nothing was late
     warned = {"cause": "host", "warnings": ["late sends"]}

@@ -114,6 +114,7 @@ def test_history_of_another_configuration_is_left_out_with_its_reason(nights):
     ]
 
 
+@pytest.mark.slow
 def test_history_that_ended_badly_or_blamed_the_host_is_left_out(nights, tmp_path):
     from dataclasses import replace
 

@@ -33,6 +33,7 @@ def test_the_simulated_runner_models_every_step_longer(tmp_path):
     assert slow_total == pytest.approx(1.3 * base_total)
 
 
+@pytest.mark.slow
 def test_the_simulated_runner_sleeps_the_scaled_step(tmp_path):
     path = tmp_path / "cm.json"
     CostModel(0.02, 0.0, 0.0, 0.0).save(str(path))

@@ -39,6 +39,7 @@ def bpe():
     return tok
 
 
+@pytest.mark.slow
 def test_generate_with_content_code_sends_python_source(tmp_path):
     out = tmp_path / "t.jsonl"
     args = ["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "2", "--seed", "3"]
@@ -54,6 +55,7 @@ def test_generate_with_content_code_sends_python_source(tmp_path):
     assert sum(w in WORDS for w in words) < 0.8 * len(words)  # not a word list
 
 
+@pytest.mark.slow
 def test_the_shipped_profiles_send_source_in_tool_shaped_turns(tmp_path):
     out = tmp_path / "t.jsonl"
     for profile in (CPU_PROFILE, CPU_PROFILE.with_name("agentx.yaml")):

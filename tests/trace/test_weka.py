@@ -172,6 +172,7 @@ def test_a_weka_file_written_here_has_the_fields_aiperf_requires(tmp_path):
     assert len(aiperf_problems(broken)) == 3  # the check can fail
 
 
+@pytest.mark.slow
 def test_forgetting_finished_local_traces_changes_no_hit(tmp_path):
     import dataclasses
 
