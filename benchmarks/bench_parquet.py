@@ -71,12 +71,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--run",
+        type=Path,
+        help="an existing run folder to reuse (kept), e.g. to "
+        "interleave two checkouts on the same records; else a temporary one is written",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
+        run = args.run or Path(tmp) / "run"
         t0 = time.perf_counter()
-        write_run(run, args.records)
-        print(f"wrote {args.records} records in {time.perf_counter() - t0:.1f} s")
+        if not (run / "records.jsonl").is_file():
+            write_run(run, args.records)
+            print(f"wrote {args.records} records in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         save_records(run)
         sizes = {f: (run / f).stat().st_size / 2**20 for f in ("records.jsonl", "records.parquet")}
