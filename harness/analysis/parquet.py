@@ -188,4 +188,5 @@ def _valid_rows(values) -> list[int]:
     """Positions of the non-null entries of an Arrow array or an object array."""
     if isinstance(values, pa.Array):
         return np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False)).tolist()
-    return np.flatnonzero(np.not_equal(values, None)).tolist()
+    present = np.array([v is not None for v in values], dtype=bool)
+    return np.flatnonzero(present).tolist()
