@@ -10,6 +10,8 @@ records.parquet up to date as `harness analyze` does, then times each load in a 
   - `load_run(run)`, which picks the Parquet copy while it is up to date;
   - plain `pandas.read_parquet`, what a notebook that skips the loader would pay.
 The goal: a million records load from Parquet in about a second; the ratio is JSON Lines / Parquet.
+Last it prints `read_parquet`'s and `load_run`'s CPU and wall against `pandas.read_parquet` in the
+same run (target: read_parquet <= 1.5x its CPU; docs/metrics.md "Loading a run").
 """
 
 from __future__ import annotations
@@ -69,12 +71,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--run",
+        type=Path,
+        help="an existing run folder to reuse (kept), e.g. to "
+        "interleave two checkouts on the same records; else a temporary one is written",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
+        run = args.run or Path(tmp) / "run"
         t0 = time.perf_counter()
-        write_run(run, args.records)
-        print(f"wrote {args.records} records in {time.perf_counter() - t0:.1f} s")
+        if not (run / "records.jsonl").is_file():
+            write_run(run, args.records)
+            print(f"wrote {args.records} records in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         save_records(run)
         sizes = {f: (run / f).stat().st_size / 2**20 for f in ("records.jsonl", "records.parquet")}
@@ -88,6 +97,13 @@ def main() -> None:
         print(
             f"{name:28} {r['seconds']:7.2f} s wall {r['cpu_seconds']:7.2f} s CPU   JSON Lines / this: "
             f"{base['seconds'] / r['seconds']:5.1f}x wall {base['cpu_seconds'] / r['cpu_seconds']:5.1f}x CPU"
+        )
+    plain = results["pandas.read_parquet"]
+    for name in ("Parquet (read_parquet)", "load_run (picks Parquet)"):
+        r = results[name]
+        print(
+            f"{name} / pandas.read_parquet: {r['cpu_seconds'] / plain['cpu_seconds']:.2f}x CPU "
+            f"{r['seconds'] / plain['seconds']:.2f}x wall"
         )
 
 

@@ -178,6 +178,7 @@ def test_busy_runs_are_repeated_only_in_the_first_part_of_the_budget():
     assert fake.now <= 60 * 40.0 + 40.0
 
 
+@pytest.mark.slow
 def test_the_terminal_and_the_page_name_the_binding_slo(tmp_path):
     from harness.capacity import _result
     from harness.report.capacity import write_capacity_report
@@ -217,6 +218,7 @@ def test_bad_flags_are_refused_naming_the_flag(tmp_path, capsys, flag, value):
     assert code == 2 and flag in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_real_search_writes_its_band_and_names_the_binding_slo(tmp_path, capsys):
     out = tmp_path / "cap"
     code = main(

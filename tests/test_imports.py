@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 
 # Leaf modules every package may use; they import only each other. "" is harness/__init__.py.
@@ -115,6 +117,7 @@ def _forbidden_libraries(path: Path, source: str, imports: list[tuple[int, str]]
     ]
 
 
+@pytest.mark.slow
 def test_imports_follow_the_table():
     assert violations() == []
 

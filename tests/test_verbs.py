@@ -32,6 +32,7 @@ def _adds_parsers(path: Path) -> list[int]:
     ]
 
 
+@pytest.mark.slow
 def test_only_the_listed_verb_modules_add_verbs():
     strays = [
         f"{path}:{line}"

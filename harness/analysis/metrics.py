@@ -8,12 +8,12 @@ interpolation) over the full data, so anyone can reproduce them from records.jso
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from harness.analysis import chunks
 from harness.analysis.summary_types import Percentiles
 from harness.errors import RunFolderError
 
@@ -61,11 +61,9 @@ def completion_tokens(ok: pd.DataFrame) -> np.ndarray:
     reported = ok["completion_tokens"].to_numpy(dtype=float)
     missing = np.isnan(reported)
     if missing.any():
-        counted = np.array(
-            [sum(c) if c else np.nan for c in ok["chunk_tokens"].to_numpy()[missing]]
-        )
+        counted = chunks.flat(ok["chunk_tokens"][missing])
         reported = reported.copy()
-        reported[missing] = counted
+        reported[missing] = np.where(counted.lengths > 0, counted.sums(), np.nan)
     return reported
 
 
@@ -117,16 +115,10 @@ class InterTokenLatency:
 
 
 def itl_of(ok: pd.DataFrame) -> InterTokenLatency:
-    times_col = ok["chunk_times"].to_numpy()
-    tokens_col = ok["chunk_tokens"].to_numpy()
-    lengths = np.fromiter(
-        (len(c) if c else 0 for c in times_col), dtype=np.int64, count=len(times_col)
-    )
-    times = np.fromiter(
-        chain.from_iterable(c for c in times_col if c), dtype=float, count=int(lengths.sum())
-    )
-    tokens = _chunk_tokens(tokens_col, lengths, ok)
-    owner = np.repeat(np.arange(len(lengths)), lengths)
+    times_col = chunks.flat(ok["chunk_times"])
+    lengths, times = times_col.lengths, times_col.values
+    tokens = _chunk_tokens(chunks.flat(ok["chunk_tokens"]), lengths, ok)
+    owner = times_col.owner()
     keep = tokens > 0  # a chunk without output tokens carries no inter-token gap
     times, tokens, owner = times[keep], tokens[keep], owner[keep]
     later = np.zeros(times.size, dtype=bool)
@@ -142,12 +134,10 @@ def itl_of(ok: pd.DataFrame) -> InterTokenLatency:
     return InterTokenLatency(values, tokens[later], per_request, owner[later])
 
 
-def _chunk_tokens(tokens_col: np.ndarray, lengths: np.ndarray, ok: pd.DataFrame) -> np.ndarray:
-    counts = np.fromiter(
-        (len(c) if c else 0 for c in tokens_col), dtype=np.int64, count=len(tokens_col)
-    )
-    absent = counts == 0
-    bad = ~absent & (counts != lengths)
+def _chunk_tokens(tokens: chunks.FlatLists, lengths: np.ndarray, ok: pd.DataFrame) -> np.ndarray:
+    """Tokens per chunk, aligned with the chunk times; one per chunk where a row has no counts."""
+    absent = tokens.lengths == 0
+    bad = ~absent & (tokens.lengths != lengths)
     if bad.any():
         line = int(ok["line"].to_numpy()[bad.argmax()])
         raise RunFolderError(
@@ -156,16 +146,12 @@ def _chunk_tokens(tokens_col: np.ndarray, lengths: np.ndarray, ok: pd.DataFrame)
             line=line,
             field="chunk_tokens",
         )
-    if absent.any() and lengths[absent].any():  # the server gave no counts: one token per chunk
-        filled = [c if c else [1] * int(n) for c, n in zip(tokens_col, lengths, strict=True)]
-        return _flat(filled, lengths)
-    return _flat(tokens_col, lengths)
-
-
-def _flat(tokens_col, lengths: np.ndarray) -> np.ndarray:
-    return np.fromiter(
-        chain.from_iterable(c for c in tokens_col if c), dtype=float, count=int(lengths.sum())
-    )
+    if not (absent.any() and lengths[absent].any()):
+        return tokens.values
+    # The server gave no counts for some rows: each of their chunks counts one token.
+    filled = np.ones(int(lengths.sum()))
+    filled[~np.repeat(absent, lengths)] = tokens.values
+    return filled
 
 
 def run_window(ok: pd.DataFrame) -> tuple[float, float]:

@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.analysis import chunks
 from harness.analysis.records import read_records
 from harness.atomic import replacing
 from harness.errors import ParquetSkipped
@@ -99,6 +100,8 @@ def _column(name: str, values: pd.Series) -> pa.Array:
             raise ValueError("a count that is not a whole number")
         return pa.array(np.where(missing, 0, v).astype(np.int64), mask=missing)
     if name in LISTS:
+        if isinstance(values.dtype, pd.ArrowDtype):  # a frame read from Parquet: already lists
+            return pa.array(values.array).cast(LISTS[name])
         return pa.array(values.tolist(), type=LISTS[name])
     if name == "error":
         return pa.array(
@@ -128,31 +131,23 @@ def read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
 
 def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     path = run_dir / PARQUET_FILE
-    table = pq.read_table(path)
-    frame = pd.DataFrame({"line": table.column("line").to_numpy()})
-    names = set(table.column_names)
+    strings = [f for f in RECORD_FIELDS if f not in FLOAT_FIELDS + COUNT_FIELDS and f not in LISTS]
+    table = pq.read_table(path, read_dictionary=[f for f in strings if f != "error"])
+    n, names = table.num_rows, set(table.column_names)
+    columns: dict[str, object] = {"line": table.column("line").to_numpy()}
     for name in RECORD_FIELDS:
-        if name not in names:  # written before the field existed: absent, as in records.jsonl
+        if name in names:
+            columns[name] = _frame_column(name, table.column(name).combine_chunks())
+        else:  # written before the field existed: absent, as in records.jsonl
             numeric = name in FLOAT_FIELDS or name in COUNT_FIELDS
-            frame[name] = np.nan if numeric else pd.Series([None] * len(frame), dtype=object)
-            continue
-        column = table.column(name).combine_chunks()
-        if name in FLOAT_FIELDS or name in COUNT_FIELDS:
-            frame[name] = column.to_numpy(zero_copy_only=False).astype(float)
-        elif name in LISTS:
-            frame[name] = pd.Series(_lists(column), dtype=object)
-        elif name == "error":
-            frame[name] = [
-                None if e is None else orjson.loads(e)
-                for e in column.to_numpy(zero_copy_only=False)
-            ]
-        else:
-            frame[name] = pd.Series(
-                column.to_numpy(zero_copy_only=False), dtype=object
-            )  # None for null
-    frame["error_class"] = [
-        (e.get("class") if isinstance(e, dict) else None) for e in frame["error"].tolist()
-    ]
+            columns[name] = np.full(n, np.nan) if numeric else np.full(n, None, dtype=object)
+    errors, error_class = columns["error"], [None] * n
+    assert isinstance(errors, np.ndarray)
+    for i in _valid_rows(errors):
+        error_class[i] = errors[i].get("class") if isinstance(errors[i], dict) else None
+    columns["error_class"] = error_class  # a list: pandas infers its dtype as from records.jsonl
+    # One frame at once (a column at a time copies the blocks); strings stay object, as from JSON.
+    frame = pd.DataFrame({k: _as_object(v) for k, v in columns.items()})
     # Line numbers are records.jsonl's, so errors found later name that file.
     source = run_dir / RECORDS_FILE
     frame.attrs["path"] = str(source if source.is_file() else path)
@@ -160,12 +155,38 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     return frame, list(_metadata(path).get("warnings", []))
 
 
-def _lists(column: pa.ListArray) -> list:
-    """Python lists per row, built from the flat values and offsets (much faster than to_pylist)."""
-    flat = column.values.to_numpy(zero_copy_only=False).tolist()
-    offsets = column.offsets.to_numpy().tolist()  # Python ints: numpy scalar indexing is slow
-    rows = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-    if column.null_count:
-        for i in np.flatnonzero(~column.is_valid().to_numpy(zero_copy_only=False)).tolist():
-            rows[i] = None
-    return rows
+def _frame_column(name: str, column: pa.Array) -> object:
+    if name in FLOAT_FIELDS or name in COUNT_FIELDS:
+        return column.to_numpy(zero_copy_only=False).astype(float)
+    if name in LISTS:
+        return chunks.arrow_lists(column)  # rows are built only where a reader needs them
+    if name == "error":  # JSON text; almost every record has none
+        out = np.full(len(column), None, dtype=object)
+        for i, text in zip(_valid_rows(column), column.drop_null().to_pylist(), strict=True):
+            out[i] = orjson.loads(text)
+        return out
+    return _strings(column)
+
+
+def _strings(column: pa.Array) -> np.ndarray:
+    """Python strings (None for null) as an object array. Read as a dictionary, a column of few
+    distinct values (status, phase, endpoint, session ids) builds each string once, not per row."""
+    if not isinstance(column, pa.DictionaryArray):
+        return column.to_numpy(zero_copy_only=False)
+    words = np.array([*column.dictionary.to_pylist(), None], dtype=object)
+    codes = column.indices.fill_null(len(column.dictionary)).to_numpy(zero_copy_only=False)
+    return words[codes]
+
+
+def _as_object(values: object) -> object:
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return pd.Series(values, dtype=object, copy=False)
+    return values
+
+
+def _valid_rows(values) -> list[int]:
+    """Positions of the non-null entries of an Arrow array or an object array."""
+    if isinstance(values, pa.Array):
+        return np.flatnonzero(values.is_valid().to_numpy(zero_copy_only=False)).tolist()
+    present = np.array([v is not None for v in values], dtype=bool)
+    return np.flatnonzero(present).tolist()

@@ -12,12 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.analysis import chunks
+
 
 def token_placement(ok: pd.DataFrame, manifest: dict | None = None) -> dict:
     """Counts over the ok records: streamed vs reported tokens, and records without a first
     token (so without TTFT); `placement`: how the driver knew each event's tokens (the
     manifest's `target.token_placement`, harness/driver/placing.py; null for older runs)."""
-    streamed = np.array([sum(c) if c else 0 for c in ok["chunk_tokens"].to_numpy()], dtype=float)
+    streamed = chunks.flat(ok["chunk_tokens"]).sums()
     reported = ok["completion_tokens"].to_numpy(dtype=float)
     known = ~np.isnan(reported)
     short = known & (streamed < reported)

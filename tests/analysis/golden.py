@@ -143,14 +143,16 @@ MANIFEST = {
 }
 
 
-def _session(sid, turns, parent=None, spawns=None):
+def _session(sid, new_input, output, parent=None, spawns=None):
+    """A trace session whose prompts are the records' prompt_tokens_expected (10 system tokens,
+    then each turn's new input on top of the previous prompt and reply), so the trace matches."""
     line = {"id": sid, "arrival_s": 0.0, "system_tokens": 10, "system_id": "sys"}
     if parent:
         line.update(parent=parent, fork_turn=None, mode="spawn")
     line["turns"] = {
-        "new_input_tokens": [10] * turns,
-        "output_tokens": [2] * turns,
-        "think_s": [0.0] * turns,
+        "new_input_tokens": list(new_input),
+        "output_tokens": list(output),
+        "think_s": [0.0] * len(output),
     }
     if spawns:
         line["turns"]["spawns"] = spawns
@@ -166,12 +168,12 @@ GOLDEN_TRACE = [
         "block_size": 16,
         "meta": {},
     },
-    _session("w0", 1),
-    _session("m1", 3, spawns={"0": ["s1"]}),
-    _session("s1", 1, parent="m1"),
-    _session("m2", 1),
-    _session("m3", 1),
-    _session("m9", 1),
+    _session("w0", [0], [2]),
+    _session("m1", [90, 15, 5], [5, 5, 1], spawns={"0": ["s1"]}),
+    _session("s1", [40], [2], parent="m1"),
+    _session("m2", [80], [4]),
+    _session("m3", [70], [3]),
+    _session("m9", [0], [2]),
 ]
 
 

@@ -80,6 +80,7 @@ def _report_cache_section(run_dir, **kw) -> str:
     ]
 
 
+@pytest.mark.slow
 async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_server, tmp_path):
     server = await template_server()
     folder = tokenizer_dir(tmp_path / "tok")
@@ -105,6 +106,7 @@ async def test_ideal_in_server_tokens_from_the_runs_tokenizer_folder(template_se
     assert "2 prompt_tokens checked against the local count, 0 differ" in summary_table(summary)
 
 
+@pytest.mark.slow
 async def test_a_run_whose_tokenizer_folder_is_gone(template_server, tmp_path):
     server = await template_server()
     folder = tokenizer_dir(tmp_path / "tok")
@@ -154,6 +156,7 @@ async def test_without_a_template_the_chat_ideal_is_approximate(template_server,
     )
 
 
+@pytest.mark.slow
 async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
     server = await template_server()
     await replay(TRACE, server.url, tmp_path / "run", api="completions", block_size=4)
@@ -163,6 +166,7 @@ async def test_token_id_prompts_stay_in_trace_tokens(template_server, tmp_path):
     assert summary["cache_hit_rate"] == summary["ideal_cache_hit_rate"] == 12 / 36
 
 
+@pytest.mark.slow
 async def test_text_prompts_counted_with_the_bos(template_server, tmp_path):
     server = await template_server()
     await replay(
@@ -238,6 +242,7 @@ async def _tool_run(tmp_path, server: SSETestServer, template: str, tr=TOOL_TRAC
     return analyze_run(tmp_path / "run")
 
 
+@pytest.mark.slow
 async def test_tool_shaped_chat_is_counted_with_its_tools_and_calls(tmp_path):
     from tests.trace.test_tool_turns import GEMMA_TOOLS
 
@@ -247,6 +252,7 @@ async def test_tool_shaped_chat_is_counted_with_its_tools_and_calls(tmp_path):
     assert space["prompts_checked"] == 6 and not space["approximate"]
 
 
+@pytest.mark.slow
 async def test_a_null_content_is_rendered_empty_as_the_server_does(tmp_path):
     # TEMPLATE prints content bare: rendering a tool-only turn's None would print "None"
     server = BareTemplateServer()

@@ -145,6 +145,7 @@ def test_errors_appearing_from_a_clean_baseline_fail_an_absolute_threshold(runs,
     assert result.exit_code == 1
 
 
+@pytest.mark.slow
 def test_runs_of_different_traces_are_not_comparable(runs, tmp_path):
     import json
 
@@ -166,6 +167,7 @@ def test_runs_of_different_traces_are_not_comparable(runs, tmp_path):
     assert result.exit_code == 0 and result.shared_why_not.startswith("different traces")
 
 
+@pytest.mark.slow
 def test_an_imported_run_gets_no_verdict_on_what_its_tool_defines_otherwise(runs, tmp_path):
     import json
 

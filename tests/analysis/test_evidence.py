@@ -35,6 +35,7 @@ def _interval(base, cand, stat, alpha=0.01):
     )
 
 
+@pytest.mark.slow
 def test_task_shared_noise_is_not_a_change_though_a_request_level_test_says_it_is():
     pairs = [(_task_shared_run(2 * i), _task_shared_run(2 * i + 1)) for i in range(20)]
     flagged = 0
@@ -59,6 +60,7 @@ def test_a_planted_30_percent_regression_is_found(tmp_path):
     assert result.exit_code == 1 and [f.split()[0] for f in result.failures] == ["ttft_p90"]
 
 
+@pytest.mark.slow
 def test_one_run_split_in_halves_is_not_flagged(tmp_path):
     records = synthetic_records(seed=7)
     tasks = sorted({r["session_id"].split(".")[0] for r in records})
@@ -92,6 +94,7 @@ def test_each_percentile_is_judged_by_its_own_interval(tmp_path):
     assert rows["ttft_p99"].change < 0 and rows["ttft_p99"].interval[1] < 0
 
 
+@pytest.mark.slow
 def test_repeats_widen_the_interval_by_their_spread():
     runs = [_task_shared_run(s) for s in range(4)]
     rng = evidence.rng()

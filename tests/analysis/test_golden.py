@@ -216,6 +216,11 @@ def test_a_task_that_started_in_warmup_counts_but_one_ending_in_cooldown_does_no
     assert not tasks.loc["m3", "complete"]
 
 
+# A later cycle's prompts start with its salt segment ("cycle1", harness/trace/cycles.py): 8 tokens
+# of the golden trace's synthetic content, so the cycled records' prompts are that much longer.
+CYCLE_SALT_TOKENS = 8
+
+
 def _cycled(record: dict, shift: float) -> dict:
     """The same request on the trace's next pass (harness.trace.cycles): `<id>@c1`, later."""
     out = dict(record, session_id=record["session_id"] + "@c1")
@@ -225,6 +230,8 @@ def _cycled(record: dict, shift: float) -> dict:
     for key in ("t_scheduled", "t_sent", "t_first_token", "t_last_token", "t_done"):
         out[key] = None if record[key] is None else record[key] + shift
     out["chunk_times"] = [t + shift for t in record["chunk_times"]]
+    for key in ("prompt_tokens_expected", "prompt_tokens"):  # the cycle's salt starts its prompts
+        out[key] = None if record[key] is None else record[key] + CYCLE_SALT_TOKENS
     return out
 
 

@@ -28,6 +28,7 @@ def no_think(tr: Trace) -> Trace:
 
 
 @pytest.mark.parametrize("block", [16, 64, 128])
+@pytest.mark.slow
 async def test_a_server_that_hits_in_blocks_of_n_is_detected_and_matches_its_ideal(tmp_path, block):
     # The test server keeps every block it saw (nothing is evicted) and reports hits in whole
     # `block`s; the driver's configured block stays 16 (the manifest says 16).

@@ -44,6 +44,7 @@ def test_bucketed_recording_equals_recording_every_value():
     assert hdr_percentiles(fast) == hdr_percentiles(naive)
 
 
+@pytest.mark.slow
 def test_token_weighted_itl_histogram_matches_the_summary(tmp_path):
     run = write_synthetic_run(tmp_path / "run", "run", n_tasks=50, seed=3)
     summary = analyze_run(run)

@@ -64,6 +64,7 @@ def test_aiperf_import_reproduces_aiperfs_own_statistics(runs):
     assert a.summary["cache_hit_rate"] > 0  # the server's cached tokens came through
 
 
+@pytest.mark.slow
 def test_imported_runs_are_marked_and_say_what_differs(runs, capsys):
     for tool, run in runs.items():
         manifest = json.loads((run / "manifest.json").read_text())
@@ -150,6 +151,7 @@ def test_chunk_times_rebuild_the_streams_arrival_times(runs):
     assert first["t_last_token"] - first["t_sent"] == pytest.approx(own["latencies"][0])
 
 
+@pytest.mark.slow
 def test_guidellm_import_reproduces_guidellms_own_means(tmp_path):
     own = json.loads((IMPORTS / "guidellm" / "benchmarks.json").read_text())["benchmarks"][0][
         "metrics"
@@ -185,6 +187,7 @@ def aiperf_weka(tmp_path_factory):
     return import_run("aiperf", IMPORTS / "aiperf-weka", tmp_path_factory.mktemp("w") / "run")
 
 
+@pytest.mark.slow
 def test_aiperf_weka_ideal_is_aiperfs_theoretical_hit_with_its_definition(aiperf_weka):
     own = json.loads((IMPORTS / "aiperf-weka" / "profile_export_aiperf.json").read_text())
     figure = own["theoretical_prefix_cache_hit"]
@@ -194,6 +197,7 @@ def test_aiperf_weka_ideal_is_aiperfs_theoretical_hit_with_its_definition(aiperf
     assert "infinite per-session" in s["imported"]["ideal"]["definition"]
 
 
+@pytest.mark.slow
 def test_an_export_without_aiperfs_theoretical_hit_has_no_ideal_not_zero(runs):
     own = json.loads((IMPORTS / "aiperf" / "profile_export_aiperf.json").read_text())
     assert "theoretical_prefix_cache_hit" not in own

@@ -85,6 +85,7 @@ def analysis(tmp_path):
     return analyze(load_run(write_run(tmp_path / "r")))
 
 
+@pytest.mark.slow
 def test_each_request_s_misses(analysis):
     m = analysis.misses.set_index("request_id")
     cols = [
@@ -187,6 +188,7 @@ def server_missed(folder: Path) -> float:
     return float((records["cached_tokens_ideal"] - records["cached_tokens"]).clip(lower=0).sum())
 
 
+@pytest.mark.slow
 async def test_a_server_that_never_keeps_a_whole_block_prompt_s_last_block(tmp_path):
     # An infinite cache, one endpoint, one request at a time: nothing is evicted, nothing in
     # flight; every ideal token the server misses is one the rule skipped.
@@ -209,6 +211,7 @@ async def test_a_server_that_never_keeps_a_whole_block_prompt_s_last_block(tmp_p
     )
 
 
+@pytest.mark.slow
 async def test_eviction_is_still_named_where_it_happens(tmp_path):
     # The same prompts, a cache of 6 blocks and three sessions at once: blocks the endpoint
     # computed are pushed out before the session's next turn. It keeps whole-block prompts' last
@@ -223,6 +226,7 @@ async def test_eviction_is_still_named_where_it_happens(tmp_path):
     assert "evicted" in summary_table(summary)
 
 
+@pytest.mark.slow
 async def test_the_prompt_minus_one_cap_is_seen_and_a_server_without_it_contradicts_it(tmp_path):
     # Every session's first prompt is the shared 32-token system prompt alone: from the second
     # on it is shared whole, and a capped server computes its last 16-token block.
@@ -238,6 +242,7 @@ async def test_the_prompt_minus_one_cap_is_seen_and_a_server_without_it_contradi
     assert whole["cache"]["beyond_ideal_tokens"] == 4 * 16
 
 
+@pytest.mark.slow
 async def test_no_cache_and_a_second_endpoint_are_not_eviction(tmp_path):
     off = await replay_into(
         tmp_path / "off", rule_trace(), [dict(block_size=32, prefix_cache=False)]

@@ -86,6 +86,7 @@ def nights():
     return [analyze(r) for r in runs]
 
 
+@pytest.mark.slow
 def test_same_config_nights_in_pairs_are_never_regressed(nights):
     for x, y, z in itertools.permutations(nights):
         j = judge_analyses([x, y, z], [y, z, x], fail_on=GATE, paired=True)
@@ -97,6 +98,7 @@ def test_same_config_nights_in_pairs_are_never_regressed(nights):
     assert "interleaved pairs" in text and "paired over 3 pairs" in text
 
 
+@pytest.mark.slow
 def test_one_host_screen_for_the_gate_and_the_history(nights):
     quiet_cause = {"cause": "host", "warnings": []}  # computed, but nothing was late
     warned = {"cause": "host", "warnings": ["late sends"]}

@@ -7,7 +7,8 @@ import os
 import pandas as pd
 import pytest
 
-from harness.analysis.parquet import PARQUET_FILE, is_fresh, read_parquet, save_records
+from harness.analysis.chunks import rows
+from harness.analysis.parquet import LISTS, PARQUET_FILE, is_fresh, read_parquet, save_records
 from harness.analysis.records import RunFolderWarning, read_records
 from harness.analysis.run import load_run
 from harness.cli import main
@@ -43,17 +44,25 @@ def test_parquet_round_trips_every_field_including_lists_and_nulls(tmp_path):
     assert save_records(path) is None and is_fresh(path)
     from_json, _ = read_records(path / "records.jsonl")
     from_parquet, notes = read_parquet(path)
-    pd.testing.assert_frame_equal(from_parquet, from_json)
-    assert from_parquet["chunk_times"].iloc[1] == [1.5, 1.7, 2.0] and from_parquet[
-        "chunk_tokens"
-    ].iloc[1] == [1, 2, 2]
-    assert (
-        from_parquet["chunk_times"].iloc[-1] is None and from_parquet["chunk_times"].iloc[2] == []
+    # The list columns stay Arrow lists (values and offsets) until a reader asks for rows.
+    assert all(isinstance(from_parquet[c].dtype, pd.ArrowDtype) for c in LISTS)
+    as_rows = from_parquet.assign(
+        **{c: pd.Series(rows(from_parquet[c]), dtype=object) for c in LISTS}
     )
+    pd.testing.assert_frame_equal(as_rows, from_json)
+    assert as_rows["chunk_times"].iloc[1] == [1.5, 1.7, 2.0] and as_rows["chunk_tokens"].iloc[
+        1
+    ] == [
+        1,
+        2,
+        2,
+    ]
+    assert as_rows["chunk_times"].iloc[-1] is None and as_rows["chunk_times"].iloc[2] == []
     assert from_parquet["error"].iloc[-2] == {"class": "HTTPError", "message": "500", "status": 500}
     assert notes == []
 
 
+@pytest.mark.slow
 def test_loader_prefers_fresh_parquet_and_ignores_a_stale_one(tmp_path):
     path = _run(tmp_path)
     assert main(["analyze", str(path)]) == 0
@@ -82,6 +91,7 @@ def test_loader_warnings_survive_the_parquet_copy(tmp_path):
     assert any("truncated final record" in w for w in run.warnings)
 
 
+@pytest.mark.slow
 def test_analysis_from_parquet_equals_analysis_from_json_lines(tmp_path):
     from harness.analysis.summary import analyze_run
 
@@ -103,3 +113,37 @@ def test_a_parquet_written_before_a_field_existed_loads_it_as_absent(tmp_path):
     assert frame["cached_tokens_device"].isna().all() and frame["agent"].isna().all()
     from_json, _ = read_records(path / "records.jsonl")
     assert frame["request_id"].tolist() == from_json["request_id"].tolist()
+
+
+def test_readers_of_the_list_columns_give_the_same_figures_from_either_form():
+    """Python lists (records.jsonl) and Arrow lists (records.parquet), with empty, missing and
+    count-less rows (one token per chunk), give the same ITL and token counts."""
+    import numpy as np
+    import pyarrow as pa
+
+    from harness.analysis.chunks import arrow_lists
+    from harness.analysis.metrics import completion_tokens, itl_of
+    from harness.analysis.streamed import token_placement
+
+    times = [[1.0, 1.5, 2.5], [], None, [3.0, 3.2], [4.0, 4.1, 4.4]]
+    tokens = [[1, 2, 2], [], None, None, [1, 0, 3]]
+    py = pd.DataFrame(
+        {
+            "line": range(5),
+            "chunk_times": pd.Series(times, dtype=object),
+            "chunk_tokens": pd.Series(tokens, dtype=object),
+            "completion_tokens": [np.nan, 4.0, np.nan, np.nan, 4.0],
+            "t_first_token": [1.0, np.nan, np.nan, 3.0, 4.0],
+        }
+    )
+    arrow = py.assign(
+        chunk_times=arrow_lists(pa.array(times, type=LISTS["chunk_times"])),
+        chunk_tokens=arrow_lists(pa.array(tokens, type=LISTS["chunk_tokens"])),
+    )
+    for a, b in ((py, arrow), (py.iloc[[4, 0, 3]], arrow.iloc[[4, 0, 3]])):
+        x, y = itl_of(a), itl_of(b)
+        for field in ("values", "weights", "per_request", "owner"):
+            np.testing.assert_array_equal(getattr(x, field), getattr(y, field))
+        np.testing.assert_array_equal(completion_tokens(a), completion_tokens(b))
+        assert token_placement(a) == token_placement(b)
+    np.testing.assert_array_equal(completion_tokens(py), [5.0, 4.0, np.nan, np.nan, 4.0])

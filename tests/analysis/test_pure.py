@@ -24,6 +24,7 @@ def hand_built(folder: Path) -> Run:
     return Run(folder, records, manifest, trace=read_trace(folder / "trace.jsonl"))
 
 
+@pytest.mark.slow
 def test_a_hand_built_run_gives_the_loaded_runs_summary():
     loaded = analyze(load_run(QUICKSTART)).summary
     by_hand = analyze(hand_built(QUICKSTART)).summary
@@ -32,6 +33,7 @@ def test_a_hand_built_run_gives_the_loaded_runs_summary():
     assert by_hand["cache"]["ideal"]["miss_attribution"] == "exact"
 
 
+@pytest.mark.slow
 def test_analyze_leaves_its_run_as_it_was():
     run = load_run(QUICKSTART)
     before = run.records.copy()

@@ -120,6 +120,7 @@ def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
     assert err.count("\n") == 0 and "schema_version" in err
 
 
+@pytest.mark.slow
 def test_cli_analyze_json_and_slo_errors(tmp_path, capsys):
     path = write_run(tmp_path / "r")
     assert main(["analyze", str(path), "--json", "--slo", "ttft_p90=500ms", "--gpus", "8"]) == 0
@@ -131,6 +132,7 @@ def test_cli_analyze_json_and_slo_errors(tmp_path, capsys):
     assert "5 ok, 1 failed" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_slos_from_the_scenario(tmp_path):
     from harness.analysis.summary import analyze_run
 

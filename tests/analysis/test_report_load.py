@@ -33,6 +33,7 @@ def _shaded(ax) -> list[tuple[float, float]]:
     return spans
 
 
+@pytest.mark.slow
 def test_every_panel_shades_exactly_the_summarys_window(analysis):
     fig = load_held([analysis])
     try:

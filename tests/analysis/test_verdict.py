@@ -102,6 +102,7 @@ def test_a_starved_night_in_history_does_not_hide_a_new_starved_night(nights, tm
     assert any(n.startswith("history: starved-earlier left out: an outlier") for n in j.notes)
 
 
+@pytest.mark.slow
 def test_history_of_another_configuration_is_left_out_with_its_reason(nights):
     s = screen([nights[2], nights[4]], [nights[1]])
     assert [a.run.name for a in s.kept] == ["nightly-2026-12-02"]
@@ -113,6 +114,7 @@ def test_history_of_another_configuration_is_left_out_with_its_reason(nights):
     ]
 
 
+@pytest.mark.slow
 def test_history_that_ended_badly_or_blamed_the_host_is_left_out(nights, tmp_path):
     from dataclasses import replace
 
@@ -126,6 +128,7 @@ def test_history_that_ended_badly_or_blamed_the_host_is_left_out(nights, tmp_pat
     assert reasons["nightly-2026-12-03"] == "host busy: the client self-check blamed the host"
 
 
+@pytest.mark.slow
 def test_an_aiperf_import_against_a_native_run_exits_0_not_comparable(tmp_path, capsys):
     imported = import_run("aiperf", IMPORTS / "aiperf", tmp_path / "aiperf")
     assert main(["compare", str(night(1)), str(imported), "--fail-on", "ttft_p90:+10%"]) == 0

@@ -77,6 +77,7 @@ async def test_a_tool_shaped_turn_streams_every_output_token(agents, api):
 
 
 @pytest.mark.parametrize("form", ["anthropic", "vllm"])
+@pytest.mark.slow
 async def test_messages_records_the_cache_read_and_the_whole_prompt(agents, tmp_path, form):
     server = await agents(usage_form=form)
     tr = trace(sess("a", [(64, 4, 0), (40, 4, 0), (40, 4, 0)], system=64))
@@ -91,6 +92,7 @@ async def test_messages_records_the_cache_read_and_the_whole_prompt(agents, tmp_
     assert manifest["replay"]["api"] == "messages"
 
 
+@pytest.mark.slow
 async def test_responses_records_input_tokens_details_cached_tokens(agents, tmp_path):
     server = await agents()
     tr = trace(sess("a", [(64, 4, 0), (40, 4, 0)], system=64))
@@ -101,6 +103,7 @@ async def test_responses_records_input_tokens_details_cached_tokens(agents, tmp_
     assert [r["prompt_tokens"] for r in recs] == [s["prompt_tokens"] for s in server.log]
 
 
+@pytest.mark.slow
 async def test_previous_response_id_sends_only_the_new_items(agents, tmp_path):
     server = await agents()
     tr = trace(sess("a", [(64, 4, 0), (40, 4, 0), (40, 4, 0)], system=64))
@@ -146,6 +149,7 @@ async def test_failures_mid_stream(agents, api, fault, status, error_class, says
     assert last.error_class == error_class and says in last.message, last
 
 
+@pytest.mark.slow
 async def test_the_key_goes_as_x_api_key_and_never_into_the_run(agents, tmp_path, monkeypatch):
     server = await agents()
     tr = trace(sess("a", [(16, 3, 0)]), sess("fault-errorevent-b", [(16, 3, 0)]))
@@ -160,6 +164,7 @@ async def test_the_key_goes_as_x_api_key_and_never_into_the_run(agents, tmp_path
         assert not f.is_file() or KEY.encode() not in f.read_bytes(), f
 
 
+@pytest.mark.slow
 async def test_session_header_families_with_a_subagents_parent_and_root(agents, tmp_path):
     server = await agents()
     tr = trace(
@@ -193,6 +198,7 @@ async def test_session_header_families_with_a_subagents_parent_and_root(agents, 
     assert by_id(recs)["sub:0"]["parent_session_id"] == "main"
 
 
+@pytest.mark.slow
 async def test_the_default_is_x_session_id_alone(agents, tmp_path):
     server = await agents()
     await replay(trace(sess("a", [(16, 2, 0)])), server.url, tmp_path, api="responses")

@@ -40,6 +40,7 @@ class RenderingServer(AgentServer):
 
 
 @pytest.mark.parametrize("api", ["messages", "responses"])
+@pytest.mark.slow
 async def test_the_token_space_check_holds_for_messages_and_responses(tmp_path, api):
     server = RenderingServer(ServerConfig(block_size=4))
     await server.start()
@@ -65,6 +66,7 @@ async def test_the_token_space_check_holds_for_messages_and_responses(tmp_path, 
     assert space["prompts_checked"] == 3 and api in space["reason"]
 
 
+@pytest.mark.slow
 async def test_server_kept_history_is_not_rebuilt(tmp_path):
     server = RenderingServer(ServerConfig(block_size=4))
     await server.start()

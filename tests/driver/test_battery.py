@@ -22,6 +22,7 @@ BATTERY = {
 
 
 @pytest.mark.parametrize("mode", BATTERY)
+@pytest.mark.slow
 async def test_a_server_failing_one_way_on_every_request(make_server, tmp_path, mode):
     code, status, error_class = BATTERY[mode]
     srv = await make_server(token_delay=0.001, slow_s=2.0)

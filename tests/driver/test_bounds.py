@@ -12,6 +12,7 @@ def three_by_three():
     return trace(*[sess(f"s{i}", [(8, 2, 0)] * 3) for i in range(3)])
 
 
+@pytest.mark.slow
 async def test_max_requests(server, tmp_path):
     result, records, manifest = await replay(
         three_by_three(), server.url, tmp_path, max_requests=4, concurrency=1
@@ -20,6 +21,7 @@ async def test_max_requests(server, tmp_path):
     assert [r["request_id"] for r in records] == ["s0:0", "s0:1", "s0:2", "s1:0"]
 
 
+@pytest.mark.slow
 async def test_max_sessions_lets_started_sessions_finish(server, tmp_path):
     result, records, _ = await replay(
         three_by_three(), server.url, tmp_path, concurrency=2, max_sessions=2
@@ -30,6 +32,7 @@ async def test_max_sessions_lets_started_sessions_finish(server, tmp_path):
     ]
 
 
+@pytest.mark.slow
 async def test_max_duration_stops_sending_and_drains(make_server, tmp_path):
     srv = await make_server(token_delay=0.01)
     tr = trace(sess("a", [(8, 2, 0.1)] * 50), sess("b", [(8, 30, 0.25)]))
@@ -43,6 +46,7 @@ async def test_max_duration_stops_sending_and_drains(make_server, tmp_path):
     assert len(records) < 10
 
 
+@pytest.mark.slow
 async def test_drain_window_cancels_what_is_left(make_server, tmp_path):
     srv = await make_server(token_delay=0.02)
     tr = trace(sess("slow", [(8, 200, 0)]))
@@ -55,6 +59,7 @@ async def test_drain_window_cancels_what_is_left(make_server, tmp_path):
     assert manifest["counts"]["by_status"] == {"cancelled": 1} and result.status == "complete"
 
 
+@pytest.mark.slow
 async def test_warmup_requests_and_cooldown_phases(make_server, tmp_path):
     srv = await make_server(token_delay=0.001)
     tr = trace(sess("a", [(8, 2, 0.05)] * 40))
@@ -69,6 +74,7 @@ async def test_warmup_requests_and_cooldown_phases(make_server, tmp_path):
         assert r["phase"] == ("cooldown" if r["t_sent"] >= 0.4 else "measure")
 
 
+@pytest.mark.slow
 async def test_warmup_seconds(server, tmp_path):
     tr = trace(sess("a", [(8, 2, 0.04)] * 6))
     _, records, _ = await replay(tr, server.url, tmp_path, warmup_s=0.1)

@@ -66,6 +66,7 @@ def test_prompt_labels_follow_the_task():
     ]
 
 
+@pytest.mark.slow
 async def test_by_segment_and_call_kind_on_a_replayed_task(make_server, tmp_path):
     srv = await make_server(keep_body=False)
     await replay(task_trace(), srv.url, tmp_path, concurrency=1, api="completions")

@@ -32,6 +32,7 @@ async def _run(server, tmp_path, policy: str, **cfg):
     return by_id(load_records(tmp_path)), load_manifest(tmp_path)
 
 
+@pytest.mark.slow
 async def test_send_records_the_servers_refusal_as_overflow(make_server, tmp_path):
     server = await make_server(max_model_len=LIMIT)
     recs, manifest = await _run(server, tmp_path, "send")
@@ -60,6 +61,7 @@ async def test_send_records_the_servers_refusal_as_overflow(make_server, tmp_pat
     assert "2 of 4 measured requests (50.0%) overflow" in summary["validity"]["reasons"][0]
 
 
+@pytest.mark.slow
 async def test_skip_sends_nothing_that_would_not_fit(make_server, tmp_path):
     server = await make_server(max_model_len=LIMIT)
     recs, _ = await _run(server, tmp_path, "skip")
@@ -72,6 +74,7 @@ async def test_skip_sends_nothing_that_would_not_fit(make_server, tmp_path):
     assert (c["overflow"], c["skipped"], c["refused"]) == (2, 2, 0)
 
 
+@pytest.mark.slow
 async def test_trim_caps_max_tokens_and_keeps_the_prompt(make_server, tmp_path):
     server = await make_server(max_model_len=LIMIT)
     recs, _ = await _run(server, tmp_path, "trim")
@@ -86,6 +89,7 @@ async def test_trim_caps_max_tokens_and_keeps_the_prompt(make_server, tmp_path):
     assert (c["overflow"], c["trimmed"], c["skipped"]) == (2, 1, 1)
 
 
+@pytest.mark.slow
 async def test_a_refusal_for_length_counts_even_where_no_limit_was_listed(make_server, tmp_path):
     # the server lists another model, so the driver knows no limit; it refuses all the same
     server = await make_server(max_model_len=LIMIT, models=("other",))
@@ -96,6 +100,7 @@ async def test_a_refusal_for_length_counts_even_where_no_limit_was_listed(make_s
     assert not c["checked"] and (c["overflow"], c["predicted"], c["refused"]) == (2, 0, 2)
 
 
+@pytest.mark.slow
 async def test_a_server_that_cuts_the_output_as_vllm_does(make_server, tmp_path):
     # vLLM 0.32: turn 2 is served with max_tokens cut to the 4 left, then its min_tokens 8 refused
     server = await make_server(max_model_len=LIMIT, overflow="cap")
@@ -108,6 +113,7 @@ async def test_a_server_that_cuts_the_output_as_vllm_does(make_server, tmp_path)
     assert (c["overflow"], c["refused"]) == (2, 2)
 
 
+@pytest.mark.slow
 async def test_without_min_tokens_the_cut_reply_still_counts(make_server, tmp_path):
     server = await make_server(max_model_len=LIMIT, overflow="cap")
     tgt = ContextLimit(target(server.url, api="completions", send_min_tokens=False), "send")
@@ -120,6 +126,7 @@ async def test_without_min_tokens_the_cut_reply_still_counts(make_server, tmp_pa
     assert (c["overflow"], c["predicted"], c["refused"]) == (2, 2, 1)
 
 
+@pytest.mark.slow
 async def test_within_the_limit_the_run_is_valid(make_server, tmp_path):
     server = await make_server(max_model_len=4096)
     recs, _ = await _run(server, tmp_path, "skip")
@@ -128,6 +135,7 @@ async def test_within_the_limit_the_run_is_valid(make_server, tmp_path):
     assert summary["context_limit"]["overflow"] == 0 and summary["validity"]["valid"]
 
 
+@pytest.mark.slow
 async def test_one_overflow_in_more_than_a_hundred_leaves_the_run_valid(make_server, tmp_path):
     server = await make_server(max_model_len=400)
     # 101 requests: one session of 100 short turns that fit, one whose single turn does not

@@ -29,6 +29,7 @@ async def _one(make_server, tmp_path, tm: Timeouts, *, sid="s", output=40, **ser
     ],
     ids=["first-token-late", "steady", "no-token"],
 )
+@pytest.mark.slow
 async def test_total_runs_from_the_send_whatever_the_other_deadlines(
     make_server, tmp_path, server, tm, why
 ):
@@ -38,6 +39,7 @@ async def test_total_runs_from_the_send_whatever_the_other_deadlines(
     assert tm.total - 0.01 <= took < tm.total + 0.25, (why, took)
 
 
+@pytest.mark.slow
 async def test_total_below_ttft_bounds_the_wait_for_headers(make_server, tmp_path):
     tm = Timeouts(ttft=5, idle=5, total=0.5)
     r = await _one(make_server, tmp_path, tm, sid="fault-slowheaders-a", slow_s=3.0)
@@ -46,6 +48,7 @@ async def test_total_below_ttft_bounds_the_wait_for_headers(make_server, tmp_pat
     assert 0.49 <= r["t_done"] - r["t_scheduled"] < 0.9
 
 
+@pytest.mark.slow
 async def test_ttft_below_total_is_still_a_ttft_timeout(make_server, tmp_path):
     tm = Timeouts(ttft=0.3, idle=5, total=0.6)
     r = await _one(make_server, tmp_path, tm, sid="fault-slowheaders-a", slow_s=3.0)
@@ -53,6 +56,7 @@ async def test_ttft_below_total_is_still_a_ttft_timeout(make_server, tmp_path):
     assert 0.29 <= r["t_done"] - r["t_scheduled"] < 0.6
 
 
+@pytest.mark.slow
 async def test_idle_below_total_after_the_first_token_is_an_idle_timeout(make_server, tmp_path):
     tm = Timeouts(ttft=5, idle=0.3, total=0.8)
     r = await _one(make_server, tmp_path, tm, sid="fault-stall-a", slow_s=3.0)
@@ -60,6 +64,7 @@ async def test_idle_below_total_after_the_first_token_is_an_idle_timeout(make_se
     assert 0.29 <= r["t_done"] - r["t_last_token"] < 0.6
 
 
+@pytest.mark.slow
 async def test_a_request_within_every_deadline_is_ok(make_server, tmp_path):
     tm = Timeouts(ttft=1, idle=1, total=2)
     r = await _one(make_server, tmp_path, tm, output=5, ttft_base=0.2, token_delay=0.05)

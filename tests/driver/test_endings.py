@@ -45,6 +45,7 @@ def _one_error_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 async def test_a_run_where_every_request_fails_exits_non_zero(server, tmp_path):
     path = _trace(tmp_path, [sess(f"fault-http500-{i}", [(8, 3, 0)] * 2) for i in range(3)])
     scenario = tmp_path / "s.yaml"
@@ -58,6 +59,7 @@ async def test_a_run_where_every_request_fails_exits_non_zero(server, tmp_path):
     assert "no measured request succeeded (6 of 6 failed)" in err
 
 
+@pytest.mark.slow
 async def test_replay_exit_codes_follow_the_table(server, tmp_path):
     ok = _trace(tmp_path, [sess("a", [(8, 3, 0)] * 2), sess("fault-http500-b", [(8, 3, 0)] * 2)])
     base = ("replay", ok, "--endpoint", server.url, "--model", "m", "--quiet")
@@ -79,6 +81,7 @@ async def test_replay_exit_codes_follow_the_table(server, tmp_path):
         (["--max-duration", "10", "--warmup", "6", "--cooldown", "4"], "cover the whole run"),
     ],
 )
+@pytest.mark.slow
 async def test_bad_bounds_are_one_line_exit_2(server, tmp_path, extra, message):
     path = _trace(tmp_path, [sess(f"s{i}", [(8, 3, 0)]) for i in range(3)])
     a_file = tmp_path / "a-file"
@@ -91,6 +94,7 @@ async def test_bad_bounds_are_one_line_exit_2(server, tmp_path, extra, message):
     assert code == 2 and message in _one_error_line(err), err
 
 
+@pytest.mark.slow
 async def test_an_echoed_key_is_not_in_the_run_folder(server, tmp_path):
     path = _trace(tmp_path, [sess("good", [(8, 3, 0)]), sess("fault-echoauth-x", [(8, 3, 0)])])
     run = tmp_path / "run"
@@ -107,6 +111,7 @@ async def test_an_echoed_key_is_not_in_the_run_folder(server, tmp_path):
     assert KEY not in out + err
 
 
+@pytest.mark.slow
 async def test_analyze_of_a_sigkilled_run_says_it_was_cut_short(make_server, tmp_path):
     srv = await make_server(token_delay=0.02)
     path = _trace(tmp_path, [sess(f"s{i}", [(8, 40, 0)] * 20) for i in range(4)])
@@ -139,6 +144,7 @@ async def test_analyze_of_a_sigkilled_run_says_it_was_cut_short(make_server, tmp
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+@pytest.mark.slow
 async def test_a_full_disk_stops_the_run_with_one_line(make_server, tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
@@ -233,6 +239,7 @@ def test_endpoint_paths_with_or_without_v1_keep_their_query_string():
     )
 
 
+@pytest.mark.slow
 async def test_a_key_in_the_endpoints_query_string_reaches_the_server_and_no_file(server, tmp_path):
     path = _trace(tmp_path, [sess("a", [(8, 3, 0)]), sess("fault-http500-b", [(8, 3, 0)])])
     run = tmp_path / "run"
@@ -248,6 +255,7 @@ async def test_a_key_in_the_endpoints_query_string_reaches_the_server_and_no_fil
     assert KEY not in out + err
 
 
+@pytest.mark.slow
 async def test_validate_only_loads_the_tokenizer(server, tmp_path):
     bad = tmp_path / "tok"
     bad.mkdir()
@@ -262,6 +270,7 @@ async def test_validate_only_loads_the_tokenizer(server, tmp_path):
     assert code == 2 and "tokenizer" in _one_error_line(err), err
 
 
+@pytest.mark.slow
 async def test_max_duration_says_what_was_unsent_and_its_cancellations_are_not_failures(
     make_server, tmp_path
 ):
@@ -284,6 +293,7 @@ async def test_max_duration_says_what_was_unsent_and_its_cancellations_are_not_f
     assert summary["run_end"]["unsent_requests"] == manifest["unsent_requests"]
 
 
+@pytest.mark.slow
 async def test_concurrency_above_ulimit_n_is_refused(server, tmp_path):
     path = _trace(tmp_path, [sess(f"s{i}", [(8, 3, 0)]) for i in range(3)])
     args = ["replay", path, "--endpoint", server.url, "--model", "m", "-o", tmp_path / "r"]

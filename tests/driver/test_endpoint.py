@@ -91,6 +91,7 @@ def _where(url: str) -> tuple:
 
 @settings(max_examples=300, deadline=None)
 @given(endpoints(), st.sampled_from(["chat", "completions", "messages", "responses"]))
+@pytest.mark.slow
 def test_redaction_never_changes_where_a_request_goes(url, api):
     redacted = redact_url(url)
     assert "@" not in redacted and "?" not in redacted
@@ -111,6 +112,7 @@ def _has_ipv6_loopback() -> bool:
 
 
 @pytest.mark.skipif(not _has_ipv6_loopback(), reason="this machine has no ::1")
+@pytest.mark.slow
 async def test_replay_against_an_ipv6_loopback_endpoint(tmp_path):
     from tests.driver.sse_server import ServerConfig, SSETestServer
 
@@ -142,6 +144,7 @@ async def test_replay_against_an_ipv6_loopback_endpoint(tmp_path):
         ("http://u:pw-31337@127.0.0.1:9/v1", ["--header", "Authorization: x"], "give one"),
     ],
 )
+@pytest.mark.slow
 async def test_bad_endpoints_are_one_line_exit_2(tmp_path, endpoint, extra, message):
     path = _trace(tmp_path, [sess("a", [(8, 3, 0)])])
     code, _, err = await _harness(

@@ -74,6 +74,7 @@ async def test_unreachable_endpoint_mid_run_is_recorded(make_server, tmp_path):
     ] * 2
 
 
+@pytest.mark.slow
 async def test_unreachable_endpoint_at_start_is_a_target_error(make_server, tmp_path):
     srv = await make_server()
     url = srv.url
@@ -83,6 +84,7 @@ async def test_unreachable_endpoint_at_start_is_a_target_error(make_server, tmp_
     assert load_manifest(tmp_path)["status"] == "failed"
 
 
+@pytest.mark.slow
 async def test_total_timeout_bounds_a_slow_but_steady_stream(make_server, tmp_path):
     srv = await make_server(token_delay=0.05)
     tm = Timeouts(connect=2, ttft=2, idle=1, total=0.4)
@@ -94,6 +96,7 @@ async def test_total_timeout_bounds_a_slow_but_steady_stream(make_server, tmp_pa
     assert 0.4 <= r["t_done"] - r["t_sent"] < 1.0 and 0 < len(r["chunk_times"]) < 100
 
 
+@pytest.mark.slow
 async def test_ttft_timeout_counts_the_wait_after_headers(make_server, tmp_path):
     srv = await make_server(ttft_base=1.0)  # headers and the role chunk at once, then nothing
     tm = Timeouts(connect=2, ttft=0.3, idle=5, total=10)

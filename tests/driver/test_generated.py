@@ -2,6 +2,8 @@
 
 import dataclasses
 
+import pytest
+
 from harness.trace.content import Content
 from harness.trace.generate import generate
 from harness.trace.model import Trace
@@ -19,6 +21,7 @@ def _no_think(trace: Trace) -> Trace:
     return Trace(trace.header, sessions)
 
 
+@pytest.mark.slow
 async def test_generated_trace_replays_with_one_ok_record_per_request(make_server, tmp_path):
     srv = await make_server(keep_body=False)
     trace = _no_think(generate(load_profile(), seed=3, sessions=2, scale=0.02))
@@ -43,6 +46,7 @@ async def test_generated_trace_replays_with_one_ok_record_per_request(make_serve
     assert manifest["status"] == "complete"
 
 
+@pytest.mark.slow
 async def test_ideal_cache_matches_a_server_with_unbounded_prefix_memory(make_server, tmp_path):
     # The test server keeps every block it saw (hash chain, block 16, hits capped at prompt-1):
     # the ideal cache by construction. Sent one at a time, the two must agree exactly.
@@ -64,6 +68,7 @@ async def test_ideal_cache_matches_a_server_with_unbounded_prefix_memory(make_se
     assert sum(r["cached_tokens"] for r in records) > 0
 
 
+@pytest.mark.slow
 async def test_ideal_cache_equals_whole_prompt_walks_in_send_order(make_server, tmp_path):
     # The replay resumes each session's trie walk where its previous prompt ended; the result
     # must equal walking every whole prompt from the root, in send order (subagents included).
@@ -79,6 +84,7 @@ async def test_ideal_cache_equals_whole_prompt_walks_in_send_order(make_server, 
         assert r["prompt_tokens_expected"] == sum(g.length for g in segs)
 
 
+@pytest.mark.slow
 async def test_chat_prompts_of_long_sessions_are_the_trace_content(make_server, tmp_path):
     # Each turn's messages extend the previous turn's: they must still be, exactly, the whole
     # prompt the trace defines (subagent results and forks included).

@@ -73,6 +73,7 @@ def check_named(cache: dict, frame) -> None:
     assert cache["miss_tokens"]["evicted"] <= 2
 
 
+@pytest.mark.slow
 async def test_short_first_prompts_are_ineligible_and_a_long_think_expired(tmp_path):
     server, cache, frame = await replay_hosted(tmp_path, ttl_s=2.0, gap_s=4.0)
     check_named(cache, frame)
@@ -82,6 +83,7 @@ async def test_short_first_prompts_are_ineligible_and_a_long_think_expired(tmp_p
     assert cache["hosted"]["rules"]["ttl_s"] == 2.0
 
 
+@pytest.mark.slow
 async def test_without_the_gap_nothing_expires(tmp_path):
     _, cache, frame = await replay_hosted(tmp_path, ttl_s=30.0, gap_s=0.5)
     after = frame.loc["m"].loc[2]
@@ -90,6 +92,7 @@ async def test_without_the_gap_nothing_expires(tmp_path):
     assert cache["hosted"]["expired_tokens"] == 0
 
 
+@pytest.mark.slow
 async def test_usage_is_recorded_raw_and_priced(tmp_path):
     prices = Prices(input=3.0, output=15.0, cache_read=0.3, cache_write_5m=3.75)
     server, cache, _ = await replay_hosted(tmp_path, ttl_s=30.0, gap_s=0.0, prices=prices)

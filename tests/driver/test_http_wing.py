@@ -8,6 +8,8 @@ import ast
 import importlib
 from pathlib import Path
 
+import pytest
+
 import harness.driver.http as wing
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
@@ -52,6 +54,7 @@ def outside_imports(root: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_nothing_outside_the_wing_imports_its_internals():
     assert outside_imports(HARNESS) == []
 

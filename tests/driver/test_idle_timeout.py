@@ -1,9 +1,12 @@
 """A stall after the first token ends as an idle timeout, at the idle deadline."""
 
+import pytest
+
 from harness.driver.target import Timeouts
 from tests.driver.helpers import replay, sess, trace
 
 
+@pytest.mark.slow
 async def test_a_stall_after_the_first_token_is_an_idle_timeout_at_the_idle_deadline(
     make_server, tmp_path
 ):

@@ -53,6 +53,7 @@ def _immutable(where):
         ("no such parent", "No such file or directory"),
     ],
 )
+@pytest.mark.slow
 async def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, case, reason):
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "at-all")
@@ -68,6 +69,7 @@ async def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, case, 
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="an immutable folder needs root to make")
+@pytest.mark.slow
 async def test_no_permission_is_one_line(tmp_path):
     """As root, permission bits do not stop a write: the immutable flag stands in for them."""
     with _immutable(tmp_path / "locked") as locked:
@@ -77,6 +79,7 @@ async def test_no_permission_is_one_line(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 @pytest.mark.parametrize("inside", [False, True], ids=["the folder itself", "a new sub-folder"])
+@pytest.mark.slow
 async def test_a_read_only_file_system_is_one_line(tmp_path, inside):
     with _mounted(tmp_path / "ro", "ro,size=64k") as ro:
         out = ro / "run" if inside else ro

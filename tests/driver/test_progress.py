@@ -66,6 +66,7 @@ def test_the_plan_of_a_cycled_closed_loop_is_its_time_limit():
     assert (once.duration_s, once.requests) == (None, 6)
 
 
+@pytest.mark.slow
 async def test_plain_lines_when_stderr_is_not_a_terminal(server, tmp_path, monkeypatch):
     """A `2>&1 | tee` log: a line every PLAIN_EVERY_S with the plan and the ETA, and one at the end."""
     monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.5)

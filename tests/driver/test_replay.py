@@ -8,6 +8,7 @@ from tests.driver.helpers import by_id, ideal_by_id, replay, sess, trace
 SLACK = 0.3  # scheduling slack: generous, for a loaded 2-core machine
 
 
+@pytest.mark.slow
 async def test_turns_in_order_after_think_time(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 0.1), (8, 4, 0.2)]))
     _, records, _ = await replay(tr, server.url, tmp_path)
@@ -35,6 +36,7 @@ def family():
     )
 
 
+@pytest.mark.slow
 async def test_fork_and_join(server, tmp_path):
     _, records, _ = await replay(family(), server.url, tmp_path)
     r = by_id(records)
@@ -66,6 +68,7 @@ def _join(think: float):
 
 
 @pytest.mark.parametrize("think", [0.1, 1.0])
+@pytest.mark.slow
 async def test_a_join_waits_only_for_what_is_left_of_its_think_time(server, tmp_path, think):
     # The think timer runs from the spawning turn's end, beside the subagent (the Weka corpora's
     # join `think_time` includes the subagents' run time): the join goes at whichever is later.
@@ -78,6 +81,7 @@ async def test_a_join_waits_only_for_what_is_left_of_its_think_time(server, tmp_
     assert expected <= r["p:1"]["t_sent"] < expected + SLACK
 
 
+@pytest.mark.slow
 async def test_closed_loop_holds_its_concurrency(server, tmp_path):
     tr = trace(*[sess(f"s{i}", [(8, 30, 0)]) for i in range(6)])
     result, records, _ = await replay(tr, server.url, tmp_path, concurrency=2)
@@ -90,6 +94,7 @@ async def test_closed_loop_holds_its_concurrency(server, tmp_path):
     assert peak == 2
 
 
+@pytest.mark.slow
 async def test_open_loop_constant_rate(server, tmp_path):
     tr = trace(*[sess(f"s{i}", [(8, 2, 0)]) for i in range(5)])
     _, records, _ = await replay(
@@ -100,6 +105,7 @@ async def test_open_loop_constant_rate(server, tmp_path):
     assert all(0 <= r["t_sent"] - r["t_scheduled"] < SLACK for r in records)
 
 
+@pytest.mark.slow
 async def test_timestamps_with_time_scale(server, tmp_path):
     tr = trace(*[sess(f"s{i}", [(8, 2, 0)], arrival=10 + i) for i in (2, 0, 1)])
     _, records, _ = await replay(tr, server.url, tmp_path, load="timestamps", time_scale=0.1)
@@ -120,6 +126,7 @@ def hand_built():
     )
 
 
+@pytest.mark.slow
 async def test_cached_tokens_ideal_and_reported(server, tmp_path):
     _, records, _ = await replay(hand_built(), server.url, tmp_path, block_size=16)
     r = by_id(records)
@@ -136,6 +143,7 @@ async def test_cached_tokens_ideal_and_reported(server, tmp_path):
     assert r["a:1"]["cached_tokens"] > 0
 
 
+@pytest.mark.slow
 async def test_recorded_history_sends_the_trace_content(server, tmp_path):
     tr = hand_built()
     await replay(tr, server.url, tmp_path, api="chat")
@@ -145,6 +153,7 @@ async def test_recorded_history_sends_the_trace_content(server, tmp_path):
         assert e["body"]["messages"] == content.messages(sid, int(turn))
 
 
+@pytest.mark.slow
 async def test_live_history_uses_the_replies(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0), (8, 3, 0), (8, 2, 0)]))
     await replay(tr, server.url, tmp_path, history="live", api="chat")
@@ -154,6 +163,7 @@ async def test_live_history_uses_the_replies(server, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["tokens", "text"])
+@pytest.mark.slow
 async def test_completions_prompts(server, tmp_path, fmt):
     tr = hand_built()
     _, records, _ = await replay(tr, server.url, tmp_path, api="completions", prompt_format=fmt)
@@ -169,6 +179,7 @@ async def test_completions_prompts(server, tmp_path, fmt):
         assert e["path"] == "/v1/completions" and e["body"]["prompt"] == want
 
 
+@pytest.mark.slow
 async def test_request_body_and_headers(server, tmp_path):
     tkw = {
         "session_id_field": "session_id",
@@ -187,6 +198,7 @@ async def test_request_body_and_headers(server, tmp_path):
     assert "sk-test-123" not in text
 
 
+@pytest.mark.slow
 async def test_optional_fields_can_be_left_out(server, tmp_path):
     tkw = {"send_min_tokens": False, "send_ignore_eos": False}
     await replay(family(), server.url, tmp_path, follow_parent=False, target_kw=tkw)
@@ -194,6 +206,7 @@ async def test_optional_fields_can_be_left_out(server, tmp_path):
     assert {e["session_id"] for e in server.log} == {"p", "p.fork", "p.spawn"}
 
 
+@pytest.mark.slow
 async def test_continuous_usage_counts_tokens_per_chunk(server, tmp_path):
     _, records, _ = await replay(
         family(), server.url, tmp_path, target_kw={"continuous_usage": True}
@@ -205,6 +218,7 @@ async def test_continuous_usage_counts_tokens_per_chunk(server, tmp_path):
         )
 
 
+@pytest.mark.slow
 async def test_live_history_reaches_forked_subagents(server, tmp_path):
     tr = trace(
         sess("p", [(8, 3, 0, ["p.f"]), (8, 2, 0)]),
@@ -220,6 +234,7 @@ async def test_live_history_reaches_forked_subagents(server, tmp_path):
     assert [m["content"] for m in bodies["p:1"] if m["role"] == "assistant"] == [" x0 x1 x2"]
 
 
+@pytest.mark.slow
 async def test_ttft_follows_the_servers_uncached_work(make_server, tmp_path):
     srv = await make_server(ttft_per_token=0.001)  # 1 ms per prompt token not in its cache
     tr = trace(sess("a", [(8, 2, 0), (8, 2, 0)], system=300))
@@ -230,6 +245,7 @@ async def test_ttft_follows_the_servers_uncached_work(make_server, tmp_path):
     assert records[1]["cached_tokens"] >= 288
 
 
+@pytest.mark.slow
 async def test_chunk_times_are_causal_against_the_servers_clock(make_server, tmp_path):
     # Server and client share time.perf_counter here: no token may be seen before it was sent.
     srv = await make_server(token_delay=0.002)

@@ -61,6 +61,7 @@ async def servers(make_server, n):
     return [await make_server(token_delay=0.001) for _ in range(n)]
 
 
+@pytest.mark.slow
 async def test_sticky_routing_keeps_families_together(make_server, tmp_path):
     srvs = await servers(make_server, 3)
     _, records, _ = await replay(
@@ -76,6 +77,7 @@ async def test_sticky_routing_keeps_families_together(make_server, tmp_path):
         assert len(s.log) == sum(r["endpoint"] == s.url for r in records)
 
 
+@pytest.mark.slow
 async def test_sticky_routing_without_following_parent(make_server, tmp_path):
     srvs = await servers(make_server, 3)
     kw = {"concurrency": 4, "routing": "session_sticky", "follow_parent": False}
@@ -88,6 +90,7 @@ async def test_sticky_routing_without_following_parent(make_server, tmp_path):
     assert split  # some subagents land away from their parent
 
 
+@pytest.mark.slow
 async def test_round_robin_spreads_requests(make_server, tmp_path):
     srvs = await servers(make_server, 2)
     _, records, _ = await replay(
@@ -97,6 +100,7 @@ async def test_round_robin_spreads_requests(make_server, tmp_path):
     assert [r["endpoint"] for r in ordered] == [srvs[i % 2].url for i in range(len(ordered))]
 
 
+@pytest.mark.slow
 async def test_least_outstanding_balances_in_flight(make_server, tmp_path):
     srvs = await servers(make_server, 2)
     tr = trace(*[sess(f"s{i}", [(8, 20, 0)]) for i in range(4)])

@@ -23,6 +23,7 @@ async def _hog(stop: asyncio.Event, busy_s: float = 0.08, every_s: float = 0.1) 
         await asyncio.sleep(every_s - busy_s)
 
 
+@pytest.mark.slow
 async def test_a_normal_run_raises_no_client_warning(server, tmp_path):
     await replay(_trace(), server.url, tmp_path, concurrency=4)
     client = analyze_run(tmp_path)["client"]
@@ -32,6 +33,7 @@ async def test_a_normal_run_raises_no_client_warning(server, tmp_path):
     assert 0 < client["loop_cpu_share"] < 0.85
 
 
+@pytest.mark.slow
 async def test_a_starved_client_is_warned_about(server, tmp_path):
     stop = asyncio.Event()
     hog = asyncio.create_task(_hog(stop))

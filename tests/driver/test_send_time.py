@@ -30,6 +30,7 @@ class SlowEncodingTarget(HTTPTarget):
         return data
 
 
+@pytest.mark.slow
 async def test_body_is_encoded_before_t_sent(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 0.0)]), sess("b", [(8, 4, 0.0)]))
     tgt = SlowEncodingTarget(
@@ -77,6 +78,7 @@ def test_spliced_token_id_body_is_the_encoded_body(extra):
         assert spliced["prompt"] == Content(tr, salt="x").prompt_token_ids("a", k)
 
 
+@pytest.mark.slow
 async def test_wait_for_a_pooled_connection_is_send_lag_not_ttft(make_server, tmp_path):
     """Two sessions share one connection: the second request waits ~0.2 s for it. `t_sent` is when
     its bytes went (the target's `Sent`), so the wait shows as send lag, and both TTFTs match the

@@ -53,6 +53,7 @@ async def silent():
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("scrape", [False, True], ids=["preflight", "metrics-scrape"])
+@pytest.mark.slow
 async def test_one_signal_during_a_stalled_preflight_exits_130_at_once(
     silent, tmp_path, sig, scrape
 ):
@@ -80,6 +81,7 @@ async def test_one_signal_during_a_stalled_preflight_exits_130_at_once(
     assert load_records(run) == []
 
 
+@pytest.mark.slow
 async def test_a_signal_in_the_warmup_window_names_the_warmup(make_server, tmp_path):
     srv = await make_server(token_delay=0.02)
     path = _trace(tmp_path, [sess(f"s{i}", [(8, 40, 0)] * 20) for i in range(2)])
@@ -99,6 +101,7 @@ async def test_a_signal_in_the_warmup_window_names_the_warmup(make_server, tmp_p
     assert m["counts"]["requests"] == len(recs)
 
 
+@pytest.mark.slow
 async def test_a_signal_while_draining_cancels_the_drain(make_server, tmp_path):
     srv = await make_server(token_delay=0.05)  # 200 tokens: 10 s per request
     path = _trace(tmp_path, [sess(f"s{i}", [(8, 200, 0)] * 3) for i in range(2)])

@@ -3,6 +3,8 @@ far: the soak's memory creep (docs/driver.md "Soak")."""
 
 import asyncio
 
+import pytest
+
 from harness.driver.config import ReplayConfig
 from harness.driver.recorder import Recorder
 from harness.driver.replay import Replay
@@ -10,6 +12,7 @@ from harness.trace.cycles import split_cycled_id
 from tests.driver.helpers import load_records, sess, target, trace
 
 
+@pytest.mark.slow
 async def test_a_cycled_replay_lets_finished_passes_go(make_server, tmp_path):
     srv = await make_server(prefix_cache=False, keep_body=False)
     tr = trace(*(sess(f"m{i}", [(8, 2, 0), (8, 2, 0)]) for i in range(4)))

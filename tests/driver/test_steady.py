@@ -41,6 +41,7 @@ async def test_the_closed_loop_holds_its_concurrency_until_max_duration(make_ser
     assert window["target_tasks"] == 3 and abs(window["tasks_held"] - 1) < 0.05
 
 
+@pytest.mark.slow
 async def test_without_max_duration_the_trace_runs_once(server, tmp_path):
     _, records, _ = await replay(_mixed_trace(), server.url, tmp_path, concurrency=3)
     assert len(records) == 2 + 6 + 3 + 3 + 4
@@ -67,6 +68,7 @@ async def test_a_new_cycle_hits_only_its_own_cycle(make_server, tmp_path):
     assert full["ideal"].iloc[0] > 0  # within a cycle, turns share their context
 
 
+@pytest.mark.slow
 async def test_mid_trajectory_start_sends_the_history_as_warmup(server, tmp_path):
     tr = trace(*[sess(f"s{i}", [(16, 4, 0)] + [(16, 4, 0.01)] * 7) for i in range(4)])
     _, records, _ = await replay(
@@ -93,6 +95,7 @@ async def test_mid_trajectory_start_sends_the_history_as_warmup(server, tmp_path
     assert len(set(starts)) > 1 and max(starts) > 0  # random, seeded start turns
 
 
+@pytest.mark.slow
 async def test_mid_trajectory_history_is_one_request_without_earlier_subagents(server, tmp_path):
     tr = trace(
         sess("c", [(16, 4, 0), (8, 4, 0.01, ["c.sub"]), (8, 4, 0.01)]),
@@ -149,6 +152,7 @@ async def test_retries_carry_every_turn_through_a_server_restart(tmp_path):
     )
 
 
+@pytest.mark.slow
 async def test_retries_are_off_by_default(make_server, tmp_path):
     srv = await make_server()
     _, records, _ = await replay(trace(sess("fault-http429-x", [(8, 4, 0)])), srv.url, tmp_path)

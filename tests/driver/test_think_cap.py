@@ -6,6 +6,7 @@ from harness.analysis.run import load_run
 from tests.driver.helpers import replay, sess, trace
 
 
+@pytest.mark.slow
 async def test_long_think_times_wait_only_the_cap_and_the_run_says_so(server, tmp_path):
     tr = trace(sess("a", [(8, 4, 0.0), (8, 4, 3600.0), (8, 4, 0.02)]))
     _, records, manifest = await replay(tr, server.url, tmp_path, think_cap_s=0.05)
@@ -18,6 +19,7 @@ async def test_long_think_times_wait_only_the_cap_and_the_run_says_so(server, tm
     )
 
 
+@pytest.mark.slow
 async def test_no_cap_no_entry(server, tmp_path):
     _, _, manifest = await replay(trace(sess("a", [(8, 4, 0.0)])), server.url, tmp_path)
     assert "think_capped" not in manifest

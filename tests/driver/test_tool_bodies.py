@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.trace.content import Content
 from harness.trace.tool_set import system_tools
 from tests.driver.helpers import replay
 from tests.trace.tiny import no_think, small_generated
 
 
+@pytest.mark.slow
 async def test_chat_bodies_carry_tools_tool_calls_and_tool_results(make_server, tmp_path):
     srv = await make_server()
     trace = no_think(small_generated(sessions=2, seed=5, content="code", turn_form="tools"))
@@ -32,6 +35,7 @@ async def test_chat_bodies_carry_tools_tool_calls_and_tool_results(make_server, 
     assert all(json.loads(c["function"]["arguments"]) for c in calls)
 
 
+@pytest.mark.slow
 async def test_a_code_trace_sends_python_source(make_server, tmp_path):
     srv = await make_server()
     trace = no_think(small_generated(sessions=1, seed=5, content="code"))
@@ -65,6 +69,7 @@ async def _cli_replay(trace, url: str, run, *extra: str) -> tuple[int, str]:
     return proc.returncode or 0, err.decode()
 
 
+@pytest.mark.slow
 async def test_tool_choice_goes_with_the_tools_and_only_with_them(make_server, tmp_path):
     srv = await make_server()
     tools = no_think(small_generated(sessions=1, seed=5, content="code", turn_form="tools"))
@@ -82,6 +87,7 @@ async def test_tool_choice_goes_with_the_tools_and_only_with_them(make_server, t
     assert rc == 0 and all("tool_choice" not in e["body"] for e in srv.log)
 
 
+@pytest.mark.slow
 async def test_an_unknown_tool_choice_is_refused_before_sending(make_server, tmp_path):
     srv = await make_server()
     tools = no_think(small_generated(sessions=1, seed=5, content="code", turn_form="tools"))

@@ -27,6 +27,7 @@ async def toy_server():
     await server.stop()
 
 
+@pytest.mark.slow
 async def test_a_toy_api_replays_through_the_registry(toy, toy_server, tmp_path):
     tr = trace(sess("a", [(12, 3, 0), (8, 2, 0)], system=16), sess("b", [(8, 2, 0)], system=16))
     kw = {"model": MODEL, "preflight": True}  # the probe goes through the Toy form too

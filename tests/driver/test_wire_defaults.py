@@ -91,6 +91,7 @@ async def test_sampling_goes_in_each_apis_own_fields(servers, api):
     assert {k: body.get(k) for k in ("temperature", "top_p", "top_k", "seed") if k in body} == want
 
 
+@pytest.mark.slow
 async def test_the_manifest_and_the_first_screen_name_the_sampling(servers, tmp_path):
     server = await servers()
     _, _, manifest = await replay(
@@ -103,12 +104,14 @@ async def test_the_manifest_and_the_first_screen_name_the_sampling(servers, tmp_
     assert "sampling:    temperature 0.7, top_p 0.9, top_k 20, seed 3" in summary_table(summary)
 
 
+@pytest.mark.slow
 async def test_greedy_is_said_so(servers, tmp_path):
     server = await servers()
     await replay(TRACE, server.url, tmp_path / "run", api="completions")
     assert "sampling:    greedy, temperature 0" in summary_table(analyze_run(tmp_path / "run"))
 
 
+@pytest.mark.slow
 async def test_a_vllm_server_is_asked_for_usage_on_every_event(servers, tmp_path):
     server = await servers(owned_by="vllm", tokens_per_event=4)
     _, recs, manifest = await replay(TRACE, server.url, tmp_path / "run", api="chat")
@@ -120,12 +123,14 @@ async def test_a_vllm_server_is_asked_for_usage_on_every_event(servers, tmp_path
     assert analyze_run(tmp_path / "run")["streamed"]["requests_short"] == 0
 
 
+@pytest.mark.slow
 async def test_a_server_not_known_to_give_it_is_not_asked(servers, tmp_path):
     server = await servers(tokens_per_event=4)  # /v1/models names no owner
     await replay(TRACE, server.url, tmp_path / "run", api="chat")
     assert all("continuous_usage_stats" not in e["body"]["stream_options"] for e in server.log)
 
 
+@pytest.mark.slow
 async def test_without_per_event_usage_the_tokenizer_places_each_events_tokens(servers, tmp_path):
     server = await servers(tokens_per_event=4)
     tok = tokenizer_dir(tmp_path / "tok")  # one token per word: " x0 x1 x2 x3" is 4
@@ -140,6 +145,7 @@ async def test_without_per_event_usage_the_tokenizer_places_each_events_tokens(s
     assert analyze_run(tmp_path / "run")["streamed"]["requests_short"] == 0
 
 
+@pytest.mark.slow
 async def test_without_either_the_warning_says_what_happened(servers, tmp_path):
     server = await servers(tokens_per_event=4)
     _, recs, _ = await replay(TRACE, server.url, tmp_path / "run", api="chat")
@@ -157,6 +163,7 @@ def test_placing_keeps_within_the_usage_and_splits_by_what_each_text_holds():
     assert place([2, 1], ["a b", "c"], 3, words) == [2, 1]  # nothing to place
 
 
+@pytest.mark.slow
 async def test_replies_as_long_as_asked_are_not_short(servers, tmp_path):
     server = await servers(AgentServer)
     await replay(TRACE, server.url, tmp_path / "run", api="messages")
@@ -166,6 +173,7 @@ async def test_replies_as_long_as_asked_are_not_short(servers, tmp_path):
 
 
 @pytest.mark.parametrize("api", ["chat", "messages"])
+@pytest.mark.slow
 async def test_short_replies_are_counted_and_warned(servers, tmp_path, api):
     server = await servers(AgentServer, max_output=5)  # stops at 5 whatever was asked
     tr = trace(sess("a", [(20, 12, 0), (10, 3, 0)]), sess("b", [(15, 9, 0)]))
@@ -179,6 +187,7 @@ async def test_short_replies_are_counted_and_warned(servers, tmp_path, api):
     assert f"short replies: 2 of 3 ok {api} replies" in summary_table(summary)
 
 
+@pytest.mark.slow
 async def test_messages_from_the_quickstarts_profile_carry_a_system(servers, tmp_path):
     from harness.build import build_trace
     from harness.scenario import load_scenario
@@ -202,6 +211,7 @@ async def test_messages_from_the_quickstarts_profile_carry_a_system(servers, tmp
 
 
 @pytest.mark.parametrize("content", ["words", "code"])
+@pytest.mark.slow
 async def test_a_words_run_under_speculation_says_so_on_its_first_screen(
     servers, tmp_path, content
 ):

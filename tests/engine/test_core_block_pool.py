@@ -34,6 +34,7 @@ def compute(pool: BlockPool, req: Request) -> int:
     return n_hit
 
 
+@pytest.mark.slow
 def test_hash_is_stable_across_processes():
     code = (
         "from harness.engine.block_pool import hash_blocks; from harness.engine.sequence import *;"

@@ -51,6 +51,7 @@ def session(engine: LLMEngine) -> list[int]:
         ("none", 0, 0),
     ],
 )
+@pytest.mark.slow
 def test_fork_from_the_middle_of_a_turn(policy, first, second):
     e = gemma(prefix_cache_retention=policy, debug_checks=True)
     turn2 = session(e) if policy != "none" else _session_none(e)

@@ -42,6 +42,7 @@ def test_modelled_time_is_the_sum_of_step_costs(tmp_path):
     assert total == pytest.approx(3 * 0.01 + 102 * 1e-4 + (5050 + 101 + 102) * 1e-8 + 3 * 2e-3)
 
 
+@pytest.mark.slow
 def test_wall_time_follows_the_time_scale(tmp_path):
     path = tmp_path / "cm.json"
     CostModel(0.05, 0.0, 0.0, 0.0).save(str(path))

@@ -33,6 +33,7 @@ def test_the_simulated_runner_models_every_step_longer(tmp_path):
     assert slow_total == pytest.approx(1.3 * base_total)
 
 
+@pytest.mark.slow
 def test_the_simulated_runner_sleeps_the_scaled_step(tmp_path):
     path = tmp_path / "cm.json"
     CostModel(0.02, 0.0, 0.0, 0.0).save(str(path))
@@ -46,6 +47,7 @@ def test_the_simulated_runner_sleeps_the_scaled_step(tmp_path):
 
 
 @pytest.mark.parametrize("scale", [1.0, 1.3])
+@pytest.mark.slow
 def test_the_torch_runner_sleeps_the_extra_share_of_each_step(scale):
     e = LLMEngine(tiny(step_time_scale=scale))
     assert isinstance(e.runner, TorchRunner)
@@ -61,6 +63,7 @@ def test_the_torch_runner_sleeps_the_extra_share_of_each_step(scale):
         assert wall >= r.last_step_s  # the extra was slept inside the step, not skipped
 
 
+@pytest.mark.slow
 def test_the_scale_does_not_change_what_is_computed():
     a = LLMEngine(tiny())
     b = LLMEngine(tiny(step_time_scale=1.5))

@@ -32,6 +32,7 @@ def engine(**kw) -> EngineConfig:
     )
 
 
+@pytest.mark.slow
 def test_finds_the_configured_pool_block_size_and_rules(tmp_path):
     config = engine()
     with BackgroundServer(config) as server:
@@ -52,6 +53,7 @@ def test_finds_the_configured_pool_block_size_and_rules(tmp_path):
     assert "retained context" in (tmp_path / "probe.txt").read_text()
 
 
+@pytest.mark.slow
 def test_a_smaller_pool_reads_smaller(tmp_path):
     """The probe measures, it does not echo the advertised figure: told the pool is twice what
     it is, it still finds the real one."""
@@ -96,6 +98,7 @@ async def _proxy_app(upstream: str, strip_cached: bool) -> web.AppRunner:
 
 
 @pytest.mark.parametrize("strip_cached", [False, True])
+@pytest.mark.slow
 def test_without_metrics_fills_until_a_canary_misses(tmp_path, strip_cached):
     config = engine()
     background = BackgroundServer(config)
@@ -116,6 +119,7 @@ def test_without_metrics_fills_until_a_canary_misses(tmp_path, strip_cached):
         assert doc["retained_tokens"] == pytest.approx(BLOCKS * BLOCK, rel=0.10)
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_is_bad_input(tmp_path, capsys):
     code = main(
         [

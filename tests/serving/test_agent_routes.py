@@ -28,6 +28,7 @@ def server():
         yield running
 
 
+@pytest.mark.slow
 def test_the_openai_client_reads_a_responses_stream(server):
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
         stream = client.responses.create(
@@ -101,6 +102,7 @@ def test_a_non_streamed_request_is_refused_in_one_line(server):
 
 
 @pytest.mark.parametrize("api", ["messages", "responses"])
+@pytest.mark.slow
 def test_a_replay_through_the_route_matches_chat(server, tmp_path, api):
     runs = {}
     for k, name in enumerate(("chat", api)):  # salts of one length: fresh prefixes, same counts

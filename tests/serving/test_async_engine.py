@@ -116,6 +116,7 @@ async def test_abort_ends_the_stream_with_reason_abort(engine):
         ([5] * 19_500, greedy(1), "KV cache"),
     ],
 )
+@pytest.mark.slow
 async def test_invalid_requests_raise_before_streaming(engine, p, params, match):
     with pytest.raises(EngineRequestError, match=match):
         engine.generate("bad", p, params)

@@ -110,6 +110,7 @@ def replay(server):
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.slow
 def test_a_session_replayed_twice_hits_the_shared_prefix_on_every_later_turn(replay, api):
     sessions = replay.content.trace.sessions
     for rep in range(2):
@@ -126,6 +127,7 @@ def test_a_session_replayed_twice_hits_the_shared_prefix_on_every_later_turn(rep
                     assert cached == (prompt_len - 1) // BLOCK * BLOCK
 
 
+@pytest.mark.slow  # reads what the slow test above sent: runs only with it
 def test_text_prompts_hit_what_token_id_prompts_left(replay):
     # after the completions test, the text of the same turns is the same ids: fully cached
     for s in replay.content.trace.sessions:
@@ -133,6 +135,7 @@ def test_text_prompts_hit_what_token_id_prompts_left(replay):
         assert cached == expected == (replay.usages[-1].prompt_tokens - 1) // BLOCK * BLOCK
 
 
+@pytest.mark.slow  # reads what the slow test above sent: runs only with it
 def test_metrics_hit_counter_is_the_sum_of_reported_cached_tokens(replay, server):
     assert len(replay.usages) > 20
     with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:

@@ -53,6 +53,7 @@ def test_a_simulated_server_says_so_on_models_metrics_and_version(simulated):
     assert json.loads(get(f"{simulated.url}/version"))["simulated"] is True
 
 
+@pytest.mark.slow
 def test_a_torch_server_names_its_device_and_is_not_simulated():
     with BackgroundServer(EngineConfig(device="cpu", num_gpu_blocks=64)) as running:
         meta = json.loads(get(f"{running.url}/v1/models"))["data"][0]["metadata"]

@@ -75,6 +75,7 @@ def test_an_unreachable_store_is_one_line():
         LLMEngine(sim(kv_store="http://127.0.0.1:9"))
 
 
+@pytest.mark.slow
 def test_the_store_process_serves_and_counts():
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness", "kv-store", "--port", "0"],

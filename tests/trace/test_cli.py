@@ -2,12 +2,15 @@
 
 import json
 
+import pytest
+
 from harness.cli import main
 from harness.trace.formats import load_trace
 
 from .tiny import CPU_PROFILE, MOONCAKE, write
 
 
+@pytest.mark.slow
 def test_generate_then_stats_json(tmp_path, capsys):
     out = tmp_path / "t.jsonl"
     args = ["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "12", "--seed", "3"]

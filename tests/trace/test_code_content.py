@@ -39,6 +39,7 @@ def bpe():
     return tok
 
 
+@pytest.mark.slow
 def test_generate_with_content_code_sends_python_source(tmp_path):
     out = tmp_path / "t.jsonl"
     args = ["trace", "generate", "--profile", str(CPU_PROFILE), "--sessions", "2", "--seed", "3"]
@@ -54,6 +55,7 @@ def test_generate_with_content_code_sends_python_source(tmp_path):
     assert sum(w in WORDS for w in words) < 0.8 * len(words)  # not a word list
 
 
+@pytest.mark.slow
 def test_the_shipped_profiles_send_source_in_tool_shaped_turns(tmp_path):
     out = tmp_path / "t.jsonl"
     for profile in (CPU_PROFILE, CPU_PROFILE.with_name("agentx.yaml")):
@@ -82,6 +84,7 @@ def test_bad_content_value_names_the_field():
         load_profile(CPU_PROFILE, sets=["content=prose"])
 
 
+@pytest.mark.slow
 def test_token_ids_have_the_trace_lengths_and_extend_the_previous_prompt(trace):
     content = Content(trace)
     for s in trace.sessions:
@@ -114,6 +117,7 @@ def test_same_seed_same_text_other_seed_differs():
     assert a.prompt_text("s000000", 0) != c.prompt_text("s000000", 0)
 
 
+@pytest.mark.slow
 def test_with_a_tokenizer_each_segment_is_exactly_its_tokens(trace, bpe):
     count = lambda text: len(bpe.encode(text).ids)  # noqa: E731
     encode = lambda text: bpe.encode(text).ids  # noqa: E731

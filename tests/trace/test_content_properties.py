@@ -19,6 +19,7 @@ def test_generated_trace_has_forks_and_joins(trace):
     assert any(t.spawns for s in trace.sessions for t in s.turns)
 
 
+@pytest.mark.slow
 def test_token_prompt_is_previous_prompt_plus_output_plus_new_input(trace):
     content = Content(trace)
     for s in trace.sessions:

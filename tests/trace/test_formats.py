@@ -89,6 +89,7 @@ def _reference_ids(trace, block_size, salt=None):
 
 
 @pytest.mark.parametrize("block_size,salt", [(16, None), (7, "s1")])
+@pytest.mark.slow
 def test_mooncake_export_ids_equal_chained_hash_of_token_ids(tmp_path, block_size, salt):
     trace = small_generated(sessions=4)
     write_mooncake(trace, tmp_path / "m.jsonl", block_size=block_size, salt=salt)

@@ -86,6 +86,7 @@ def test_default_profile_is_calibrated_at_reduced_size():
     assert stats["subagents_per_parent"] == pytest.approx(4.0, rel=0.1)
 
 
+@pytest.mark.slow
 def test_default_think_model_matches_the_corpus_gaps_and_the_cpu_profile_stays_compressed():
     """Gaps between a reply and the next request: p50 10 s, p90 166 s in the public corpus."""
     from harness.trace.generate import think_samples

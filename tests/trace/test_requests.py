@@ -16,6 +16,7 @@ from tests.trace.tiny import small_generated
 @pytest.mark.parametrize(
     ("api", "fmt"), [("completions", "tokens"), ("completions", "text"), ("chat", "tokens")]
 )
+@pytest.mark.slow
 def test_extended_prompts_equal_whole_prompts(api, fmt):
     tr = small_generated(sessions=4)
     assert any(t.spawns for s in tr.sessions for t in s.turns)

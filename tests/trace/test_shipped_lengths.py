@@ -57,6 +57,7 @@ def _chat_length(messages: list[dict], tools: list | None, count) -> int:
 
 
 @pytest.mark.parametrize(("name", "profile", "overrides"), _shipped(), ids=lambda v: str(v))
+@pytest.mark.slow
 def test_materialized_prompts_are_as_long_as_the_trace(name, profile, overrides, count):
     tr = generate(load_profile(profile, overrides=overrides), seed=1, sessions=2)
     families = [s for s in tr.sessions if s.parent is None] + [

@@ -101,6 +101,7 @@ def test_dist_and_fidelity_rows():
     assert [r["value"] for r in think] == [1.0, 1.0] and not any(r["met"] for r in think)
 
 
+@pytest.mark.slow
 def test_incremental_walks_equal_full_prompt_walks():
     from harness.trace.content import Content
     from harness.trace.prefix import IdealPrefixCache

@@ -72,6 +72,7 @@ def test_a_fork_starts_from_its_parents_prompt_and_answers_every_call(trace):
         assert sum(bool(m["content"]) for m in results) <= 1  # only its own task has text
 
 
+@pytest.mark.slow
 def test_prompts_extend_and_carry_the_tools_of_their_system_prompt(trace):
     src = RequestSource(trace, api="chat")
     for s in trace.sessions:
@@ -134,6 +135,7 @@ def _vllm_render(messages, tools) -> str:
     )
 
 
+@pytest.mark.slow
 def test_the_gemma_template_renders_tools_calls_and_results(trace, tmp_path):
     tok = ChatTokenizer.load(tokenizer_dir(tmp_path / "tok", template=GEMMA_TOOLS))
     src = RequestSource(trace, api="chat")

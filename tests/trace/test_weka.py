@@ -134,6 +134,7 @@ def test_weka_native_weka_round_trip_keeps_requests_ids_and_structure(tmp_path):
     assert all(g["block_size"] == 64 and g["hash_id_scope"] == "local" for g in got)
 
 
+@pytest.mark.slow
 def test_generated_trace_exported_and_read_back_gives_the_same_stats(tmp_path):
     from harness.trace.formats import save_trace
 
@@ -171,6 +172,7 @@ def test_a_weka_file_written_here_has_the_fields_aiperf_requires(tmp_path):
     assert len(aiperf_problems(broken)) == 3  # the check can fail
 
 
+@pytest.mark.slow
 def test_forgetting_finished_local_traces_changes_no_hit(tmp_path):
     import dataclasses
 
