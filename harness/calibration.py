@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.host_state import Screen
 from harness.errors import InputError
-from harness.gate import CALIBRATION_FILE, GateRun, run_arm
+from harness.gate import CALIBRATION_FILE, GateRun, host_words, run_arm
 from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
 from harness.scenario import Scenario
 
@@ -61,7 +62,7 @@ def arm_scenarios(scenario: Scenario) -> dict[str, Scenario]:
 
 
 def collect(
-    scenario: Scenario, out: Path, cycles: int, max_load_per_cpu: float, say: Callable[[str], None]
+    scenario: Scenario, out: Path, cycles: int, screen: Screen, say: Callable[[str], None]
 ) -> list[dict[str, GateRun]]:
     """Run the cycles into out/c<i>-<arm>; cycles already on disk (a resumed calibration) are
     read back, not run again."""
@@ -73,10 +74,9 @@ def collect(
         cycle = {}
         for arm in order:
             shutil.rmtree(out / f"c{i + 1}-{arm}", ignore_errors=True)  # a cut-short cycle's
-            run = run_arm(arms[arm], out / f"c{i + 1}-{arm}", arm, max_load_per_cpu)
+            run = run_arm(arms[arm], out / f"c{i + 1}-{arm}", arm, screen)
             say(
-                f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, "
-                f"others' load {run.host.get('others_load_per_cpu')}/CPU"
+                f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, {host_words(run.host)}"
                 + ("" if run.usable else f", left out ({run.why_not})")
             )
             if run.status == "interrupted":
@@ -133,6 +133,16 @@ def evaluate(rule: Rule, cycles: list[dict[str, GateRun]], windows: int, judge: 
     return {"rates": {k: rate(v) for k, v in comparisons.items()}, "comparisons": comparisons}
 
 
+def host_summary(cycles: list[dict[str, GateRun]]) -> dict:
+    """Min, median and max over the runs of the load average and the wait share they saw."""
+    out = {}
+    for key in ("load_average", "wait_share", "others_load_per_cpu"):
+        values = [r.host.get(key) for c in cycles for r in c.values()]
+        v = np.array([x for x in values if x is not None], dtype=float)
+        out[key] = None if not v.size else [round(float(q), 3) for q in np.quantile(v, [0, 0.5, 1])]
+    return out
+
+
 def rate(results: list[dict]) -> dict:
     """Share of comparisons that said `regressed`, with its 95 % Clopper-Pearson interval."""
     from scipy.stats import binomtest
@@ -171,13 +181,13 @@ def calibrate(
     *,
     rule: Rule,
     comparisons: int = 10,
-    max_load_per_cpu: float,
+    screen: Screen,
     say: Callable[[str], None] = print,
     judge: Judge | None = None,
 ) -> tuple[dict, Path]:
     t0 = time.perf_counter()
     n_cycles = comparisons + rule.max_runs - 1
-    cycles = collect(scenario, out, n_cycles, max_load_per_cpu, say)
+    cycles = collect(scenario, out, n_cycles, screen, say)
     doc: dict[str, Any] = {
         "calibration_version": 1,
         "made": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
@@ -185,7 +195,8 @@ def calibrate(
         "runner": scenario.target.engine.options.get("runner", "torch"),
         "max_duration_s": scenario.load.max_duration,
         "rule": rule.to_json(),
-        "max_load_per_cpu": max_load_per_cpu,
+        "screen": screen.to_json(),
+        "host": host_summary(cycles),
         "cycles": n_cycles,
         "runs": 4 * n_cycles,
         "runs_left_out": sum(not r.usable for c in cycles for r in c.values()),
