@@ -9,7 +9,9 @@ applies it live: pair after pair, busy runs left out, until decisive or `max_run
 Window j uses cycles j, j+1, ...: windows share runs (said in calibration.json `sharing`), and
 each kind is judged both ways round (a vs a2 and a2 vs a; a vs s30 and a2 vs s30), so k windows
 give 2k comparisons of a kind from k + max_runs - 1 cycles. An A/A comparison that says
-`regressed` is a false alarm; a slowed one that says `regressed` is a detection.
+`regressed` is a false alarm; a slowed one that says `regressed` is a detection. The host screen
+is part of the rule: each recorded run's host state is judged again by the screen the calibration
+is evaluated with (`--resume` on a finished calibration re-evaluates it under today's rule).
 """
 
 from __future__ import annotations
@@ -101,15 +103,29 @@ def _read_cycles(out: Path) -> list[dict[str, GateRun]]:
     return [{arm: GateRun(**r) for arm, r in c.items()} for c in json.loads(path.read_text())]
 
 
+def usable(run: GateRun, screen: Screen | None) -> bool:
+    """A run that ended well and passes `screen` (None: as it was screened when it ran)."""
+    if screen is None or run.status == "interrupted":
+        return run.usable
+    if run.why_not is not None and not run.why_not.startswith("host busy"):
+        return False  # it ended badly or is invalid, whatever the host
+    return not screen.rejudge(run.host).busy
+
+
 def replay_rule(
-    rule: Rule, window: list[dict[str, GateRun]], base: str, cand: str, judge: Judge
+    rule: Rule,
+    window: list[dict[str, GateRun]],
+    base: str,
+    cand: str,
+    judge: Judge,
+    screen: Screen | None = None,
 ) -> dict:
     """The gate's rule on one window's cycles: as `harness gate` would have decided live."""
     evidence, judgement = Evidence(), None
     for cycle in window[: rule.max_runs]:
         for arm, side in ((base, "a"), (cand, "b")):
             run = cycle[arm]
-            evidence.add(side, Path(run.path), run.usable)
+            evidence.add(side, Path(run.path), usable(run, screen))
         judgement = judge_now(rule, evidence, (), judge, paired=True) or judgement
         if decisive(judgement):
             break
@@ -124,12 +140,18 @@ def replay_rule(
     }
 
 
-def evaluate(rule: Rule, cycles: list[dict[str, GateRun]], windows: int, judge: Judge) -> dict:
+def evaluate(
+    rule: Rule,
+    cycles: list[dict[str, GateRun]],
+    windows: int,
+    judge: Judge,
+    screen: Screen | None = None,
+) -> dict:
     comparisons: dict[str, list[dict]] = {kind: [] for kind in KINDS}
     for j in range(windows):
         window = cycles[j : j + rule.max_runs]
         for kind, pairs in KINDS.items():
-            comparisons[kind] += [replay_rule(rule, window, b, c, judge) for b, c in pairs]
+            comparisons[kind] += [replay_rule(rule, window, b, c, judge, screen) for b, c in pairs]
     return {"rates": {k: rate(v) for k, v in comparisons.items()}, "comparisons": comparisons}
 
 
@@ -199,10 +221,10 @@ def calibrate(
         "host": host_summary(cycles),
         "cycles": n_cycles,
         "runs": 4 * n_cycles,
-        "runs_left_out": sum(not r.usable for c in cycles for r in c.values()),
+        "runs_left_out": sum(not usable(r, screen) for c in cycles for r in c.values()),
         "sharing": f"window j uses cycles j..j+{rule.max_runs - 1}; each kind judged both ways "
         "round: comparisons share runs",
-        **evaluate(rule, cycles, comparisons, judge or RunJudge()),
+        **evaluate(rule, cycles, comparisons, judge or RunJudge(), screen),
         "minutes": round((time.perf_counter() - t0) / 60, 1),
     }
     path = out / CALIBRATION_FILE
