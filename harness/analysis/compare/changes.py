@@ -112,12 +112,25 @@ def figures(metric: Headline, analyses: list[Analysis], rng, boot: bool = True) 
         if v is None:
             continue
         waits.append((a.summary.get("client") or {}).get("run_queue_wait_share"))
-        clusters = metric.evidence(a)
-        samples += clusters.values.size
+        size, drawn = _bootstrap(metric, a, rng, boot)
+        samples += size
         values.append(v)
-        drawn = boot and clusters.values.size and clusters.units >= 2
-        reps.append(evidence.replicates([clusters], metric.statistic, rng) if drawn else None)
+        reps.append(drawn)
     return Figures(values, reps, samples, len(analyses), waits)
+
+
+def _bootstrap(metric: Headline, a: Analysis, rng, boot: bool) -> tuple[int, np.ndarray | None]:
+    """A run's samples of `metric` and its within-run bootstrap, drawn once per run: a gate
+    judges the same runs again after every pair, and a calibration in many windows (20 runs x
+    17 rows x 1000 replicates a look, else)."""
+    cache = a.__dict__.setdefault("_replicates", {})
+    key = (metric.key, boot)
+    if key not in cache:
+        clusters = metric.evidence(a)
+        drawn = boot and clusters.values.size and clusters.units >= 2
+        reps = evidence.replicates([clusters], metric.statistic, rng) if drawn else None
+        cache[key] = (int(clusters.values.size), reps)
+    return cache[key]
 
 
 def within_var(reps: np.ndarray | None, scale: str) -> float | None:
