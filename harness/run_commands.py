@@ -248,7 +248,12 @@ def _capacity_settings(args: argparse.Namespace):
         if not ok:
             raise InputError(f"must be {want}, got {value}", field=flag)
     rule = Rule(
-        args.min_tasks, args.repeats, args.near, args.busy_load, args.max_runs, args.max_wait_share
+        min_tasks=args.min_tasks,
+        repeats=args.repeats,
+        near=args.near,
+        busy_load=args.busy_load,
+        max_runs=args.max_runs,
+        max_wait_share=args.max_wait_share,
     )
     budget = args.budget_min * 60
     return Settings(args.max_concurrency, args.resolution, budget, args.look_above, rule)

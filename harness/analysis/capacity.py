@@ -34,8 +34,8 @@ class Rule:
     # the one host screen (harness/analysis/host_state.py): a run whose threads waited for a CPU
     # more than this share of the time; without a wait share, other processes' load per CPU
     busy_load: float = host_state.MAX_LOAD_PER_CPU
-    max_wait_share: float = host_state.MAX_WAIT_SHARE
     max_runs: int = 5  # runs of one point at most (busy hosts, non-monotone re-runs)
+    max_wait_share: float = host_state.MAX_WAIT_SHARE
 
 
 @dataclass
