@@ -9,7 +9,9 @@ applies it live: pair after pair, busy runs left out, until decisive or `max_run
 Window j uses cycles j, j+1, ...: windows share runs (said in calibration.json `sharing`), and
 each kind is judged both ways round (a vs a2 and a2 vs a; a vs s30 and a2 vs s30), so k windows
 give 2k comparisons of a kind from k + max_runs - 1 cycles. An A/A comparison that says
-`regressed` is a false alarm; a slowed one that says `regressed` is a detection.
+`regressed` is a false alarm; a slowed one that says `regressed` is a detection. The host screen
+is part of the rule: each recorded run's host state is judged again by the screen the calibration
+is evaluated with (`--resume` on a finished calibration re-evaluates it under today's rule).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.host_state import Screen
 from harness.errors import InputError
-from harness.gate import CALIBRATION_FILE, GateRun, run_arm
+from harness.gate import CALIBRATION_FILE, GateRun, host_words, run_arm
 from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
 from harness.scenario import Scenario
 
@@ -61,7 +64,7 @@ def arm_scenarios(scenario: Scenario) -> dict[str, Scenario]:
 
 
 def collect(
-    scenario: Scenario, out: Path, cycles: int, max_load_per_cpu: float, say: Callable[[str], None]
+    scenario: Scenario, out: Path, cycles: int, screen: Screen, say: Callable[[str], None]
 ) -> list[dict[str, GateRun]]:
     """Run the cycles into out/c<i>-<arm>; cycles already on disk (a resumed calibration) are
     read back, not run again."""
@@ -73,10 +76,9 @@ def collect(
         cycle = {}
         for arm in order:
             shutil.rmtree(out / f"c{i + 1}-{arm}", ignore_errors=True)  # a cut-short cycle's
-            run = run_arm(arms[arm], out / f"c{i + 1}-{arm}", arm, max_load_per_cpu)
+            run = run_arm(arms[arm], out / f"c{i + 1}-{arm}", arm, screen)
             say(
-                f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, "
-                f"others' load {run.host.get('others_load_per_cpu')}/CPU"
+                f"calibrate: cycle {i + 1}/{cycles} {arm}: {run.status}, {host_words(run.host)}"
                 + ("" if run.usable else f", left out ({run.why_not})")
             )
             if run.status == "interrupted":
@@ -101,15 +103,29 @@ def _read_cycles(out: Path) -> list[dict[str, GateRun]]:
     return [{arm: GateRun(**r) for arm, r in c.items()} for c in json.loads(path.read_text())]
 
 
+def usable(run: GateRun, screen: Screen | None) -> bool:
+    """A run that ended well and passes `screen` (None: as it was screened when it ran)."""
+    if screen is None or run.status == "interrupted":
+        return run.usable
+    if run.why_not is not None and not run.why_not.startswith("host busy"):
+        return False  # it ended badly or is invalid, whatever the host
+    return not screen.rejudge(run.host).busy
+
+
 def replay_rule(
-    rule: Rule, window: list[dict[str, GateRun]], base: str, cand: str, judge: Judge
+    rule: Rule,
+    window: list[dict[str, GateRun]],
+    base: str,
+    cand: str,
+    judge: Judge,
+    screen: Screen | None = None,
 ) -> dict:
     """The gate's rule on one window's cycles: as `harness gate` would have decided live."""
     evidence, judgement = Evidence(), None
     for cycle in window[: rule.max_runs]:
         for arm, side in ((base, "a"), (cand, "b")):
             run = cycle[arm]
-            evidence.add(side, Path(run.path), run.usable)
+            evidence.add(side, Path(run.path), usable(run, screen))
         judgement = judge_now(rule, evidence, (), judge, paired=True) or judgement
         if decisive(judgement):
             break
@@ -124,13 +140,29 @@ def replay_rule(
     }
 
 
-def evaluate(rule: Rule, cycles: list[dict[str, GateRun]], windows: int, judge: Judge) -> dict:
+def evaluate(
+    rule: Rule,
+    cycles: list[dict[str, GateRun]],
+    windows: int,
+    judge: Judge,
+    screen: Screen | None = None,
+) -> dict:
     comparisons: dict[str, list[dict]] = {kind: [] for kind in KINDS}
     for j in range(windows):
         window = cycles[j : j + rule.max_runs]
         for kind, pairs in KINDS.items():
-            comparisons[kind] += [replay_rule(rule, window, b, c, judge) for b, c in pairs]
+            comparisons[kind] += [replay_rule(rule, window, b, c, judge, screen) for b, c in pairs]
     return {"rates": {k: rate(v) for k, v in comparisons.items()}, "comparisons": comparisons}
+
+
+def host_summary(cycles: list[dict[str, GateRun]]) -> dict:
+    """Min, median and max over the runs of the load average and the wait share they saw."""
+    out = {}
+    for key in ("load_average", "wait_share", "others_load_per_cpu"):
+        values = [r.host.get(key) for c in cycles for r in c.values()]
+        v = np.array([x for x in values if x is not None], dtype=float)
+        out[key] = None if not v.size else [round(float(q), 3) for q in np.quantile(v, [0, 0.5, 1])]
+    return out
 
 
 def rate(results: list[dict]) -> dict:
@@ -171,13 +203,13 @@ def calibrate(
     *,
     rule: Rule,
     comparisons: int = 10,
-    max_load_per_cpu: float,
+    screen: Screen,
     say: Callable[[str], None] = print,
     judge: Judge | None = None,
 ) -> tuple[dict, Path]:
     t0 = time.perf_counter()
     n_cycles = comparisons + rule.max_runs - 1
-    cycles = collect(scenario, out, n_cycles, max_load_per_cpu, say)
+    cycles = collect(scenario, out, n_cycles, screen, say)
     doc: dict[str, Any] = {
         "calibration_version": 1,
         "made": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
@@ -185,13 +217,14 @@ def calibrate(
         "runner": scenario.target.engine.options.get("runner", "torch"),
         "max_duration_s": scenario.load.max_duration,
         "rule": rule.to_json(),
-        "max_load_per_cpu": max_load_per_cpu,
+        "screen": screen.to_json(),
+        "host": host_summary(cycles),
         "cycles": n_cycles,
         "runs": 4 * n_cycles,
-        "runs_left_out": sum(not r.usable for c in cycles for r in c.values()),
+        "runs_left_out": sum(not usable(r, screen) for c in cycles for r in c.values()),
         "sharing": f"window j uses cycles j..j+{rule.max_runs - 1}; each kind judged both ways "
         "round: comparisons share runs",
-        **evaluate(rule, cycles, comparisons, judge or RunJudge()),
+        **evaluate(rule, cycles, comparisons, judge or RunJudge(), screen),
         "minutes": round((time.perf_counter() - t0) / 60, 1),
     }
     path = out / CALIBRATION_FILE

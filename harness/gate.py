@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.host_state import MAX_LOAD_PER_CPU, busy_reason, host_state
+from harness.analysis.host_state import Screen
 from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
 from harness.scenario import Scenario
 
@@ -98,7 +98,7 @@ def gate(
     rule: Rule,
     history: Sequence[Path] = (),
     budget: Budget | None = None,
-    max_load_per_cpu: float = MAX_LOAD_PER_CPU,
+    screen: Screen | None = None,
     judge: Judge | None = None,
     say: Callable[[str], None] = print,
     run: Callable[..., GateRun] | None = None,
@@ -107,6 +107,7 @@ def gate(
     `judge` and `run` default to the verdict module's judge and `run_arm`."""
     judge = judge or RunJudge()
     run_one = run or run_arm
+    screen = screen or Screen()
     budget = budget or Budget()
     paired = "a" in arms
     evidence, runs = Evidence(), list[GateRun]()
@@ -118,9 +119,7 @@ def gate(
             if not budget.allows(_typical_s(runs)):
                 stopped_by = "budget"
                 break
-            done = run_one(
-                arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, max_load_per_cpu
-            )
+            done = run_one(arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, screen)
             runs.append(done)
             evidence.add(arm, Path(done.path), done.usable)
             say(_run_line(done))
@@ -155,7 +154,7 @@ def _typical_s(runs: list[GateRun]) -> float:
     return max((r.wall_s for r in runs), default=0.0)
 
 
-def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float) -> GateRun:
+def run_arm(scenario: Scenario, run_dir: Path, arm: str, screen: Screen) -> GateRun:
     """One run of `scenario` into `run_dir`, analyzed (summary.json) and screened."""
     from harness.analysis.summary import analyze_run
     from harness.build import build_trace
@@ -168,7 +167,7 @@ def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float
         result = replay_point(scenario, build_trace(scenario), run_dir, show_progress=False)
         summary = analyze_run(run_dir)
     wall = time.perf_counter() - t0
-    host = host_state(summary, max_load_per_cpu=max_load_per_cpu)
+    host = screen.state(summary)
     code, ended = judge(str(result.status), *measured_counts(run_dir), 1.0)
     invalid = (summary.get("validity") or {}).get("reasons") or []
     why = (
@@ -176,7 +175,7 @@ def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float
         if code != OK
         else f"invalid: {invalid[0]}"
         if invalid
-        else busy_reason(summary, max_load_per_cpu=max_load_per_cpu)
+        else screen.why(summary)
     )
     return GateRun(
         arm,
@@ -192,10 +191,17 @@ def run_arm(scenario: Scenario, run_dir: Path, arm: str, max_load_per_cpu: float
 
 
 def _run_line(run: GateRun) -> str:
-    load = run.host.get("others_load_per_cpu")
-    host = "host not sampled" if load is None else f"others' load {load:.2f}/CPU"
+    host = host_words(run.host)
     left = "" if run.usable else f", left out ({run.why_not})"
     return f"gate: {Path(run.path).name}: {run.status} in {run.wall_s:.0f} s, {host}{left}"
+
+
+def host_words(host: dict) -> str:
+    """'waited for a CPU 31 % of the time, others' load 1.20/CPU'."""
+    wait, load = host.get("wait_share"), host.get("others_load_per_cpu")
+    words = [] if wait is None else [f"waited for a CPU {wait:.0%} of the time"]
+    words += [] if load is None else [f"others' load {load:.2f}/CPU"]
+    return ", ".join(words) or "host not sampled"
 
 
 def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: Budget):

@@ -8,8 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness.analysis.host_state import MAX_LOAD_PER_CPU
-from harness.gate_rule import DEFAULT_FAIL_ON
+from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
+from harness.gate_rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 
 
 def register(sub) -> None:
@@ -64,11 +64,15 @@ def register(sub) -> None:
     p.add_argument(
         "--min-runs",
         type=int,
-        default=3,
-        help="usable pairs (both runs usable; history mode: candidate runs) before a verdict (3)",
+        default=DEFAULT_MIN_RUNS,
+        help="usable pairs (both runs usable; history mode: candidate runs) before a verdict "
+        "(%(default)s)",
     )
     p.add_argument(
-        "--max-runs", type=int, default=4, help="runs a side at most, busy ones included (4)"
+        "--max-runs",
+        type=int,
+        default=DEFAULT_MAX_RUNS,
+        help="runs a side at most, busy ones included (%(default)s)",
     )
     p.add_argument(
         "--budget-min",
@@ -94,7 +98,16 @@ def register(sub) -> None:
         type=float,
         default=MAX_LOAD_PER_CPU,
         metavar="X",
-        help="leave a run out when other work's load per CPU passed X (%(default)s)",
+        help="a run without a wait share (no schedstat) is left out when other work's load "
+        "per CPU passed X (%(default)s)",
+    )
+    p.add_argument(
+        "--max-wait-share",
+        type=float,
+        default=MAX_WAIT_SHARE,
+        metavar="X",
+        help="leave a run out when its threads waited for a CPU more than this share of the "
+        "time they wanted one (%(default)s)",
     )
     p.add_argument(
         "--calibration",
@@ -190,7 +203,7 @@ def _judge(args: argparse.Namespace, rule, out: Path) -> int:
         rule=rule,
         history=history,
         budget=Budget(args.budget_min),
-        max_load_per_cpu=args.max_host_load,
+        screen=_screen(args),
         say=say,
     )
     path = write_gate(result, out, _matching(calibration, rule))
@@ -199,6 +212,15 @@ def _judge(args: argparse.Namespace, rule, out: Path) -> int:
         print(line)
     print(f"wrote {path}", file=sys.stderr)
     return 130 if result.stopped_by == "interrupted" else result.exit_code
+
+
+def _screen(args: argparse.Namespace):
+    from harness.analysis.host_state import Screen
+    from harness.errors import InputError
+
+    if not 0 < args.max_wait_share <= 1:
+        raise InputError(f"must be in (0, 1], got {args.max_wait_share}", field="--max-wait-share")
+    return Screen(args.max_wait_share, args.max_host_load)
 
 
 def _default_calibration(scenario) -> Path:
@@ -228,7 +250,7 @@ def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
         out,
         rule=rule,
         comparisons=args.comparisons,
-        max_load_per_cpu=args.max_host_load,
+        screen=_screen(args),
         say=say,
     )
     print(calibration_line(doc))

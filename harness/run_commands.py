@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
 from harness.parser import add_format, formatted
 
 
@@ -173,10 +174,18 @@ def _register_capacity(sub) -> None:
         help="a figure within this share of its bound is near the knee: repeats decide (0.2)",
     )
     cap.add_argument(
+        "--max-wait-share",
+        type=float,
+        default=MAX_WAIT_SHARE,
+        help="a run whose threads waited for a CPU more than this share of the time is on a busy "
+        "host (%(default)s; the gate's screen)",
+    )
+    cap.add_argument(
         "--busy-load",
         type=float,
-        default=1.0,
-        help="other processes' load average per CPU from which a run's host is busy (1.0)",
+        default=MAX_LOAD_PER_CPU,
+        help="without a wait share (no schedstat): other processes' load average per CPU from "
+        "which a run's host is busy (%(default)s; the gate's --max-host-load)",
     )
     cap.add_argument(
         "--budget-min",
@@ -232,12 +241,20 @@ def _capacity_settings(args: argparse.Namespace):
         ("--near", args.near, 0 <= args.near < 1, "in [0, 1)"),
         ("--resolution", args.resolution, 0 <= args.resolution < 1, "in [0, 1)"),
         ("--busy-load", args.busy_load, args.busy_load > 0, "> 0"),
+        ("--max-wait-share", args.max_wait_share, 0 < args.max_wait_share <= 1, "in (0, 1]"),
         ("--budget-min", args.budget_min, args.budget_min > 0, "> 0"),
     )
     for flag, value, ok, want in checks:
         if not ok:
             raise InputError(f"must be {want}, got {value}", field=flag)
-    rule = Rule(args.min_tasks, args.repeats, args.near, args.busy_load, args.max_runs)
+    rule = Rule(
+        min_tasks=args.min_tasks,
+        repeats=args.repeats,
+        near=args.near,
+        busy_load=args.busy_load,
+        max_runs=args.max_runs,
+        max_wait_share=args.max_wait_share,
+    )
     budget = args.budget_min * 60
     return Settings(args.max_concurrency, args.resolution, budget, args.look_above, rule)
 

@@ -106,3 +106,20 @@ def test_calibration_needs_the_bundled_engine():
     )
     with pytest.raises(InputError, match="target.kind"):
         arm_scenarios(endpoint)
+
+
+def test_the_screen_it_is_evaluated_with_rejudges_each_recorded_run():
+    from harness.analysis.host_state import Screen
+    from harness.calibration import usable
+
+    waited = GateRun("a", "/x/c1-a", 1.0, "complete", True, None, {"wait_share": 0.8})
+    failed = GateRun("a", "/x/c2-a", 1.0, "failed", False, "ended badly: x", {"wait_share": 0.1})
+    assert usable(waited, None) and not usable(waited, Screen(max_wait_share=0.75))
+    assert usable(waited, Screen(max_wait_share=0.9))
+    assert not usable(failed, Screen(max_wait_share=0.9))  # a bad ending is not the host's
+    judge = BySlowdown()
+    runs = cycles(4)
+    runs[1]["s30"].host = {"wait_share": 0.95}
+    result = replay_rule(Rule(min_runs=2, max_runs=4), runs, "a", "s30", judge, Screen(0.9))
+    assert judge.calls[0] == (["c1-a", "c3-a"], ["c1-s30", "c3-s30"])
+    assert result["runs_used"] == [3, 3]

@@ -246,3 +246,14 @@ def test_a_real_search_writes_its_band_and_names_the_binding_slo(tmp_path, capsy
     run = result["points"][0]["runs"][0]
     assert (out / "c1-r1" / "summary.json").exists() and run["host"]["before"]
     assert "TTFT p90 binds" in (out / "capacity.html").read_text()
+
+
+def test_the_flags_reach_the_rule_by_name():
+    from harness.cli import build_parser
+    from harness.run_commands import _capacity_settings
+
+    args = build_parser().parse_args(
+        ["capacity", "x.yaml", "-o", "d", "--max-runs", "6", "--max-wait-share", "0.8"]
+    )
+    rule = _capacity_settings(args).rule
+    assert rule.max_runs == 6 and rule.max_wait_share == 0.8 and rule.busy_load == 3.0

@@ -85,18 +85,28 @@ def test_pairs_alternate_and_the_first_decisive_look_stops(tmp_path):
     assert result.stopped_by == "decisive"
 
 
-def test_each_look_spends_alpha_over_the_planned_looks(tmp_path):
+def test_the_final_look_keeps_half_of_alpha_the_interim_looks_share_the_rest(tmp_path):
     judge = Scripted(["inconclusive"])
     gate(
         ARMS,
         tmp_path,
-        rule=Rule(min_runs=3, max_runs=6, alpha=0.05),
+        rule=Rule(min_runs=3, max_runs=6, alpha=0.05, fail_on="tpot_p50:+10%,tpgs:-5%"),
         judge=judge,
         run=runner(),
         say=lambda _: None,
     )
     assert len(judge.calls) == 4  # looks at 3, 4, 5 and 6 runs a side
-    assert all(c["alpha"] == pytest.approx(0.05 / 4) for c in judge.calls)
+    levels = [c["alpha"] for c in judge.calls]
+    # over 2 gated rows: interim 0.025 / 3 looks / 2 rows, final 0.025 / 2 rows
+    assert levels[:3] == pytest.approx([0.025 / 3 / 2] * 3)
+    assert levels[3] == pytest.approx(0.025 / 2)
+    assert sum(levels[:3]) * 2 + levels[3] * 2 == pytest.approx(0.05)
+
+
+def test_one_look_spends_all_of_alpha_and_rows_split_it():
+    assert Rule(min_runs=3, max_runs=3, alpha=0.05, fail_on="tpot_p50:+10%").alpha_final == 0.05
+    three = Rule(min_runs=3, max_runs=3, alpha=0.06, fail_on="tpot_p50:+10%,tpgs:-5%,ttft_p90:+10%")
+    assert three.alpha_final == pytest.approx(0.02)
 
 
 def test_busy_runs_are_left_out_and_count_against_the_budget(tmp_path):

@@ -41,6 +41,8 @@ def interleaved(tmp_path_factory):
             "2",
             "--max-host-load",
             "100",
+            "--max-wait-share",
+            "1",
             "-o",
             str(out),
             "--calibration",
@@ -58,9 +60,10 @@ def test_the_gate_runs_pairs_and_writes_one_verdict(interleaved):
     assert doc["verdict"] in CODES and code == doc["exit_code"] == CODES[doc["verdict"]]
     assert [r["path"].rsplit("/", 1)[-1] for r in doc["runs"]] == ["a1", "b1", "b2", "a2"]
     assert all((out / name / "summary.json").is_file() for name in ("a1", "b1", "b2", "a2"))
-    assert doc["mode"] == "interleaved" and doc["rule"]["alpha_per_look"] == pytest.approx(0.05)
+    assert doc["mode"] == "interleaved" and doc["rule"]["alpha_final"] == pytest.approx(0.025)
     for run in doc["runs"]:
         assert run["host"]["others_load_per_cpu"] is not None  # sampled on Linux
+        assert 0 <= run["host"]["wait_share"] <= 1  # schedstat, on Linux
     text = (out / "gate.md").read_text()
     assert "verdict:" in text
     assert "this rule's calibration (simulated runner" in text  # the gate quotes its rates
@@ -84,6 +87,8 @@ def test_calibrate_writes_rates_for_every_kind(tmp_path):
             "2",
             "--max-host-load",
             "100",
+            "--max-wait-share",
+            "1",
             "-o",
             str(out),
             "--quiet",
@@ -123,6 +128,8 @@ def test_one_configuration_is_judged_against_history(interleaved, tmp_path):
             "2",
             "--max-host-load",
             "100",
+            "--max-wait-share",
+            "1",
             "-o",
             str(tmp_path / "g"),
             "--quiet",

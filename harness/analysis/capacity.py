@@ -33,8 +33,11 @@ class Rule:
     min_tasks: int = 5  # tasks served (with a measured request) below which a run is undecided
     repeats: int = 3  # decided runs a point near the knee needs
     near: float = 0.2  # a figure within this share of its bound is near the knee
-    busy_load: float = 1.0  # other processes' load average per CPU from which the host is busy
+    # the one host screen (harness/analysis/host_state.py): a run whose threads waited for a CPU
+    # more than this share of the time; without a wait share, other processes' load per CPU
+    busy_load: float = host_state.MAX_LOAD_PER_CPU
     max_runs: int = 5  # runs of one point at most (busy hosts, non-monotone re-runs)
+    max_wait_share: float = host_state.MAX_WAIT_SHARE
 
 
 @dataclass
@@ -88,6 +91,7 @@ def outcome(
     during = client.get("host_load")
     own = client.get("process_cpu_share")
     host = {**host, "during": during, "own_cpu_share": own}
+    host["wait_share"] = client.get("run_queue_wait_share")
     return RunOutcome(
         concurrency,
         path,
@@ -95,7 +99,7 @@ def outcome(
         int(sessions.get("tasks") or 0),
         int(sessions.get("tasks_complete") or 0),
         host,
-        busy(host, rule.busy_load),
+        busy(summary, host, rule),
         wall_s,
     )
 
@@ -114,9 +118,15 @@ def others_load(host: dict) -> float | None:
     return host_state.others_load(load, host.get("own_cpu_share")) / cpus
 
 
-def busy(host: dict, per_cpu: float) -> bool:
+def busy(summary: dict, host: dict, rule: Rule) -> bool:
+    """The one host screen on the run's summary; a run whose summary has no host sample at all
+    is judged on the load average after it."""
+    screen = host_state.Screen(rule.max_wait_share, rule.busy_load)
+    client = summary.get("client") or {}
+    if client.get("run_queue_wait_share") is not None or client.get("host_load"):
+        return screen.state(summary).busy
     others = others_load(host)
-    return others is not None and others > per_cpu
+    return others is not None and others > rule.busy_load
 
 
 @dataclass

@@ -11,8 +11,13 @@ client queueing: add workers (`--workers`, Ray) or lower the load per process.
 A late loop is blamed on what the samples show (`cause`): the driver's own work when its loop
 thread was busy (at least `OWN_WORK_SHARE` of a core); the process's other threads (an in-process
 engine's step thread holds the interpreter) when the process was busy and the loop was not; the
-host when it was overloaded (`client.json` `host_load`: load average or run queue above
-`HOST_LOAD_PER_CPU` per CPU, or more than `STEAL_SHARE` of CPU time stolen) while neither was.
+host when it was overloaded while neither was. Overloaded is measured on the process itself
+where Linux records it: `run_queue_wait_share`, the share of the time this process's threads
+wanted a CPU and waited on a run queue for one (`client.json` `thread_waits`), above
+`WAIT_SHARE_HOST`; or more than `STEAL_SHARE` of the CPU time stolen. Only without that record
+does the load average decide (load average or run queue above `HOST_LOAD_PER_CPU` per CPU): it
+counts this process's own threads too, an in-process engine's among them, so on 2 CPUs it called
+the host overloaded when other work's load was about 1 per CPU.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ LOOP_CPU_SHARE = 0.85
 OWN_WORK_SHARE = 0.5  # loop-thread CPU share from which a late loop is the driver's own work
 HOST_LOAD_PER_CPU = 1.5  # load average (or run queue) per CPU above which the host is overloaded
 STEAL_SHARE = 0.10  # share of the host's CPU time stolen by the hypervisor
+# Share of its wanted CPU time the process spent waiting for a CPU above which the host, not the
+# driver, held it back: half the time it could have run, it could not.
+WAIT_SHARE_HOST = 0.5
 
 
 def read_client(run_dir: Path) -> dict | None:
@@ -49,10 +57,12 @@ def client_check(records: pd.DataFrame, client: dict | None, start: float, end: 
         "loop_cpu_share": None,
         "loop_cpu_share_max": None,
         "process_cpu_share": None,
+        "run_queue_wait_share": None,
         "thresholds": {
             "send_lag_p99_s": SEND_LAG_P99_S,
             "loop_lag_p99_s": LOOP_LAG_P99_S,
             "loop_cpu_share": LOOP_CPU_SHARE,
+            "run_queue_wait_share": WAIT_SHARE_HOST,
         },
     }
     if client and "workers" in client:
@@ -77,6 +87,10 @@ def _worst_worker(workers: list[dict], start: float, end: float) -> dict:
         key: max((w[key] for w in each if w[key] is not None), default=None)
         for key in ("loop_cpu_share", "loop_cpu_share_max", "process_cpu_share")
     }
+    worst["run_queue_wait_share"] = max(
+        (w["run_queue_wait_share"] for w in each if w["run_queue_wait_share"] is not None),
+        default=None,
+    )
     return {
         "loop_lag_s": laggiest["loop_lag_s"],
         **worst,
@@ -105,7 +119,21 @@ def _loop(client: dict, start: float, end: float) -> dict:
         "loop_cpu_share_max": _max_share(t, loop_cpu, start, end),
         "process_cpu_share": _share(t, proc_cpu, start, end),
         "host_load": _host(client.get("host_load"), t, start, end),
+        "run_queue_wait_share": wait_share(client.get("thread_waits"), t, start, end),
     }
+
+
+def wait_share(waits: dict | None, t: np.ndarray, start: float, end: float) -> float | None:
+    """The share of the time the process's threads wanted a CPU that they waited for one, over
+    [start, end] (cumulative samples taken with the CPU samples at times `t`)."""
+    if not waits or not waits.get("run_s"):
+        return None
+    n = min(len(waits["run_s"]), t.size)
+    run = _share(t[:n], np.asarray(waits["run_s"][:n], dtype=float), start, end)
+    wait = _share(t[:n], np.asarray(waits["wait_s"][:n], dtype=float), start, end)
+    if run is None or wait is None or run + wait <= 0:
+        return None
+    return float(wait / (run + wait))
 
 
 def _host(host: dict | None, t: np.ndarray, start: float, end: float) -> dict | None:
@@ -134,7 +162,12 @@ def _host(host: dict | None, t: np.ndarray, start: float, end: float) -> dict | 
     }
 
 
-def host_overloaded(host: dict | None) -> bool:
+def host_overloaded(host: dict | None, wait: float | None = None) -> bool:
+    """The process waited for a CPU more than `WAIT_SHARE_HOST` of the time, or the hypervisor
+    stole more than `STEAL_SHARE`; without a wait share, the load average rule."""
+    steal = ((host or {}).get("steal_share") or 0.0) > STEAL_SHARE
+    if wait is not None:
+        return wait > WAIT_SHARE_HOST or steal
     if not host or not host.get("cpus"):
         return False
     per_cpu = max(host["load1_mean"], host["runnable_mean"]) / host["cpus"]
@@ -152,9 +185,10 @@ def late_cause(c: dict) -> str | None:
         return "driver"
     if process is not None and process - share >= OWN_WORK_SHARE:
         return "process"
-    if c.get("host_load") is None:
+    wait = c.get("run_queue_wait_share")
+    if c.get("host_load") is None and wait is None:
         return "unsampled"
-    return "host" if host_overloaded(c["host_load"]) else "unknown"
+    return "host" if host_overloaded(c.get("host_load"), wait) else "unknown"
 
 
 def _share(t: np.ndarray, cpu: np.ndarray, a: float, b: float) -> float | None:
@@ -204,7 +238,7 @@ def _blame(c: dict) -> str:
         )
     if cause == "host":
         return (
-            f"an overloaded host, not the driver ({host_line(c.get('host_load'))}; the driver's loop"
+            f"an overloaded host, not the driver ({_waited(c)}{host_line(c.get('host_load'))}; the driver's loop"
             f" thread used {share:.0%} of a CPU): run the driver where it gets a CPU of its own"
         )
     if cause == "unknown":
@@ -218,6 +252,11 @@ def _blame(c: dict) -> str:
             " was not sampled)"
         )
     return "the driver's own delay"
+
+
+def _waited(c: dict) -> str:
+    wait = c.get("run_queue_wait_share")
+    return "" if wait is None else f"its threads waited for a CPU {wait:.0%} of the time, "
 
 
 def _judge(c: dict) -> list[str]:

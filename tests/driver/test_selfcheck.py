@@ -174,3 +174,98 @@ def test_the_probe_samples_the_hosts_load_on_linux():
     d = probe.as_dict()
     assert d is not None and len(d["load1"]) == 2 and d["cpus"] >= 1
     assert d["cpu_total_s"][1] >= d["cpu_total_s"][0] > 0 and d["runnable"][0] >= 1
+
+
+def _waits(run_s: list[float], wait_s: list[float]) -> dict:
+    return {"run_s": run_s, "wait_s": wait_s, "threads": [3] * len(run_s)}
+
+
+def test_a_late_loop_whose_threads_waited_for_a_cpu_is_the_hosts_whatever_the_load():
+    # a quiet load average (0.5) but the process's threads waited 3 s in every 4 s wanted
+    c = _late_loop([0.0, 0.05, 0.1, 0.15], [0.0, 0.06, 0.12, 0.18], [0.5, 0.4, 0.5, 0.6])
+    c2 = _with_waits(_waits([0.0, 0.25, 0.5, 0.75], [0.0, 0.75, 1.5, 2.25]))
+    assert c["cause"] == "unknown" and c2["cause"] == "host"
+    assert c2["run_queue_wait_share"] == pytest.approx(0.75)
+    assert any("waited for a CPU 75% of the time" in w for w in c2["warnings"])
+
+
+def test_a_loaded_host_whose_process_hardly_waited_is_not_blamed():
+    # load 11-17 on 2 CPUs, yet the process's threads waited 10 % of the time they wanted a CPU
+    c = _with_waits(
+        _waits([0.0, 0.9, 1.8, 2.7], [0.0, 0.1, 0.2, 0.3]), load=[11.0, 13.0, 17.0, 15.0]
+    )
+    assert c["run_queue_wait_share"] == pytest.approx(0.1) and c["cause"] == "unknown"
+
+
+def _with_waits(waits: dict, load: list[float] | None = None) -> dict:
+    import pandas as pd
+
+    from harness.analysis.client_check import client_check
+
+    records = pd.DataFrame(
+        {"phase": ["measure"] * 3, "t_sent": [1.0, 2.0, 3.0], "t_scheduled": [1.0, 2.0, 3.0]}
+    )
+    load = load or [0.5, 0.4, 0.5, 0.6]
+    samples = {
+        "loop_lag": {"t": [1.0, 2.0, 3.0], "lag_s": [0.2, 0.3, 0.25]},
+        "cpu": {
+            "t": [0.0, 1.0, 2.0, 3.0],
+            "loop_thread_s": [0.0, 0.05, 0.1, 0.15],
+            "process_s": [0.0, 0.06, 0.12, 0.18],
+        },
+        "host_load": {
+            "cpus": 2,
+            "load1": load,
+            "runnable": [int(x) for x in load],
+            "steal_s": [0.0] * 4,
+            "cpu_total_s": [0.0, 2.0, 4.0, 6.0],
+        },
+        "thread_waits": waits,
+    }
+    return client_check(records, samples, 0.0, 3.0)
+
+
+def test_thread_waits_count_a_real_threads_cpu_time_and_one_that_began_and_ended():
+    import threading
+    from pathlib import Path
+
+    from harness.driver.live.selfcheck import ThreadWaits
+
+    if not list(Path("/proc/self/task").glob("*/schedstat")):
+        pytest.skip("no schedstat")
+    waits = ThreadWaits()
+    assert waits.available
+    waits.sample()
+    spin = 0.3  # CPU seconds a thread spends, counted in CPU time: a wall-clock spin on a shared
+    # machine may be descheduled
+    burnt, release = threading.Event(), threading.Event()
+
+    def burn() -> None:
+        end = time.thread_time() + spin
+        while time.thread_time() < end:
+            pass
+        burnt.set()
+        release.wait()  # alive, not running, until sampled
+
+    worker = threading.Thread(target=burn)
+    worker.start()
+    burnt.wait()
+    waits.sample()  # the worker is seen after its spin: a thread that began after the first
+    release.set()
+    worker.join()
+    waits.sample()  # the worker has ended: what it had when last seen is kept
+    d = waits.as_dict()
+    assert d is not None and len(d["run_s"]) == 3
+    assert d["run_s"][0] == 0 and d["wait_s"][0] == 0  # each thread from its first sample
+    assert d["run_s"][1] >= spin * 0.9  # counted from zero: it began after the first sample
+    assert d["run_s"][2] >= d["run_s"][1]  # the ended thread's run time is still counted
+    assert d["wait_s"][2] >= d["wait_s"][1] >= 0
+    assert d["threads"][1] >= 2 and d["threads"][2] < d["threads"][1] + 1
+
+
+def test_thread_waits_record_nothing_without_schedstat(tmp_path):
+    from harness.driver.live.selfcheck import ThreadWaits
+
+    waits = ThreadWaits(tmp_path)
+    waits.sample()
+    assert not waits.available and waits.as_dict() is None

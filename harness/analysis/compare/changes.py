@@ -13,7 +13,7 @@ worse direction. Figures the sides do not measure alike get no verdict: "not com
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -102,20 +102,35 @@ class Figures:
     replicates: list[np.ndarray | None]
     samples: int
     runs: int
+    waits: list[float | None] = field(default_factory=list)  # each run's CPU wait share
 
 
 def figures(metric: Headline, analyses: list[Analysis], rng, boot: bool = True) -> Figures:
-    values, reps, samples = [], [], 0
+    values, reps, samples, waits = [], [], 0, []
     for a in analyses:
         v = metric.value(Side([a]))
         if v is None:
             continue
-        clusters = metric.evidence(a)
-        samples += clusters.values.size
+        waits.append((a.summary.get("client") or {}).get("run_queue_wait_share"))
+        size, drawn = _bootstrap(metric, a, rng, boot)
+        samples += size
         values.append(v)
+        reps.append(drawn)
+    return Figures(values, reps, samples, len(analyses), waits)
+
+
+def _bootstrap(metric: Headline, a: Analysis, rng, boot: bool) -> tuple[int, np.ndarray | None]:
+    """A run's samples of `metric` and its within-run bootstrap, drawn once per run: a gate
+    judges the same runs again after every pair, and a calibration in many windows (20 runs x
+    17 rows x 1000 replicates a look, else)."""
+    cache = a.__dict__.setdefault("_replicates", {})
+    key = (metric.key, boot)
+    if key not in cache:
+        clusters = metric.evidence(a)
         drawn = boot and clusters.values.size and clusters.units >= 2
-        reps.append(evidence.replicates([clusters], metric.statistic, rng) if drawn else None)
-    return Figures(values, reps, samples, len(analyses))
+        reps = evidence.replicates([clusters], metric.statistic, rng) if drawn else None
+        cache[key] = (int(clusters.values.size), reps)
+    return cache[key]
 
 
 def within_var(reps: np.ndarray | None, scale: str) -> float | None:
@@ -166,7 +181,10 @@ def row(
         [within_var(r, scale) for r in cand.replicates],
     )
     if paired:
-        s = noise.paired_spread(xb, xc, within, alpha)
+        waits = (base.waits, cand.waits)
+        s = noise.adjusted_spread(xb, xc, waits, within, alpha) or noise.paired_spread(
+            xb, xc, within, alpha
+        )
     else:
         s = noise.spread(xb, xc, xh, within, alpha)
     _interval(out, s, scale)

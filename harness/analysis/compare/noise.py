@@ -11,7 +11,11 @@ but it cannot be called significant across runs.
 Runs taken in interleaved pairs (a_i and b_i back to back, as `harness gate` runs them) are judged
 on the within-pair differences instead (`paired_spread`): log(b_i / a_i) on a log row, a t
 interval over the pairs at pairs - 1 degrees of freedom. A host that drifts slowly moves both runs
-of a pair alike, so the drift cancels in the difference rather than widening the band.
+of a pair alike, so the drift cancels in the difference rather than widening the band. From
+`MIN_ADJUSTED_PAIRS` pairs whose runs all recorded how long their threads waited for a CPU, the
+differences are corrected for the two runs' different contention (`adjusted_spread`): a pair
+whose candidate waited more is slower for that reason alone, and the host changes within a pair
+too (two 10 s runs on a shared host rarely see the same load).
 """
 
 from __future__ import annotations
@@ -140,6 +144,51 @@ def paired_spread(
     half = _t(alpha, n - 1) * sd_d / np.sqrt(n)
     half = max(half, z * within_sd if within_sd is not None else 0.0)
     return Spread(float(d.mean()), half, within_sd, b, (n, n, 0), z)
+
+
+MIN_ADJUSTED_PAIRS = 6  # a regression on one covariate spends a degree of freedom: 4 left at 6
+
+
+def stretch(wait_share: float) -> float:
+    """How much longer CPU work takes when its threads wait `wait_share` of the time they want a
+    CPU, on the log scale: log(1 / (1 - wait share)). A CPU-bound step whose thread waits half the
+    time takes twice as long, log 2 further."""
+    return float(-np.log1p(-min(max(wait_share, 0.0), 0.99)))
+
+
+def adjusted_spread(
+    base: np.ndarray,
+    cand: np.ndarray,
+    waits: tuple[list[float | None], list[float | None]],
+    within: tuple[list[float | None], list[float | None]],
+    alpha: float,
+) -> Spread | None:
+    """`paired_spread` corrected for contention: the within-pair differences d_i regressed on the
+    difference of the two runs' `stretch` x_i (least squares, d = change + slope x); the change is
+    the fitted difference at equal contention (x = 0), its half-width t(pairs - 2) x its standard
+    error, floored by the within-run one. The slope is fitted, not assumed: the simulated runner
+    sleeps most of a step and feels contention less than a CPU-bound one. None when it does not
+    apply: fewer than `MIN_ADJUSTED_PAIRS` pairs, a wait share missing, or every pair's two runs
+    equally contended (nothing to fit)."""
+    n = base.size
+    wb, wc = waits
+    if n < MIN_ADJUSTED_PAIRS or len(wb) != n or len(wc) != n or None in [*wb, *wc]:
+        return None
+    x = np.array([stretch(c) - stretch(b) for b, c in zip(wb, wc, strict=True)])  # type: ignore[arg-type]
+    sxx = float(((x - x.mean()) ** 2).sum())
+    if sxx <= 1e-12:
+        return None
+    d = cand - base
+    slope = float(((x - x.mean()) * (d - d.mean())).sum() / sxx)
+    change = float(d.mean() - slope * x.mean())
+    resid = d - (change + slope * x)
+    sd_e = float(np.sqrt((resid**2).sum() / (n - 2)))
+    se = sd_e * float(np.sqrt(1 / n + x.mean() ** 2 / sxx))
+    b = Band(sd_e / np.sqrt(2), n - 2, f"paired over {n} pairs, corrected for CPU waits", pairs=n)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    within_sd = _within_sd(within)
+    half = max(_t(alpha, n - 2) * se, z * within_sd if within_sd is not None else 0.0)
+    return Spread(change, half, within_sd, b, (n, n, 0), z)
 
 
 def _t(alpha: float, df: int) -> float:

@@ -11,7 +11,10 @@ A Ray run's workers each sample their own loop; the coordinator writes them all 
 
 With the CPU the probe notes the host's state (Linux `/proc`): the 1-minute load average, the
 run queue (runnable tasks) and the CPU time stolen by the hypervisor, so a late loop can be told
-apart: the driver's own work, or a host too busy to run it.
+apart: the driver's own work, or a host too busy to run it. It also notes how long this
+process's threads waited on a run queue (`ThreadWaits`, Linux `/proc/self/task/*/schedstat`):
+the host's contention as this process felt it, where the load average counts the run's own
+threads (an in-process engine) as much as other work's.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class LoopProbe:
         self.loop_cpu_s = array("d")
         self.process_cpu_s = array("d")
         self.host = HostProbe()
+        self.waits = ThreadWaits()
         self._handle: asyncio.TimerHandle | None = None
         self._due = 0.0
         self._next_cpu = 0.0
@@ -71,6 +75,7 @@ class LoopProbe:
         self.loop_cpu_s.append(round(time.thread_time() - self._cpu0[0], 6))
         self.process_cpu_s.append(round(time.process_time() - self._cpu0[1], 6))
         self.host.sample()
+        self.waits.sample()
         self._next_cpu = now + self.cpu_every_s
 
     def stop(self) -> None:
@@ -90,6 +95,7 @@ class LoopProbe:
                 "process_s": list(self.process_cpu_s),
             },
             "host_load": self.host.as_dict(),  # one sample per cpu sample, at the same times
+            "thread_waits": self.waits.as_dict(),  # likewise
         }
 
 
@@ -132,6 +138,59 @@ class HostProbe:
             "steal_s": self.steal_s,
             "cpu_total_s": self.total_s,
         }
+
+
+class ThreadWaits:
+    """How long this process's threads ran and waited on a run queue, summed over its threads.
+
+    `/proc/self/task/<tid>/schedstat` holds a thread's nanoseconds on a CPU, nanoseconds runnable
+    but waiting for one, and its timeslices, since the thread began. Each sample adds, per thread,
+    what it gained since it was first seen: a thread there at the first sample from that sample's
+    values, one that began later from zero; a thread that ended keeps what it had. Waiting is the
+    host's contention as this process felt it (other work's threads, or its own beyond the CPUs),
+    whatever the load average says: `wait / (run + wait)` is the share of the time the process
+    wanted a CPU and had none. Without schedstat (not Linux, or a kernel without schedstats)
+    it records nothing."""
+
+    def __init__(self, task_dir: str | Path = "/proc/self/task") -> None:
+        self.task_dir = Path(task_dir)
+        self.run_s: list[float] = []
+        self.wait_s: list[float] = []
+        self.threads: list[int] = []
+        self._first: dict[str, tuple[int, int]] = {}
+        self._last: dict[str, tuple[int, int]] = {}
+        self.available = (self.task_dir / str(os.getpid()) / "schedstat").is_file() or any(
+            self.task_dir.glob("*/schedstat")
+        )
+
+    def sample(self) -> None:
+        if not self.available:
+            return
+        now = self._read()
+        first_sample = not self._first
+        for tid, values in now.items():
+            self._first.setdefault(tid, values if first_sample else (0, 0))
+            self._last[tid] = values
+        run = sum(self._last[t][0] - self._first[t][0] for t in self._last)
+        wait = sum(self._last[t][1] - self._first[t][1] for t in self._last)
+        self.run_s.append(round(run / 1e9, 4))
+        self.wait_s.append(round(wait / 1e9, 4))
+        self.threads.append(len(now))
+
+    def _read(self) -> dict[str, tuple[int, int]]:
+        out = {}
+        for path in self.task_dir.glob("*/schedstat"):
+            try:
+                fields = path.read_text().split()
+                out[path.parent.name] = (int(fields[0]), int(fields[1]))
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended between the listing and the read
+        return out
+
+    def as_dict(self) -> dict | None:
+        if not self.run_s:
+            return None
+        return {"run_s": self.run_s, "wait_s": self.wait_s, "threads": self.threads}
 
 
 def write_client_check(

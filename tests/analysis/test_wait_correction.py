@@ -1,0 +1,75 @@
+"""The paired differences corrected for the two runs' CPU waits: a pair whose candidate waited
+more is slower for that reason alone; the correction takes it out, and leaves a real slowdown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.analysis.compare import noise
+from harness.analysis.compare.changes import (
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSED,
+    Figures,
+    Threshold,
+    row,
+)
+from harness.analysis.compare.sides import HEADLINE
+
+TPOT_P50 = next(m for m in HEADLINE if m.key == "tpot_p50")
+# each pair's two wait shares, drawn as a shared 2-core host gives them (0.2-0.7), and a CPU-bound
+# figure that stretches with them: log(figure) = log(base) + stretch(wait) + a little noise
+WAIT_A = [0.2, 0.6, 0.3, 0.5, 0.7, 0.25, 0.45, 0.35]
+WAIT_B = [0.6, 0.2, 0.5, 0.3, 0.3, 0.65, 0.2, 0.55]
+NOISE = np.array([0.01, -0.02, 0.015, 0.0, -0.01, 0.02, -0.015, 0.005])
+
+
+def _logs(waits: list[float], slowdown: float, noise_: np.ndarray) -> np.ndarray:
+    return np.log(0.05) + np.array([noise.stretch(w) for w in waits]) + np.log(slowdown) + noise_
+
+
+def _row(slowdown: float, waits_b=WAIT_B, n: int = 8):
+    a = _logs(WAIT_A[:n], 1.0, NOISE[:n])
+    b = _logs(waits_b[:n], slowdown, -NOISE[:n][::-1])
+    fa = Figures(list(np.exp(a)), [None] * n, 100 * n, n, WAIT_A[:n])
+    fb = Figures(list(np.exp(b)), [None] * n, 100 * n, n, list(waits_b[:n]))
+    threshold = Threshold("tpot_p50", True, 0.10, True)
+    return row(TPOT_P50, fa, fb, [], threshold, 0.0125, 0.02, paired=True)
+
+
+def test_stretch_is_the_log_of_the_time_a_cpu_bound_step_takes():
+    assert noise.stretch(0.0) == 0.0
+    assert noise.stretch(0.5) == pytest.approx(np.log(2))
+    assert np.isfinite(noise.stretch(1.0))  # clipped, never infinite
+
+
+def test_the_correction_takes_out_the_waits_and_leaves_a_30_percent_slowdown():
+    slowed, same = _row(1.3), _row(1.0)
+    assert "corrected for CPU waits" in slowed.band_source
+    assert slowed.verdict == REGRESSED and slowed.change > 0.1
+    assert same.verdict == NO_CHANGE  # the waits alone would have moved it by up to +/-100 %
+
+
+def test_the_fit_recovers_the_effect_at_equal_contention():
+    a = _logs(WAIT_A, 1.0, np.zeros(8))
+    b = _logs(WAIT_B, 1.3, np.zeros(8))
+    s = noise.adjusted_spread(a, b, (WAIT_A, WAIT_B), ([None] * 8, [None] * 8), 0.05)
+    assert s is not None and s.change == pytest.approx(np.log(1.3), abs=1e-9)
+    plain = noise.paired_spread(a, b, ([None] * 8, [None] * 8), 0.05)
+    assert plain.half_width > 10 * s.half_width  # without it the waits are the noise
+
+
+def test_uncorrected_below_six_pairs_or_without_waits_or_with_nothing_to_fit():
+    few = _row(1.3, n=5)
+    assert "corrected" not in few.band_source and few.band_source == "paired over 5 pairs"
+    a, b = _logs(WAIT_A, 1.0, NOISE), _logs(WAIT_B, 1.0, NOISE)
+    none = ([None] * 8, [None] * 8)
+    assert noise.adjusted_spread(a, b, (WAIT_A, [None] * 8), none, 0.05) is None
+    assert noise.adjusted_spread(a, b, (WAIT_A, WAIT_A), none, 0.05) is None  # equal waits
+
+
+def test_a_slowdown_hidden_in_the_waits_is_not_invented():
+    # the candidate waited more in every pair and is slower by exactly that: no regression
+    same = _row(1.0, waits_b=[w + 0.2 for w in WAIT_A])
+    assert same.verdict in (NO_CHANGE, INCONCLUSIVE) and same.verdict != REGRESSED
