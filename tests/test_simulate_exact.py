@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.run_commands import SIMULATE_SETS
 from harness.build import build_trace
+from harness.run_commands import SIMULATE_SETS
 from harness.runner import replay_point
 from harness.scenario import load_scenario
 
