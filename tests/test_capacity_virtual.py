@@ -79,3 +79,13 @@ def test_the_fleet_table_has_a_row_per_replica_count_and_a_column_per_policy(tmp
     assert "Modelled, not measured" in table
     assert "| 1 |" in table and "| 2 |" in table and "round_robin: agents / hit" in table
     assert json.loads((tmp_path / "fleet.json").read_text())["modelled"] is True
+
+
+def test_the_verb_refuses_an_unknown_policy_in_one_line(tmp_path, capsys):
+    from harness.cli import main
+
+    scenario = str(ROOT / "scenarios" / "fleet.yaml")
+    argv = ["capacity", scenario, "--simulate", "--replicas", "1,2", "--routing", "random"]
+    code = main([*argv, "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "longest_prefix" in err
