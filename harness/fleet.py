@@ -70,7 +70,12 @@ def fleet(
             answer = search.run(guess, factor, resolution if one else 0.0)
             one = one or answer or 1
             cells.append(_cell(n, policy, answer, search))
-    result = {
+            _write(out, _table(scenario, slos, point_s, resolution, began, cells, policies))
+    return _table(scenario, slos, point_s, resolution, began, cells, policies)
+
+
+def _table(scenario, slos, point_s, resolution, began: float, cells, policies) -> dict:
+    return {
         "clock": "virtual",
         "modelled": True,
         "note": MODELLED,
@@ -80,9 +85,12 @@ def fleet(
         "wall_s": round(time.perf_counter() - began, 1),
         "cells": _with_one_replica(cells, policies),
     }
+
+
+def _write(out: Path, result: dict) -> None:
+    """After every cell: a long table that stops part way keeps the cells it has."""
     (out / FLEET_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (out / "fleet.md").write_text(fleet_markdown(result), encoding="utf-8")
-    return result
 
 
 def _cell(n: int, policy: str, answer: int | None, search: Search) -> dict:
