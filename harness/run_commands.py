@@ -200,6 +200,9 @@ def _register_capacity(sub) -> None:
         action="store_false",
         help="do not try the point above the first miss (it detects non-monotone curves)",
     )
+    from harness import fleet_commands  # --simulate, --replicas, --routing: the virtual clock's
+
+    fleet_commands.add_arguments(cap)
     cap.set_defaults(func=_capacity)
 
 
@@ -211,6 +214,10 @@ def _capacity(args: argparse.Namespace) -> int:
     from harness.report.capacity_text import notes
     from harness.scenario import load_scenario
 
+    if args.simulate:  # the exact search on the virtual clock (harness/capacity_virtual.py)
+        from harness.fleet_commands import simulate_capacity
+
+        return simulate_capacity(args)
     settings = _capacity_settings(args)
     out = Path(args.output)
     if out.exists() and any(out.iterdir()):

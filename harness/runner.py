@@ -9,7 +9,7 @@ report across the points (TPGS vs interactivity frontier) and `sweep.json`.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -128,23 +128,44 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
 
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = "table") -> dict:
-    from harness.analysis.summary import analyze_run
     from harness.driver.live.progress import step
     from harness.parser import formatted
     from harness.report.text import summary_table
     from harness.reporting import write_report
 
     with step("analysing", show=not quiet):
-        summary = analyze_run(
-            run_dir
-        )  # everything from the folder: `harness analyze` gives the same
+        analysis = analyze_once(run_dir)
     with step("writing the report", show=not quiet):
-        report = write_report([run_dir])
+        report = _write_report(analysis, run_dir)
+    summary = analysis.summary
     if not quiet:
         if fmt != "json":  # json: the caller prints the summary as one object
             print(formatted(fmt, summary_table(summary), summary))
         print(f"report: {report}")
     return dict(summary)  # a sweep's point keeps it as a plain mapping
+
+
+def analyze_once(run_dir: Path):
+    """`harness analyze` (summary.json, histograms.json), its analysis kept for the report: the
+    run is read and analysed once, not once more by `write_report` (the same figures: both are
+    `analyze` of the folder with no options)."""
+    from harness.analysis import histograms
+    from harness.analysis.run import load_run
+    from harness.analysis.summary import analyze, write_summary
+
+    analysis = analyze(load_run(run_dir))
+    write_summary(analysis.summary, run_dir)
+    histograms.write_histograms(analysis.histograms(), run_dir)
+    # the report reads the summary the folder now holds, as a fresh load would
+    return replace(analysis, run=replace(analysis.run, summary=analysis.summary))
+
+
+def _write_report(analysis, run_dir: Path) -> Path:
+    from harness.atomic import write_atomic
+    from harness.report.html import render_report
+    from harness.schema import REPORT_FILE
+
+    return write_atomic(run_dir / REPORT_FILE, render_report([analysis]))
 
 
 # ---- the replay ------------------------------------------------------------------------------

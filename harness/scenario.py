@@ -91,7 +91,7 @@ class EngineTargetConfig(Strict):
     """The reference engine as the target: in-process or `harness serve` processes."""
 
     mode: Literal["inprocess", "http"] = "inprocess"
-    replicas: int = Field(default=1, ge=1, le=16)
+    replicas: int = Field(default=1, ge=1, le=64)  # fleets of in-process replicas: up to 64
     options: dict[str, Any] = Field(default_factory=dict)  # EngineConfig fields (vLLM names)
 
 

@@ -35,17 +35,24 @@ class SegmentSpans:
 
 def segment_spans(trace: Trace, ok: pd.DataFrame, salt: str | None) -> SegmentSpans:
     """The segments of each ok request's prompt, in the server's token positions."""
-    contents: dict[int, Content] = {}
+    # A prompt's runs depend on the salt only through whether it has one (the salt segment's
+    # length is fixed), so every cycle of a cycled trace shares them: labelled once per turn.
+    contents: dict[bool, Content] = {}
+    memo: dict[tuple[str, int, bool], list[tuple[int, int]]] = {}
     rows, kinds, lengths = [], [], []
     server = ok["prompt_tokens"].to_numpy(dtype=float)
     turns = ok["turn"].to_numpy(dtype=float).astype(int).tolist()
     scaled = False
     for i, (sid, k) in enumerate(zip(ok["session_id"].tolist(), turns, strict=True)):
         tid, cycle = split_cycled_id(sid)
-        content = contents.get(cycle)
-        if content is None:
-            content = contents[cycle] = Content(trace, salt=cycle_salt(salt, cycle), cache_size=16)
-        runs = _runs(content.labelled(tid, k))
+        cycle_salted = cycle_salt(salt, cycle)
+        key = (tid, k, bool(cycle_salted))
+        runs = memo.get(key)
+        if runs is None:
+            content = contents.get(key[2])
+            if content is None:
+                content = contents[key[2]] = Content(trace, salt=cycle_salted, cache_size=16)
+            runs = memo[key] = _runs(content.labelled(tid, k))
         total = sum(n for _, n in runs)
         factor = server[i] / total if total and server[i] == server[i] else 1.0
         scaled |= factor != 1.0

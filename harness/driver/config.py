@@ -143,8 +143,12 @@ class Sending(Strict):
     prompt_format: Literal["tokens", "text"] = Field(
         "tokens", description="completions API: token-id prompts or text prompts"
     )
-    routing: Literal["round_robin", "least_outstanding", "session_sticky"] = Field(
-        "session_sticky", description="how requests are spread over several endpoints"
+    routing: Literal["round_robin", "least_outstanding", "session_sticky", "longest_prefix"] = (
+        Field(
+            "session_sticky",
+            description="how requests are spread over several endpoints (longest_prefix: where the "
+            "router sent the longest leading part of the prompt before)",
+        )
     )
     follow_parent: bool = Field(
         True, description="route and tag subagents by their root session's id, not their own"

@@ -329,7 +329,9 @@ class Replay:
         output_tokens = 1 if warmup else turn.output_tokens  # warm-up: the prompt is the point
         sid = cycled_id(s.id, cycle)
         root = cycled_id(self._root(s), cycle) if self.config.follow_parent else sid
-        endpoint = self.router.pick(root)
+        endpoint = self.router.pick(
+            root, prompt.body if prompt.messages is None else prompt.messages
+        )
         live = source.live is not None
         # by name, once; with its encoded body, once more (never changed after: RequestSpec)
         fields: dict[str, Any] = {

@@ -5,6 +5,8 @@
 - `session_sticky`: consistent hashing of the session's key onto a ring of virtual nodes, so a
   session's turns land where its prefix is cached and adding an endpoint moves ~1/n sessions.
   The key is the session id, or the root session's id when subagents follow their parent.
+- `longest_prefix`: the endpoint that was sent the longest leading part of the prompt, by the
+  router's own picture of each endpoint's cache (`prefix_routing.py`); else the least loaded.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import bisect
 import hashlib
 from collections.abc import Sequence
 
-POLICIES = ("round_robin", "least_outstanding", "session_sticky")
+from harness.driver.prefix_routing import PrefixIndex, chunk_names, prompt_bytes
+
+POLICIES = ("round_robin", "least_outstanding", "session_sticky", "longest_prefix")
 VIRTUAL_NODES = 128
 
 
@@ -38,18 +42,36 @@ class Router:
         )
         self._ring_keys = [h for h, _ in ring]
         self._ring_nodes = [i for _, i in ring]
+        self.prefixes = PrefixIndex(self.n) if policy == "longest_prefix" else None
 
-    def pick(self, sticky_key: str) -> int:
-        """The endpoint for the next request; counts it as outstanding until `release`."""
+    def pick(self, sticky_key: str, prompt: object = None) -> int:
+        """The endpoint for the next request (`prompt`: its token ids, text or messages, for
+        `longest_prefix`); counts it as outstanding until `release`."""
         if self.n == 1:
             i = 0
         elif self.policy == "round_robin":
             i = self._rotate()
         elif self.policy == "least_outstanding":
             i = self._least()
+        elif self.policy == "longest_prefix":
+            i = self._longest_prefix(prompt)
         else:
             i = self.ring_lookup(sticky_key)
         self.outstanding[i] += 1
+        return i
+
+    def _longest_prefix(self, prompt: object) -> int:
+        assert self.prefixes is not None  # made with the policy
+        names = chunk_names(prompt_bytes(prompt))
+        matched = [self.prefixes.match(i, names) for i in range(self.n)]
+        best = max(matched)
+        if best == 0:
+            i = self._least()
+        else:  # the least loaded of those holding the most, scanning from a rotating start
+            start = self._rotate()
+            order = [(start + k) % self.n for k in range(self.n)]
+            i = min((j for j in order if matched[j] == best), key=self.outstanding.__getitem__)
+        self.prefixes.sent(i, names)
         return i
 
     def release(self, i: int) -> None:

@@ -203,13 +203,30 @@ class BlockPool:
         self.num_frees += 1
         if self.hybrid and self.retention != "none":
             self.retain_window(req, req.num_computed_tokens // self.block_size)  # a turn end
-        for i in reversed(range(len(req.block_table))):
-            for table in req.block_tables:
-                if table[i] != NULL_BLOCK:
-                    self._release(table[i])
+        if len(req.block_tables) == 1 and not self.hybrid:
+            self._release_full(reversed(req.block_table))  # one group, no NULL_BLOCK in it
+        else:
+            for i in reversed(range(len(req.block_table))):
+                for table in req.block_tables:
+                    if table[i] != NULL_BLOCK:
+                        self._release(table[i])
         req.block_tables = [[] for _ in self.kinds]
         req.num_cached_blocks = req.num_reclaimed_blocks = 0
         req.snapshot_points = []
+
+    def _release_full(self, pages) -> None:
+        """`_release` of full-attention pages, their count kept once for the batch."""
+        blocks, free_queue, freed = self.blocks, self.free_queue, 0
+        for page in pages:
+            block = blocks[page]
+            block.ref_cnt -= 1
+            if block.ref_cnt:
+                continue
+            freed += 1
+            free_queue[page] = None
+            if block.hash is None:
+                free_queue.move_to_end(page, last=False)
+        self.in_use[FULL] -= freed
 
     def _release(self, page: int) -> None:
         block = self.blocks[page]
@@ -270,12 +287,14 @@ class BlockPool:
         req.snapshot_points = sorted(p for p in points if p > hit.num_blocks)
 
     def _touch(self, pages: list[int], g: int) -> None:
+        blocks, free_queue, revived = self.blocks, self.free_queue, 0
         for page in pages:
-            block = self.blocks[page]
+            block = blocks[page]
             if block.ref_cnt == 0:
-                del self.free_queue[page]
-                self._count_in_use(g)
+                del free_queue[page]
+                revived += 1
             block.ref_cnt += 1
+        self._count_in_use(g, revived)
 
     def _allocate(self, n: int, g: int) -> list[int]:
         out = []
@@ -285,14 +304,17 @@ class BlockPool:
             if block.hash is not None:
                 self._evict(block)
             block.ref_cnt, block.group = 1, g
-            self._count_in_use(g)
             out.append(page)
+        self._count_in_use(g, n)
         return out
 
-    def _count_in_use(self, g: int) -> None:
-        kind = self.kinds[g]
-        self.in_use[kind] += 1
-        self.peak_in_use[kind] = max(self.peak_in_use[kind], self.in_use[kind])
+    def _count_in_use(self, g: int, n: int) -> None:
+        """n more pages of group g in use, counted once per batch (the peak is the batch's end:
+        counts only grow within one)."""
+        if n:
+            kind = self.kinds[g]
+            self.in_use[kind] += n
+            self.peak_in_use[kind] = max(self.peak_in_use[kind], self.in_use[kind])
 
     def _evict(self, block: Block) -> None:
         assert block.hash is not None and block.tokens is not None  # only hashed pages evict

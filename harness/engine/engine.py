@@ -220,7 +220,7 @@ class LLMEngine:
     def _output(
         self, req: Request, finished: bool = False, error: str | None = None
     ) -> RequestOutput:
-        new = req.token_ids[req.num_prompt_tokens + req.num_emitted :]
+        new = req.outputs[req.num_emitted :]
         req.num_emitted = req.num_output_tokens
         return RequestOutput(
             request_id=req.request_id,

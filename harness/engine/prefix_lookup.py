@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from harness.engine.config import FULL, SLIDING
 from harness.engine.sequence import NULL_BLOCK, TOKEN_BYTES, Request
@@ -83,6 +83,8 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
         return hit
     bs = pool.block_size
     n = (req.num_tokens - 1) // bs
+    if len(pool.kinds) == 1 and pool.tiers is None and not pool.hybrid:
+        return _device_hit(pool, req, n, hit)
     hashes = hash_blocks(req, bs, n)
     _prefetch(pool, req, hashes, n)
     # Without reclaim, sliding groups keep every block and are looked up like full ones.
@@ -102,6 +104,27 @@ def find_prefix(pool: BlockPool, req: Request) -> PrefixHit:
         lo = first
         hit.tables[g] = [NULL_BLOCK] * lo + [_entry(pool, req, g, i, hashes) for i in range(lo, k)]
     _count(pool, hit)
+    return hit
+
+
+def _device_hit(pool: BlockPool, req: Request, n: int, hit: PrefixHit) -> PrefixHit:
+    """One full-attention group and no tiers: walk the resident map from the root. A page
+    found holds its own hash, the next key's parent, so a hit rehashes nothing; the request's
+    hashes past it are computed when its blocks are registered (`BlockPool.cache_blocks`)."""
+    cached, blocks = pool.cached, pool.blocks
+    data, width = bytes(req.token_bytes), pool.block_size * TOKEN_BYTES
+    pages: list[int] = []
+    parent = ROOT_HASH
+    for i in range(n):
+        page = cached.get((0, parent, data[i * width : (i + 1) * width]))
+        if page is None:
+            break
+        pages.append(page)
+        parent = cast(bytes, blocks[page].hash)  # a registered page's: never None
+        hit.hashes.append(parent)
+    hit.tables[0] = pages  # type: ignore[assignment]
+    hit.num_blocks = hit.num_full_blocks = len(pages)
+    hit.num_free_device = sum(blocks[p].ref_cnt == 0 for p in pages)
     return hit
 
 

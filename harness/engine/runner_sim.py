@@ -46,9 +46,7 @@ class SimRunner:
 
     def _token(self, c: ScheduledChunk) -> int:
         req = c.request
-        x = (
-            req.token_ids[-1] * 2654435761 + req.num_tokens * 40503 + self.config.seed * 97
-        ) % 2**32
+        x = (req.last_token * 2654435761 + req.num_tokens * 40503 + self.config.seed * 97) % 2**32
         return _FIRST_ID + x % (self.vocab_size - _FIRST_ID)
 
     # The tiers store only hashes and token ids for the simulated runner: there is no KV to copy.

@@ -45,8 +45,12 @@ class Request:
         self.arrival = arrival
         self.num_prompt_tokens = len(prompt_token_ids)
         ids = np.asarray(prompt_token_ids, dtype=_TOKEN_DTYPE)
-        # Prompt then outputs: after a recompute preemption the outputs are re-prefilled too.
-        self.token_ids: list[int] = ids.tolist()
+        # The prompt stays an array: only the torch runner reads its ids (`token_ids`, listed
+        # once when first asked for), and listing 1-100k ids per request is most of a simulated
+        # request's cost of admission.
+        self._prompt = ids
+        self._token_ids: list[int] | None = None
+        self.outputs: list[int] = []
         self.token_bytes = bytearray(ids.tobytes())
         self.num_computed_tokens = 0
         self.eos_ids = eos_ids
@@ -74,12 +78,23 @@ class Request:
         return self.block_tables[0]
 
     @property
+    def token_ids(self) -> list[int]:
+        """Prompt then outputs: after a recompute preemption the outputs are re-prefilled too."""
+        if self._token_ids is None:
+            self._token_ids = self._prompt.tolist() + self.outputs
+        return self._token_ids
+
+    @property
+    def last_token(self) -> int:
+        return self.outputs[-1] if self.outputs else int(self._prompt[-1])
+
+    @property
     def num_tokens(self) -> int:
-        return len(self.token_ids)
+        return self.num_prompt_tokens + len(self.outputs)
 
     @property
     def output_token_ids(self) -> list[int]:
-        return self.token_ids[self.num_prompt_tokens :]
+        return list(self.outputs)
 
     @property
     def num_output_tokens(self) -> int:
@@ -118,7 +133,9 @@ class Request:
         return bytes(self.token_bytes[i * width : (i + 1) * width])
 
     def append_token(self, token: int) -> None:
-        self.token_ids.append(token)
+        self.outputs.append(token)
+        if self._token_ids is not None:
+            self._token_ids.append(token)
         self.token_bytes += token.to_bytes(TOKEN_BYTES, "little", signed=True)
         p = self.params
         n = self.num_output_tokens

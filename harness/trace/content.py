@@ -126,8 +126,9 @@ class Content(Layout):
         """Use `other`'s word and text caches: `other` is the same trace under another salt (a
         replay's other pass over it). A segment's words do not depend on the salt (the salt
         segment's own key holds it), so the passes share one bounded cache instead of each
-        filling its own."""
-        self._words, self._texts = other._words, other._texts
+        filling its own. Tool plans do not depend on the salt either (a seeded function of
+        the trace and the turn): planned once for every pass."""
+        self._words, self._texts, self._plans = other._words, other._texts, other._plans
 
     # ---- words, token ids, text ------------------------------------------------------------
 

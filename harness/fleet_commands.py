@@ -1,0 +1,85 @@
+"""`harness capacity --simulate` (and `--replicas`, `--routing`): the flags and the verb's body.
+
+The capacity verb's wall-clock search lives in harness/capacity.py; with `--simulate` it
+dispatches here: the exact search on the virtual clock (harness/capacity_virtual.py), or with
+`--replicas` the fleet table (harness/fleet.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(cap: argparse.ArgumentParser) -> None:
+    cap.add_argument(
+        "--simulate",
+        action="store_true",
+        help="search on the virtual clock (the simulated runner, exact: one run per point, "
+        "no repeats); its figures are modelled, not measured",
+    )
+    cap.add_argument(
+        "--point-s",
+        type=float,
+        default=None,
+        help="--simulate: simulated seconds per point (default: the scenario's max_duration_s)",
+    )
+    cap.add_argument(
+        "--replicas",
+        default=None,
+        help="--simulate: replica counts for a fleet table, e.g. 1,2,4,8,16,32 (fleet.json, fleet.md)",
+    )
+    cap.add_argument(
+        "--routing",
+        default="all",
+        help="--replicas: the routing policies, comma-separated, or all (all)",
+    )
+
+
+def simulate_capacity(args: argparse.Namespace) -> int:
+    from harness.driver.runfolder import make_run_dir
+    from harness.errors import InputError
+    from harness.run_commands import SIMULATE_SETS
+    from harness.scenario import load_scenario
+
+    out = Path(args.output)
+    if out.exists() and any(out.iterdir()):
+        raise InputError("already exists and is not empty; choose another with -o", path=out)
+    if args.point_s is not None and args.point_s <= 0:
+        raise InputError(f"must be > 0, got {args.point_s}", field="--point-s")
+    scenario = load_scenario(args.scenario, [*SIMULATE_SETS, *args.sets])
+    make_run_dir(out)
+    if args.replicas:
+        return _fleet(args, scenario, out)
+    from harness.capacity_virtual import CAPACITY_FILE, capacity_virtual
+
+    result = capacity_virtual(
+        scenario, out, max_concurrency=args.max_concurrency, point_s=args.point_s
+    )
+    print(f"capacity: {result['band_text']}")
+    print(f"wrote {out / CAPACITY_FILE} and {out / 'capacity.md'} in {result['wall_s']} s")
+    return 0
+
+
+def _fleet(args: argparse.Namespace, scenario, out: Path) -> int:
+    from harness.errors import InputError
+    from harness.fleet import FLEET_FILE, fleet, parse_policies
+
+    try:
+        replicas = [int(n) for n in args.replicas.split(",") if n.strip()]
+        policies = parse_policies(args.routing)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--replicas/--routing") from None
+    if not replicas or min(replicas) < 1 or max(replicas) > 64:
+        raise InputError("replica counts must be in 1..64", field="--replicas")
+    result = fleet(
+        scenario,
+        out,
+        replicas=replicas,
+        policies=policies,
+        point_s=args.point_s,
+        resolution=args.resolution,
+    )
+    print((out / "fleet.md").read_text(encoding="utf-8"), end="")
+    print(f"wrote {out / FLEET_FILE} and {out / 'fleet.md'} in {result['wall_s']} s")
+    return 0

@@ -1,0 +1,91 @@
+"""`harness capacity --simulate`: the exact search (one run a point), its answer stable, and the
+fleet table's shape (`--replicas`, `--routing`)."""
+
+import json
+from pathlib import Path
+
+from harness.analysis.capacity import MET, MISSED
+from harness.capacity_virtual import Point, Search, capacity_virtual
+from harness.fleet import fleet
+from harness.run_commands import SIMULATE_SETS
+from harness.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _threshold(limit: int, seen: list[int]):
+    def measure(c: int) -> Point:
+        seen.append(c)
+        return Point(c, MET if c <= limit else MISSED, {}, None, c, c, 0.0, "")
+
+    return measure
+
+
+def test_the_search_doubles_then_bisects_to_the_last_point_met():
+    seen: list[int] = []
+    assert Search(_threshold(19, seen), 256).run() == 19
+    assert seen == [1, 2, 4, 8, 16, 32, 24, 20, 18, 19]  # each point once: a run is exact
+
+
+def test_a_search_from_a_guess_steps_down_to_a_bracket():
+    seen: list[int] = []
+    assert Search(_threshold(19, seen), 256).run(guess=40, factor=1.25) == 19
+    assert seen[:4] == [40, 32, 25, 20]
+
+
+def test_no_point_met_and_the_ceiling_met():
+    assert Search(_threshold(0, []), 256).run() is None
+    assert Search(_threshold(1000, []), 64).run() == 64
+
+
+def _scenario(name: str, *sets: str):
+    return load_scenario(ROOT / "scenarios" / name, [*SIMULATE_SETS, *sets])
+
+
+def test_the_capacity_on_the_virtual_clock_is_the_same_twice(tmp_path):
+    scenario = _scenario("capacity-sim.yaml")
+    runs = [
+        capacity_virtual(scenario, tmp_path / side, max_concurrency=8, point_s=4, quiet=True)
+        for side in ("a", "b")
+    ]
+    first, second = ({k: v for k, v in r.items() if k != "wall_s"} for r in runs)
+    for result in (first, second):
+        for p in result["points"]:
+            p.pop("wall_s"), p.pop("path")
+    assert first == second
+    assert first["capacity"] is not None and first["modelled"] is True
+    saved = json.loads((tmp_path / "a" / "capacity.json").read_text())
+    assert saved["capacity"] == first["capacity"]
+    assert "not measured" in (tmp_path / "a" / "capacity.md").read_text()
+
+
+def test_the_fleet_table_has_a_row_per_replica_count_and_a_column_per_policy(tmp_path):
+    scenario = _scenario("fleet.yaml")
+    policies = ["round_robin", "session_sticky"]
+    result = fleet(
+        scenario,
+        tmp_path,
+        replicas=[1, 2],
+        policies=policies,
+        point_s=3,
+        max_concurrency=8,
+        quiet=True,
+    )
+    cells = {(c["replicas"], c["routing"]) for c in result["cells"]}
+    assert cells == {(n, p) for n in (1, 2) for p in policies}
+    for cell in result["cells"]:
+        assert cell["agents_at_slo"] is not None and 0 < cell["cache_hit_rate"] <= 1
+    table = (tmp_path / "fleet.md").read_text()
+    assert "Modelled, not measured" in table
+    assert "| 1 |" in table and "| 2 |" in table and "round_robin: agents / hit" in table
+    assert json.loads((tmp_path / "fleet.json").read_text())["modelled"] is True
+
+
+def test_the_verb_refuses_an_unknown_policy_in_one_line(tmp_path, capsys):
+    from harness.cli import main
+
+    scenario = str(ROOT / "scenarios" / "fleet.yaml")
+    argv = ["capacity", scenario, "--simulate", "--replicas", "1,2", "--routing", "random"]
+    code = main([*argv, "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "longest_prefix" in err
