@@ -19,7 +19,8 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 RUNNERS = ("torch", "simulated")
 FULL, SLIDING = "full", "sliding"  # attention kinds of a layer (and of a KV group)
 # Which sliding-window states outlive the requests that computed them (docs/engine.md).
-RETENTION_POLICIES = ("none", "interval", "interval+selective")
+# `all`: vLLM's own behaviour, every sliding page given back keeps its content until evicted.
+RETENTION_POLICIES = ("none", "interval", "interval+selective", "all")
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DEVICES = ("auto", "cpu", "cuda")
 CLOCKS = ("wall", "virtual")  # virtual: simulated time, the run in one process (docs/engine.md)
