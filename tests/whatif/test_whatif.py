@@ -68,3 +68,15 @@ def test_whatif_fitted_time_model_and_bad_keys(ample, tmp_path, capsys):
     doc = json.loads((tmp_path / "whatif.json").read_text())
     assert doc["ttft_fit"]["per_attended_pair_s"] >= 0
     assert main([*argv, "--set", "target.engine.options.no_such_knob=1"]) == 2
+
+
+def test_whatif_routing_over_replicas(ample, tmp_path):
+    sticky = _whatif(ample, tmp_path / "s", "target.engine.replicas=2")
+    spread = _whatif(
+        ample, tmp_path / "r", "target.engine.replicas=2", "target.routing=round_robin"
+    )
+    assert spread["predicted"]["setup"]["routing"] == "round_robin"
+    # sticky: sessions stay where their prefix is; spread: every replica computes each prefix
+    own = sticky["predicted_self"]["cache_hit_rate"]
+    assert sticky["predicted"]["cache_hit_rate"] == pytest.approx(own, abs=0.02)
+    assert spread["predicted"]["cache_hit_rate"] < own - 0.02  # each replica misses once
