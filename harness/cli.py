@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "harness.run_commands",
     "harness.gate_commands",
     "harness.probe_commands",
+    "harness.whatif.commands",
 )
 
 

@@ -236,7 +236,8 @@ class BlockPool:
         self.in_use[self.kinds[block.group]] -= 1
         self.free_queue[page] = None
         sliding = self.kinds[block.group] == SLIDING and self.reclaim_window
-        if block.hash is not None and sliding and block.hash not in self.retained:
+        dropped = self.retention != "all" and block.hash not in self.retained  # all: vLLM's lazy
+        if block.hash is not None and sliding and dropped:
             self._unregister(block)  # a window block no snapshot keeps: its KV is dropped
         if block.hash is None:
             self.free_queue.move_to_end(page, last=False)

@@ -19,7 +19,8 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 RUNNERS = ("torch", "simulated")
 FULL, SLIDING = "full", "sliding"  # attention kinds of a layer (and of a KV group)
 # Which sliding-window states outlive the requests that computed them (docs/engine.md).
-RETENTION_POLICIES = ("none", "interval", "interval+selective")
+# `all`: vLLM's own behaviour, every sliding page given back keeps its content until evicted.
+RETENTION_POLICIES = ("none", "interval", "interval+selective", "all")
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DEVICES = ("auto", "cpu", "cuda")
 CLOCKS = ("wall", "virtual")  # virtual: simulated time, the run in one process (docs/engine.md)
@@ -140,6 +141,10 @@ class EngineConfig:
     dtype: str = "float32"
     seed: int = 0
     cost_model: str | None = None  # path of a calibrated cost model (simulated runner)
+    # Simulated runner on a roofline device (`device: h200`): the model whose shape it prices,
+    # and the GPUs it is split over (harness/engine/roofline.py, harness/data/roofline.yaml).
+    sim_model: str | None = None
+    tensor_parallel_size: int = 1
     debug_checks: bool = False  # check block-pool invariants after every step
     served_model_name: str = "agentic-harness-reference"
     sim_time_scale: float = (
@@ -169,13 +174,47 @@ class EngineConfig:
             ("runner", RUNNERS),
             ("preset", tuple(PRESETS)),
             ("dtype", tuple(DTYPES)),
-            ("device", DEVICES),
+            ("device", DEVICES + (self._roofline_devices() if self.runner == "simulated" else ())),
             ("prefix_cache_retention", RETENTION_POLICIES),
             ("clock", CLOCKS),
         ):
             value = getattr(self, name)
             if value not in choices and not (name == "device" and value.startswith("cuda:")):
                 raise _err(name, f"{value!r} is not one of {', '.join(choices)}")
+
+        self._check_roofline()
+
+    @staticmethod
+    def _roofline_devices() -> tuple[str, ...]:
+        from harness.engine import roofline  # lazily: it imports the cost model, which imports this
+
+        return roofline.devices()
+
+    @property
+    def roofline(self) -> bool:
+        """Whether step times come from the roofline model of a device we do not have."""
+        return self.runner == "simulated" and self.device in self._roofline_devices()
+
+    def _check_roofline(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise _err("tensor_parallel_size", f"must be >= 1, got {self.tensor_parallel_size}")
+        if self.roofline and self.sim_model is None:
+            raise _err("sim_model", f"device {self.device!r} is a roofline: name the model it runs")
+        if self.sim_model is not None and not self.roofline:
+            raise _err(
+                "sim_model", "needs runner: simulated and a roofline device (h100, h200, ...)"
+            )
+        if self.roofline and self.cost_model is not None:
+            raise _err("cost_model", f"device {self.device!r} prices steps by the roofline")
+
+    def roofline_cost(self):
+        """The roofline cost model of this device and model (None when not a roofline)."""
+        if not self.roofline:
+            return None
+        from harness.engine.roofline import RooflineCost
+
+        assert self.sim_model is not None
+        return RooflineCost.of(self.device, self.sim_model, self.tensor_parallel_size)
 
     def _check_ranges(self) -> None:
         positive = (
@@ -251,6 +290,9 @@ class EngineConfig:
         """Device KV blocks (pages): num_gpu_blocks, or what kv_cache_memory_gb holds."""
         if self.num_gpu_blocks is not None:
             return self.num_gpu_blocks
+        cost = self.roofline_cost()
+        if cost is not None and self.kv_cache_memory_gb is None:
+            return cost.kv_blocks(self.block_size)
         gb = self.kv_cache_memory_gb if self.kv_cache_memory_gb is not None else CPU_KV_BUDGET_GB
         return int(gb * 2**30) // self.model.kv_bytes_per_page(self.dtype, self.block_size)
 
@@ -287,6 +329,8 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "dtype": (str,),
     "seed": (int,),
     "cost_model": (str, _NONE),
+    "sim_model": (str, _NONE),
+    "tensor_parallel_size": (int,),
     "debug_checks": (bool,),
     "served_model_name": (str,),
     "sim_time_scale": (int, float),

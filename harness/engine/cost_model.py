@@ -46,6 +46,8 @@ class StepShape:
     tokens: int
     attended: int
     samples: int
+    context: int = 0  # the chunks' contexts (start + tokens), summed: KV a step reads (roofline)
+    chunks: int = 0
 
     @classmethod
     def of(cls, chunks: list[ScheduledChunk]) -> StepShape:
@@ -53,7 +55,8 @@ class StepShape:
         attended = sum(
             c.num_tokens * c.start + c.num_tokens * (c.num_tokens + 1) // 2 for c in chunks
         )
-        return cls(tokens, attended, sum(1 for c in chunks if c.samples))
+        context = sum(c.start + c.num_tokens for c in chunks)
+        return cls(tokens, attended, sum(1 for c in chunks if c.samples), context, len(chunks))
 
     def features(self) -> list[float]:
         return [1.0, float(self.tokens), float(self.attended), float(self.samples)]

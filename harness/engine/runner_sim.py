@@ -25,12 +25,17 @@ class SimRunner:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.cost = CostModel.load(config.cost_model)
+        roofline = config.roofline_cost()  # a device we do not have: priced from its peaks
+        self.cost = roofline if roofline is not None else CostModel.load(config.cost_model)
         self.vocab_size = config.model.vocab_size
         self.sim_time_s = 0.0  # modelled time of every step so far
         self.last_step_s = 0.0
         self._transfer_s = 0.0  # KV tier moves charged to the next step
-        self.page_bytes = config.model.kv_bytes_per_page(config.dtype, config.block_size)
+        self.page_bytes = (
+            roofline.kv_bytes_per_block(config.block_size)
+            if roofline is not None
+            else config.model.kv_bytes_per_page(config.dtype, config.block_size)
+        )
 
     def execute(self, chunks: list[ScheduledChunk]) -> dict[str, int]:
         if not chunks:

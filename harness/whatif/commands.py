@@ -1,0 +1,82 @@
+"""`harness whatif RUN_DIR --set KEY=VALUE ...`: predicted against measured, into DIR/whatif.json.
+
+Keys are the scenario's own: `target.engine.options.<engine option>` (num_gpu_blocks,
+cpu_offload_blocks, block_size, max_num_batched_tokens, ...), `target.engine.replicas`,
+`target.routing` (round_robin, least_outstanding, session_sticky). `--server` says what the run
+folder cannot about the measured server (its pool size, its model's KV layout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "whatif",
+        help="predict a run's cache hit rate and TTFT at another pool, offload or routing",
+        description="Replay a run's own requests (records + trace) through the reference "
+        "engine's cache model at the settings given, beside the run itself: the model must "
+        "reproduce the measured run first. Modelled, not measured.",
+    )
+    p.add_argument("run_dir", help="a run folder (records.jsonl, manifest.json, trace.jsonl)")
+    p.add_argument(
+        "--set",
+        dest="changes",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting to predict at, e.g. target.engine.options.num_gpu_blocks=300",
+    )
+    p.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the measured server's own setting the folder lacks, e.g. num_gpu_blocks=1000",
+    )
+    p.add_argument("-o", "--output", default=None, help="folder for whatif.json (RUN_DIR/whatif)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--time-model",
+        choices=("auto", "fitted"),
+        default="auto",
+        help="step times: auto = a simulated run's own cost model, else fitted to its TTFT",
+    )
+    p.set_defaults(func=_whatif)
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from harness.whatif.predict import whatif
+    from harness.whatif.table import lines
+
+    changes, server = _pairs(args.changes, "--set"), _pairs(args.server, "--server")
+    if not changes:
+        raise InputError("nothing to predict: give at least one --set KEY=VALUE", field="--set")
+    doc = whatif(args.run_dir, changes, server, args.time_model)
+    out = Path(args.output) if args.output else Path(args.run_dir) / "whatif"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "whatif.json").write_text(json.dumps(doc, indent=2) + "\n")
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        print("\n".join(lines(doc)))
+        print(f"written: {out / 'whatif.json'}")
+    return 0
+
+
+def _pairs(raw: list[str], flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in raw:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", field=flag)
+        out[key.strip()] = yaml.safe_load(value)
+    return out

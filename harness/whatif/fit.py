@@ -1,0 +1,93 @@
+"""The what-if's time model, fitted to the run itself.
+
+TTFT against the work the server had to do for a request's uncached tokens: `n = prompt -
+cached` tokens computed over `cached` ones attend `n*cached + n(n+1)/2` (query, key) pairs, so
+
+    ttft = a + b * n + c * pairs
+
+(non-negative least squares over the run's measured requests, weighted by 1/ttft: relative error,
+a 5 ms TTFT counting as much as a 0.5 s one, as `harness.engine.cost_model.calibrate` fits).
+The replay's engines step on the cost model this makes: a step costs `decode_s` (the run's median
+gap between streamed tokens: what a step of decodes took there) plus `b` per token computed and
+`c` per pair attended, so a prefill costs what the run's own TTFTs say prefills cost, and a
+request queued behind others waits for their steps. With nearly every prompt cached, `n` varies
+little but `cached` does: the pair term is what lets the fit extrapolate to evicted prompts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.engine.cost_model import CostModel
+from harness.errors import InputError
+
+MIN_POINTS = 8
+
+
+@dataclass(frozen=True)
+class TtftFit:
+    intercept_s: float  # a
+    per_token_s: float  # b: seconds per uncached prompt token
+    per_pair_s: float  # c: seconds per (query, key) pair those tokens attend
+    decode_s: float  # median gap between streamed tokens
+    points: int
+    r2: float
+
+    def ttft(self, prompt: np.ndarray, cached: np.ndarray) -> np.ndarray:
+        n = prompt - cached
+        return self.intercept_s + self.per_token_s * n + self.per_pair_s * pairs(n, cached)
+
+    def cost_model(self) -> CostModel:
+        return CostModel(
+            fixed_s=self.decode_s,
+            per_token_s=self.per_token_s,
+            per_attended_s=self.per_pair_s,
+            per_sample_s=0.0,
+            meta={"device": "fitted to the run's TTFT (what-if)"},
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "intercept_s": self.intercept_s,
+            "per_uncached_token_s": self.per_token_s,
+            "per_attended_pair_s": self.per_pair_s,
+            "decode_step_s": self.decode_s,
+            "points": self.points,
+            "r2": self.r2,
+        }
+
+
+def pairs(n: np.ndarray, cached: np.ndarray) -> np.ndarray:
+    return n * cached + n * (n + 1) / 2
+
+
+def fit_ttft(ok: pd.DataFrame) -> TtftFit:
+    """Fit on measured, ok requests that report cached_tokens and had a first token."""
+    from scipy.optimize import nnls
+
+    rows = ok[ok["cached_tokens"].notna() & ok["t_first_token"].notna()]
+    ttft = (rows["t_first_token"] - rows["t_sent"]).to_numpy(dtype=float)
+    rows, ttft = rows[ttft > 0], ttft[ttft > 0]
+    if len(rows) < MIN_POINTS:
+        raise InputError(
+            f"the run has {len(rows)} measured requests with TTFT and cached_tokens; "
+            f"the what-if's TTFT fit needs {MIN_POINTS}"
+        )
+    cached = rows["cached_tokens"].to_numpy(dtype=float)
+    n = rows["prompt_tokens"].to_numpy(dtype=float) - cached
+    x = np.c_[np.ones_like(n), n, pairs(n, cached)]
+    coef, _ = nnls(x / ttft[:, None], np.ones_like(ttft))
+    pred = x @ coef
+    ss = float(((ttft - ttft.mean()) ** 2).sum())
+    r2 = 1.0 - float(((ttft - pred) ** 2).sum()) / ss if ss > 0 else 1.0
+    a, b, c = map(float, coef)
+    return TtftFit(a, b, c, _decode_gap(rows, a), len(rows), r2)
+
+
+def _decode_gap(rows: pd.DataFrame, fallback: float) -> float:
+    gaps = [np.diff(np.asarray(c, dtype=float)) for c in rows["chunk_times"] if len(c) > 1]
+    gaps = [g for g in gaps if len(g)]
+    return float(np.median(np.concatenate(gaps))) if gaps else fallback

@@ -1,0 +1,205 @@
+"""A what-if from a run folder: the run's own requests replayed twice through the cache model,
+once as the measured server (which must reproduce the run) and once with the changes asked for.
+
+What the measured server is comes from the run folder: a reference-engine run's manifest holds
+its engine options; any other server is the engine's defaults at the server's detected cache
+granularity (analysis.ideal.granularity), with what the folder cannot say given as `server`
+(`--server num_gpu_blocks=N`, e.g. vLLM's `--num-gpu-blocks-override`; `preset=gemma3-270m` for
+Gemma 3's sliding-window KV groups).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.analysis.ideal import granularity
+from harness.analysis.run import Run, load_run
+from harness.engine.config import EngineConfig
+from harness.engine.cost_model import CostModel
+from harness.errors import EngineError, InputError
+from harness.whatif.fit import TtftFit, fit_ttft
+from harness.whatif.replay import Outcome, Replay
+from harness.whatif.requests import Prompts, ReplayRequest, replay_requests
+
+ENGINE_PREFIX = "target.engine.options."
+# Engine options that describe how the server ran, not its cache: the replay sets its own.
+_REPLAY_OWNS = {"runner": "simulated", "clock": "wall", "sim_time_scale": 0.0, "device": "auto"}
+_DROPPED = ("cost_model", "kv_store", "disk_offload_dir", "disk_offload_blocks", "debug_checks")
+NOTE = (
+    "predicted by replaying the run's requests through the reference engine's cache model "
+    "(step times as said above): modelled, not measured"
+)
+
+
+@dataclass
+class Setup:
+    """One replayed server: its engine options, replicas and routing."""
+
+    config: EngineConfig
+    replicas: int
+    routing: str
+
+    def changed(self, changes: dict[str, Any]) -> Setup:
+        options, replicas, routing = {}, self.replicas, self.routing
+        for key, value in changes.items():
+            if key in ("target.engine.replicas", "replicas"):
+                replicas = int(value)
+            elif key in ("target.routing", "routing"):
+                routing = str(value)
+            else:
+                options[key.removeprefix(ENGINE_PREFIX)] = value
+        try:
+            return Setup(self.config.replace(**options), replicas, routing)
+        except (TypeError, EngineError) as exc:
+            raise InputError(f"what-if: {exc}", field="--set") from exc
+
+
+def whatif(
+    run_dir: str | Path, changes: dict[str, Any], server: dict[str, Any], time_model: str = "auto"
+) -> dict:
+    run = load_run(run_dir)
+    if run.trace is None:
+        raise InputError(f"{run_dir}: no trace.jsonl; the what-if rebuilds prompts from it")
+    grain = _granularity(run)
+    base = Setup(_base_config(run, grain.block_size, server), _replicas(run), _routing(run))
+    target = base.changed(changes)
+    requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
+    fit = fit_ttft(run.ok)
+    cost, source = _time_model(run, fit, time_model)
+    prompts = Prompts(run.trace, run.replay.salt)
+    stop = _stop_sending_at(run)
+    own = _predict(base, requests, prompts, cost, fit, stop)
+    other = _predict(target, requests, prompts, cost, fit, stop)
+    return {
+        "note": NOTE,
+        "run": str(run.path),
+        "changes": changes,
+        "server": server,
+        "block_size": grain.block_size,
+        "block_size_source": grain.source,
+        "ttft_fit": fit.as_dict(),
+        "time_model": source,
+        "measured": _measured(run),
+        "predicted_self": {**own, "setup": _describe(base)},
+        "predicted": {**other, "setup": _describe(target)},
+    }
+
+
+def _time_model(run: Run, fit: TtftFit, choice: str) -> tuple[CostModel, str]:
+    """The replay's step times: a simulated run's own cost model (its step times were that
+    model's, exactly), else the one fitted to its TTFT (`fit.py`); `fitted` forces the fit."""
+    engine = (run.manifest.get("target") or {}).get("engine") or {}
+    if choice == "auto" and run.simulated and engine.get("runner") == "simulated":
+        return CostModel.load(engine.get("cost_model")), "the run's own cost model (simulated)"
+    return fit.cost_model(), "fitted to the run's TTFT"
+
+
+def _predict(
+    setup: Setup,
+    requests: list[ReplayRequest],
+    prompts: Prompts,
+    cost: CostModel,
+    fit: TtftFit,
+    stop: float,
+) -> dict:
+    replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop)
+    outcomes = replay.run(requests, prompts)
+    return _rates(requests, outcomes, fit)
+
+
+def _rates(requests: list[ReplayRequest], outcomes: list[Outcome], fit: TtftFit) -> dict:
+    counted = [
+        o
+        for r, o in zip(requests, outcomes, strict=True)
+        if r.phase_measure and o.first_token is not None and not o.error
+    ]
+    prompt = np.array([o.prompt for o in counted], dtype=float)
+    cached = np.array([o.cached or 0 for o in counted], dtype=float)
+    replayed = np.array([o.ttft for o in counted], dtype=float)
+    sent = sum(1 for o in outcomes if o.sent is not None)
+    return {
+        "cache_hit_rate": float(cached.sum() / prompt.sum()) if prompt.sum() > 0 else None,
+        "ttft_p50_s": _p50(replayed),  # the fitted cost model's steps, queueing included
+        "ttft_p50_s_unqueued": _p50(fit.ttft(prompt, cached)),  # the fitted line alone
+        "requests_ok": len(counted),
+        "requests_sent": sent,
+        "requests_refused": sum(1 for o in outcomes if o.error),
+    }
+
+
+def _p50(values: np.ndarray) -> float | None:
+    return float(np.median(values)) if len(values) else None
+
+
+def _measured(run: Run) -> dict:
+    ok = run.ok
+    rep = ok[ok["cached_tokens"].notna()]
+    prompt = float(rep["prompt_tokens"].sum())
+    ttft = (ok["t_first_token"] - ok["t_sent"]).dropna().to_numpy(dtype=float)
+    return {
+        "cache_hit_rate": float(rep["cached_tokens"].sum()) / prompt if prompt > 0 else None,
+        "ttft_p50_s": _p50(ttft),
+        "requests_ok": int(len(ok)),
+        "requests_sent": int(run.records["t_sent"].notna().sum()),
+        "requests_refused": int((run.measured["status"] != "ok").sum()),
+    }
+
+
+def _granularity(run: Run) -> granularity.Granularity:
+    ok = run.records[run.records["status"] == "ok"]
+    cached = ok["cached_tokens"].to_numpy(dtype=float)
+    trace_block = run.trace.header.block_size if run.trace is not None else None
+    return granularity.decide(cached, run.manifest, trace_block, None)
+
+
+def _base_config(run: Run, block_size: int, server: dict[str, Any]) -> EngineConfig:
+    engine = ((run.manifest.get("target") or {}).get("engine")) or {}
+    options = {k: v for k, v in engine.items() if k not in _DROPPED}
+    if not options:  # another server: the engine's defaults at its granularity
+        options = {"block_size": block_size, "max_model_len": 10**9}
+    options.update(_REPLAY_OWNS)
+    options.update({k.removeprefix(ENGINE_PREFIX): v for k, v in server.items()})
+    if options.get("num_gpu_blocks") is None and "kv_cache_memory_gb" not in server and not engine:
+        raise InputError(
+            "the run folder does not say the server's KV pool: give it as "
+            "--server num_gpu_blocks=N (blocks of the server's cache)",
+            field="--server",
+        )
+    try:
+        return EngineConfig.from_dict(options)
+    except EngineError as exc:
+        raise InputError(f"what-if server: {exc}", field="--server") from exc
+
+
+def _replicas(run: Run) -> int:
+    target = run.manifest.get("target") or {}
+    return int(target.get("replicas") or len(run.manifest.get("endpoints") or [1]))
+
+
+def _stop_sending_at(run: Run) -> float:
+    """The measured run sent nothing after this (its max_duration, else its last send)."""
+    limit = (run.manifest.get("replay") or {}).get("max_duration")
+    if isinstance(limit, int | float) and math.isfinite(limit):
+        return float(limit)
+    return float(run.records["t_sent"].max())
+
+
+def _describe(setup: Setup) -> dict:
+    c = setup.config
+    return {
+        "num_gpu_blocks": c.total_blocks,
+        "block_size": c.block_size,
+        "cpu_offload_blocks": c.cpu_offload_blocks,
+        "preset": c.preset,
+        "replicas": setup.replicas,
+        "routing": setup.routing,
+    }
+
+
+def _routing(run: Run) -> str:
+    return str((run.manifest.get("replay") or {}).get("routing") or "session_sticky")

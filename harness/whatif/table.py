@@ -1,0 +1,42 @@
+"""The what-if's terminal table: the run itself (measured, then as the model replays it), then
+the changed setting, so a reader sees how far the model is from its own run before trusting it."""
+
+from __future__ import annotations
+
+
+def lines(doc: dict) -> list[str]:
+    m, own, new = doc["measured"], doc["predicted_self"], doc["predicted"]
+    rows = [
+        ("the run, measured", m, ""),
+        ("the run, as replayed", own, _setup(own["setup"])),
+        ("what-if", new, _setup(new["setup"])),
+    ]
+    out = [
+        f"what-if for {doc['run']}  (block size {doc['block_size']}, {doc['block_size_source']};"
+        f" step times: {doc['time_model']})",
+        f"{'':22} {'hit rate':>9} {'TTFT p50':>10} {'ok':>6} {'refused':>8}  setting",
+    ]
+    for name, r, setting in rows:
+        out.append(
+            f"{name:22} {_pct(r['cache_hit_rate']):>9} {_ms(r['ttft_p50_s']):>10} "
+            f"{r['requests_ok']:>6} {r['requests_refused']:>8}  {setting}"
+        )
+    out.append(f"note: {doc['note']}")
+    return out
+
+
+def _setup(s: dict) -> str:
+    text = f"{s['num_gpu_blocks']} blocks of {s['block_size']}"
+    if s["cpu_offload_blocks"]:
+        text += f", CPU tier {s['cpu_offload_blocks']}"
+    if s["replicas"] > 1:
+        text += f", {s['replicas']} replicas {s['routing']}"
+    return text
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f} %"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{1000 * x:.1f} ms"

@@ -1,0 +1,82 @@
+"""`harness whatif`: a simulated quickstart replayed through the cache model reproduces itself,
+and predicts a run at a smaller pool (where blocks are evicted and long prompts refused) that is
+then simulated for real."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+
+
+def _simulate(out: Path, blocks: int) -> dict:
+    argv = ["simulate", str(QUICKSTART), "-o", str(out), "--quiet"]
+    argv += [
+        "--set",
+        "load.max_duration_s=6",
+        "--set",
+        f"target.engine.options.num_gpu_blocks={blocks}",
+    ]
+    assert main(argv) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ample(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("whatif") / "ample"
+    _simulate(out, 20_000)
+    return out
+
+
+def _whatif(run: Path, out: Path, *sets: str) -> dict:
+    argv = ["whatif", str(run), "-o", str(out), "--format", "json"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 0
+    return json.loads((out / "whatif.json").read_text())
+
+
+def test_whatif_reproduces_its_own_run(ample, tmp_path):
+    doc = _whatif(ample, tmp_path, "target.engine.options.num_gpu_blocks=20000")
+    measured, own = doc["measured"], doc["predicted_self"]
+    assert own["cache_hit_rate"] == pytest.approx(measured["cache_hit_rate"], abs=1e-3)
+    assert own["requests_ok"] == measured["requests_ok"]
+    assert own["ttft_p50_s"] == pytest.approx(measured["ttft_p50_s"], rel=0.02)
+    assert doc["predicted"]["cache_hit_rate"] == pytest.approx(own["cache_hit_rate"])
+    assert "modelled, not measured" in doc["note"]
+
+
+def test_whatif_at_a_smaller_pool_matches_a_run_there(ample, tmp_path):
+    doc = _whatif(ample, tmp_path / "w", "target.engine.options.num_gpu_blocks=150")
+    real = _simulate(tmp_path / "small", 150)
+    predicted = doc["predicted"]
+    assert predicted["setup"]["num_gpu_blocks"] == 150
+    assert predicted["cache_hit_rate"] < doc["measured"]["cache_hit_rate"] - 0.2  # evictions
+    assert predicted["cache_hit_rate"] == pytest.approx(real["cache_hit_rate"], abs=0.02)
+    assert predicted["requests_refused"] == real["requests_failed"]  # prompts over the pool
+
+
+def test_whatif_fitted_time_model_and_bad_keys(ample, tmp_path, capsys):
+    argv = ["whatif", str(ample), "-o", str(tmp_path), "--time-model", "fitted"]
+    assert main([*argv, "--set", "target.engine.options.num_gpu_blocks=20000"]) == 0
+    text = capsys.readouterr().out
+    assert "the run, as replayed" in text and "fitted to the run's TTFT" in text
+    doc = json.loads((tmp_path / "whatif.json").read_text())
+    assert doc["ttft_fit"]["per_attended_pair_s"] >= 0
+    assert main([*argv, "--set", "target.engine.options.no_such_knob=1"]) == 2
+
+
+def test_whatif_routing_over_replicas(ample, tmp_path):
+    sticky = _whatif(ample, tmp_path / "s", "target.engine.replicas=2")
+    spread = _whatif(
+        ample, tmp_path / "r", "target.engine.replicas=2", "target.routing=round_robin"
+    )
+    assert spread["predicted"]["setup"]["routing"] == "round_robin"
+    # sticky: sessions stay where their prefix is; spread: every replica computes each prefix
+    own = sticky["predicted_self"]["cache_hit_rate"]
+    assert sticky["predicted"]["cache_hit_rate"] == pytest.approx(own, abs=0.02)
+    assert spread["predicted"]["cache_hit_rate"] < own - 0.02  # each replica misses once
