@@ -131,7 +131,6 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
     from harness.driver.live.progress import step
     from harness.parser import formatted
     from harness.report.text import summary_table
-    from harness.reporting import write_report
 
     with step("analysing", show=not quiet):
         analysis = analyze_once(run_dir)

@@ -118,7 +118,7 @@ def others_load(host: dict) -> float | None:
     return host_state.others_load(load, host.get("own_cpu_share")) / cpus
 
 
-def busy(summary: dict, host: dict, rule: Rule) -> bool:
+def busy(summary: Mapping[str, Any], host: dict, rule: Rule) -> bool:
     """The one host screen on the run's summary; a run whose summary has no host sample at all
     is judged on the load average after it."""
     screen = host_state.Screen(rule.max_wait_share, rule.busy_load)

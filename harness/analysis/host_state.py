@@ -122,7 +122,7 @@ class Screen:
     max_wait_share: float = MAX_WAIT_SHARE
     max_load_per_cpu: float = MAX_LOAD_PER_CPU  # only for runs without a wait share
 
-    def state(self, summary: dict) -> HostState:
+    def state(self, summary: Mapping[str, Any]) -> HostState:
         return host_state(
             summary, max_load_per_cpu=self.max_load_per_cpu, max_wait_share=self.max_wait_share
         )
@@ -142,7 +142,7 @@ class Screen:
             state, max_load_per_cpu=self.max_load_per_cpu, max_wait_share=self.max_wait_share
         )
 
-    def why(self, summary: dict) -> str | None:
+    def why(self, summary: Mapping[str, Any]) -> str | None:
         return busy_reason(
             summary, max_load_per_cpu=self.max_load_per_cpu, max_wait_share=self.max_wait_share
         )

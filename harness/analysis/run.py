@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -40,7 +41,7 @@ class Run:
     path: Path
     records: pd.DataFrame  # every record, all phases; `line` is its line in records.jsonl
     manifest: dict
-    summary: dict | None = None
+    summary: Mapping[str, Any] | None = None
     trace: Trace | None = None
     warnings: tuple[str, ...] = ()
 

@@ -9,6 +9,9 @@ a share of prompt tokens). A card shows the verdict of the run's SLO on that met
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis, Summary
@@ -102,7 +105,7 @@ def _miss_bar(s: Summary) -> list[dict]:
     ]
 
 
-def _server_side(summary: Summary, on_disk: dict) -> str:
+def _server_side(summary: Summary, on_disk: Mapping[str, Any]) -> str:
     """The hit rate the server's own /metrics counters gave over the run, where they were scraped."""
     server = summary.get("server_cache") or on_disk.get("server_cache") or {}
     rate = server.get("hit_rate")
