@@ -131,11 +131,12 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
     from harness.driver.live.progress import step
     from harness.parser import formatted
     from harness.report.text import summary_table
+    from harness.reporting import write_analyses
 
     with step("analysing", show=not quiet):
         analysis = analyze_once(run_dir)
     with step("writing the report", show=not quiet):
-        report = _write_report(analysis, run_dir)
+        report = write_analyses([analysis])
     summary = analysis.summary
     if not quiet:
         if fmt != "json":  # json: the caller prints the summary as one object
@@ -157,14 +158,6 @@ def analyze_once(run_dir: Path):
     histograms.write_histograms(analysis.histograms(), run_dir)
     # the report reads the summary the folder now holds, as a fresh load would
     return replace(analysis, run=replace(analysis.run, summary=analysis.summary))
-
-
-def _write_report(analysis, run_dir: Path) -> Path:
-    from harness.atomic import write_atomic
-    from harness.report.html import render_report
-    from harness.schema import REPORT_FILE
-
-    return write_atomic(run_dir / REPORT_FILE, render_report([analysis]))
 
 
 # ---- the replay ------------------------------------------------------------------------------
