@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import base64
 import io
-import re
 
 from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis
 from harness.report.headline import headline_strip
 from harness.report.jinja import macro, render, template_module
+from harness.report.notes import banners, miss_note, window_note
 from harness.report.plots.layout import fit
 from harness.report.plots.narrow import narrow_layout
 from harness.report.speculation import spec_table
@@ -84,7 +84,7 @@ def render_report(analyses: list[Analysis]) -> str:
         css=Markup(CSS + BANNER_CSS),  # the page's own constants, not data
         script=Markup(SCRIPT),
         tested=tested_html([(a.run.name, a.summary) for a in analyses]),
-        banners=invalid_banner(analyses) + _banners(analyses),  # an invalid run says so first
+        banners=invalid_banner(analyses) + banners(analyses),  # an invalid run says so first
         headline=headline_strip(analyses),
         spec=spec_table(analyses),  # speculative decoding, when a server reported it
         compare=compare_section(analyses) if many else None,
@@ -119,8 +119,8 @@ def _sections(analyses: list[Analysis]) -> list[Markup]:
         render(
             "sections.html",
             fig=figures,
-            miss_note=_miss_note(analyses),
-            window_note=_window_note(analyses),
+            miss_note=miss_note(analyses),
+            window_note=window_note(analyses),
             tasks=task_tables(analyses),
         )
     ]
@@ -159,121 +159,6 @@ def _miss_figure(analyses: list[Analysis]) -> Markup:
         text = "Every prompt token was a cache hit." if hit else "No prompt token hit the cache."
         return sentence_html("Miss categories", text)
     return _figure_html("Miss categories", miss_categories(analyses))
-
-
-def _miss_note(analyses: list[Analysis]) -> Markup:
-    """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.report.hosted_cache import hosted_note
-    from harness.report.misses import approximate_tag, legend, missed_line, rules_line
-    from harness.report.text import granularity_line, token_space_line
-
-    runs = []
-    for a in analyses:
-        c = a.summary["cache"]
-        grain = c.get("granularity")
-        runs.append(
-            {
-                "name": a.run.name,
-                "missed": missed_line(c),
-                "approximate": approximate_tag(c),
-                "granularity": f"; granularity {granularity_line(grain)}" if grain else "",
-                "rules": rules_line(c) or "-",
-                "space": token_space_line(c.get("token_space")),
-                "hosted": hosted_note(c),
-            }
-        )
-    return _notes().miss_note(legend(_present(analyses)), runs)
-
-
-def _notes():
-    return template_module("notes.html")
-
-
-def _present(analyses: list[Analysis]) -> set[str]:
-    """The miss categories some run has tokens in (and evicted, whose 0 is a finding)."""
-    miss = [a.summary["cache"]["miss_tokens"] for a in analyses]
-    return {"cold", "evicted", *(k for m in miss for k, v in m.items() if v)}
-
-
-def _window_note(analyses: list[Analysis]) -> Markup:
-    """Each run's measured window (summary.json `window`): the span shaded above, why, and the load it held."""
-    runs = [_window_row(a) for a in analyses if a.summary.get("window")]
-    return _notes().window_note(runs)
-
-
-def _window_row(a: Analysis) -> dict:
-    from harness.report.text import fmt
-
-    w = a.summary["window"]
-    held = (
-        f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"
-        f" ({fmt(w['tasks_held'], '.1%')} held)"
-        if w.get("target_tasks")
-        else f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight"
-    )
-    t0 = a.run.records["t_sent"].min()
-    return {
-        "span": f"{fmt(w['start_s'], '.6g')}-{fmt(w['end_s'], '.6g')}",
-        "name": a.run.name,
-        "start": fmt(w["start_s"] - t0, ".4g"),
-        "end": fmt(w["end_s"] - t0, ".4g"),
-        "mode": w["mode"],
-        "stable": w["stable"],
-        "reason": w["reason"],
-        "held": held,
-        "requests": fmt(w["requests_in_flight_mean"], ".3g"),
-    }
-
-
-def _banners(analyses: list[Analysis]) -> list[Markup]:
-    notes = _notes()
-    out = []
-    simulated = [a.run.name for a in analyses if a.run.simulated]
-    if simulated:
-        out.append(notes.simulated(simulated))
-    for a in analyses:
-        imported = a.run.manifest.get("imported")
-        if imported:
-            notes_of = imported.get("notes", [])
-            name = a.run.name
-            out.append(notes.imported(name, imported["tool"], imported["source"], notes_of))
-    out.append(warnings_banner(analyses))
-    return out
-
-
-def warnings_banner(analyses: list[Analysis]) -> Markup | str:
-    """Every run's warnings in one collapsed banner: alike warnings (the same words, other
-    numbers or run paths) are one item naming its runs, so a sweep does not open with a banner
-    per point."""
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for a in analyses:
-        for w in a.summary.get("warnings", []):
-            text = w.replace(f"{a.run.path}: ", "").replace(str(a.run.path), "the run folder")
-            groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", text), []).append((a.run.name, text))
-    if not groups:
-        return ""
-    items = [_warning_item(members, len(analyses)) for members in groups.values()]
-    n = sum(len(m) for m in groups.values())
-    first = next(iter(groups.values()))[0][1]
-    more = (
-        f" (and {len(groups) - 1} more kind{'s' if len(groups) > 2 else ''})"
-        if len(groups) > 1
-        else ""
-    )
-    return _notes().warnings(n, _short(first), more, items)
-
-
-def _warning_item(members: list[tuple[str, str]], runs: int) -> dict:
-    texts = list(dict.fromkeys(t for _, t in members))
-    names = list(dict.fromkeys(n for n, _ in members))
-    who = "" if runs == 1 else ", ".join(names)
-    if len(texts) == 1:
-        return {"text": texts[0], "who": who, "alike": None, "each": None}
-    return {"text": texts[0], "who": who, "alike": len(members) - 1, "each": members}
-
-
-def _short(text: str, limit: int = 140) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def data_points(fig) -> int:
