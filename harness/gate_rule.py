@@ -13,11 +13,12 @@ Looking after every pair is a sequence of tests: each look at level `alpha` woul
 same-configuration pair fail more often than `alpha` overall. So the looks share `alpha`: half
 of it is kept for the final look (the one at `max_runs`, where most of the evidence is), the other
 half is spread evenly over the interim looks (at most `max_runs - min_runs` of them), and at each
-look it is split again over the gated rows (Bonferroni over looks and rows). An early stop needs
-strong evidence; the final look keeps most of its power. A verdict's interval is two-sided and a
-regression is its lower side, so the chance that any look calls a same-configuration pair
-`regressed` on any gated row is at most `alpha / 2` (and smaller: the change must also reach its
-threshold); `harness gate --calibrate` measures the real rate.
+look it is split again over the gated rows (Bonferroni over looks and rows). A regression is one
+side of a row's interval: the interval is drawn two-sided at twice the row's share, so its lower
+side is a one-sided test at the share, and the chance that any look calls a same-configuration
+pair `regressed` on any gated row is at most `alpha` (and smaller: the change must also reach
+its threshold). An early stop needs strong evidence; the final look keeps most of the power.
+`harness gate --calibrate` measures the real rate.
 """
 
 from __future__ import annotations
@@ -71,16 +72,17 @@ class Rule:
 
     @property
     def alpha_final(self) -> float:
-        """Each row's level at the final look: half of alpha (all of it with one look)."""
+        """Each row's two-sided level at the final look: twice its one-sided share, half of
+        alpha (all of it with one look) over the rows."""
         share = 1.0 if self.looks == 1 else 0.5
-        return self.alpha * share / self.rows
+        return min(0.5, 2 * self.alpha * share / self.rows)
 
     @property
     def alpha_interim(self) -> float:
-        """Each row's level at an interim look: the other half over the interim looks."""
+        """Each row's two-sided level at an interim look: the other half over the interim looks."""
         if self.looks == 1:
             return self.alpha_final
-        return self.alpha * 0.5 / (self.looks - 1) / self.rows
+        return min(0.5, 2 * self.alpha * 0.5 / (self.looks - 1) / self.rows)
 
     def alpha_at(self, final: bool) -> float:
         return self.alpha_final if final else self.alpha_interim

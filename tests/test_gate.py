@@ -97,16 +97,18 @@ def test_the_final_look_keeps_half_of_alpha_the_interim_looks_share_the_rest(tmp
     )
     assert len(judge.calls) == 4  # looks at 3, 4, 5 and 6 runs a side
     levels = [c["alpha"] for c in judge.calls]
-    # over 2 gated rows: interim 0.025 / 3 looks / 2 rows, final 0.025 / 2 rows
-    assert levels[:3] == pytest.approx([0.025 / 3 / 2] * 3)
-    assert levels[3] == pytest.approx(0.025 / 2)
-    assert sum(levels[:3]) * 2 + levels[3] * 2 == pytest.approx(0.05)
+    # one-sided shares over 2 gated rows: interim 0.025 / 3 looks / 2 rows, final 0.025 / 2 rows;
+    # each row's interval is two-sided at twice its share
+    assert levels[:3] == pytest.approx([2 * 0.025 / 3 / 2] * 3)
+    assert levels[3] == pytest.approx(2 * 0.025 / 2)
+    assert (sum(levels[:3]) + levels[3]) / 2 * 2 == pytest.approx(0.05)  # all of alpha, no more
 
 
 def test_one_look_spends_all_of_alpha_and_rows_split_it():
-    assert Rule(min_runs=3, max_runs=3, alpha=0.05, fail_on="tpot_p50:+10%").alpha_final == 0.05
+    one = Rule(min_runs=3, max_runs=3, alpha=0.05, fail_on="tpot_p50:+10%")
+    assert one.alpha_final == pytest.approx(0.10)  # two-sided: its lower side is 0.05
     three = Rule(min_runs=3, max_runs=3, alpha=0.06, fail_on="tpot_p50:+10%,tpgs:-5%,ttft_p90:+10%")
-    assert three.alpha_final == pytest.approx(0.02)
+    assert three.alpha_final == pytest.approx(0.04)
 
 
 def test_busy_runs_are_left_out_and_count_against_the_budget(tmp_path):

@@ -60,7 +60,7 @@ def test_the_gate_runs_pairs_and_writes_one_verdict(interleaved):
     assert doc["verdict"] in CODES and code == doc["exit_code"] == CODES[doc["verdict"]]
     assert [r["path"].rsplit("/", 1)[-1] for r in doc["runs"]] == ["a1", "b1", "b2", "a2"]
     assert all((out / name / "summary.json").is_file() for name in ("a1", "b1", "b2", "a2"))
-    assert doc["mode"] == "interleaved" and doc["rule"]["alpha_final"] == pytest.approx(0.025)
+    assert doc["mode"] == "interleaved" and doc["rule"]["alpha_final"] == pytest.approx(0.05)
     for run in doc["runs"]:
         assert run["host"]["others_load_per_cpu"] is not None  # sampled on Linux
         assert 0 <= run["host"]["wait_share"] <= 1  # schedstat, on Linux
