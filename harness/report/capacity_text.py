@@ -63,6 +63,16 @@ def binding_sentence(result: dict) -> str:
     )
 
 
+def _screen(rule: dict) -> str:
+    """The one host screen in words (harness/analysis/host_state.py): the wait share, where a run
+    recorded one; other processes' load only for runs without it."""
+    wait = rule.get("max_wait_share")
+    load = f"other processes' load above {rule['busy_load']:g} per CPU"
+    if wait is None:
+        return load
+    return f"its threads waited for a CPU more than {wait:.0%} of the time, or without that figure {load}"
+
+
 def notes(result: dict) -> list[str]:
     """What the answer should be read with: non-monotone points, busy hosts, the budget."""
     lines = []
@@ -74,8 +84,7 @@ def notes(result: dict) -> list[str]:
     busy = [p for p in result["points"] if p["busy_runs"]]
     if busy:
         lines.append(
-            "decided with runs on a busy host (other processes' load above "
-            f"{result['rule']['busy_load']:g} per CPU): "
+            f"decided with runs on a busy host ({_screen(result['rule'])}): "
             + ", ".join(f"{p['concurrency']} ({p['busy_runs']})" for p in busy)
         )
     few = [p["concurrency"] for p in result["points"] if not p["decided_runs"]]
