@@ -31,6 +31,7 @@ ALLOWED = {
     "importers": {"driver"},
     "distributed": {"driver", "trace", "analysis"},
     "probe": {"driver"},
+    "whatif": {"engine", "analysis", "trace", "driver"},
 }
 
 # Third-party libraries a package must never import: computing stays apart from presenting.

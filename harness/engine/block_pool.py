@@ -66,6 +66,7 @@ class BlockPool:
         sliding_window: int = 0,
         retention: str = "interval+selective",
         reclaim: bool = True,
+        free_order: str = "block",
     ) -> None:
         self.block_size = block_size
         self.enable_caching = enable_caching
@@ -73,6 +74,9 @@ class BlockPool:
         self.sliding_window = sliding_window if SLIDING in kinds else 0
         self.retention = retention
         self.reclaim_window = reclaim  # False: sliding pages live as long as full ones (a baseline)
+        # How a finished request's pages join the LRU: "block", tail blocks of every group first;
+        # "group", vLLM's: group by group (sliding ones first, as vLLM orders Gemma 3's groups).
+        self.free_order = free_order
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.cached: dict[tuple[int, bytes, bytes], int] = {}  # (group, parent, tokens) -> page
@@ -203,13 +207,24 @@ class BlockPool:
         self.num_frees += 1
         if self.hybrid and self.retention != "none":
             self.retain_window(req, req.num_computed_tokens // self.block_size)  # a turn end
-        if len(req.block_tables) == 1 and not self.hybrid:
+        if len(req.block_tables) == 1 and not self.hybrid:  # one group: either order is one
             self._release_full(reversed(req.block_table))  # one group, no NULL_BLOCK in it
         else:
-            for i in reversed(range(len(req.block_table))):
-                for table in req.block_tables:
-                    if table[i] != NULL_BLOCK:
-                        self._release(table[i])
+            if self.free_order == "group":  # vLLM: each group in turn, its own tail first
+                order = sorted(range(len(self.kinds)), key=lambda g: self.kinds[g] != SLIDING)
+                pages = [
+                    t[i]
+                    for g in order
+                    for t in (req.block_tables[g],)
+                    for i in reversed(range(len(t)))
+                ]
+            else:
+                pages = [
+                    t[i] for i in reversed(range(len(req.block_table))) for t in req.block_tables
+                ]
+            for page in pages:
+                if page != NULL_BLOCK:
+                    self._release(page)
         req.block_tables = [[] for _ in self.kinds]
         req.num_cached_blocks = req.num_reclaimed_blocks = 0
         req.snapshot_points = []

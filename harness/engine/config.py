@@ -154,6 +154,7 @@ class EngineConfig:
     clock: str = "wall"  # "virtual": steps take their modelled time on a simulated clock
     prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
     sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
+    free_order: str = "block"  # a finished request's pages into the LRU: "block" or "group" (vLLM)
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -177,6 +178,7 @@ class EngineConfig:
             ("device", DEVICES + (self._roofline_devices() if self.runner == "simulated" else ())),
             ("prefix_cache_retention", RETENTION_POLICIES),
             ("clock", CLOCKS),
+            ("free_order", ("block", "group")),
         ):
             value = getattr(self, name)
             if value not in choices and not (name == "device" and value.startswith("cuda:")):
@@ -338,4 +340,5 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "clock": (str,),
     "prefix_cache_retention": (str,),
     "sliding_window_reclaim": (bool,),
+    "free_order": (str,),
 }

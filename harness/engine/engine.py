@@ -91,6 +91,7 @@ class LLMEngine:
             sliding_window=model.sliding_window,
             retention=config.prefix_cache_retention,
             reclaim=config.sliding_window_reclaim,
+            free_order=config.free_order,
         )
         self.scheduler = Scheduler(config, self.pool)
         self.requests: dict[str, Request] = {}
