@@ -146,8 +146,11 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     for i in _valid_rows(errors):
         error_class[i] = errors[i].get("class") if isinstance(errors[i], dict) else None
     columns["error_class"] = error_class  # a list: pandas infers its dtype as from records.jsonl
-    # One frame at once (a column at a time copies the blocks); strings stay object, as from JSON.
-    frame = pd.DataFrame({k: _as_object(v) for k, v in columns.items()})
+    # A column at a time: one frame from a dict would stack the numeric columns into one 2-D
+    # block, a copy that cost more than the whole read; strings stay object, as from JSON.
+    frame = pd.DataFrame({"line": _as_object(columns.pop("line"))})
+    for name, values in columns.items():
+        frame[name] = _as_object(values)
     # Line numbers are records.jsonl's, so errors found later name that file.
     source = run_dir / RECORDS_FILE
     frame.attrs["path"] = str(source if source.is_file() else path)
@@ -157,7 +160,7 @@ def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
 
 def _frame_column(name: str, column: pa.Array) -> object:
     if name in FLOAT_FIELDS or name in COUNT_FIELDS:
-        return column.to_numpy(zero_copy_only=False).astype(float)
+        return column.to_numpy(zero_copy_only=False).astype(float, copy=False)
     if name in LISTS:
         return chunks.arrow_lists(column)  # rows are built only where a reader needs them
     if name == "error":  # JSON text; almost every record has none
@@ -179,8 +182,10 @@ def _strings(column: pa.Array) -> np.ndarray:
 
 
 def _as_object(values: object) -> object:
-    if isinstance(values, np.ndarray) and values.dtype == object:
-        return pd.Series(values, dtype=object, copy=False)
+    """A Series on the array itself (setting a bare array into a frame copies it); object arrays
+    stay object (pandas would infer its string dtype)."""
+    if isinstance(values, np.ndarray):
+        return pd.Series(values, dtype=values.dtype, copy=False)
     return values
 
 

