@@ -191,6 +191,11 @@ def adjusted_spread(
     z = float(stats.norm.ppf(1 - alpha / 2))
     within_sd = _within_sd(within)
     half = max(_t(alpha, n - 2) * se, z * within_sd if within_sd is not None else 0.0)
+    if change * float(d.mean()) < 0:
+        # The correction narrows the noise; it is not evidence by itself. Where the fitted slope
+        # turns the raw pairs' sign (a faster candidate slower at equal contention, or back), the
+        # interval reaches the raw mean too: a change the raw pairs contradict is never called.
+        half = max(half, abs(change - float(d.mean())))
     return Spread(change, half, within_sd, b, (n, n, 0), z)
 
 
