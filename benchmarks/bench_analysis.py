@@ -33,7 +33,7 @@ TASKS = {
 
 RUNNER = """
 import json, resource, sys, time
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze_run
 RUN = {run!r}
 t0, c0 = time.perf_counter(), time.process_time()

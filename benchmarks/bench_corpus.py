@@ -29,7 +29,7 @@ RUNNER = """
 import json, resource, sys, time
 sys.argv = ["harness", *{argv!r}]
 t0 = time.perf_counter()
-from harness.cli import main
+from harness.app.cli import main
 rc = main(sys.argv[1:])
 u = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({{"rc": rc, "wall_s": time.perf_counter() - t0, "cpu_s": u.ru_utime + u.ru_stime,

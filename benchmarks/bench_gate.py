@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from harness.analysis.compare.verdict import compare_runs
-from harness.cli import main as harness
+from harness.app.cli import main as harness
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = str(ROOT / "scenarios" / "quickstart.yaml")

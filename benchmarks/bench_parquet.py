@@ -42,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 from harness.analysis.parquet import read_parquet
 from harness.analysis.records import read_records
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 RUN = Path({run!r})
 t0, c0 = time.perf_counter(), time.process_time()
 {code}

@@ -28,10 +28,10 @@ SIZES = (1, 4, 16)
 POINT = """
 import json, sys, time
 from pathlib import Path
-from harness.build import build_trace
-from harness.run_commands import SIMULATE_SETS
-from harness.runner import replay_point
-from harness.scenario import load_scenario
+from harness.app.build import build_trace
+from harness.app.run_commands import SIMULATE_SETS
+from harness.app.runner import replay_point
+from harness.app.scenario import load_scenario
 sets = [*SIMULATE_SETS, "load.max_duration_s=1e6", "load.max_requests={requests}"]
 scenario = load_scenario("scenarios/quickstart.yaml", sets)
 trace = build_trace(scenario)

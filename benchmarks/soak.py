@@ -93,7 +93,7 @@ def child(every_s: float, cli_args: list[str]) -> int:
     import threading
     import tracemalloc
 
-    from harness.cli import main
+    from harness.app.cli import main
 
     out = Path(cli_args[cli_args.index("-o") + 1]) / "tracemalloc.txt"
 

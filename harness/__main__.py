@@ -1,7 +1,7 @@
 import os
 import sys
 
-from harness.cli import main
+from harness.app.cli import main
 
 code = main()
 if code == 130:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 

@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 from harness.analysis.capacity import MET, MISSED
-from harness.capacity_virtual import Point, Search, capacity_virtual
-from harness.fleet import fleet
-from harness.run_commands import SIMULATE_SETS
-from harness.scenario import load_scenario
+from harness.app.capacity_virtual import Point, Search, capacity_virtual
+from harness.app.fleet import fleet
+from harness.app.run_commands import SIMULATE_SETS
+from harness.app.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def test_the_fleet_table_has_a_row_per_replica_count_and_a_column_per_policy(tmp
 
 
 def test_the_verb_refuses_an_unknown_policy_in_one_line(tmp_path, capsys):
-    from harness.cli import main
+    from harness.app.cli import main
 
     scenario = str(ROOT / "scenarios" / "fleet.yaml")
     argv = ["capacity", scenario, "--simulate", "--replicas", "1,2", "--routing", "random"]

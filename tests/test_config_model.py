@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from harness.build import block_size, http_target_config, replay_config
-from harness.cli import build_parser
+from harness.app.build import block_size, http_target_config, replay_config
+from harness.app.cli import build_parser
+from harness.app.flags import BY_FIELD
+from harness.app.run_commands import replay_scenario
+from harness.app.scenario import Scenario, default_text, validate
 from harness.driver.config import Load, ReplayConfig, Sending
 from harness.driver.http import HTTPSettings, HTTPTargetConfig
 from harness.driver.target import Timeouts
-from harness.flags import BY_FIELD
-from harness.run_commands import replay_scenario
-from harness.scenario import Scenario, default_text, validate
 from harness.trace.native import write_trace
 from tests.driver.helpers import sess, trace
 

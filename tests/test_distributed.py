@@ -17,7 +17,7 @@ import pytest
 from harness.analysis import metrics
 from harness.analysis.histograms import histogram_of, read_histograms
 from harness.analysis.ideal.walk import with_ideal
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
 from harness.distributed.shard import plan_shards
 from harness.driver.config import ReplayConfig

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.ending import run_ending
-from harness.cli import main
+from harness.app.cli import main
 from harness.errors import HarnessWarning
 from harness.report import notebook, tested
 

@@ -172,3 +172,22 @@ def test_analysis_never_presents(tmp_path):
         "harness.analysis imports matplotlib",
         "harness.analysis.summary imports harness.report",
     ]
+
+
+def test_nothing_below_the_composition_imports_it():
+    """harness/app/ composes the packages; a package or a ground module importing it would be a
+    cycle through the top (only `python -m harness` calls into it)."""
+    bad = [
+        f"{path}:{line}: {name}"
+        for path in sorted(ROOT.rglob("*.py"))
+        if _unit(_module_name(path, ROOT)) != COMPOSITION and path.name != "__main__.py"
+        for line, name in _imports(path, _module_name(path, ROOT))
+        if _unit(name) == COMPOSITION
+    ]
+    assert bad == []
+
+
+def test_the_root_holds_only_the_ground():
+    """The root of harness/ holds the low-level modules only; the composition lives in app/."""
+    root = {p.stem for p in ROOT.glob("*.py")} - {"__init__", "__main__"}
+    assert root <= LOW_LEVEL, sorted(root - LOW_LEVEL)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.run import load_run
-from harness.cli import main
-from harness.scenario import load_scenario
+from harness.analysis.loader import load_run
+from harness.app.cli import main
+from harness.app.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"

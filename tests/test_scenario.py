@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.app.scenario import dump_scenario, load_scenario
 from harness.errors import ScenarioError
-from harness.scenario import dump_scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

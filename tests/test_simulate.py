@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import build_trace
-from harness.run_commands import SIMULATE_SETS
-from harness.runner import replay_point
-from harness.scenario import load_scenario
+from harness.app.build import build_trace
+from harness.app.run_commands import SIMULATE_SETS
+from harness.app.runner import replay_point
+from harness.app.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from harness.app.sweep import plan_pd, saturation_point
 from harness.errors import RunFolderError
-from harness.sweep import plan_pd, saturation_point
 
 
 @pytest.mark.parametrize(

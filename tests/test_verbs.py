@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness import cli
-from harness.parser import Parser
+from harness.app import cli
+from harness.app.parser import Parser
 
 HARNESS = Path(harness.__file__).resolve().parent
 

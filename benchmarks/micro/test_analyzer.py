@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.ideal.walk import with_ideal
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
 
 RUN = (

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.analysis.loader import read_optional_json
 from harness.analysis.metrics import percentiles
-from harness.analysis.run import read_optional_json
 from harness.schema import CLIENT_FILE
 
 SEND_LAG_P99_S = 0.050

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis.run import Run
+from harness.analysis.loader import Run
 
 INVALID_ABOVE = 0.01  # a run with more than 1 % of its measured requests overflowing is invalid
 REFUSED, SKIPPED = "ContextOverflow", "ContextOverflowSkipped"

@@ -34,7 +34,7 @@ from harness.trace.cycles import cycle_salt, split_cycled_id
 from harness.trace.model import Trace
 
 if TYPE_CHECKING:
-    from harness.analysis.run import Run
+    from harness.analysis.loader import Run
 
 # the categories a rule takes tokens from, most specific last (taken from first)
 _LOST = ("evicted", "unexplained", "no_hits", "last_block")

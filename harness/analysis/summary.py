@@ -32,7 +32,7 @@ from harness.analysis.cache_parts import cache_parts
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal.walk import Ideal, with_ideal
-from harness.analysis.run import Run, load_run
+from harness.analysis.loader import Run, load_run
 from harness.analysis.sessions import tasks as sessions
 from harness.analysis.slo import Slo, goodput, parse_slos
 from harness.analysis.summary_types import (  # noqa: F401 (SUMMARY_VERSION: its readers import it here)

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.analysis.ideal.walk import Ideal
+    from harness.analysis.loader import Run
     from harness.analysis.metrics import InterTokenLatency
-    from harness.analysis.run import Run
     from harness.analysis.sessions.tasks import TaskGraph
 
 SUMMARY_VERSION = 2

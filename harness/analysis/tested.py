@@ -9,7 +9,7 @@ count given (`--gpus`, default 1), whatever the hardware.
 
 from __future__ import annotations
 
-from harness.analysis.run import Run
+from harness.analysis.loader import Run
 from harness.trace.profile import content_form
 
 

@@ -1,7 +1,7 @@
 """The replay's settings: `Load` is the scenario's `load:`, `ReplayConfig` all a replay needs.
 
 Each setting is declared once, here (its default, bounds and description): the scenario composes
-these models, `harness replay`'s flags set their fields (harness/flags.py) and docs/driver.md's
+these models, `harness replay`'s flags set their fields (harness/app/flags.py) and docs/driver.md's
 "Defaults" table shows them. A YAML key that differs from the code's name is the field's alias
 (`mode`, `max_duration_s`); the manifest's "replay" section keeps the code's names.
 """
@@ -200,7 +200,7 @@ class Sending(Strict):
 
 
 class ReplayConfig(Load, Sending):
-    """The load and sending settings as the scenario gave them, plus values harness/build.py
+    """The load and sending settings as the scenario gave them, plus values harness/app/build.py
     resolves from the rest of the scenario."""
 
     block_size: int = Field(16, gt=0, description="the server's KV block: the manifest's")

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.engine.config import FULL, SLIDING, ModelPreset
-from harness.engine.model import ForwardBatch, apply_rope, paged_attention, rope_cos_sin
+from harness.engine.llama import ForwardBatch, apply_rope, paged_attention, rope_cos_sin
 
 
 class GemmaRMSNorm(nn.Module):

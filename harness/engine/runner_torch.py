@@ -17,7 +17,7 @@ import time
 import torch
 
 from harness.engine.config import SLIDING, EngineConfig, KVGroup
-from harness.engine.model import DecodeGroup, ForwardBatch, GroupBatch, SeqSpan, build_model
+from harness.engine.llama import DecodeGroup, ForwardBatch, GroupBatch, SeqSpan, build_model
 from harness.engine.scheduler import ScheduledChunk
 from harness.errors import EngineError
 

@@ -30,7 +30,7 @@ from aiohttp import web
 from harness import __version__
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
-from harness.serving import metrics
+from harness.serving import exposition
 from harness.serving.agent_requests import messages_chat_body, responses_chat_body
 from harness.serving.agent_streams import ChatFraming, MessagesFraming, ResponsesFraming
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, RequestOutput
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 class ServerState:
     model: ServedModel
     tokenizer: Tokenizer
-    metrics: metrics.ServerMetrics
+    metrics: exposition.ServerMetrics
     started: float  # unix time, for "created" fields only
     ready: bool = True  # False while the engine is still being built
     storage_backend: str | None = None  # SGLang's L3 name for the disk tier / shared store
@@ -97,7 +97,7 @@ def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
         ),
         tokenizer=tokenizer_for(engine.config),
         storage_backend=_storage_backend(engine.config),
-        metrics=metrics.ServerMetrics(),
+        metrics=exposition.ServerMetrics(),
         started=time.time(),
         ready=ready,
     )
@@ -270,7 +270,7 @@ async def _health(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     engine, state = request.app[ENGINE_KEY], request.app[STATE_KEY]
     _check_ready(state)
-    text = metrics.render(
+    text = exposition.render(
         engine.stats(),
         state.metrics,
         state.model.name,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.ideal import granularity
-from harness.analysis.run import Run, load_run
+from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.cost_model import CostModel
 from harness.errors import EngineError, InputError

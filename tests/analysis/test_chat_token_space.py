@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.ideal.walk import with_ideal
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze, analyze_run
 from harness.errors import InputError
 from harness.report.html import render_report

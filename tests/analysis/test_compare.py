@@ -9,7 +9,7 @@ import pytest
 
 from harness.analysis.compare.changes import parse_fail_on
 from harness.analysis.compare.verdict import compare_runs
-from harness.cli import main
+from harness.app.cli import main
 from harness.errors import InputError
 from tests.analysis.synthetic import write_synthetic_run
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.slo import parse_slos
 from harness.analysis.summary import analyze, analyze_run
 from tests.analysis.golden import GOLDEN_TRACE, write_run

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from harness.analysis.ideal.walk import with_ideal
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze_run
 from harness.schema import RECORD_SCHEMA_VERSION
 from harness.trace.native import write_trace

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from harness.analysis.compare.verdict import compare_runs
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze, analyze_run
-from harness.cli import main
+from harness.app.cli import main
 from harness.errors import InputError
 from harness.importers import import_run
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
 from harness.report.text import summary_table
 from harness.schema import RECORD_SCHEMA_VERSION

@@ -17,7 +17,7 @@ from harness.analysis.compare.history import screen
 from harness.analysis.compare.sides import HEADLINE
 from harness.analysis.compare.verdict import judge_analyses
 from harness.analysis.host_state import busy_reason
-from harness.analysis.run import load_runs
+from harness.analysis.loader import load_runs
 from harness.analysis.summary import analyze
 from harness.report.compare import render_table
 

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from harness.analysis.chunks import rows
+from harness.analysis.loader import load_run
 from harness.analysis.parquet import LISTS, PARQUET_FILE, is_fresh, read_parquet, save_records
 from harness.analysis.records import RunFolderWarning, read_records
-from harness.analysis.run import load_run
-from harness.cli import main
+from harness.app.cli import main
 from tests.analysis.golden import GOLDEN_RECORDS, rec, write_run
 
 # Every shape a field takes: nulls in each column, empty and null lists, an error with an extra key.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis.loader import Run, load_run
 from harness.analysis.records import read_records
-from harness.analysis.run import Run, load_run
 from harness.analysis.summary import analyze
 from harness.trace.native import read_trace
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from harness.analysis.loader import load_run, load_runs
 from harness.analysis.records import RunFolderWarning
-from harness.analysis.run import load_run, load_runs
-from harness.cli import main
+from harness.app.cli import main
 from harness.errors import RunFolderError
 from tests.analysis.golden import GOLDEN_RECORDS, MANIFEST, write_run
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
+from harness.app.reporting import write_report
 from harness.report.html import SCRIPT
 from harness.report.plots.base import pareto_frontier
-from harness.reporting import write_report
 from tests.analysis import browser
 from tests.analysis.golden import GOLDEN_TRACE, write_run
 from tests.analysis.synthetic import write_synthetic_run

@@ -1,5 +1,5 @@
 """`report/` presents the analyses it is given: it never loads a run folder or runs the analyzer
-itself (harness/reporting.py composes the two). Parsed, not imported, so lazy imports count."""
+itself (harness/app/reporting.py composes the two). Parsed, not imported, so lazy imports count."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ REPORT = Path(__file__).resolve().parents[2] / "harness" / "report"
 
 # The loader's modules, and the analyzer's entry points (a module: all of it; else those names).
 FORBIDDEN = {
-    "harness.analysis.run": None,
+    "harness.analysis.loader": None,
     "harness.analysis.summary": None,
     "harness.analysis.compare.trend": {"trend"},
     "harness.analysis.compare.verdict": {"compare_runs"},

@@ -11,15 +11,15 @@ import re
 import pandas as pd
 import pytest
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
-from harness.cli import main
+from harness.app.cli import main
+from harness.app.reporting import write_report
 from harness.report.headline import headline_strip, miss_parts
 from harness.report.html import render_report
 from harness.report.numbers import count, fmt, human
 from harness.report.plots.base import timeline_task
 from harness.report.tested import tpgs_caveat
-from harness.reporting import write_report
 from tests.analysis.golden import MANIFEST
 from tests.analysis.synthetic import synthetic_records, write_run
 

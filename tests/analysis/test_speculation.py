@@ -11,9 +11,9 @@ from asyncio.subprocess import PIPE
 import pytest
 
 from harness.analysis.compare.verdict import compare_runs
+from harness.app.reporting import write_report
 from harness.prometheus import spec_decode
 from harness.report.text import summary_table
-from harness.reporting import write_report
 from harness.trace.native import write_trace
 from tests.driver.helpers import sess, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer

@@ -1,6 +1,6 @@
 """Tokens without an arrival time are counted and named, never silently dropped."""
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
 from tests.analysis.golden import rec, write_run
 

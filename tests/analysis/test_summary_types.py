@@ -48,7 +48,7 @@ def test_a_reader_of_real_keys_passes(tmp_path):
 
 
 def test_every_key_the_analyzer_writes_is_declared(tmp_path):
-    from harness.analysis.run import load_run
+    from harness.analysis.loader import load_run
     from harness.analysis.summary import analyze
     from harness.analysis.summary_types import CacheSummary, Summary
     from tests.analysis.synthetic import write_synthetic_run

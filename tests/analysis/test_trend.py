@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.compare.trend import trend
-from harness.cli import main
+from harness.app.cli import main
+from harness.app.reporting import write_trend
 from harness.report.trend import TREND_CSS
-from harness.reporting import write_trend
 from tests.analysis import browser
 from tests.analysis.golden import MANIFEST, write_run
 from tests.analysis.synthetic import synthetic_records

@@ -15,9 +15,9 @@ import pytest
 from harness.analysis.compare import noise
 from harness.analysis.compare.history import screen
 from harness.analysis.compare.verdict import Verdict, judge, judge_analyses
-from harness.analysis.run import load_runs
+from harness.analysis.loader import load_runs
 from harness.analysis.summary import analyze
-from harness.cli import main
+from harness.app.cli import main
 from harness.exit_codes import INCONCLUSIVE
 from harness.importers import import_run
 

@@ -75,14 +75,14 @@ def test_a_slowdown_hidden_in_the_waits_is_not_invented():
     assert same.verdict in (NO_CHANGE, INCONCLUSIVE) and same.verdict != REGRESSED
 
 
-
-
 def test_a_correction_that_turns_a_faster_candidate_slower_is_never_regressed():
     """Where the fitted slope flips the raw pairs' sign (the candidate 5 % faster in the raw
     pairs, +15 % once extrapolated to equal contention), the interval reaches the raw mean."""
     waits_b = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45]
     waits_a = [0.7] * 8  # the baseline waited more in every pair: no pair near equal contention
-    x = np.array([noise.stretch(c) - noise.stretch(w) for w, c in zip(waits_a, waits_b)])
+    x = np.array(
+        [noise.stretch(c) - noise.stretch(w) for w, c in zip(waits_a, waits_b, strict=True)]
+    )
     d = -0.05 + (x - x.mean()) + NOISE * 0.1  # slope 1, raw mean -5 %
     a = np.zeros(8)
     s = noise.adjusted_spread(a, a + d, (waits_a, waits_b), ([None] * 8, [None] * 8), 0.05)

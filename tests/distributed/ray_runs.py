@@ -165,8 +165,8 @@ async def unreachable(out: Path) -> dict:
 
 def scenario_run(url: str, out: Path) -> dict:
     """`harness run` with execution.backend ray, end to end (analysis and report included)."""
-    from harness.runner import run_scenario
-    from harness.scenario import load_scenario
+    from harness.app.runner import run_scenario
+    from harness.app.scenario import load_scenario
 
     path = out / "scenario.yaml"
     path.write_text(f"""

@@ -69,7 +69,7 @@ def load_manifest(run_dir: Path) -> dict:
 def ideal_by_id(run_dir: Path, block_size: int | None = None) -> dict[str, int]:
     """`cached_tokens_ideal` per request, as the analyzer computes it from the run folder."""
     from harness.analysis.ideal.walk import with_ideal
-    from harness.analysis.run import load_run
+    from harness.analysis.loader import load_run
 
     recs, _ = with_ideal(load_run(run_dir), block_size)
     return dict(

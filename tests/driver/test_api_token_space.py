@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.analysis.ideal.walk import with_ideal
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze_run
 from tests.driver.agent_server import AgentServer
 from tests.driver.helpers import replay, sess, trace

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.call_kinds import call_kinds
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.sessions.graph import task_graph
 from harness.analysis.summary import analyze
 from harness.report.text import summary_table

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from harness.analysis.hosted_cache import Entries, cost, name_misses
+from harness.app.scenario import validate
 from harness.driver.http import CacheRules
 from harness.driver.http.apis.messages.request import MessagesRequest
 from harness.driver.target import RequestSpec
 from harness.errors import ScenarioError
-from harness.scenario import validate
 from tests.driver.helpers import target
 
 CHAT = [
@@ -124,7 +124,7 @@ def test_the_scenario_takes_a_kind_and_refuses_another_apis():
 
 
 def test_a_hosted_kind_sets_the_ideals_block():
-    from harness.build import block_size
+    from harness.app.build import block_size
 
     url = SCENARIO.replace("http://127.0.0.1:1", "https://api.anthropic.com")
     auto = validate(yaml.safe_load(url.replace("API", "messages").replace("RULES", "auto")))

@@ -10,7 +10,7 @@ import time
 import orjson
 import pytest
 
-from harness.cli import build_parser
+from harness.app.cli import build_parser
 from harness.trace.native import write_trace
 from tests.driver.helpers import ideal_by_id, load_manifest, load_records, sess, trace
 

@@ -4,9 +4,9 @@ its `Load`, so a scenario file gets the same checks with the file, line and dott
 import pytest
 from pydantic import ValidationError
 
+from harness.app.scenario import validate
 from harness.driver.config import ReplayConfig
 from harness.errors import ScenarioError
-from harness.scenario import validate
 
 
 def test_open_loop_needs_a_rate():

@@ -9,9 +9,9 @@ from asyncio.subprocess import PIPE
 import orjson
 import pytest
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
-from harness.cli import main
+from harness.app.cli import main
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit, model_len, overflow, served_limits
 from harness.driver.replay_into import run_replay

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze, analyze_run
 from harness.driver.http import CacheRules, Prices
 from harness.report.text import summary_table

@@ -75,7 +75,7 @@ async def test_plain_lines_when_stderr_is_not_a_terminal(server, tmp_path, monke
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c",
         "import sys; from harness.driver.live import progress; progress.PLAIN_EVERY_S = 0.5;"
-        "from harness.cli import main; sys.exit(main(sys.argv[1:]))",
+        "from harness.app.cli import main; sys.exit(main(sys.argv[1:]))",
         "replay", str(path), "--endpoint", server.url, "--model", "m", "--concurrency", "2",
         "--max-duration", "2", "-o", str(tmp_path / "run"),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,

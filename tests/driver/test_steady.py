@@ -7,7 +7,7 @@ from collections import defaultdict
 import pytest
 
 from harness.analysis.ideal.walk import with_ideal
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze_run
 from harness.driver.retry import RetryPolicy
 from harness.driver.target import Timeouts

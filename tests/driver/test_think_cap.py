@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.analysis.run import load_run
+from harness.analysis.loader import load_run
 from tests.driver.helpers import replay, sess, trace
 
 

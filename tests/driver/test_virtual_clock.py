@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from harness.build import virtual_clock
+from harness.app.build import virtual_clock
+from harness.app.scenario import validate
 from harness.driver import clock
 from harness.driver.engine_target import EngineTarget
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError, InputError
-from harness.scenario import validate
 from harness.schema import new_record
 
 

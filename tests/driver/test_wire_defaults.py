@@ -189,8 +189,8 @@ async def test_short_replies_are_counted_and_warned(servers, tmp_path, api):
 
 @pytest.mark.slow
 async def test_messages_from_the_quickstarts_profile_carry_a_system(servers, tmp_path):
-    from harness.build import build_trace
-    from harness.scenario import load_scenario
+    from harness.app.build import build_trace
+    from harness.app.scenario import load_scenario
     from tests.trace.tiny import ROOT, no_think
 
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml", ["workload.sessions=1"])

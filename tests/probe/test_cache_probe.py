@@ -11,10 +11,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from harness.cli import main
+from harness.app.cli import main
+from harness.app.probe_commands import probe_cache
 from harness.engine.config import EngineConfig
 from harness.probe.cache_probe import ProbeSettings
-from harness.probe_commands import probe_cache
 from harness.serving.server import BackgroundServer
 
 BLOCKS, BLOCK = 96, 16  # a 1,536-token pool

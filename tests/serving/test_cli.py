@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
 from harness.serving.commands import add_engine_arguments, engine_config_from_args

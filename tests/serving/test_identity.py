@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
 from harness.engine.config import EngineConfig
 from harness.serving.server import BackgroundServer
 from harness.trace.generate import generate

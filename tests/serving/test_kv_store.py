@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.app.servers import child_env
 from harness.engine.engine import LLMEngine
 from harness.errors import EngineError
 from harness.prometheus import metric_total
-from harness.servers import child_env
 from harness.serving.kv_store import BackgroundStore
 from harness.serving.server import BackgroundServer
 from tests.engine.conftest import drain, greedy, prompt, sim, tiny
@@ -148,7 +148,7 @@ def test_metrics_and_usage_split_hits_by_tier(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_with_kv_store_local_starts_one_store_for_its_served_replicas(tmp_path):
-    from harness.cli import main
+    from harness.app.cli import main
 
     out = tmp_path / "run"
     sets = [

@@ -1,10 +1,10 @@
-"""`harness trace ...` end to end through `harness.cli.main`."""
+"""`harness trace ...` end to end through `harness.app.cli.main`."""
 
 import json
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
 from harness.trace.formats import load_trace
 
 from .tiny import CPU_PROFILE, MOONCAKE, write

@@ -8,7 +8,7 @@ import re
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from harness.cli import main
+from harness.app.cli import main
 from harness.errors import ProfileError
 from harness.trace import code_text
 from harness.trace.content import Content

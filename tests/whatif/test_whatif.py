@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"

@@ -19,7 +19,7 @@ from harness.analysis.compare.history import config_diff, target_config
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.compare.verdict import ALPHA, MIN_CHANGE, Verdict, judge_analyses
 from harness.analysis.ending import run_ending
-from harness.analysis.run import load_runs
+from harness.analysis.loader import load_runs
 from harness.analysis.summary import Analysis, analyze
 
 # The metrics drawn and judged, by their `harness compare` keys.

@@ -31,7 +31,7 @@ from harness.analysis.compare.changes import (
 )
 from harness.analysis.compare.comparable import not_comparable
 from harness.analysis.compare.sides import HEADLINE, Side
-from harness.analysis.run import load_runs
+from harness.analysis.loader import load_runs
 from harness.analysis.summary import Analysis, analyze
 
 ALPHA = 0.05  # 95 % intervals: with a handful of runs a side, 99 % could never decide

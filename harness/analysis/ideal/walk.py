@@ -39,7 +39,7 @@ from harness.trace.model import Trace
 from harness.trace.prefix import IdealPrefixCache
 
 if TYPE_CHECKING:
-    from harness.analysis.run import Run
+    from harness.analysis.loader import Run
 
 
 @dataclass

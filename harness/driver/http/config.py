@@ -1,6 +1,6 @@
 """The HTTP target's settings, declared once: `HTTPSettings` (the scenario's `target:` keys the
 target reads, composed into the scenario's target as `Load` is into its `load:`) and
-`HTTPTargetConfig` (those, the sending settings and what harness/build.py resolves: endpoints,
+`HTTPTargetConfig` (those, the sending settings and what harness/app/build.py resolves: endpoints,
 model, key, connection limit). Also its endpoints' URLs, and the redaction of its secrets."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class HTTPSettings(Strict):
 
 class HTTPTargetConfig(HTTPSettings, Sending):
     """Everything one HTTP target is built from. `of` takes the scenario's settings as they were
-    validated and adds what harness/build.py resolves; tests and benchmarks build it directly,
+    validated and adds what harness/app/build.py resolves; tests and benchmarks build it directly,
     with the scenario's defaults."""
 
     endpoints: tuple[str, ...]  # base URLs: http://host:port or http://host:port/v1

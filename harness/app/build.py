@@ -17,11 +17,11 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from harness.app.scenario import Scenario
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import limit_context
 from harness.driver.target import Target
 from harness.errors import InputError
-from harness.scenario import Scenario
 from harness.trace.model import Trace
 
 Scrape = Callable[[], Awaitable[list[dict | None] | None]]
@@ -33,7 +33,7 @@ METRIC_NAMES = {  # manifest key -> vLLM's Prometheus counter
 }
 CACHED_BY_SOURCE = "vllm:prompt_tokens_cached_by_source_total"
 # Our tiers by vLLM's `source` label values (its CacheHitSource); the reference engine exports
-# the same family (harness/serving/metrics.py).
+# the same family (harness/serving/exposition.py).
 TIER_SOURCES = {
     "device": ("device",),
     "cpu": ("host",),
@@ -142,8 +142,8 @@ async def _local_kv_store(scenario: Scenario, run_dir: Path) -> AsyncIterator[Sc
     if t.kind != "engine" or t.engine.options.get("kv_store") != "local":
         yield scenario
         return
-    from harness.scenario import set_path, validate
-    from harness.servers import LocalKVStore
+    from harness.app.scenario import set_path, validate
+    from harness.app.servers import LocalKVStore
 
     store = LocalKVStore(log_dir=run_dir / "servers")
     await asyncio.to_thread(store.start)
@@ -164,7 +164,7 @@ async def _open_target(
         yield _inprocess_target(scenario)
         return
     if t.kind == "engine":
-        from harness.servers import LocalServers
+        from harness.app.servers import LocalServers
 
         servers = LocalServers(
             dict(t.engine.options), t.engine.replicas, log_dir=run_dir / "servers"

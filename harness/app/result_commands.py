@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.parser import add_format, formatted
+from harness.app.parser import add_format, formatted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -220,9 +220,9 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from harness.analysis.run import expand_run_dirs
-    from harness.reporting import write_report
-    from harness.verb_output import print_report
+    from harness.analysis.loader import expand_run_dirs
+    from harness.app.reporting import write_report
+    from harness.app.verb_output import print_report
 
     runs = [str(r) for r in expand_run_dirs(args.run_dirs)]
     if not args.trend:
@@ -235,8 +235,8 @@ def _report(args: argparse.Namespace) -> int:
         }
         print_report(args.format, data, [f"wrote {path}{side}"])
         return 0
+    from harness.app.reporting import write_trend
     from harness.report.trend import trend_regressions  # scipy's statistics: --trend only
-    from harness.reporting import write_trend
 
     path, result = write_trend(args.run_dirs, args.output or "trend.html")
     regressions = list(trend_regressions(result))

@@ -16,17 +16,17 @@ import sys
 import warnings
 
 from harness import __version__
+from harness.app.extras import missing_extra
+from harness.app.parser import Parser
 from harness.errors import HarnessError, HarnessWarning
-from harness.extras import missing_extra
-from harness.parser import Parser
 
 COMMAND_MODULES = (
     "harness.trace.commands",
     "harness.serving.commands",
-    "harness.result_commands",
-    "harness.run_commands",
-    "harness.gate_commands",
-    "harness.probe_commands",
+    "harness.app.result_commands",
+    "harness.app.run_commands",
+    "harness.app.gate_commands",
+    "harness.app.probe_commands",
     "harness.whatif.commands",
 )
 

@@ -212,7 +212,7 @@ class HelpFormatter(argparse.HelpFormatter):
         flag = BY_FIELD.get(action.dest)
         if flag is None:
             return action.help or ""
-        from harness.scenario import default_text, field_info
+        from harness.app.scenario import default_text, field_info
 
         text = flag.help or field_info(flag.field).description or ""
         if flag.const is not None:
@@ -225,7 +225,7 @@ class HelpFormatter(argparse.HelpFormatter):
     def _metavar_formatter(self, action: argparse.Action, default_metavar: str):
         flag = BY_FIELD.get(action.dest)
         if flag is not None and action.metavar is None and action.nargs != 0:
-            from harness.scenario import field_info
+            from harness.app.scenario import field_info
 
             choices = literal_choices(field_info(flag.field).annotation)
             shown = "{" + ",".join(choices) + "}" if choices else flag.field.rsplit(".")[-1].upper()

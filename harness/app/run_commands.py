@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
-from harness.parser import add_format, formatted
+from harness.app.parser import add_format, formatted
 
 
 def register(sub) -> None:
@@ -200,7 +200,7 @@ def _register_capacity(sub) -> None:
         action="store_false",
         help="do not try the point above the first miss (it detects non-monotone curves)",
     )
-    from harness import fleet_commands  # --simulate, --replicas, --routing: the virtual clock's
+    from harness.app import fleet_commands  # --simulate, --replicas, --routing: the virtual clock's
 
     fleet_commands.add_arguments(cap)
     cap.set_defaults(func=_capacity)
@@ -209,13 +209,13 @@ def _register_capacity(sub) -> None:
 def _capacity(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.capacity import CAPACITY_FILE, capacity
+    from harness.app.capacity import CAPACITY_FILE, capacity
+    from harness.app.scenario import load_scenario
     from harness.errors import InputError
     from harness.report.capacity_text import notes
-    from harness.scenario import load_scenario
 
-    if args.simulate:  # the exact search on the virtual clock (harness/capacity_virtual.py)
-        from harness.fleet_commands import simulate_capacity
+    if args.simulate:  # the exact search on the virtual clock (harness/app/capacity_virtual.py)
+        from harness.app.fleet_commands import simulate_capacity
 
         return simulate_capacity(args)
     settings = _capacity_settings(args)
@@ -237,7 +237,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
 def _capacity_settings(args: argparse.Namespace):
     from harness.analysis.capacity import Rule
-    from harness.capacity import Settings
+    from harness.app.capacity import Settings
     from harness.errors import InputError
 
     checks = (
@@ -267,7 +267,7 @@ def _capacity_settings(args: argparse.Namespace):
 
 
 def _register_replay(sub) -> None:
-    from harness import flags
+    from harness.app import flags
 
     p = sub.add_parser(
         "replay",
@@ -301,8 +301,8 @@ def _register_replay(sub) -> None:
 
 def replay_scenario(args: argparse.Namespace):
     """The scenario `harness replay` runs: its flags, then its --set items, onto the defaults."""
-    from harness import flags
-    from harness import scenario as sc
+    from harness.app import flags
+    from harness.app import scenario as sc
     from harness.errors import InputError, ScenarioError
 
     if not any(item.startswith("target.model=") for item in args.sets):
@@ -321,10 +321,10 @@ def replay_scenario(args: argparse.Namespace):
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from harness.build import build_trace
+    from harness.app.build import build_trace
+    from harness.app.runner import replay_point
     from harness.driver.live import progress
     from harness.driver.live.signals import interrupt_on_signals
-    from harness.runner import replay_point
 
     scenario = replay_scenario(args)
     with interrupt_on_signals():
@@ -338,7 +338,7 @@ def _replay(args: argparse.Namespace) -> int:
     result = replay_point(
         scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet)
     )
-    from harness.verb_output import print_replay
+    from harness.app.verb_output import print_replay
 
     print_replay(args.format, result, args.output)
     from harness.exit_codes import measured_counts
@@ -348,8 +348,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.runner import run_scenario, summary_line
-    from harness.scenario import load_scenario
+    from harness.app.runner import run_scenario, summary_line
+    from harness.app.scenario import load_scenario
 
     sets = [*SIMULATE_SETS, *args.sets] if getattr(args, "simulate", False) else list(args.sets)
     if args.workers is not None:
@@ -365,7 +365,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from contextlib import nullcontext, redirect_stdout
 
-    from harness.verb_output import print_run
+    from harness.app.verb_output import print_run
 
     json_out = args.format == "json"  # stdout holds the one JSON object; the rest goes to stderr
     with redirect_stdout(sys.stderr) if json_out else nullcontext():
@@ -394,7 +394,7 @@ def _check_tokenizers(scenario) -> None:
 
 
 def _plan_pd(args: argparse.Namespace) -> int:
-    from harness.sweep import plan_pd
+    from harness.app.sweep import plan_pd
 
     plan = plan_pd(args.prefill_run, args.decode_run)
     table = _pd_table(plan)

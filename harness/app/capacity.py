@@ -26,9 +26,9 @@ from harness.analysis import capacity_band as curve
 from harness.analysis.capacity import FAILING, MET, MIXED, PointVerdict, Rule, RunOutcome, decide
 from harness.analysis.capacity import outcome as run_outcome
 from harness.analysis.slo import Slo, parse_slos
+from harness.app.scenario import Scenario
 from harness.errors import InputError
 from harness.report.capacity import band_sentence, binding_sentence, write_capacity_report
-from harness.scenario import Scenario
 
 CAPACITY_FILE = "capacity.json"
 OPTIONAL_SHARE = (
@@ -240,7 +240,7 @@ def _point(v: PointVerdict) -> dict:
 
 def _measure(scenario: Scenario, out: Path, slos: list[Slo], rule: Rule, quiet: bool) -> Measure:
     from harness.analysis.summary import analyze_run
-    from harness.runner import build_trace, replay_point
+    from harness.app.runner import build_trace, replay_point
 
     def measure(c: int, k: int) -> RunOutcome:
         point = scenario.model_copy(

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def write_report(run_dirs, out_path: str | Path | None = None) -> Path:
     """One run: RUN_DIR/report.html. Several: a file of their own beside the first run's folder
     (`report-A-vs-B.html`), so a comparison never overwrites a run's own report."""
-    from harness.analysis.run import load_runs
+    from harness.analysis.loader import load_runs
     from harness.analysis.summary import analyze
 
     runs = load_runs([run_dirs] if isinstance(run_dirs, str | Path) else run_dirs)

@@ -2,7 +2,7 @@
 
 On the virtual clock a run's figures are the cost model's, whatever the host does (docs/engine.md,
 "The virtual clock"), so the wall-clock search's machinery for noise -- repeats near the knee, the
-host's load, re-runs of non-monotone pairs (harness/capacity.py) -- has nothing to do: each point
+host's load, re-runs of non-monotone pairs (harness/app/capacity.py) -- has nothing to do: each point
 is run once and decided by its own figures. The search doubles the concurrency from a guess until
 a point misses, then bisects to the last concurrency met. Every point replays the same trace (built
 once) in this process, each for `point_s` simulated seconds, and is analysed without a report.
@@ -20,8 +20,8 @@ from pathlib import Path
 from harness.analysis.capacity import MET, MISSED, Rule
 from harness.analysis.capacity import outcome as run_outcome
 from harness.analysis.slo import Slo, parse_slos
+from harness.app.scenario import Scenario
 from harness.errors import InputError
-from harness.scenario import Scenario
 from harness.trace.model import Trace
 
 CAPACITY_FILE = "capacity.json"
@@ -106,7 +106,7 @@ def measure_point(
 ) -> Point:
     """Replay `scenario` (its concurrency) into `run_dir` and decide it on its summary."""
     from harness.analysis.summary import analyze_run
-    from harness.runner import replay_point
+    from harness.app.runner import replay_point
 
     began = time.perf_counter()
     replay_point(scenario, trace, run_dir, show_progress=False)
@@ -135,7 +135,7 @@ def capacity_virtual(
     quiet: bool = False,
 ) -> dict:
     """The search, capacity.json and capacity.md in `out`."""
-    from harness.build import build_trace
+    from harness.app.build import build_trace
 
     slos, rule = slos_of(scenario), Rule()
     trace = build_trace(scenario)  # one trace for every point: the concurrency does not shape it

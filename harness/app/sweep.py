@@ -36,7 +36,7 @@ def class_split(run_dir: Path) -> dict:
     import numpy as np
 
     from harness.analysis.ideal.walk import with_ideal
-    from harness.analysis.run import load_run
+    from harness.analysis.loader import load_run
 
     recs, _ = with_ideal(load_run(run_dir))  # the trace gives cached_tokens_ideal
     ok = recs[(recs["status"] == "ok") & (recs["phase"] == "measure")]
@@ -109,7 +109,7 @@ def finish_sweep(
     run_dir: Path, results: list, *, params: tuple[str, ...] = (), quiet: bool = False
 ) -> dict:
     """sweep.json, the cross-point report and table. Saturation only for a one-axis load sweep."""
-    from harness.reporting import write_report
+    from harness.app.reporting import write_report
 
     rows = [point_row(r.run_dir.name, r.run_dir, r.summary) for r in results]
     load_sweep = len(params) == 1 and params[0] in LOAD_PARAMS

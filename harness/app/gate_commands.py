@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
-from harness.gate_rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
+from harness.app.gate_rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 
 
 def register(sub) -> None:
@@ -137,7 +137,7 @@ def register(sub) -> None:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from harness.gate_rule import Rule
+    from harness.app.gate_rule import Rule
 
     resume = args.calibrate and args.resume and (Path(args.output) / "cycles.json").is_file()
     out = Path(args.output) if resume else _new_folder(Path(args.output))
@@ -157,8 +157,8 @@ def _new_folder(out: Path) -> Path:
 
 
 def _arms(args: argparse.Namespace) -> dict:
+    from harness.app.scenario import load_scenario
     from harness.errors import InputError
-    from harness.scenario import load_scenario
 
     base = load_scenario(args.scenario, args.sets)
     paired = args.candidate is not None or bool(args.candidate_sets)
@@ -183,9 +183,9 @@ def _arms(args: argparse.Namespace) -> dict:
 
 
 def _judge(args: argparse.Namespace, rule, out: Path) -> int:
-    from harness.analysis.run import expand_run_dirs
+    from harness.analysis.loader import expand_run_dirs
+    from harness.app.gate import Budget, gate, read_calibration, write_gate
     from harness.errors import InputError
-    from harness.gate import Budget, gate, read_calibration, write_gate
     from harness.report.gate import verdict_lines
 
     arms = _arms(args)
@@ -224,7 +224,7 @@ def _screen(args: argparse.Namespace):
 
 
 def _default_calibration(scenario) -> Path:
-    from harness.gate import CALIBRATION_FILE
+    from harness.app.gate import CALIBRATION_FILE
 
     return Path(scenario.results_dir) / CALIBRATION_FILE
 
@@ -239,9 +239,9 @@ def _matching(calibration: dict | None, rule) -> dict | None:
 
 
 def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
-    from harness.calibration import calibrate
+    from harness.app.calibration import calibrate
+    from harness.app.scenario import load_scenario
     from harness.report.gate import calibration_line
-    from harness.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, args.sets)
     say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.parser import formatted
+from harness.app.parser import formatted
 
 
 def print_run(fmt: str, result) -> None:

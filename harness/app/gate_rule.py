@@ -160,7 +160,7 @@ class RunJudge:
         self._analyses: dict[Path, Any] = {}
 
     def analysis(self, path: Path) -> Any:
-        from harness.analysis.run import load_run
+        from harness.analysis.loader import load_run
         from harness.analysis.summary import analyze
 
         key = Path(path).resolve()

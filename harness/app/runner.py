@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.build import (
+from harness.app.build import (
     build_trace,
     check_installed,
     open_target,
@@ -21,11 +21,11 @@ from harness.build import (
     simulated,
     virtual_clock,
 )
+from harness.app.scenario import Scenario, dump_scenario
 from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.driver.runfolder import make_run_dir
 from harness.errors import InputError
 from harness.exit_codes import check_concurrency
-from harness.scenario import Scenario, dump_scenario
 from harness.schema import SCENARIO_FILE, TRACE_FILE, RunStatus
 from harness.trace.model import Trace
 
@@ -77,7 +77,7 @@ def run_scenario(
         results.append(result)
         if result.status == RunStatus.INTERRUPTED:
             break
-    from harness.sweep import finish_sweep
+    from harness.app.sweep import finish_sweep
 
     extra = finish_sweep(
         run_dir, results, params=tuple(a.param for a in scenario.sweep), quiet=quiet
@@ -128,10 +128,10 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
 
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = "table") -> dict:
+    from harness.app.parser import formatted
+    from harness.app.reporting import write_analyses
     from harness.driver.live.progress import step
-    from harness.parser import formatted
     from harness.report.text import summary_table
-    from harness.reporting import write_analyses
 
     with step("analysing", show=not quiet):
         analysis = analyze_once(run_dir)
@@ -150,7 +150,7 @@ def analyze_once(run_dir: Path):
     run is read and analysed once, not once more by `write_report` (the same figures: both are
     `analyze` of the folder with no options)."""
     from harness.analysis import histograms
-    from harness.analysis.run import load_run
+    from harness.analysis.loader import load_run
     from harness.analysis.summary import analyze, write_summary
 
     analysis = analyze(load_run(run_dir))

@@ -7,7 +7,7 @@ candidate alone, judged against earlier runs (`--history`), which the verdict sc
 an ordinary run folder (`DIR/a1`, `DIR/b1`, ...) with its summary.json; each is screened as it
 ends: a run on a busy host (harness.analysis.host_state) or one that ended badly is kept on disk
 but left out of the evidence, and run again while the budget lasts. The stopping rule is
-harness/gate_rule.py's. `DIR/gate.json` holds the verdict, every run with its host state and
+harness/app/gate_rule.py's. `DIR/gate.json` holds the verdict, every run with its host state and
 self-check, and the rule; `DIR/gate.md` says it in a few lines (harness/report/gate.py).
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.host_state import Screen
-from harness.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
-from harness.scenario import Scenario
+from harness.app.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
+from harness.app.scenario import Scenario
 
 GATE_FILE = "gate.json"
 GATE_VERSION = 1
@@ -157,9 +157,9 @@ def _typical_s(runs: list[GateRun]) -> float:
 def run_arm(scenario: Scenario, run_dir: Path, arm: str, screen: Screen) -> GateRun:
     """One run of `scenario` into `run_dir`, analyzed (summary.json) and screened."""
     from harness.analysis.summary import analyze_run
-    from harness.build import build_trace
+    from harness.app.build import build_trace
+    from harness.app.runner import replay_point
     from harness.exit_codes import OK, judge, measured_counts
-    from harness.runner import replay_point
 
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:

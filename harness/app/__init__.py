@@ -1,0 +1,1 @@
+"""The composition: the verbs, the scenario, building and running a job from the parts."""
