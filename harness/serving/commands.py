@@ -89,6 +89,19 @@ _VALUE_FLAGS = (
         float,
         "every runner: each step takes X times as long, an injected slowdown (1.0)",
     ),
+    (
+        "--sim-model",
+        "sim_model",
+        str,
+        "simulated runner on a roofline --device (h100, h200, a100, l40s): the model whose shape it"
+        " runs (llama-3.1-8b, llama-3.1-70b, deepseek-v3, gemma-3-270m; modelled, not measured)",
+    ),
+    (
+        "--tensor-parallel-size",
+        "tensor_parallel_size",
+        int,
+        "roofline device: GPUs one replica spans (1)",
+    ),
 )
 _CHOICE_FLAGS = (
     ("--runner", "runner", RUNNERS, "torch = real compute; simulated = cost-model timing (torch)"),
@@ -112,7 +125,15 @@ _CHOICE_FLAGS = (
         "prefix_cache_retention",
         RETENTION_POLICIES,
         "sliding-window states kept past their request: none, interval (turn ends), "
-        "interval+selective (also prefixes seen twice) (interval+selective)",
+        "interval+selective (also prefixes seen twice), all (every given-back page kept, as vLLM"
+        " does) (interval+selective)",
+    ),
+    (
+        "--free-order",
+        "free_order",
+        ("block", "group"),
+        "a finished request's pages into the LRU: block by block, or group by group sliding"
+        " window first, as vLLM does (block)",
     ),
 )
 _BOOL_FLAGS = (
