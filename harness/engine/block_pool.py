@@ -67,6 +67,7 @@ class BlockPool:
         retention: str = "interval+selective",
         reclaim: bool = True,
         free_order: str = "block",
+        null_block: bool = False,
     ) -> None:
         self.block_size = block_size
         self.enable_caching = enable_caching
@@ -78,7 +79,13 @@ class BlockPool:
         # "group", vLLM's: group by group (sliding ones first, as vLLM orders Gemma 3's groups).
         self.free_order = free_order
         self.blocks = [Block(i) for i in range(num_blocks)]
-        self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        # vLLM's BlockPool takes page 0 out of its free queue for good (the null block that pads
+        # block tables), so a pool of N pages holds N - 1; `null_block` models that.
+        first = 1 if null_block else 0
+        self.free_queue: OrderedDict[int, None] = OrderedDict(
+            (i, None) for i in range(first, num_blocks)
+        )
+        self.null_page = first == 1
         self.cached: dict[tuple[int, bytes, bytes], int] = {}  # (group, parent, tokens) -> page
         self.tiers = tiers
         self.retained: set[bytes] = set()  # block hashes whose sliding pages outlive their holders
@@ -94,7 +101,8 @@ class BlockPool:
 
     @property
     def num_blocks(self) -> int:
-        return len(self.blocks)
+        """Usable pages (the null block, when there is one, holds nothing)."""
+        return len(self.blocks) - self.null_page
 
     @property
     def num_free(self) -> int:
@@ -360,7 +368,7 @@ class BlockPool:
     def check_invariants(self, block_tables: list[list[int]]) -> None:
         """Raise EngineError if the pool disagrees with the live requests' block tables."""
         refs = Counter(b for table in block_tables for b in table if b != NULL_BLOCK)
-        for block in self.blocks:
+        for block in self.blocks[self.null_page :]:
             if block.ref_cnt != refs.get(block.block_id, 0):
                 raise EngineError(
                     f"block {block.block_id}: ref_cnt {block.ref_cnt} != {refs.get(block.block_id, 0)} holders"

@@ -155,6 +155,7 @@ class EngineConfig:
     prefix_cache_retention: str = "interval+selective"  # sliding-window snapshots kept (see docs)
     sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
     free_order: str = "block"  # a finished request's pages into the LRU: "block" or "group" (vLLM)
+    null_block: bool = False  # page 0 is vLLM's null block: a pool of N holds N - 1 usable pages
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -341,4 +342,5 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "prefix_cache_retention": (str,),
     "sliding_window_reclaim": (bool,),
     "free_order": (str,),
+    "null_block": (bool,),
 }

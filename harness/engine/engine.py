@@ -92,6 +92,7 @@ class LLMEngine:
             retention=config.prefix_cache_retention,
             reclaim=config.sliding_window_reclaim,
             free_order=config.free_order,
+            null_block=config.null_block,
         )
         self.scheduler = Scheduler(config, self.pool)
         self.requests: dict[str, Request] = {}

@@ -140,6 +140,7 @@ _BOOL_FLAGS = (
     ("enable_prefix_caching", "reuse KV blocks across requests with a shared prefix (on)"),
     ("debug_checks", "check the block pool's invariants after every step (slow; off)"),
     ("sliding_window_reclaim", "give back sliding-window KV blocks that left the window (on)"),
+    ("null_block", "reserve page 0 as vLLM's null block: N - 1 usable pages (off)"),
 )
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}

@@ -182,11 +182,13 @@ def _replicas(run: Run) -> int:
 
 
 def _stop_sending_at(run: Run) -> float:
-    """The measured run sent nothing after this (its max_duration, else its last send)."""
+    """When the measured run stopped sending: its max_duration. A run without one sent every
+    request it had (the trace's end, max_sessions or max_requests: the replay holds just those
+    requests), so none is held back, however much slower the replayed server is."""
     limit = (run.manifest.get("replay") or {}).get("max_duration")
     if isinstance(limit, int | float) and math.isfinite(limit):
         return float(limit)
-    return float(run.records["t_sent"].max())
+    return math.inf
 
 
 def _describe(setup: Setup) -> dict:
