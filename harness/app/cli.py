@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "harness.serving.commands",
     "harness.app.result_commands",
     "harness.app.run_commands",
+    "harness.app.capacity_commands",
     "harness.app.gate_commands",
     "harness.app.probe_commands",
     "harness.whatif.commands",
