@@ -119,7 +119,7 @@ def _device_hit(pool: BlockPool, req: Request, n: int, hit: PrefixHit) -> Prefix
     add_page, add_hash = pages.append, hit.hashes.append
     parent: bytes | None = ROOT_HASH
     for start in range(0, n * width, width):
-        page = get((0, parent, data[start : start + width]))
+        page = get((0, parent, data[start : start + width]))  # type: ignore[arg-type]
         if page is None:
             break
         add_page(page)
