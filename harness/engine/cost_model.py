@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -72,9 +73,13 @@ class CostModel:
     # tier -> {"write_gb_s", "read_gb_s", "latency_s"}; a missing tier or key: DEFAULT_TRANSFER
     transfer: dict = field(default_factory=dict)
 
+    @cached_property
+    def _coef(self) -> np.ndarray:
+        # once, not once a step: the simulated runner prices every step (same dot, same bits)
+        return np.array((self.fixed_s, self.per_token_s, self.per_attended_s, self.per_sample_s))
+
     def step_seconds(self, shape: StepShape) -> float:
-        coef = (self.fixed_s, self.per_token_s, self.per_attended_s, self.per_sample_s)
-        return float(np.dot(coef, shape.features()))
+        return float(np.dot(self._coef, shape.features()))
 
     def transfer_seconds(self, moves: Mapping[tuple[str, str], int], page_bytes: int) -> float:
         """Seconds to move `moves` blocks of `page_bytes` ((tier, "in"|"out") -> blocks)."""

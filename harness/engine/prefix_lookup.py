@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from harness.engine.config import FULL, SLIDING
 from harness.engine.sequence import NULL_BLOCK, TOKEN_BYTES, Request
@@ -111,17 +111,20 @@ def _device_hit(pool: BlockPool, req: Request, n: int, hit: PrefixHit) -> Prefix
     """One full-attention group and no tiers: walk the resident map from the root. A page
     found holds its own hash, the next key's parent, so a hit rehashes nothing; the request's
     hashes past it are computed when its blocks are registered (`BlockPool.cache_blocks`)."""
-    cached, blocks = pool.cached, pool.blocks
+    # The loop runs once per block of every prompt (~90 a quickstart request, ~9k at 142k
+    # tokens): names bound once, no call in it but the map's and the lists' own.
+    get, blocks = pool.cached.get, pool.blocks
     data, width = bytes(req.token_bytes), pool.block_size * TOKEN_BYTES
     pages: list[int] = []
-    parent = ROOT_HASH
-    for i in range(n):
-        page = cached.get((0, parent, data[i * width : (i + 1) * width]))
+    add_page, add_hash = pages.append, hit.hashes.append
+    parent: bytes | None = ROOT_HASH
+    for start in range(0, n * width, width):
+        page = get((0, parent, data[start : start + width]))  # type: ignore[arg-type]
         if page is None:
             break
-        pages.append(page)
-        parent = cast(bytes, blocks[page].hash)  # a registered page's: never None
-        hit.hashes.append(parent)
+        add_page(page)
+        parent = blocks[page].hash  # a registered page's: never None
+        add_hash(parent)  # type: ignore[arg-type]
     hit.tables[0] = pages  # type: ignore[assignment]
     hit.num_blocks = hit.num_full_blocks = len(pages)
     hit.num_free_device = sum(blocks[p].ref_cnt == 0 for p in pages)
