@@ -376,6 +376,8 @@ class Replay:
             await collect(self.target, spec, rec, self.t0, texts)
         finally:
             del self.in_flight[spec.request_id]
+            if not warmup:  # the target's `Sent` may restamp t_sent: the phase follows the record's
+                rec["phase"] = self.config.phase(rec["t_sent"], index)
             self.stats.in_flight -= 1
             self.router.release(endpoint)
             self.recorder.write(rec)

@@ -106,3 +106,25 @@ def test_bad_config_names_the_field(kw, field):
     with pytest.raises(ValidationError) as err:
         ReplayConfig(**kw)
     assert err.value.errors()[0]["loc"] == (field,)
+
+
+@pytest.mark.slow
+async def test_phase_follows_the_t_sent_the_record_keeps(make_server, tmp_path):
+    """A request that waits for a connection is sent when it is written: its phase is decided by
+    that `t_sent`, not by when the driver asked for it."""
+    srv = await make_server(token_delay=0.02)
+    tr = trace(sess("a", [(8, 12, 0.0)]), sess("b", [(8, 12, 0.0)]))
+    _, records, _ = await replay(
+        tr,
+        srv.url,
+        tmp_path,
+        max_duration=2.0,
+        cooldown_s=1.85,
+        cycle_trace=False,
+        target_kw={"max_connections": 1},
+    )
+    assert len(records) == 2 and all(r["status"] == "ok" for r in records)
+    late = max(records, key=lambda r: r["t_sent"])
+    assert late["t_sent"] >= 0.15  # it waited for the first request's connection
+    for r in records:
+        assert r["phase"] == ("cooldown" if r["t_sent"] >= 0.15 else "measure")
