@@ -317,10 +317,14 @@ class Replay:
         if not self._admit():
             return None
         source = self.passes.source(cycle)
-        # the streams are read between the steps of a long build, and between it and the send
-        steps, prompt = source.prompt_steps(s.id, k), None
-        while prompt is None:
-            prompt = next(steps)
+        # the streams are read between the steps of a long build, and between it and the send;
+        # a prompt built in one step goes at once (a loop turn more is a send later by a turn)
+        steps = source.prompt_steps(s.id, k)
+        prompt = next(steps)
+        if prompt is None:
+            while prompt is None:
+                await asyncio.sleep(0)
+                prompt = next(steps)
             await asyncio.sleep(0)
         if not self._admit():
             return None
@@ -377,7 +381,7 @@ class Replay:
         finally:
             del self.in_flight[spec.request_id]
             if not warmup:  # the target's `Sent` may restamp t_sent: the phase follows the record's
-                rec["phase"] = self.config.phase(rec["t_sent"], index)
+                rec["phase"] = self.config.phase(rec["t_sent"] or t_sent, index)
             self.stats.in_flight -= 1
             self.router.release(endpoint)
             self.recorder.write(rec)

@@ -14,7 +14,7 @@ import orjson
 from harness.driver.http.apis.messages.convert import cache_breakpoints, to_messages, to_tools
 from harness.driver.http.apis.messages.decode import MessagesDecoder
 from harness.driver.http.apis.openai.decode import StreamDecoder
-from harness.driver.http.apis.openai.request import output_length, shared_fields
+from harness.driver.http.apis.openai.request import SharedFields, output_length
 from harness.driver.target import RequestSpec
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 class MessagesRequest:
     def __init__(self, config: HTTPTargetConfig) -> None:
-        self.config = config
+        self.config, self.shared = config, SharedFields(config)
 
     def headers(self) -> dict[str, str]:
         c = self.config
@@ -53,7 +53,7 @@ class MessagesRequest:
             body["tools"] = tools
         body["messages"] = messages
         c.cache_rules.mark_messages(body)
-        return body | shared_fields(c, req, n)
+        return body | self.shared(req, n)
 
     def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
         return (orjson.dumps(self.body(req)),)

@@ -20,26 +20,34 @@ def output_length(req: RequestSpec) -> int:
     return max(1, req.max_tokens)
 
 
-def shared_fields(c: HTTPTargetConfig, req: RequestSpec, n: int) -> dict:
-    """The sampling settings in `c.api`'s fields, vLLM's and SGLang's forced length
+class SharedFields:
+    """The fields every API's body shares: the sampling settings in `c.api`'s fields (dumped
+    once: they are the same for every request), vLLM's and SGLang's forced length
     (`min_tokens`, `ignore_eos`), the session id field, SGLang's cached tokens by tier."""
-    body: dict = c.sampled()
-    if c.send_min_tokens:
-        body["min_tokens"] = n
-    if c.send_ignore_eos:
-        body["ignore_eos"] = True
-    if c.session_id_field:
-        body[c.session_id_field] = req.sticky_key
-    if c.cache_details:
-        body["return_cached_tokens_details"] = True
-    return body | c.cache_rules.request_fields(req.sticky_key)
+
+    __slots__ = ("config", "_sampled")
+
+    def __init__(self, c: HTTPTargetConfig) -> None:
+        self.config, self._sampled = c, c.sampled()
+
+    def __call__(self, req: RequestSpec, n: int) -> dict:
+        c, body = self.config, dict(self._sampled)
+        if c.send_min_tokens:
+            body["min_tokens"] = n
+        if c.send_ignore_eos:
+            body["ignore_eos"] = True
+        if c.session_id_field:
+            body[c.session_id_field] = req.sticky_key
+        if c.cache_details:
+            body["return_cached_tokens_details"] = True
+        return body | c.cache_rules.request_fields(req.sticky_key)
 
 
 class OpenAIRequest:
     """Chat (`messages`, `tools`) or completions (`prompt`: token ids or text) bodies."""
 
     def __init__(self, config: HTTPTargetConfig) -> None:
-        self.config = config
+        self.config, self.shared = config, SharedFields(config)
         self.chat = config.api == "chat"
 
     def headers(self) -> dict[str, str]:
@@ -75,7 +83,7 @@ class OpenAIRequest:
             if c.continuous_usage is True  # "auto" is resolved when the target starts
             else {"include_usage": True}
         )
-        return body | shared_fields(c, req, n)
+        return body | self.shared(req, n)
 
     def encode(self, req: RequestSpec) -> tuple[bytes | memoryview, ...]:
         """The request's JSON body, in pieces to send in order (`b"".join` gives the JSON).

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from harness.driver.http.apis.openai.decode import StreamDecoder
-from harness.driver.http.apis.openai.request import output_length, shared_fields
+from harness.driver.http.apis.openai.request import SharedFields, output_length
 from harness.driver.http.apis.responses.convert import to_input, to_tools
 from harness.driver.http.apis.responses.decode import ResponsesDecoder
 from harness.driver.target import RequestSpec
@@ -37,7 +37,7 @@ class _Sent:
 
 class ResponsesRequest:
     def __init__(self, config: HTTPTargetConfig) -> None:
-        self.config = config
+        self.config, self.shared = config, SharedFields(config)
         self._sent: dict[str, _Sent] = {}  # by session id (server-kept history only)
 
     def headers(self) -> dict[str, str]:
@@ -70,7 +70,7 @@ class ResponsesRequest:
         if tools:
             body["tools"] = tools
         body["input"] = items
-        return body | shared_fields(c, req, n)
+        return body | self.shared(req, n)
 
     def _new_part(self, req: RequestSpec) -> tuple[list[dict], str | None]:
         """The chat messages to send, and the previous response's id when the server holds the
