@@ -129,12 +129,14 @@ class LLMEngine:
 
     def _pages_for(self, num_tokens: int) -> int:
         """Pages one request of `num_tokens` can hold at once: every block in full-attention
-        groups; in sliding ones, a window plus the largest chunk (and a block of slack each side)."""
+        groups; in sliding ones, the window's last W - 1 tokens and the largest chunk, plus one
+        block as the window need not start on a block's edge (`BlockPool.reclaim` keeps no more;
+        vLLM's `SlidingWindowSpec.max_memory_usage_bytes`, the bound it admits by)."""
         c, bs = self.config, self.config.block_size
         blocks = math.ceil(num_tokens / bs)
         kinds = [g.kind for g in c.model.kv_groups]
-        window = c.model.sliding_window + c.max_num_batched_tokens
-        sliding = min(blocks, math.ceil(window / bs) + 2) if c.sliding_window_reclaim else blocks
+        window = c.model.sliding_window - 1 + c.max_num_batched_tokens
+        sliding = min(blocks, math.ceil(window / bs) + 1) if c.sliding_window_reclaim else blocks
         return sum(blocks if kind == FULL else sliding for kind in kinds)
 
     def _check_ids(self, prompt: list[int]) -> None:
