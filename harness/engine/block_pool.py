@@ -154,6 +154,17 @@ class BlockPool:
         need = hit.num_restored_blocks + num_new_blocks * len(self.kinds)
         return need <= self.num_free - hit.num_free_device
 
+    def can_take_whole(self, hit: PrefixHit, num_tokens: int, sliding_pages: int) -> bool:
+        """Room for the hit and every block of `num_tokens` past it, a sliding group's at most
+        `sliding_pages` (vLLM's admission with `scheduler_reserve_full_isl`)."""
+        blocks, k = -(-num_tokens // self.block_size), len(hit.entries)
+        full, sliding = blocks - k, max(min(blocks, sliding_pages) - k, 0)
+        per_group = [
+            sliding if kind == SLIDING and self.reclaim_window else full for kind in self.kinds
+        ]
+        need = hit.num_restored_blocks + sum(per_group)
+        return need <= self.num_free - hit.num_free_device
+
     def take(self, req: Request, hit: PrefixHit) -> None:
         """Give the request the hit's pages: share device ones, copy tier ones back."""
         # Touch every device hit first so allocating for the tier ones cannot evict them.

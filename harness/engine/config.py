@@ -156,6 +156,9 @@ class EngineConfig:
     sliding_window_reclaim: bool = True  # give back sliding-window blocks that left the window
     free_order: str = "block"  # a finished request's pages into the LRU: "block" or "group" (vLLM)
     null_block: bool = False  # page 0 is vLLM's null block: a pool of N holds N - 1 usable pages
+    # vLLM's `scheduler_reserve_full_isl`: a waiting request is admitted only when its whole
+    # prompt fits (sliding groups at their bound), not just its first chunk
+    admit_whole_prompt: bool = False
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -192,6 +195,14 @@ class EngineConfig:
         from harness.engine import roofline  # lazily: it imports the cost model, which imports this
 
         return roofline.devices()
+
+    @property
+    def sliding_pages(self) -> int:
+        """The most pages of one sliding-window group a request holds at once: the window's last
+        W - 1 tokens and the largest chunk, plus one as the window need not start on a block's
+        edge (vLLM's `SlidingWindowSpec`, its bound for sizing and admission)."""
+        tokens = self.model.sliding_window - 1 + self.max_num_batched_tokens
+        return -(-min(tokens, self.model_len) // self.block_size) + 1
 
     @property
     def roofline(self) -> bool:
@@ -343,4 +354,5 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "sliding_window_reclaim": (bool,),
     "free_order": (str,),
     "null_block": (bool,),
+    "admit_whole_prompt": (bool,),
 }

@@ -129,14 +129,12 @@ class LLMEngine:
 
     def _pages_for(self, num_tokens: int) -> int:
         """Pages one request of `num_tokens` can hold at once: every block in full-attention
-        groups; in sliding ones, the window's last W - 1 tokens and the largest chunk, plus one
-        block as the window need not start on a block's edge (`BlockPool.reclaim` keeps no more;
-        vLLM's `SlidingWindowSpec.max_memory_usage_bytes`, the bound it admits by)."""
-        c, bs = self.config, self.config.block_size
-        blocks = math.ceil(num_tokens / bs)
+        groups; in sliding ones, at most `config.sliding_pages` (`BlockPool.reclaim` keeps no
+        more)."""
+        c = self.config
+        blocks = math.ceil(num_tokens / c.block_size)
         kinds = [g.kind for g in c.model.kv_groups]
-        window = c.model.sliding_window - 1 + c.max_num_batched_tokens
-        sliding = min(blocks, math.ceil(window / bs) + 1) if c.sliding_window_reclaim else blocks
+        sliding = min(blocks, c.sliding_pages) if c.sliding_window_reclaim else blocks
         return sum(blocks if kind == FULL else sliding for kind in kinds)
 
     def _check_ids(self, prompt: list[int]) -> None:

@@ -137,7 +137,7 @@ class Scheduler:
             hit = self.pool.find_prefix(req)
             num_hit = len(hit.entries) * bs
             n = self._chunk_size(req.num_tokens - num_hit, budget)
-            if not self.pool.can_take(hit, -(-(num_hit + n) // bs) - len(hit.entries)):
+            if not self._fits(req, hit, num_hit + n):
                 req.blocked = (self.pool.num_frees, self.pool.frontier(req, hit), num_hit, n)
                 break
             req.blocked = None
@@ -151,6 +151,13 @@ class Scheduler:
             self.running.append(req)
             chunks.append(ScheduledChunk(req, num_hit, n))
             budget -= n
+
+    def _fits(self, req: Request, hit: PrefixHit, num_tokens: int) -> bool:
+        """Room to admit `req` with `hit` and its first `num_tokens` (or, admitting by the
+        whole prompt, all of it)."""
+        if self.config.admit_whole_prompt:
+            return self.pool.can_take_whole(hit, req.num_tokens, self.config.sliding_pages)
+        return self.pool.can_take(hit, -(-num_tokens // self.pool.block_size) - len(hit.entries))
 
     def _still_blocked(self, req: Request, budget: int) -> bool:
         """True when the head that did not fit last time provably still cannot fit, so its
@@ -172,7 +179,7 @@ class Scheduler:
         bs = self.pool.block_size
         hit = self.pool.find_prefix(req)
         n = self._chunk_size(req.num_tokens - len(hit.entries) * bs, budget)
-        if self.pool.can_take(hit, -(-(len(hit.entries) * bs + n) // bs) - len(hit.entries)):
+        if self._fits(req, hit, len(hit.entries) * bs + n):
             raise EngineError(f"request {req.request_id} was skipped as blocked but fits")
 
     def _first_admission(self, req: Request, num_hit: int, hit: PrefixHit) -> None:
