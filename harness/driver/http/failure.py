@@ -38,9 +38,8 @@ def transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failur
 
 
 def timed_out(wd: Watchdog, tm: Timeouts, exc: BaseException | None = None) -> Failure | None:
-    """The watchdog's verdict, if it closed the response; for the wait for headers (a plain
-    `TimeoutError` at the watchdog's own deadline, whichever of the two fired first), the
-    deadline that passed."""
+    """The watchdog's verdict, if it closed the response or cut the wait for headers; for a
+    plain `TimeoutError` it did not raise, the deadline that has passed, if any."""
     reason = wd.reason
     if reason is None and type(exc) is TimeoutError:
         reason = wd.passed()

@@ -80,8 +80,8 @@ class HTTPTarget:
         except DependencyError:  # aiohttp's internals moved: no run, rather than untimed arrivals
             await connector.close()
             raise
-        # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the body,
-        # an asyncio.timeout the wait for headers.
+        # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the wait
+        # for headers and the body, with one timer per request.
         timeout = aiohttp.ClientTimeout(
             total=None, connect=None, sock_connect=tm.connect, sock_read=None
         )
@@ -187,11 +187,9 @@ class HTTPTarget:
         """Send `body`, read the answer into `sink`: the events that end the request."""
         dec, resp = self.form.decoder(req.want_text or self._count is not None), None
         try:
-            async with asyncio.timeout_at(wd.headers_deadline()):  # connect + headers
-                resp = await session.post(
-                    self._urls[req.endpoint], data=body, headers=self._headers(req)
-                )
-            wd.resp = resp
+            resp = await wd.awaiting_headers(  # connect + headers, by the TTFT or total deadline
+                session.post(self._urls[req.endpoint], data=body, headers=self._headers(req))
+            )
             if body.t_write:
                 sink.event(Sent(body.t_write))
             if resp.status != 200:

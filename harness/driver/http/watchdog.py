@@ -2,12 +2,14 @@
 
 One timer per request, not per chunk: it re-arms only when it fires early. When a deadline
 passes it closes the response (and stops the body's reader), so the stream loop never sees a
-task cancellation it did not ask for.
+task cancellation it did not ask for; before the headers came, it cancels the task waiting for
+them (`awaiting_headers`), as `asyncio.timeout` would, without a second timer per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import aiohttp
 
@@ -21,7 +23,18 @@ _perf = clock.now
 class Watchdog:
     """Closes the response once the TTFT, idle or total deadline has passed."""
 
-    __slots__ = ("_loop", "_handle", "t0", "last", "first", "reason", "resp", "reader", "_tm")
+    __slots__ = (
+        "_loop",
+        "_handle",
+        "t0",
+        "last",
+        "first",
+        "reason",
+        "resp",
+        "reader",
+        "_tm",
+        "_waiting",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, t0: float, tm: Timeouts) -> None:
         self._loop, self._tm = loop, tm
@@ -30,6 +43,7 @@ class Watchdog:
         self.reason: str | None = None
         self.resp: aiohttp.ClientResponse | None = None
         self.reader: BodyReader | None = None
+        self._waiting: asyncio.Task | None = None  # the task awaiting the headers
         self._handle = loop.call_later(self._deadline()[0] - t0, self._check)
 
     def _deadline(self) -> tuple[float, str]:
@@ -41,9 +55,22 @@ class Watchdog:
         total = self.t0 + self._tm.total
         return (total, "TotalTimeout") if total <= d else (d, why)
 
-    def headers_deadline(self) -> float:
-        """The loop time by which the headers must have come (the TTFT or total deadline)."""
-        return self._loop.time() + max(0.0, self._deadline()[0] - _perf())
+    async def awaiting_headers(
+        self, post: Awaitable[aiohttp.ClientResponse]
+    ) -> aiohttp.ClientResponse:
+        """`post`'s response; TimeoutError if the TTFT or total deadline passes first (connect
+        and headers: the timer cancels this task, and only its own cancellation is turned into
+        the timeout, a cancellation from outside goes on)."""
+        task = self._waiting = asyncio.current_task()
+        try:
+            self.resp = await post
+            return self.resp
+        except asyncio.CancelledError:
+            if self.reason is not None and task is not None and task.uncancel() == 0:
+                raise TimeoutError(f"no response headers before the {self.reason}") from None
+            raise
+        finally:
+            self._waiting = None
 
     def passed(self) -> str | None:
         """The deadline that has passed by now, if any (its error class)."""
@@ -57,6 +84,8 @@ class Watchdog:
             self._handle = self._loop.call_later(deadline - now, self._check)
             return
         self.reason = why
+        if self._waiting is not None:
+            self._waiting.cancel()
         if self.resp is not None:
             self.resp.close()
         if self.reader is not None:
