@@ -68,6 +68,7 @@ class BlockPool:
         reclaim: bool = True,
         free_order: str = "block",
         null_block: bool = False,
+        keep_duplicates: bool = False,
     ) -> None:
         self.block_size = block_size
         self.enable_caching = enable_caching
@@ -87,6 +88,10 @@ class BlockPool:
         )
         self.null_page = first == 1
         self.cached: dict[tuple[int, bytes, bytes], int] = {}  # (group, parent, tokens) -> page
+        # vLLM's map keeps every page of one content (`BlockHashToBlockMap`: "we don't
+        # de-duplicate"); lookups get the first, the others wait here, oldest first
+        self.keep_duplicates = keep_duplicates
+        self.duplicates: dict[tuple[int, bytes, bytes], list[int]] = {}
         self.tiers = tiers
         self.retained: set[bytes] = set()  # block hashes whose sliding pages outlive their holders
         self.in_use = Counter({FULL: 0, SLIDING: 0})  # pages held by requests, by kind
@@ -289,15 +294,16 @@ class BlockPool:
             parent, tokens = hashes[i - 1] if i else ROOT_HASH, req.block_tokens(i, bs)
             for g, table in enumerate(req.block_tables):
                 block = self.blocks[table[i]] if table[i] != NULL_BLOCK else None
-                # A block another request registered first stays unhashed: one page per content.
-                if (
-                    block is not None
-                    and block.hash is None
-                    and (g, parent, tokens) not in self.cached
-                ):
+                if block is None or block.hash is not None:
+                    continue
+                # A block another request registered first stays unhashed (one page per
+                # content), or, keeping duplicates as vLLM does, is hashed behind it.
+                if (g, parent, tokens) not in self.cached:
                     self._register(block, hashes[i], parent, tokens)
                     if self.tiers is not None:
                         self.tiers.write_through(tier_key(hashes[i], g), tokens, block.block_id)
+                elif self.keep_duplicates:
+                    self._register(block, hashes[i], parent, tokens, duplicate=True)
         req.num_cached_blocks = max(req.num_cached_blocks, n_full)
         while req.snapshot_points and req.snapshot_points[0] <= n_full:
             self.retain_window(req, req.snapshot_points.pop(0))
@@ -360,21 +366,38 @@ class BlockPool:
         self._unregister(block)
         self.num_evictions += 1
 
-    def _register(self, block: Block, h: bytes, parent: bytes, tokens: bytes) -> None:
+    def _register(
+        self, block: Block, h: bytes, parent: bytes, tokens: bytes, duplicate: bool = False
+    ) -> None:
         block.hash, block.parent, block.tokens = h, parent, tokens
-        self.cached[(block.group, parent, tokens)] = block.block_id
+        key = (block.group, parent, tokens)
+        if duplicate:
+            self.duplicates.setdefault(key, []).append(block.block_id)
+        else:
+            self.cached[key] = block.block_id
 
     def _unregister(self, block: Block) -> None:
-        del self.cached[block.key()]
+        key, page = block.key(), block.block_id
+        others = self.duplicates.get(key)
+        if others is None:
+            del self.cached[key]
+        elif self.cached[key] == page:  # the next oldest page of this content serves lookups
+            self.cached[key] = others.pop(0)
+        else:
+            others.remove(page)
+        if others is not None and not others:
+            del self.duplicates[key]
         block.hash = block.parent = block.tokens = None
 
     # ---- invariants ---------------------------------------------------------------------
 
-    def _mapped(self, block: Block) -> int | None:
-        """The page the hash map gives for a block's content (None: unmapped or no content)."""
+    def _pages_of(self, block: Block) -> list[int]:
+        """The pages the hash map holds for a block's content (the one lookups get first)."""
         if block.parent is None or block.tokens is None:
-            return None
-        return self.cached.get((block.group, block.parent, block.tokens))
+            return []
+        key = (block.group, block.parent, block.tokens)
+        first = self.cached.get(key)
+        return ([] if first is None else [first]) + self.duplicates.get(key, [])
 
     def check_invariants(self, block_tables: list[list[int]]) -> None:
         """Raise EngineError if the pool disagrees with the live requests' block tables."""
@@ -388,11 +411,14 @@ class BlockPool:
                 raise EngineError(
                     f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}"
                 )
-            if block.hash is not None and self._mapped(block) != block.block_id:
+            if block.hash is not None and block.block_id not in self._pages_of(block):
                 raise EngineError(f"block {block.block_id}: its content is not mapped to it")
             if (block.hash is None) != (block.tokens is None):
                 raise EngineError(f"block {block.block_id}: hash and token ids disagree")
-        for (g, parent, tokens), page in self.cached.items():
+        if any(key not in self.cached for key in self.duplicates):
+            raise EngineError("a duplicate page's content has no first page in the hash map")
+        entries = [*self.cached.items(), *((k, p) for k, ps in self.duplicates.items() for p in ps)]
+        for (g, parent, tokens), page in entries:
             block = self.blocks[page]
             if (block.group, block.parent, block.tokens) != (
                 g,

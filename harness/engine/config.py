@@ -159,6 +159,9 @@ class EngineConfig:
     # vLLM's `scheduler_reserve_full_isl`: a waiting request is admitted only when its whole
     # prompt fits (sliding groups at their bound), not just its first chunk
     admit_whole_prompt: bool = False
+    # vLLM's hash map keeps every page computed with the same content (it does not de-duplicate):
+    # a recomputed block is hashed too and freed to the LRU's tail, not its head
+    keep_duplicates: bool = False
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -355,4 +358,5 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "free_order": (str,),
     "null_block": (bool,),
     "admit_whole_prompt": (bool,),
+    "keep_duplicates": (bool,),
 }

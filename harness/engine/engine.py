@@ -93,6 +93,7 @@ class LLMEngine:
             reclaim=config.sliding_window_reclaim,
             free_order=config.free_order,
             null_block=config.null_block,
+            keep_duplicates=config.keep_duplicates,
         )
         self.scheduler = Scheduler(config, self.pool)
         self.requests: dict[str, Request] = {}

@@ -142,6 +142,7 @@ _BOOL_FLAGS = (
     ("sliding_window_reclaim", "give back sliding-window KV blocks that left the window (on)"),
     ("null_block", "reserve page 0 as vLLM's null block: N - 1 usable pages (off)"),
     ("admit_whole_prompt", "admit a request only when its whole prompt fits, as vLLM (off)"),
+    ("keep_duplicates", "hash a recomputed block's second page too, as vLLM (off)"),
 )
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}
