@@ -46,9 +46,10 @@ def register(sub) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument(
         "--time-model",
-        choices=("auto", "fitted"),
+        choices=("auto", "fitted", "calibrated"),
         default="auto",
-        help="step times: auto = a simulated run's own cost model, else fitted to its TTFT",
+        help="step times: auto = a simulated run's own cost model, else fitted to its TTFT; "
+        "calibrated = the fit with its prefill scaled so the run replays at its own TTFT p50",
     )
     p.set_defaults(func=_whatif)
 

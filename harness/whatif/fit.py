@@ -16,6 +16,7 @@ little but `cached` does: the pair term is what lets the fit extrapolate to evic
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,12 @@ class TtftFit:
     def ttft(self, prompt: np.ndarray, cached: np.ndarray) -> np.ndarray:
         n = prompt - cached
         return self.intercept_s + self.per_token_s * n + self.per_pair_s * pairs(n, cached)
+
+    def scaled(self, k: float) -> TtftFit:
+        """The same fit with its prefill terms (per token, per pair) times `k`."""
+        return dataclasses.replace(
+            self, per_token_s=self.per_token_s * k, per_pair_s=self.per_pair_s * k
+        )
 
     def cost_model(self) -> CostModel:
         return CostModel(

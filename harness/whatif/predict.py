@@ -30,6 +30,7 @@ ENGINE_PREFIX = "target.engine.options."
 # Engine options that describe how the server ran, not its cache: the replay sets its own.
 _REPLAY_OWNS = {"runner": "simulated", "clock": "wall", "sim_time_scale": 0.0, "device": "auto"}
 _DROPPED = ("cost_model", "kv_store", "disk_offload_dir", "disk_offload_blocks", "debug_checks")
+CALIBRATION_STEPS, CALIBRATION_TOLERANCE = 8, 0.01
 NOTE = (
     "predicted by replaying the run's requests through the reference engine's cache model "
     "(step times as said above): modelled, not measured"
@@ -70,9 +71,11 @@ def whatif(
     target = base.changed(changes)
     requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
     fit = fit_ttft(run.ok)
-    cost, source = _time_model(run, fit, time_model)
     prompts = Prompts(run.trace, run.replay.salt)
     stop = _stop_sending_at(run)
+    cost, source = _time_model(run, fit, time_model)
+    if time_model == "calibrated":
+        cost, source = _calibrated(fit, _measured(run)["ttft_p50_s"], base, requests, prompts, stop)
     own = _predict(base, requests, prompts, cost, fit, stop)
     other = _predict(target, requests, prompts, cost, fit, stop)
     return {
@@ -97,6 +100,30 @@ def _time_model(run: Run, fit: TtftFit, choice: str) -> tuple[CostModel, str]:
     if choice == "auto" and run.simulated and engine.get("runner") == "simulated":
         return CostModel.load(engine.get("cost_model")), "the run's own cost model (simulated)"
     return fit.cost_model(), "fitted to the run's TTFT"
+
+
+def _calibrated(
+    fit: TtftFit,
+    measured_p50: float | None,
+    base: Setup,
+    requests: list[ReplayRequest],
+    prompts: Prompts,
+    stop: float,
+) -> tuple[CostModel, str]:
+    """The fitted step times with their prefill terms scaled so the run, replayed as itself,
+    gives its own TTFT p50. The fit prices a prefill by the run's TTFTs, which hold the run's own
+    queueing; the replay queues again on top of it. A few replays (secant steps on the scale)."""
+    if not measured_p50:
+        return fit.cost_model(), "fitted to the run's TTFT (no TTFT to calibrate on)"
+    scale, p50 = 1.0, None
+    for _ in range(CALIBRATION_STEPS):
+        cost = fit.scaled(scale).cost_model()
+        p50 = _predict(base, requests, prompts, cost, fit, stop)["ttft_p50_s"]
+        if not p50 or abs(p50 / measured_p50 - 1) < CALIBRATION_TOLERANCE:
+            break
+        scale = min(max(scale * measured_p50 / p50, 0.02), 50.0)
+    how = f"fitted to the run's TTFT, prefill x{scale:.3g} so the run replays at its TTFT p50"
+    return fit.scaled(scale).cost_model(), how
 
 
 def _predict(

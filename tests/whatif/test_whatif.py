@@ -80,3 +80,12 @@ def test_whatif_routing_over_replicas(ample, tmp_path):
     own = sticky["predicted_self"]["cache_hit_rate"]
     assert sticky["predicted"]["cache_hit_rate"] == pytest.approx(own, abs=0.02)
     assert spread["predicted"]["cache_hit_rate"] < own - 0.02  # each replica misses once
+
+
+def test_whatif_calibrated_time_model_replays_the_run_at_its_own_ttft(ample, tmp_path, capsys):
+    argv = ["whatif", str(ample), "-o", str(tmp_path), "--time-model", "calibrated"]
+    assert main([*argv, "--set", "target.engine.options.num_gpu_blocks=20000"]) == 0
+    assert "so the run replays at its TTFT p50" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "whatif.json").read_text())
+    own, measured = doc["predicted_self"]["ttft_p50_s"], doc["measured"]["ttft_p50_s"]
+    assert own == pytest.approx(measured, rel=0.011)  # CALIBRATION_TOLERANCE
