@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.loader import load_run
+from harness.analysis.records import RunFolderWarning
 from harness.app.cli import main
 from harness.app.scenario import load_scenario
 
@@ -156,7 +157,8 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
     assert "Traceback" not in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
-    run = load_run(out)
+    with pytest.warns(RunFolderWarning, match="interrupted"):
+        run = load_run(out)
     assert (run.records["status"] == "cancelled").any() or len(run.records) >= 10
     assert (out / "summary.json").is_file() and (out / "report.html").is_file()
     url = (out / "servers" / "server-0.log").read_text().split("serving on ")[1].split()[0]
@@ -252,4 +254,6 @@ def test_kill_9_leaves_no_server_and_a_harness_folder_in_cwd_shadows_nothing(tmp
         time.sleep(0.2)
     else:
         raise AssertionError("the harness serve child outlived its parent")
-    assert "crashed / not closed" in (load_run(out).warnings[-1])
+    with pytest.warns(RunFolderWarning, match="crashed / not closed"):
+        run = load_run(out)
+    assert "crashed / not closed" in run.warnings[-1]
