@@ -7,7 +7,7 @@ and chat template as the HTTP server, so an in-process run and a served run see 
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import cast
 
 import numpy as np
@@ -17,7 +17,12 @@ from harness.driver.target import Done, Failure, RequestSpec, Sink, Usage
 from harness.engine.config import EngineConfig
 from harness.engine.kv_tiers import TIERS as CACHE_TIERS
 from harness.errors import ChatTemplateError, EngineError
-from harness.serving.async_engine import AsyncEngine, EngineRequestError, SamplingParams
+from harness.serving.async_engine import (
+    AsyncEngine,
+    EngineRequestError,
+    RequestOutput,
+    SamplingParams,
+)
 from harness.serving.chat_template import chat_prompt_ids
 from harness.serving.tokenizer import tokenizer_for
 from harness.serving.virtual_engine import VirtualEngine
@@ -97,7 +102,10 @@ class EngineTarget:
         try:
             engine = self.engines[req.endpoint % len(self.engines)]
             ids = cast(list[int], self._prompt_ids(req))  # an array is taken too (generate)
-            outputs = engine.generate(req.request_id, ids, params)
+            if isinstance(engine, VirtualEngine) and not req.want_text:
+                outputs = engine.generate(req.request_id, ids, params, _chunker(sink))
+            else:
+                outputs = engine.generate(req.request_id, ids, params)
         except (EngineRequestError, ChatTemplateError) as exc:
             sink.event(Failure(clock.now(), "error", "BadRequest", str(exc)))
             return
@@ -129,6 +137,18 @@ class EngineTarget:
                 )
                 sink.event(Done(now))
                 return
+
+
+def _chunker(sink: Sink) -> Callable[[RequestOutput], None]:
+    """A virtual engine's outputs before the last, straight into the sink as `_relay` would
+    put them (stamped on the loop's clock, which has not moved since the step ended)."""
+    chunk = sink.chunk
+
+    def on_output(out: RequestOutput) -> None:
+        if out.new_token_ids:
+            chunk(clock.now(), len(out.new_token_ids), "")
+
+    return on_output
 
 
 def _config_dict(config: EngineConfig) -> dict:

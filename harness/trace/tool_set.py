@@ -94,5 +94,6 @@ def system_tools(seed: int, system_id: str, system_tokens: int) -> list[dict]:
     return json.loads(_scaled(seed, system_id, system_tokens))
 
 
+@lru_cache(maxsize=256)  # once per system prompt: a turn's tool call asks it every time
 def names(seed: int, system_id: str, system_tokens: int) -> frozenset[str]:
     return frozenset(t["function"]["name"] for t in system_tools(seed, system_id, system_tokens))
