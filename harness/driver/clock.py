@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+from asyncio import _get_running_loop as _running_loop
 import time
 from collections.abc import Callable
 
 
 def now() -> float:
     """The run clock's reading: the virtual loop's time on one, else `time.perf_counter()`."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return time.perf_counter()
-    return loop.time() if isinstance(loop, VirtualLoop) else time.perf_counter()
+    loop = _running_loop()  # None outside a loop (no exception to raise and catch: a hot path)
+    return loop._now if type(loop) is VirtualLoop else time.perf_counter()
 
 
 def is_virtual() -> bool:
@@ -43,14 +41,29 @@ def is_virtual() -> bool:
         return False
 
 
+_POLL_EVERY = 64  # loop turns between two polls of the file descriptors (see select)
+
+
 class _SkippingSelector(selectors.DefaultSelector):
-    """Polls what is ready; a wait with a timeout is skipped, reported to `skip` instead."""
+    """Polls what is ready; a wait with a timeout is skipped, reported to `skip` instead.
+
+    A simulation's loop turns about once per engine step and per request event, and an epoll
+    call each turn was a tenth of a run's time. On this loop the descriptors carry only signals
+    (the loop's self-pipe) and threads' wake-ups, neither on simulated time (a thread's callback
+    is queued whether or not the pipe is read), so they are polled every `_POLL_EVERY`th turn,
+    and always before the loop would block."""
 
     def __init__(self, skip: Callable[[float], None]) -> None:
         super().__init__()
         self._skip = skip
+        self._turns = 0
 
     def select(self, timeout: float | None = None) -> list:
+        self._turns += 1
+        if timeout is not None and self._turns % _POLL_EVERY:
+            if timeout > 0:
+                self._skip(timeout)
+            return []
         ready = super().select(0)
         if ready or timeout == 0:
             return ready
