@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import selectors
-from asyncio import _get_running_loop as _running_loop
 import time
+from asyncio import _get_running_loop as _running_loop
 from collections.abc import Callable
 
 
