@@ -1,11 +1,18 @@
 """The virtual clock's cost against the requests it simulates, and its speed against real time.
 
     .venv/bin/python benchmarks/bench_simulate.py [--base 500] [--repeats 3] [--json FILE]
+    .venv/bin/python benchmarks/bench_simulate.py --agentx [--base 1] [--repeats 3]
 
 Replays the quickstart's load (`harness simulate scenarios/quickstart.yaml`: the simulated runner
 on the virtual clock, one replica) at 1x, 4x and 16x `--base` requests (`load.max_requests`; a
 duration far past them keeps the trace cycling), each point in a fresh subprocess, the sizes
-interleaved per repeat. For each it times the replay alone (wall and CPU seconds: trace building, analysis and the report are
+interleaved per repeat. `--agentx` replays full-scale AgentX (scenarios/agentx-sim.yaml,
+142k-token contexts) instead, scaled by whole sessions: 1x, 4x and 16x `--base` sessions
+(`workload.sessions`, one closed-loop worker each), every session run to its end. The first N
+sessions of a trace are the same whatever its length (harness.trace.strata), so each size holds
+the smaller ones' sessions and the same mix of context lengths: a per-request cost that grew with
+the number of requests in flight or cached, not with a request's own work, shows as a ratio
+above 1. For each it times the replay alone (wall and CPU seconds: trace building, analysis and the report are
 left out) and reads the simulated seconds from the manifest. Printed: per size, the median and
 range over the repeats of wall seconds, wall milliseconds per request, and the speed-up
 (simulated seconds / wall seconds). Cost grows linearly when ms per request stays flat from 1x
@@ -32,8 +39,8 @@ from harness.app.build import build_trace
 from harness.app.run_commands import SIMULATE_SETS
 from harness.app.runner import replay_point
 from harness.app.scenario import load_scenario
-sets = [*SIMULATE_SETS, "load.max_duration_s=1e6", "load.max_requests={requests}"]
-scenario = load_scenario("scenarios/quickstart.yaml", sets)
+sets = [*SIMULATE_SETS, *{sets!r}]
+scenario = load_scenario({path!r}, sets)
 trace = build_trace(scenario)
 out = Path({out!r})
 t0, c0 = time.perf_counter(), time.process_time()
@@ -45,20 +52,32 @@ print(json.dumps({{"requests": n, "wall_s": wall, "cpu_s": cpu, "sim_s": manifes
 """
 
 
-def point(requests: int, out: Path) -> dict:
-    code = POINT.format(requests=requests, out=str(out))
+QUICKSTART = "scenarios/quickstart.yaml"
+AGENTX = "scenarios/agentx-sim.yaml"
+
+
+def point_sets(agentx: bool, n: int) -> tuple[str, list[str]]:
+    """The scenario and its overrides at size n (requests, or AgentX sessions)."""
+    if agentx:
+        return AGENTX, [f"workload.sessions={n}", f"load.concurrency={n}"]
+    return QUICKSTART, ["load.max_duration_s=1e6", f"load.max_requests={n}"]
+
+
+def point(agentx: bool, n: int, out: Path) -> dict:
+    path, sets = point_sets(agentx, n)
+    code = POINT.format(path=path, sets=sets, out=str(out))
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(base: int, repeats: int) -> dict[int, list[dict]]:
+def measure(base: int, repeats: int, agentx: bool = False) -> dict[int, list[dict]]:
     results: dict[int, list[dict]] = {s: [] for s in SIZES}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(repeats):
             for s in SIZES:  # interleaved: the host's load falls on every size alike
-                results[s].append(point(base * s, Path(tmp) / f"r{r}-x{s}"))
+                results[s].append(point(agentx, base * s, Path(tmp) / f"r{r}-x{s}"))
     return results
 
 
@@ -84,11 +103,15 @@ def report(results: dict[int, list[dict]]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", type=int, default=500, help="requests at 1x (500)")
+    parser.add_argument(
+        "--base", type=int, default=None, help="at 1x: requests (500), or AgentX sessions (1)"
+    )
+    parser.add_argument("--agentx", action="store_true", help="full-scale AgentX by sessions")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None, help="also write the raw points here")
     args = parser.parse_args()
-    results = measure(args.base, args.repeats)
+    base = args.base or (1 if args.agentx else 500)
+    results = measure(base, args.repeats, args.agentx)
     print("\n".join(report(results)))
     if args.json is not None:
         args.json.write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))

@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable
+from functools import partial
 
+from harness.driver.clock import VirtualLoop, sleep
 from harness.engine.engine import LLMEngine, RequestOutput
 from harness.errors import EngineError
 from harness.serving.async_engine import AsyncEngine, SamplingParams
@@ -82,6 +84,8 @@ class VirtualEngine(AsyncEngine):
     async def _step_loop(self) -> None:
         engine = self.engine
         clock = engine.runner  # the simulated runner adds up its steps' modelled seconds
+        loop = asyncio.get_running_loop()
+        pause = partial(sleep, loop) if isinstance(loop, VirtualLoop) else asyncio.sleep
         while True:
             inbox, self._inbox = self._inbox, []
             self._apply(engine, inbox)
@@ -101,6 +105,6 @@ class VirtualEngine(AsyncEngine):
             except Exception as exc:  # a runner failure fails the in-flight requests, not the loop
                 log.exception("engine step failed")
                 outputs = engine.fail_all(f"{type(exc).__name__}: {exc}")
-            await asyncio.sleep(clock.sim_time_s - before)
+            await pause(clock.sim_time_s - before)
             for out in outputs:
                 self._deliver(out)
