@@ -1,7 +1,7 @@
 """The in-process engine on the caller's event loop: each step takes its modelled time there.
 
 `AsyncEngine` with the step loop as a task instead of a thread, for the simulated runner on a
-virtual clock (`harness.driver.clock.VirtualLoop`): a step is computed at once, then the task
+virtual clock (the driver's `VirtualLoop`): a step is computed at once, then the task
 sleeps the step's modelled seconds (the cost model's, tier transfers included) on the loop's
 clock, and its outputs arrive when the step would have ended. Requests posted meanwhile join the
 next step, as they do on the thread. With nothing to do the task waits for the next request, so
@@ -15,9 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable
-from functools import partial
 
-from harness.driver.clock import VirtualLoop, sleep
 from harness.engine.engine import LLMEngine, RequestOutput
 from harness.errors import EngineError
 from harness.serving.async_engine import AsyncEngine, SamplingParams
@@ -84,8 +82,9 @@ class VirtualEngine(AsyncEngine):
     async def _step_loop(self) -> None:
         engine = self.engine
         clock = engine.runner  # the simulated runner adds up its steps' modelled seconds
-        loop = asyncio.get_running_loop()
-        pause = partial(sleep, loop) if isinstance(loop, VirtualLoop) else asyncio.sleep
+        # asyncio.sleep, not the driver's clock.sleep: serving may not import the driver (one
+        # loop lookup per step, ~1 us, is nothing beside a step's work)
+        pause = asyncio.sleep
         while True:
             inbox, self._inbox = self._inbox, []
             self._apply(engine, inbox)
