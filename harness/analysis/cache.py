@@ -285,11 +285,29 @@ def session_moves(ok: pd.DataFrame, misses: pd.DataFrame) -> dict | None:
     return out
 
 
-def breakdowns(ok: pd.DataFrame, misses: pd.DataFrame) -> dict:
-    """summary.json's `cache.by_agent`, `by_endpoint`, `by_turn`: small, stable tables."""
+GROUPINGS = ("agent", "endpoint", "turn", "time")  # the report's tables, in its order
+
+
+def group_tables(
+    measured: pd.DataFrame, ok: pd.DataFrame, misses: pd.DataFrame
+) -> dict[str, pd.DataFrame]:
+    """Hit rate vs ideal by agent, endpoint, turn index and time bin (`breakdown`), each with
+    the measured window's failed requests counted per group: computed once, read by the
+    summary (`breakdowns`) and by the report's figures and tables."""
+    out = {}
+    for key in GROUPINGS:
+        groups = time_bins(measured) if key == "time" else measured[key]
+        failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
+        out[key] = breakdown(ok, misses, groups.loc[ok.index], failed=failed)
+    return out
+
+
+def breakdowns(tables: dict[str, pd.DataFrame]) -> dict:
+    """summary.json's `cache.by_agent`, `by_endpoint`, `by_turn` (of `group_tables`): small,
+    stable tables."""
     out = {}
     for key in ("agent", "endpoint", "turn"):
-        table = breakdown(ok, misses, key)
+        table = tables[key]
         out[f"by_{key}"] = {
             group_label(group): {
                 "requests": int(row["requests"]),

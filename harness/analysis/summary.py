@@ -84,6 +84,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     grain = ideal.granularity
     misses = cache.attribute_misses(ok, grain.block_size, grain.as_dict())
     misses, hosted_rules = hosted_cache.apply(run, ok, misses)  # a hosted API's cache rules
+    tables = cache.group_tables(run.measured, ok, misses)
     session_info, tasks, graph = sessions.session_summary(
         run.records, per_request["ttft"], run.trace
     )
@@ -141,7 +142,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
                 "session_moves": cache.session_moves(ok, misses),
                 "tiers": cache_tiers.tier_split(ok, run.manifest),
                 "hosted": hosted_cache.hosted_summary(ok, misses, hosted_rules),
-                **_unknown_ideal_rows(cache.breakdowns(ok, misses), ideal),
+                **_unknown_ideal_rows(cache.breakdowns(tables), ideal),
                 **_unknown_ideal_rows(parts, ideal),  # by segment and by call kind
             },
         ),
@@ -170,7 +171,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         ],
     }
     return Analysis(
-        run, ideal, per_request, itl, misses, tasks, graph, cast(Summary, _clean(summary))
+        run, ideal, per_request, itl, misses, tables, tasks, graph, cast(Summary, _clean(summary))
     )
 
 

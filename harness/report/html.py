@@ -1,5 +1,5 @@
-"""`report.html`: one self-contained page (inline CSS, figures as base64 PNG, no network), top down
-by the questions a reader asks.
+"""`report.html`: one self-contained page (inline CSS, figures as base64 SVG or PNG, no network),
+top down by the questions a reader asks.
 
 0. What was tested (target, model, API, load, token scale, device, duration, trace: report/tested.py),
    the caveats (simulated timings, imported runs) and every warning, grouped, in one collapsed banner.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import io
 
+import matplotlib
 from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis
@@ -188,17 +189,33 @@ def _is_guide(line) -> bool:
     return line.get_transform() != line.axes.transData
 
 
+SVG_POINTS = 5_000  # a figure of more data points comes as PNG: its SVG would grow with them
+
+
 def _figure_html(title: str, fig) -> Markup:
-    """The figure as PNG, its title in the image only (no caption repeating it); a figure wider
-    than a narrow page also comes drawn at that width, so its text stays readable at 800 px."""
+    """The figure as an image, its title in the image only (no caption repeating it); a figure
+    wider than a narrow page also comes drawn at that width, so its text stays readable at 800 px.
+    SVG (its text as paths, exactly as laid out) when it drew at most SVG_POINTS data points:
+    sharp at any zoom, and drawn in about 60 % of a PNG's time (no glyph rasterising, no zlib);
+    PNG above that, where an SVG's size would follow the data."""
     points = data_points(fig)
-    wide = _png(fig)
-    narrow = _png(fig) if narrow_layout(fig) else None
+    draw = _svg if points <= SVG_POINTS else _png
+    wide = draw(fig)
+    narrow = draw(fig) if narrow_layout(fig) else None
     return macro("figure")(title, points, wide, narrow)
 
 
-def _png(fig) -> str:
+def _svg(fig) -> str:
     fit(fig)  # margins for its text as it is now (a narrow drawing re-wraps its title)
+    buf = io.BytesIO()
+    # fixed ids and no date: the same analyses give the same page
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "harness"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _png(fig) -> str:
+    fit(fig)
     buf = io.BytesIO()
     # zlib level 3, not 6: about a third of the encoding's time for a slightly larger page
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 3})

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from harness.analysis.cache import MISS_COLUMNS, breakdown, group_label, time_bins
+from harness.analysis.cache import MISS_COLUMNS, group_label
 from harness.analysis.summary_types import Analysis, Summary
 from harness.report.jinja import join, macro, template_module
 from harness.report.misses import approximate_tag, label, missed_line, rules_line
@@ -142,10 +142,7 @@ def cache_tables(analyses: list[Analysis]) -> Markup:
     ):
         out.append(cache.heading(title))
         for a in analyses:
-            measured = a.run.measured
-            groups = time_bins(measured) if key == "time" else measured[key]
-            failed = groups[(measured["status"] != "ok").to_numpy()].value_counts(dropna=False)
-            t = breakdown(a.run.ok, a.misses, groups.loc[a.run.ok.index], failed=failed)
+            t = a.tables[key]
             shown = [c for c in MISS_COLUMNS if t[c].any() or c == "miss_evicted"]
             rows = [
                 [

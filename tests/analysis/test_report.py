@@ -40,7 +40,7 @@ def test_report_is_self_contained_and_states_simulated_timings(report):
     text = report.read_text()
     assert "Simulated engine" in text and "golden" in text
     assert "http://" not in text and "https://" not in text and "<link" not in text
-    assert text.count('src="data:image/png;base64,') >= 8
+    assert len(re.findall(r'src="data:image/(?:svg\+xml|png);base64,', text)) >= 8
     assert "Change against the first run" in text
     assert "requests ok / failed" in text
     assert "slowest of" in text

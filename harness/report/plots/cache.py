@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from harness.analysis.cache import breakdown, group_label
+from harness.analysis.cache import group_label
 from harness.analysis.summary_types import Analysis
 from harness.report.colors import IDEAL, outcome_color
 from harness.report.misses import label
@@ -17,7 +17,7 @@ from harness.report.plots.base import HALF, _figure, _legend, colors, series_lab
 def cache_by_turn(analyses: list[Analysis]) -> Figure:
     fig, ax = _figure("Prefix-cache hit rate by turn index: server (solid) vs ideal (dashed)")
     for a, color in zip(analyses, colors(analyses), strict=False):
-        table = breakdown(a.run.ok, a.misses, "turn")
+        table = a.tables["turn"]
         ax.plot(
             table.index,
             table["hit_rate"],
@@ -41,7 +41,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     labels, server, ideal, run_of = [], [], [], []
     for i, a in enumerate(analyses):
         for key in ("agent", "endpoint"):
-            table = breakdown(a.run.ok, a.misses, key)
+            table = a.tables[key]
             for group, row in table.iterrows():
                 name = (
                     "n/a" if group is None or group != group else group_label(group)
