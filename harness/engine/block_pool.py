@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from harness.engine.config import FULL, SLIDING
 from harness.engine.cpu_tier import CpuTier
 from harness.engine.kv_tiers import KVTiers
+from harness.engine.pool_invariants import check_pool
 from harness.engine.prefix_lookup import (
     ROOT_HASH,
     PrefixHit,
@@ -32,7 +33,6 @@ from harness.engine.prefix_lookup import (
     window_start,
 )
 from harness.engine.sequence import NULL_BLOCK, Frontier, Request
-from harness.errors import EngineError
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
 
@@ -401,33 +401,4 @@ class BlockPool:
 
     def check_invariants(self, block_tables: list[list[int]]) -> None:
         """Raise EngineError if the pool disagrees with the live requests' block tables."""
-        refs = Counter(b for table in block_tables for b in table if b != NULL_BLOCK)
-        for block in self.blocks[self.null_page :]:
-            if block.ref_cnt != refs.get(block.block_id, 0):
-                raise EngineError(
-                    f"block {block.block_id}: ref_cnt {block.ref_cnt} != {refs.get(block.block_id, 0)} holders"
-                )
-            if (block.ref_cnt == 0) != (block.block_id in self.free_queue):
-                raise EngineError(
-                    f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in self.free_queue}"
-                )
-            if block.hash is not None and block.block_id not in self._pages_of(block):
-                raise EngineError(f"block {block.block_id}: its content is not mapped to it")
-            if (block.hash is None) != (block.tokens is None):
-                raise EngineError(f"block {block.block_id}: hash and token ids disagree")
-        if any(key not in self.cached for key in self.duplicates):
-            raise EngineError("a duplicate page's content has no first page in the hash map")
-        entries = [*self.cached.items(), *((k, p) for k, ps in self.duplicates.items() for p in ps)]
-        for (g, parent, tokens), page in entries:
-            block = self.blocks[page]
-            if (block.group, block.parent, block.tokens) != (
-                g,
-                parent,
-                tokens,
-            ) or block.hash != block_hash(parent, tokens):
-                raise EngineError(f"hash map entry points at block {page} with other content")
-        held = Counter(self.kinds[b.group] for b in self.blocks if b.ref_cnt > 0)
-        if held != +self.in_use:
-            raise EngineError(f"pages in use by kind {dict(held)} != counted {dict(self.in_use)}")
-        if self.cpu_tier is not None and len(self.cpu_tier) > self.cpu_tier.capacity:
-            raise EngineError("CPU tier holds more blocks than its capacity")
+        check_pool(self, block_tables)
