@@ -1,5 +1,5 @@
-"""The report's figure of the cache by prompt segment and by call kind: server hit rate (bar)
-beside the ideal (tick), runs side by side (summary.json `cache.by_segment`, `by_call_kind`)."""
+"""The report's figures of the cache by prompt segment and by call kind: server hit rate (bar)
+beside the ideal (tick), runs in their colours (summary.json `cache.by_segment`, `by_call_kind`)."""
 
 from __future__ import annotations
 
@@ -10,38 +10,39 @@ from matplotlib.figure import Figure
 
 from harness.analysis.summary_types import Analysis
 from harness.report.cache_parts import CALL_LABELS, SEGMENT_LABELS
-from harness.report.plots.base import HALF, colors, figure_title, short
+from harness.report.plots.base import _figure, colors, short
 
 
 def has_parts(analyses: list[Analysis]) -> bool:
     return any(a.summary["cache"].get("by_call_kind") for a in analyses)
 
 
-def cache_parts(analyses: list[Analysis]) -> Figure:
-    panels: tuple[tuple[Literal["by_segment", "by_call_kind"], dict, str], ...] = (
-        ("by_segment", SEGMENT_LABELS, "prompt segment"),
-        ("by_call_kind", CALL_LABELS, "call kind"),
-    )
-    rows = [_bars(analyses, key, names) for key, names, _ in panels]
-    height = max(3.6, 1.2 + 0.3 * max(len(r[0]) for r in rows))
-    fig = Figure(figsize=(2 * HALF, height), dpi=100, layout="constrained")
-    axes = fig.subplots(1, 2)
-    figure_title(
-        fig,
-        "Hit rate by prompt segment and by call kind (bar: server; tick: ideal), over the requests"
-        " whose server reported cached tokens",
+PANELS: dict[str, tuple[dict, str]] = {
+    "by_segment": (SEGMENT_LABELS, "prompt segment"),
+    "by_call_kind": (CALL_LABELS, "call kind"),
+}
+
+
+def cache_parts(analyses: list[Analysis], key: Literal["by_segment", "by_call_kind"]) -> Figure:
+    """One of the two: by prompt segment or by call kind, half a page wide (the two sit side by
+    side on a wide page, one above the other on a narrow one: no second drawing for either)."""
+    names, title = PANELS[key]
+    labels, server, ideal, run_of = _bars(analyses, key, names)
+    fig, ax = _figure(
+        f"Hit rate by {title} (bar: server; tick: ideal), over the requests whose server"
+        " reported cached tokens",
+        height=max(3.6, 1.2 + 0.3 * len(labels)),
     )
     palette = colors(analyses)
-    for ax, (labels, server, ideal, run_of), (_, _, title) in zip(axes, rows, panels, strict=True):
-        y = np.arange(len(labels))
-        ax.barh(y, np.nan_to_num(server), color=[palette[i] for i in run_of], height=0.6)
-        ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color="black", zorder=3)
-        ax.set_yticks(y, labels, fontsize="small")
-        ax.invert_yaxis()
-        ax.set_xlim(0, 1.02)
-        ax.set_xlabel(f"hit rate, by {title}")
-        if not labels:
-            ax.text(0.5, 0.5, "not known for this run", ha="center", transform=ax.transAxes)
+    y = np.arange(len(labels))
+    ax.barh(y, np.nan_to_num(server), color=[palette[i] for i in run_of], height=0.6)
+    ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color="black", zorder=3)
+    ax.set_yticks(y, labels, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.02)
+    ax.set_xlabel(f"hit rate, by {title}")
+    if not labels:
+        ax.text(0.5, 0.5, "not known for this run", ha="center", transform=ax.transAxes)
     if len(analyses) > 1:
         from matplotlib.patches import Patch
 
