@@ -27,7 +27,7 @@ from harness.driver.http.preflight import preflight
 from harness.driver.http.session_headers import FAMILIES, session_headers
 from harness.driver.http.sse import SSEError, SSEParser
 from harness.driver.http.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
-from harness.driver.http.wire import BodyReader, StampingProtocol, WireBody
+from harness.driver.http.wire import BodyReader, StampingProtocol, WireBody, request_class
 from harness.driver.manifest import redact_url
 from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Sink
 from harness.errors import DependencyError
@@ -85,7 +85,9 @@ class HTTPTarget:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=None, sock_connect=tm.connect, sock_read=None
         )
-        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, request_class=request_class()
+        )
         if check:
             for i, base in enumerate(self.config.endpoints):
                 await preflight(self, i, base)

@@ -5,9 +5,13 @@ a response body arrived. The HTTP target (target.py) builds on aiohttp with thes
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from typing import Any
 
+from aiohttp import ClientRequest
 from aiohttp.payload import Payload
 
 from harness.driver.http.aiohttp_internals import ResponseHandler, response_body, unstamped_body
@@ -112,9 +116,9 @@ class BodyReader:
 class WireBody(Payload):
     """The request body, in pieces sent in order, noting when aiohttp handed it to the socket.
 
-    aiohttp writes the body from a task of its own (on Python 3.11 it starts on the event
-    loop's next turn), after any wait for a pooled connection and the connect: the time the
-    bytes went (`t_write`) is known only here. The first write sends the headers and the first
+    aiohttp writes the body from a task of its own (started at once, see `EagerRequest`), after
+    any wait for a pooled connection and the connect: the time the bytes went (`t_write`) is
+    known only here. The first write sends the headers and the first
     piece in one call; the socket takes what its buffer holds at once, the rest follows as the
     server reads. Pieces are not joined: a token-id prompt's JSON goes from its own buffer.
     """
@@ -148,6 +152,71 @@ class WireBody(Payload):
 
     async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
         return b"".join(self.pieces)
+
+
+class EagerRequest(ClientRequest):
+    """aiohttp's request, its body written at once by the task that sends it.
+
+    aiohttp writes the body from a task of its own; from Python 3.12 that task starts eagerly
+    (it runs up to its first wait inside `send`), but on 3.11 it starts on the event loop's next
+    turn, and at 256 streams a turn takes milliseconds: the closed loop's gap between one
+    request's end and the next one's bytes on the wire (docs/driver.md, "Driver overhead").
+    This starts it the 3.12 way: aiohttp's own `write_bytes`, run up to its first wait now, the
+    rest (if any) left to the task.
+    """
+
+    def write_bytes(self, writer, conn, content_length=None):
+        return started(super().write_bytes(writer, conn, content_length))
+
+
+def request_class() -> type[ClientRequest]:
+    """The session's request class: `EagerRequest` where aiohttp's own write is not eager."""
+    return EagerRequest if sys.version_info < (3, 12) else ClientRequest
+
+
+def started(coro: Coroutine[Any, Any, Any]) -> Coroutine[Any, Any, Any]:
+    """`coro` run up to its first wait now (as an eager task starts); what is left of it."""
+    try:
+        waiting = coro.send(None)
+    except StopIteration as stop:
+        return _result(stop.value)
+    except BaseException as exc:  # the task it goes to raises it, as the task would have
+        return _raise(exc)
+    return _resume(coro, waiting)
+
+
+async def _result(value: Any) -> Any:
+    return value
+
+
+async def _raise(exc: BaseException) -> Any:
+    raise exc
+
+
+async def _resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
+    return await _rest(coro, waiting)
+
+
+@types.coroutine
+def _rest(coro: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
+    """The rest of a coroutine that is waiting on `waiting`: what it yields goes to the task,
+    what the task sends or throws goes back in."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 class Arrivals:
