@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import struct
@@ -11,7 +12,7 @@ import pytest
 
 from harness.app.cli import main
 from harness.app.reporting import write_report
-from harness.report.html import SCRIPT
+from harness.report.html import SCRIPT, SVG_POINTS, _figure_html
 from harness.report.plots.base import pareto_frontier
 from tests.analysis import browser
 from tests.analysis.golden import GOLDEN_TRACE, write_run
@@ -165,3 +166,18 @@ def test_cache_card_shows_the_servers_own_counters_when_scraped(tmp_path):
     text = write_report([run], tmp_path / "report.html").read_text()
     card = text[text.index('data-metric="cache_hit"') :]
     assert "server /metrics 0.500" in card[:400]
+
+
+@pytest.mark.parametrize("points, kind", [(100, "svg+xml"), (SVG_POINTS + 1, "png")])
+def test_a_figure_comes_as_svg_unless_it_drew_more_than_the_limit(points, kind):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.6, 3.6), dpi=100)
+    ax = fig.subplots()
+    ax.plot(range(points), range(points), label="requests")
+    html = str(_figure_html("a figure", fig))
+    assert f'data-points="{points}"' in html
+    assert re.findall(r'src="data:image/([a-z+]+);base64,', html) == [kind]
+    if kind == "svg+xml":  # text as text (searchable), with no date: the same page every time
+        svg = base64.b64decode(html.split("base64,")[1].split('"')[0]).decode()
+        assert "<text" in svg and "dc:date" not in svg
