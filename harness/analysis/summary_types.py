@@ -201,9 +201,8 @@ class Analysis:
     per_request: pd.DataFrame  # metrics.request_metrics of the ok records
     itl: InterTokenLatency
     misses: pd.DataFrame  # cache.attribute_misses of the ok records
-    tables: dict[
-        str, pd.DataFrame
-    ]  # cache.group_tables: hit vs ideal by agent, endpoint, turn, time
+    # cache.group_tables: hit vs ideal by agent, endpoint, turn and time
+    tables: dict[str, pd.DataFrame]
     tasks: pd.DataFrame  # sessions.task_table of all records
     graph: TaskGraph  # requests and their spawn/join edges, for critical paths
     summary: Summary

@@ -4,6 +4,7 @@ so no code here escapes by hand. Python prepares the values; the templates hold 
 
 from __future__ import annotations
 
+import contextlib
 from functools import cache
 from typing import Any
 
@@ -18,11 +19,26 @@ def _environment() -> Environment:
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
-        # compiled templates kept in jinja2's own temp folder, checked against each template's
-        # source: a page no longer compiles its 10 templates on every start (a tenth of its
-        # render time)
-        bytecode_cache=FileSystemBytecodeCache(),
+        bytecode_cache=_bytecode_cache(),
     )
+
+
+class _Compiled(FileSystemBytecodeCache):
+    """Compiled templates kept in jinja2's own temp folder, checked against each template's
+    source: a page no longer compiles its templates on every start (a tenth of its render
+    time). A cache that cannot be written (a full or read-only disk) is skipped, not an error:
+    the page is written all the same."""
+
+    def dump_bytecode(self, bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _bytecode_cache() -> FileSystemBytecodeCache | None:
+    try:
+        return _Compiled()
+    except (OSError, RuntimeError):  # no temp folder of this user's own: compile every time
+        return None
 
 
 def render(template: str, **context: Any) -> Markup:

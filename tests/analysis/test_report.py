@@ -181,3 +181,21 @@ def test_a_figure_comes_as_svg_unless_it_drew_more_than_the_limit(points, kind):
     if kind == "svg+xml":  # text as text (searchable), with no date: the same page every time
         svg = base64.b64decode(html.split("base64,")[1].split('"')[0]).decode()
         assert "<text" in svg and "dc:date" not in svg
+
+
+def test_a_page_is_written_when_the_template_cache_cannot_be(tmp_path, monkeypatch):
+    """jinja2's compiled-template cache in an unwritable temp folder: skipped, not an error."""
+    import tempfile
+
+    from harness.report import jinja
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    jinja._environment.cache_clear()
+    try:
+        assert jinja._environment().bytecode_cache is None
+        assert "<td>1</td>" in jinja.macro("table")(["n"], [[1]])
+    finally:
+        monkeypatch.undo()
+        jinja._environment.cache_clear()
