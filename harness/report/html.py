@@ -220,7 +220,7 @@ def _svg(fig) -> str:
     # and no date: the same analyses give the same page.
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "harness"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
-    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return _data_uri("svg+xml", buf)
 
 
 def _png(fig) -> str:
@@ -228,7 +228,11 @@ def _png(fig) -> str:
     buf = io.BytesIO()
     # zlib level 3, not 6: about a third of the encoding's time for a slightly larger page
     fig.savefig(buf, format="png", pil_kwargs={"compress_level": 3})
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return _data_uri("png", buf)
+
+
+def _data_uri(kind: str, buf: io.BytesIO) -> str:
+    return f"data:image/{kind};base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def sentence_html(name: str, text: str) -> Markup:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from harness.analysis.cache import MISS_COLUMNS, group_label
+from harness.analysis.cache import GROUPINGS, MISS_COLUMNS, group_label
 from harness.analysis.summary_types import Analysis, Summary
 from harness.report.jinja import join, macro, template_module
 from harness.report.misses import approximate_tag, label, missed_line, rules_line
@@ -125,6 +125,9 @@ def compare_section(analyses: list[Analysis]) -> Markup:
     return table(header, rows, note)
 
 
+TABLE_TITLES = {"turn": "turn index", "time": "time (s)"}  # the others by their key
+
+
 def cache_tables(analyses: list[Analysis]) -> Markup:
     """By agent, endpoint, turn and time: one table per run (the run named once, in the caption)."""
     cache = template_module("cache.html")
@@ -134,12 +137,8 @@ def cache_tables(analyses: list[Analysis]) -> Markup:
         c = a.summary["cache"]
         grain, missed = granularity_line(c["granularity"]), missed_line(c)
         out.append(lines(a.run.name, grain, missed, approximate_tag(c), rules_line(c) or "-"))
-    for key, title in (
-        ("agent", "agent"),
-        ("endpoint", "endpoint"),
-        ("turn", "turn index"),
-        ("time", "time (s)"),
-    ):
+    for key in GROUPINGS:  # the analysis's tables, in its order
+        title = TABLE_TITLES.get(key, key)
         out.append(cache.heading(title))
         for a in analyses:
             t = a.tables[key]
