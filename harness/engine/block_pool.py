@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from typing import cast
 
 from harness.engine.config import FULL, SLIDING
 from harness.engine.cpu_tier import CpuTier
@@ -172,6 +173,9 @@ class BlockPool:
 
     def take(self, req: Request, hit: PrefixHit) -> None:
         """Give the request the hit's pages: share device ones, copy tier ones back."""
+        if self.tiers is None and len(self.kinds) == 1 and not self.hybrid:
+            self._take_device(req, hit)  # the common case: device pages only, one group
+            return
         # Touch every device hit first so allocating for the tier ones cannot evict them.
         for g, table in enumerate(hit.tables):
             self._touch([e for e in table if isinstance(e, int) and e != NULL_BLOCK], g)
@@ -188,6 +192,16 @@ class BlockPool:
             else 0
         )
         self._plan_snapshots(req, hit)
+
+    def _take_device(self, req: Request, hit: PrefixHit) -> None:
+        """`take` with one full-attention group and no tiers: every entry is a device page."""
+        pages = cast(list[int], hit.tables[0])
+        self._touch(pages, 0)
+        req.block_tables = [list(pages)]
+        if len(req.block_hashes) < len(hit.hashes):
+            req.block_hashes[:] = hit.hashes
+        req.num_cached_blocks = hit.num_blocks
+        req.num_reclaimed_blocks = 0
 
     def _restore(self, entry: tuple, g: int) -> int:
         key, parent, tokens, payload, tier = entry
@@ -289,6 +303,8 @@ class BlockPool:
             return
         bs = self.block_size
         n_full = req.num_computed_tokens // bs
+        if n_full <= req.num_cached_blocks and not req.snapshot_points:
+            return  # no block filled since (a decode step's usual case)
         hashes = hash_blocks(req, bs, n_full)
         for i in range(req.num_cached_blocks, n_full):
             parent, tokens = hashes[i - 1] if i else ROOT_HASH, req.block_tokens(i, bs)

@@ -118,16 +118,20 @@ def _device_hit(pool: BlockPool, req: Request, n: int, hit: PrefixHit) -> Prefix
     pages: list[int] = []
     add_page, add_hash = pages.append, hit.hashes.append
     parent: bytes | None = ROOT_HASH
+    num_free = 0
     for start in range(0, n * width, width):
         page = get((0, parent, data[start : start + width]))  # type: ignore[arg-type]
         if page is None:
             break
         add_page(page)
-        parent = blocks[page].hash  # a registered page's: never None
+        block = blocks[page]
+        parent = block.hash  # a registered page's: never None
         add_hash(parent)  # type: ignore[arg-type]
+        if not block.ref_cnt:
+            num_free += 1
     hit.tables[0] = pages  # type: ignore[assignment]
     hit.num_blocks = hit.num_full_blocks = len(pages)
-    hit.num_free_device = sum(blocks[p].ref_cnt == 0 for p in pages)
+    hit.num_free_device = num_free
     return hit
 
 

@@ -17,6 +17,7 @@ from harness.engine.cost_model import CostModel, StepShape
 from harness.engine.scheduler import ScheduledChunk
 
 _FIRST_ID = 1000  # outputs avoid the special and role-marker ids
+_MAX_PRICES = 1 << 16  # step shapes remembered (`SimRunner._step_seconds`), then forgotten
 
 
 class SimRunner:
@@ -28,6 +29,10 @@ class SimRunner:
         roofline = config.roofline_cost()  # a device we do not have: priced from its peaks
         self.cost = roofline if roofline is not None else CostModel.load(config.cost_model)
         self.vocab_size = config.model.vocab_size
+        # (tokens, attended, samples) -> seconds, of the fitted cost model `_priced` (the cost
+        # may be replaced after init: whatif.replay sets its own)
+        self._prices: dict[tuple[int, int, int], float] = {}
+        self._priced: CostModel | None = None
         self.sim_time_s = 0.0  # modelled time of every step so far
         self.last_step_s = 0.0
         self._transfer_s = 0.0  # KV tier moves charged to the next step
@@ -40,7 +45,7 @@ class SimRunner:
     def execute(self, chunks: list[ScheduledChunk]) -> dict[str, int]:
         if not chunks:
             return {}
-        step = self.cost.step_seconds(StepShape.of(chunks)) * self.config.step_time_scale
+        step = self._step_seconds(chunks) * self.config.step_time_scale
         seconds = step + self._transfer_s
         self._transfer_s = 0.0
         self.sim_time_s += seconds
@@ -48,6 +53,28 @@ class SimRunner:
         if self.config.sim_time_scale > 0 and self.config.clock == "wall":  # virtual: no sleep
             time.sleep(seconds * self.config.sim_time_scale)
         return {c.request.request_id: self._token(c) for c in chunks if c.samples}
+
+    def _step_seconds(self, chunks: list[ScheduledChunk]) -> float:
+        """The cost model's seconds for the step. A fitted `CostModel` reads only (tokens,
+        attended, samples): those are summed in one pass and each shape priced once (most steps
+        repeat an earlier one's; the same dot, so the same bits)."""
+        cost = self.cost
+        if type(cost) is not CostModel:  # a roofline reads the shape's other fields too
+            return cost.step_seconds(StepShape.of(chunks))
+        if cost is not self._priced or len(self._prices) >= _MAX_PRICES:
+            self._prices, self._priced = {}, cost
+        tokens = attended = samples = 0
+        for c in chunks:
+            n = c.num_tokens
+            tokens += n
+            attended += n * c.start + n * (n + 1) // 2
+            samples += c.samples
+        key = (tokens, attended, samples)
+        seconds = self._prices.get(key)
+        if seconds is None:
+            shape = StepShape(tokens, attended, samples, chunks=len(chunks))
+            seconds = self._prices[key] = cost.step_seconds(shape)
+        return seconds
 
     def _token(self, c: ScheduledChunk) -> int:
         req = c.request

@@ -42,6 +42,19 @@ def test_modelled_time_is_the_sum_of_step_costs(tmp_path):
     assert total == pytest.approx(3 * 0.01 + 102 * 1e-4 + (5050 + 101 + 102) * 1e-8 + 3 * 2e-3)
 
 
+def test_each_step_is_priced_exactly_and_by_the_runner_s_current_cost_model():
+    # a step's shape is priced once (SimRunner._step_seconds): the same bits as pricing each step
+    e = LLMEngine(sim(enable_prefix_caching=False))  # the second request's steps repeat the first's
+    total = 0.0
+    for rid, cost in (("a", e.runner.cost), ("b", CostModel(0.5, 1e-3, 1e-6, 0.1))):
+        e.runner.cost = cost  # replaced between requests (whatif.replay sets its own after init)
+        e.add_request(rid, prompt(0, 40), greedy(4))
+        while e.has_unfinished():
+            e.step()
+            total += cost.step_seconds(StepShape.of(e.last_schedule))
+            assert e.runner.sim_time_s == total  # exactly: the same sum of the same floats
+
+
 @pytest.mark.slow
 def test_wall_time_follows_the_time_scale(tmp_path):
     path = tmp_path / "cm.json"
