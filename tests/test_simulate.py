@@ -57,3 +57,30 @@ def test_run_refuses_virtual_on_the_torch_runner(tmp_path, capsys):
     assert code == 2
     assert len(err.splitlines()) == 1
     assert "clock" in err and "runner: simulated" in err
+
+
+def test_a_simulation_leaves_the_garbage_collector_as_it_found_it(tmp_path, monkeypatch):
+    # the replay on the virtual clock and the analysis collect rarely (a batch job's choice),
+    # and put the thresholds and the frozen set back when done
+    import gc
+
+    from harness.app import runner
+    from harness.driver import replay_into
+
+    seen: list[int] = []
+    analyze_once = runner.analyze_once
+    monkeypatch.setattr(
+        runner, "analyze_once", lambda d: (seen.append(gc.get_threshold()[0]), analyze_once(d))[1]
+    )
+    run = replay_into.Replay.run
+
+    async def replay_run(self):
+        seen.append(gc.get_threshold()[0])
+        return await run(self)
+
+    monkeypatch.setattr(replay_into.Replay, "run", replay_run)
+    before = gc.get_threshold(), gc.get_freeze_count()
+    argv = ["simulate", str(QUICKSTART), "-o", str(tmp_path / "r"), "--quiet"]
+    assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+    assert seen == [replay_into.VIRTUAL_GC_GEN0, runner.ANALYSIS_GC_GEN0]
