@@ -64,7 +64,7 @@ def test_a_simulation_leaves_the_garbage_collector_as_it_found_it(tmp_path, monk
     # and put the thresholds and the frozen set back when done
     import gc
 
-    from harness.app import runner
+    from harness.app import collector, runner
     from harness.driver import replay_into
 
     seen: list[int] = []
@@ -83,4 +83,34 @@ def test_a_simulation_leaves_the_garbage_collector_as_it_found_it(tmp_path, monk
     argv = ["simulate", str(QUICKSTART), "-o", str(tmp_path / "r"), "--quiet"]
     assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
     assert (gc.get_threshold(), gc.get_freeze_count()) == before
-    assert seen == [replay_into.VIRTUAL_GC_GEN0, runner.ANALYSIS_GC_GEN0]
+    assert seen == [replay_into.VIRTUAL_GC_GEN0, collector.ANALYSIS_GC_GEN0]
+
+
+@pytest.mark.parametrize(
+    ("verb", "module", "name"),
+    [
+        ("analyze", "harness.analysis.summary", "analyze_run"),
+        ("report", "harness.app.reporting", "write_report"),
+    ],
+)
+def test_analyze_and_report_collect_rarely_and_put_the_collector_back(
+    tmp_path, monkeypatch, verb, module, name
+):
+    import gc
+    import importlib
+
+    from harness.app import collector
+
+    run = tmp_path / "r"
+    argv = ["simulate", str(QUICKSTART), "-o", str(run), "--quiet"]
+    assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
+    seen: list[int] = []
+    target = importlib.import_module(module)
+    work = getattr(target, name)
+    monkeypatch.setattr(
+        target, name, lambda *a, **k: (seen.append(gc.get_threshold()[0]), work(*a, **k))[1]
+    )
+    before = gc.get_threshold(), gc.get_freeze_count()
+    assert main([verb, str(run)]) == 0
+    assert seen == [collector.ANALYSIS_GC_GEN0]
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before

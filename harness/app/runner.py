@@ -8,10 +8,7 @@ report across the points (TPGS vs interactivity frontier) and `sweep.json`.
 
 from __future__ import annotations
 
-import gc
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +21,7 @@ from harness.app.build import (
     simulated,
     virtual_clock,
 )
+from harness.app.collector import few_collections
 from harness.app.scenario import Scenario, dump_scenario
 from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.driver.runfolder import make_run_dir
@@ -31,8 +29,6 @@ from harness.errors import InputError
 from harness.exit_codes import check_concurrency
 from harness.schema import SCENARIO_FILE, TRACE_FILE, RunStatus
 from harness.trace.model import Trace
-
-ANALYSIS_GC_GEN0 = 50_000  # allocations between young-generation collections (CPython: 700)
 
 
 @dataclass
@@ -149,23 +145,6 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
             print(formatted(fmt, summary_table(summary), summary))
         print(f"report: {report}")
     return dict(summary)  # a sweep's point keeps it as a plain mapping
-
-
-@contextmanager
-def few_collections() -> Iterator[None]:
-    """The analysis's garbage collection, made rare: what is alive on entry (the trace, the
-    modules) is frozen out of it, and young objects are collected 1/70th as often. Reading the
-    records and rebuilding every prompt's segments allocate millions of objects that live to the
-    end; CPython's defaults ran ~7 full collections over them (1.7 s of a 1,800-s quickstart's
-    ~24 s of CPU), which found nothing to free."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(ANALYSIS_GC_GEN0, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 def analyze_once(run_dir: Path):
