@@ -52,12 +52,20 @@ class StepShape:
 
     @classmethod
     def of(cls, chunks: list[ScheduledChunk]) -> StepShape:
-        tokens = sum(c.num_tokens for c in chunks)
-        attended = sum(
-            c.num_tokens * c.start + c.num_tokens * (c.num_tokens + 1) // 2 for c in chunks
-        )
-        context = sum(c.start + c.num_tokens for c in chunks)
-        return cls(tokens, attended, sum(1 for c in chunks if c.samples), context, len(chunks))
+        """One pass over the step's chunks (the simulated runner shapes every step)."""
+        tokens = attended = samples = context = 0
+        for c in chunks:
+            n, start = c.num_tokens, c.start
+            tokens += n
+            attended += n * start + n * (n + 1) // 2
+            samples += c.samples
+            context += start + n
+        return cls(tokens, attended, samples, context, len(chunks))
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """What a fitted `CostModel` prices: two shapes of one key cost the same."""
+        return self.tokens, self.attended, self.samples
 
     def features(self) -> list[float]:
         return [1.0, float(self.tokens), float(self.attended), float(self.samples)]

@@ -55,25 +55,17 @@ class SimRunner:
         return {c.request.request_id: self._token(c) for c in chunks if c.samples}
 
     def _step_seconds(self, chunks: list[ScheduledChunk]) -> float:
-        """The cost model's seconds for the step. A fitted `CostModel` reads only (tokens,
-        attended, samples): those are summed in one pass and each shape priced once (most steps
-        repeat an earlier one's; the same dot, so the same bits)."""
-        cost = self.cost
+        """The cost model's seconds for the step. A fitted `CostModel` reads only the shape's
+        `key`, so each key is priced once (most steps repeat an earlier one's; the same dot, so
+        the same bits)."""
+        cost, shape = self.cost, StepShape.of(chunks)
         if type(cost) is not CostModel:  # a roofline reads the shape's other fields too
-            return cost.step_seconds(StepShape.of(chunks))
+            return cost.step_seconds(shape)
         if cost is not self._priced or len(self._prices) >= _MAX_PRICES:
             self._prices, self._priced = {}, cost
-        tokens = attended = samples = 0
-        for c in chunks:
-            n = c.num_tokens
-            tokens += n
-            attended += n * c.start + n * (n + 1) // 2
-            samples += c.samples
-        key = (tokens, attended, samples)
-        seconds = self._prices.get(key)
+        seconds = self._prices.get(shape.key)
         if seconds is None:
-            shape = StepShape(tokens, attended, samples, chunks=len(chunks))
-            seconds = self._prices[key] = cost.step_seconds(shape)
+            seconds = self._prices[shape.key] = cost.step_seconds(shape)
         return seconds
 
     def _token(self, c: ScheduledChunk) -> int:
