@@ -56,6 +56,9 @@ def _stable_hash(key: tuple) -> int:
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S27, _S30, _S31 = np.uint64(27), np.uint64(30), np.uint64(31)
+_N_WORDS = np.uint64(len(WORDS))
+_STEPS = np.arange(1, 4097, dtype=np.uint64) * _GOLDEN  # the counter's first 4096 steps, mixed in
 
 
 def _word_stream(key_hash: int, n: int) -> np.ndarray:
@@ -64,12 +67,20 @@ def _word_stream(key_hash: int, n: int) -> np.ndarray:
     Seeding a numpy Generator costs tens of microseconds (its SeedSequence), more than a whole
     short segment; a counter-based mix needs no state, so the driver can materialize a prompt's
     new segments per request cheaply. Word i depends only on (key, i), so a shorter segment of
-    the same key is a prefix of a longer one."""
-    x = np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN + np.uint64(key_hash)
-    x = (x ^ (x >> np.uint64(30))) * _MIX1
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    x ^= x >> np.uint64(31)
-    return (x % np.uint64(len(WORDS))).astype(np.int32)
+    the same key is a prefix of a longer one. In place, with the constants made once: a short
+    segment's cost is numpy's per-call overhead, so each call and temporary saved counts."""
+    steps = _STEPS[:n] if n <= len(_STEPS) else np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN
+    x = steps + np.uint64(key_hash)
+    t = x >> _S30
+    x ^= t
+    x *= _MIX1
+    np.right_shift(x, _S27, out=t)
+    x ^= t
+    x *= _MIX2
+    np.right_shift(x, _S31, out=t)
+    x ^= t
+    x %= _N_WORDS
+    return x.astype(np.int32)
 
 
 def word_list(key_hash: int, n: int) -> list[str]:

@@ -69,3 +69,26 @@ async def test_a_request_within_every_deadline_is_ok(make_server, tmp_path):
     tm = Timeouts(ttft=1, idle=1, total=2)
     r = await _one(make_server, tmp_path, tm, output=5, ttft_base=0.2, token_delay=0.05)
     assert r["status"] == "ok" and r["completion_tokens"] == 5
+
+
+@pytest.mark.slow
+async def test_a_first_token_later_than_idle_but_within_ttft_is_ok(make_server, tmp_path):
+    """The timer is armed for the soonest deadline (idle, here): its early wake re-arms for the
+    TTFT deadline, it does not end the request."""
+    tm = Timeouts(ttft=2, idle=0.3, total=3)
+    r = await _one(make_server, tmp_path, tm, output=5, ttft_base=0.6, token_delay=0.05)
+    assert r["status"] == "ok" and r["completion_tokens"] == 5
+    assert r["t_first_token"] - r["t_sent"] >= 0.55
+
+
+@pytest.mark.slow
+async def test_a_stall_after_a_first_token_later_than_idle_is_an_idle_timeout(
+    make_server, tmp_path
+):
+    """The timer's early wake before the first token (at the idle time) re-arms no later than
+    an idle deadline could come, not at the TTFT deadline: the stall after it is caught."""
+    tm = Timeouts(ttft=5, idle=0.3, total=10)
+    r = await _one(make_server, tmp_path, tm, sid="fault-stall-a", slow_s=3.0, ttft_base=0.5)
+    assert (r["status"], r["error"]["class"]) == ("timeout", "IdleTimeout"), r["error"]
+    assert r["t_first_token"] - r["t_sent"] >= 0.45
+    assert 0.29 <= r["t_done"] - r["t_last_token"] < 0.6

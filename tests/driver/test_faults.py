@@ -93,7 +93,10 @@ async def test_total_timeout_bounds_a_slow_but_steady_stream(make_server, tmp_pa
     )
     (r,) = records
     assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout")
-    assert 0.4 <= r["t_done"] - r["t_sent"] < 1.0 and 0 < len(r["chunk_times"]) < 100
+    # the deadline runs from the watchdog's start, before the connect that `t_sent` (the write)
+    # follows: at load a slow connect put t_done - t_sent under 0.4 (0.392 once)
+    assert r["t_done"] - r["t_scheduled"] >= 0.4 and r["t_done"] - r["t_sent"] < 1.0
+    assert 0 < len(r["chunk_times"]) < 100
 
 
 @pytest.mark.slow

@@ -224,7 +224,12 @@ class HTTPTarget:
         bad event (`dec.failure`) or when the watchdog closes the response."""
         parsing = _Parsing(SSEParser(self.config.max_event_bytes), dec, wd, sink)
         wd.reader = reader = BodyReader(proto, content, parsing.take)
-        await reader.read()
+        try:
+            await reader.read()
+        finally:
+            # the reader holds the parsing, which holds the watchdog: a cycle that would keep
+            # the request's response, parser and record alive until a full collection
+            wd.reader = None
         if dec.failure is None and wd.reason is None:
             parsing.take(b"", _perf(), last=True)  # a last event without its blank line
 

@@ -44,7 +44,10 @@ class Watchdog:
         self.resp: aiohttp.ClientResponse | None = None
         self.reader: BodyReader | None = None
         self._waiting: asyncio.Task | None = None  # the task awaiting the headers
-        self._handle = loop.call_later(self._deadline()[0] - t0, self._check)
+        # Armed for the soonest any deadline can be (the idle one runs from the first token, at
+        # the send at the soonest), and re-armed so (`_check`): it may fire early, and re-arms
+        # then, but never late, so the first token does not re-arm it (a timer less a request).
+        self._handle = loop.call_later(min(tm.ttft, tm.idle, tm.total), self._check)
 
     def _deadline(self) -> tuple[float, str]:
         d, why = (
@@ -81,7 +84,9 @@ class Watchdog:
         deadline, why = self._deadline()
         now = _perf()
         if now < deadline - 1e-4:
-            self._handle = self._loop.call_later(deadline - now, self._check)
+            # before the first token, the idle deadline can come as soon as now + idle
+            due = deadline if self.first else min(deadline, now + self._tm.idle)
+            self._handle = self._loop.call_later(due - now, self._check)
             return
         self.reason = why
         if self._waiting is not None:
@@ -92,11 +97,10 @@ class Watchdog:
             self.reader.stop()
 
     def started(self) -> None:
-        """The first token came: from now the idle deadline holds, so the timer is re-armed, at
-        the idle deadline or the total one (from the send, not from now), whichever comes first."""
+        """The first token came: from now the idle deadline holds, or the total one (from the
+        send, not from now), whichever comes first; the timer, armed no later than either,
+        re-arms for it when it fires."""
         self.first = True
-        self._handle.cancel()
-        self._handle = self._loop.call_later(max(0.0, self._deadline()[0] - _perf()), self._check)
 
     def cancel(self) -> None:
         self._handle.cancel()
