@@ -4,7 +4,10 @@ Reading the records and rebuilding every prompt's segments allocate millions of 
 to the end; drawing the figures allocates many short-lived ones over a heap of modules (pandas,
 pyarrow, matplotlib) that never die. CPython's defaults (a young collection every 700 allocations,
 full ones as the old generation grows) then spend their time walking objects that outlive the
-verb: ~7 full collections, ~1.7 s of a 1,800-s quickstart's ~24 s of CPU, freed nothing.
+verb. Where the analysis follows a replay in one process (`harness run`, `harness simulate`) that
+was ~7 full collections, ~1.7 s of a 1,800-s quickstart's ~24 s of CPU, freeing nothing; a fresh
+`harness analyze` or `harness report` process, with a small heap, measured the same either way
+(docs/metrics.md, "The report's cost"), and follows the one policy all the same.
 """
 
 from __future__ import annotations
