@@ -174,15 +174,17 @@ class BlockPool:
     def take(self, req: Request, hit: PrefixHit) -> None:
         """Give the request the hit's pages: share device ones, copy tier ones back."""
         if self.tiers is None and len(self.kinds) == 1 and not self.hybrid:
-            self._take_device(req, hit)  # the common case: device pages only, one group
-            return
-        # Touch every device hit first so allocating for the tier ones cannot evict them.
-        for g, table in enumerate(hit.tables):
-            self._touch([e for e in table if isinstance(e, int) and e != NULL_BLOCK], g)
-        req.block_tables = [
-            [self._restore(e, g) if isinstance(e, tuple) else e for e in table]
-            for g, table in enumerate(hit.tables)
-        ]
+            pages = cast(list[int], hit.tables[0])  # the common case: one group, device pages
+            self._touch(pages, 0)
+            req.block_tables = [list(pages)]
+        else:
+            # Touch every device hit first so allocating for the tier ones cannot evict them.
+            for g, table in enumerate(hit.tables):
+                self._touch([e for e in table if isinstance(e, int) and e != NULL_BLOCK], g)
+            req.block_tables = [
+                [self._restore(e, g) if isinstance(e, tuple) else e for e in table]
+                for g, table in enumerate(hit.tables)
+            ]
         if len(req.block_hashes) < len(hit.hashes):  # the hit's hashes come free: no rehashing
             req.block_hashes[:] = hit.hashes
         req.num_cached_blocks = hit.num_blocks
@@ -192,16 +194,6 @@ class BlockPool:
             else 0
         )
         self._plan_snapshots(req, hit)
-
-    def _take_device(self, req: Request, hit: PrefixHit) -> None:
-        """`take` with one full-attention group and no tiers: every entry is a device page."""
-        pages = cast(list[int], hit.tables[0])
-        self._touch(pages, 0)
-        req.block_tables = [list(pages)]
-        if len(req.block_hashes) < len(hit.hashes):
-            req.block_hashes[:] = hit.hashes
-        req.num_cached_blocks = hit.num_blocks
-        req.num_reclaimed_blocks = 0
 
     def _restore(self, entry: tuple, g: int) -> int:
         key, parent, tokens, payload, tier = entry
