@@ -51,17 +51,34 @@ def register(sub) -> None:
         help="step times: auto = a simulated run's own cost model, else fitted to its TTFT; "
         "calibrated = the fit with its prefill scaled so the run replays at its own TTFT p50",
     )
+    p.add_argument(
+        "--replays",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replays of a run whose steps were noisy (a real server's), each with its steps' "
+        "times jittered by the run's own step noise; the prediction is their mean (default 8)",
+    )
+    p.add_argument(
+        "--step-jitter",
+        type=float,
+        default=None,
+        metavar="SIGMA",
+        help="each step's time x exp(SIGMA z): the jitter of each replay (default: read from "
+        "the run's consecutive decode gaps; 0 = one exact replay)",
+    )
     p.set_defaults(func=_whatif)
 
 
 def _whatif(args: argparse.Namespace) -> int:
-    from harness.whatif.predict import whatif
+    from harness.whatif.predict import REPLAYS, whatif
     from harness.whatif.table import lines
 
     changes, server = _pairs(args.changes, "--set"), _pairs(args.server, "--server")
     if not changes:
         raise InputError("nothing to predict: give at least one --set KEY=VALUE", field="--set")
-    doc = whatif(args.run_dir, changes, server, args.time_model)
+    replays = REPLAYS if args.replays is None else args.replays
+    doc = whatif(args.run_dir, changes, server, args.time_model, replays, args.step_jitter)
     out = Path(args.output) if args.output else Path(args.run_dir) / "whatif"
     out.mkdir(parents=True, exist_ok=True)
     (out / "whatif.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -12,11 +12,21 @@ gap between streamed tokens: what a step of decodes took there) plus `b` per tok
 `c` per pair attended, so a prefill costs what the run's own TTFTs say prefills cost, and a
 request queued behind others waits for their steps. With nearly every prompt cached, `n` varies
 little but `cached` does: the pair term is what lets the fit extrapolate to evicted prompts.
+
+A real server's steps are not that regular: on a shared host one decode step takes a few per cent
+more or less than the next with the same batch. Where pages are scarce, which blocks a request
+finds depends on that order of events (who allocated last before it came), so one replay is one
+draw among many (measured on vLLM, 2026-12-04: three runs of one trace at 150 pages gave 76.0,
+76.7 and 81.2 % hit). `step_noise` reads that jitter from the run itself: the ratio of two
+consecutive gaps of one stream, both decode-only steps (under 1.5x the median gap), whose log has
+a standard deviation of sqrt(2) sigma when each step is the model's time x exp(sigma z); taken
+robustly (the median absolute deviation), so the steps that did run a prefill weigh nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +36,8 @@ from harness.engine.cost_model import CostModel
 from harness.errors import InputError
 
 MIN_POINTS = 8
+_DECODE_ONLY = 1.5  # a gap under this x the median gap: a step that ran no prefill
+_EXACT_BELOW = 1e-3  # a sigma under 0.1 %: exact steps, stamped to the microsecond
 
 
 @dataclass(frozen=True)
@@ -98,3 +110,23 @@ def _decode_gap(rows: pd.DataFrame, fallback: float) -> float:
     gaps = [np.diff(np.asarray(c, dtype=float)) for c in rows["chunk_times"] if len(c) > 1]
     gaps = [g for g in gaps if len(g)]
     return float(np.median(np.concatenate(gaps))) if gaps else fallback
+
+
+def step_noise(ok: pd.DataFrame) -> float:
+    """Sigma of a step's log time about the model's, from consecutive decode-only gaps (module
+    docstring); 0.0 for a run too short to say, or whose steps were exact (a virtual clock)."""
+    gaps = [np.diff(np.asarray(c, dtype=float)) for c in ok["chunk_times"] if len(c) > 2]
+    if not gaps:
+        return 0.0
+    limit = _DECODE_ONLY * float(np.median(np.concatenate(gaps)))
+    ratios = []
+    for g in gaps:
+        a, b = g[:-1], g[1:]
+        keep = (a > 0) & (b > 0) & (a < limit) & (b < limit)
+        ratios.append(np.log(b[keep] / a[keep]))
+    logs = np.concatenate(ratios)
+    if len(logs) < MIN_POINTS:
+        return 0.0
+    mad = float(np.median(np.abs(logs - np.median(logs))))
+    sigma = 1.4826 * mad / math.sqrt(2)  # 1.4826 MAD: the sd of a normal
+    return sigma if sigma >= _EXACT_BELOW else 0.0

@@ -6,6 +6,13 @@ its engine options; any other server is the engine's defaults at the server's de
 granularity (analysis.ideal.granularity), with what the folder cannot say given as `server`
 (`--server num_gpu_blocks=N`, e.g. vLLM's `--num-gpu-blocks-override`; `preset=gemma3-270m` for
 Gemma 3's sliding-window KV groups).
+
+A real server's run is one draw of a noisy process (its steps' times vary on a shared host, and
+where pages are scarce the order of events decides what is evicted), so a real server's run is
+replayed `replays` times, each with its steps' times jittered by the run's own step noise
+(`fit.step_noise`) from seeds 0, 1, ...: the prediction is their mean, with their spread and
+range beside it. The run itself and the what-if use the same seeds, so the difference between them
+is not the seeds'. A run whose steps were exact (the virtual clock) has no noise: one replay.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.cost_model import CostModel
 from harness.errors import EngineError, InputError
-from harness.whatif.fit import TtftFit, fit_ttft
+from harness.whatif.fit import TtftFit, fit_ttft, step_noise
 from harness.whatif.replay import Outcome, Replay
 from harness.whatif.requests import Prompts, ReplayRequest, replay_requests
 
@@ -31,6 +38,7 @@ ENGINE_PREFIX = "target.engine.options."
 _REPLAY_OWNS = {"runner": "simulated", "clock": "wall", "sim_time_scale": 0.0, "device": "auto"}
 _DROPPED = ("cost_model", "kv_store", "disk_offload_dir", "disk_offload_blocks", "debug_checks")
 CALIBRATION_STEPS, CALIBRATION_TOLERANCE = 8, 0.01
+REPLAYS = 8  # jittered replays of a noisy run (module docstring)
 NOTE = (
     "predicted by replaying the run's requests through the reference engine's cache model "
     "(step times as said above): modelled, not measured"
@@ -60,8 +68,36 @@ class Setup:
             raise InputError(f"what-if: {exc}", field="--set") from exc
 
 
+@dataclass(frozen=True)
+class Draws:
+    """How many replays, and each step's jitter (sigma of its log time about the model's)."""
+
+    sigma: float
+    replays: int
+    source: str
+
+    @classmethod
+    def of(cls, run: Run, replays: int, sigma: float | None) -> Draws:
+        if replays < 1:
+            raise InputError(f"--replays {replays}: at least 1", field="--replays")
+        if sigma is not None and sigma < 0:
+            raise InputError(f"--step-jitter {sigma}: not negative", field="--step-jitter")
+        source = "given"
+        if sigma is None:
+            sigma, source = step_noise(run.ok), "the run's consecutive decode gaps"
+        return cls(sigma, replays if sigma > 0 else 1, source)
+
+    def as_dict(self) -> dict:
+        return {"replays": self.replays, "step_jitter": self.sigma, "source": self.source}
+
+
 def whatif(
-    run_dir: str | Path, changes: dict[str, Any], server: dict[str, Any], time_model: str = "auto"
+    run_dir: str | Path,
+    changes: dict[str, Any],
+    server: dict[str, Any],
+    time_model: str = "auto",
+    replays: int = REPLAYS,
+    jitter: float | None = None,
 ) -> dict:
     run = load_run(run_dir)
     if run.trace is None:
@@ -73,11 +109,13 @@ def whatif(
     fit = fit_ttft(run.ok)
     prompts = Prompts(run.trace, run.replay.salt)
     stop = _stop_sending_at(run)
+    draws = Draws.of(run, replays, jitter)
     cost, source = _time_model(run, fit, time_model)
     if time_model == "calibrated":
-        cost, source = _calibrated(fit, _measured(run)["ttft_p50_s"], base, requests, prompts, stop)
-    own = _predict(base, requests, prompts, cost, fit, stop)
-    other = _predict(target, requests, prompts, cost, fit, stop)
+        p50 = _measured(run)["ttft_p50_s"]
+        cost, source = _calibrated(fit, p50, base, requests, prompts, stop, draws)
+    own = _predict(base, requests, prompts, cost, fit, stop, draws)
+    other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
         "run": str(run.path),
@@ -87,6 +125,7 @@ def whatif(
         "block_size_source": grain.source,
         "ttft_fit": fit.as_dict(),
         "time_model": source,
+        "draws": draws.as_dict(),
         "measured": _measured(run),
         "predicted_self": {**own, "setup": _describe(base)},
         "predicted": {**other, "setup": _describe(target)},
@@ -109,6 +148,7 @@ def _calibrated(
     requests: list[ReplayRequest],
     prompts: Prompts,
     stop: float,
+    draws: Draws,
 ) -> tuple[CostModel, str]:
     """The fitted step times with their prefill terms scaled so the run, replayed as itself,
     gives its own TTFT p50. The fit prices a prefill by the run's TTFTs, which hold the run's own
@@ -118,7 +158,7 @@ def _calibrated(
     scale, p50 = 1.0, None
     for _ in range(CALIBRATION_STEPS):
         cost = fit.scaled(scale).cost_model()
-        p50 = _predict(base, requests, prompts, cost, fit, stop)["ttft_p50_s"]
+        p50 = _predict(base, requests, prompts, cost, fit, stop, draws)["ttft_p50_s"]
         if not p50 or abs(p50 / measured_p50 - 1) < CALIBRATION_TOLERANCE:
             break
         scale = min(max(scale * measured_p50 / p50, 0.02), 50.0)
@@ -133,10 +173,28 @@ def _predict(
     cost: CostModel,
     fit: TtftFit,
     stop: float,
+    draws: Draws,
 ) -> dict:
-    replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop)
-    outcomes = replay.run(requests, prompts)
-    return _rates(requests, outcomes, fit)
+    each = []
+    for seed in range(draws.replays):
+        replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, draws.sigma, seed)
+        each.append(_rates(requests, replay.run(requests, prompts), fit))
+    return _pooled(each)
+
+
+def _pooled(each: list[dict]) -> dict:
+    """The replays' mean of each figure, and the hit rate's spread over them."""
+    out: dict[str, Any] = {}
+    for key in each[0]:
+        values = [r[key] for r in each if r[key] is not None]
+        mean = float(np.mean(values)) if values else None
+        out[key] = round(mean) if mean is not None and key.startswith("requests_") else mean
+    hits = [r["cache_hit_rate"] for r in each if r["cache_hit_rate"] is not None]
+    if len(hits) > 1:
+        out["cache_hit_rate_sd"] = float(np.std(hits, ddof=1))
+        out["cache_hit_rate_range"] = [min(hits), max(hits)]
+    out["replays"] = len(each)
+    return out
 
 
 def _rates(requests: list[ReplayRequest], outcomes: list[Outcome], fit: TtftFit) -> dict:

@@ -7,13 +7,18 @@ next step, as on the virtual clock (`serving/virtual_engine.py`). A request is s
 trigger's end here plus its measured gap (`requests.py`), so sends follow the replayed server's
 speed; one past the run's measured duration is not sent (the run stopped sending then).
 Requests the engine refuses (too long for the pool) end at once as errors, as the server's did.
+With `jitter` > 0 each step takes its modelled time x exp(jitter z - jitter^2 / 2) (z standard
+normal from `seed`, mean 1): one draw of the run-to-run noise a real server's steps have (`fit.py`).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from harness.driver.routing import Router
 from harness.engine.config import EngineConfig
@@ -48,6 +53,8 @@ class Replay:
     replicas: int = 1
     routing: str = "session_sticky"
     stop_sending_at: float = float("inf")
+    jitter: float = 0.0  # sigma of a step's log time about the model's (0: exact)
+    seed: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
 
     def run(self, requests: list[ReplayRequest], prompts: Prompts) -> list[Outcome]:
@@ -90,6 +97,7 @@ class _Loop:
         self.tasks: list[int] = []  # next tasks, the next last
         # A task ends when all its requests have: then the loop starts the next one.
         self.left = Counter(r.root for r in requests)
+        self.rng = np.random.default_rng(replay.seed) if replay.jitter > 0 else None
 
     def run(self) -> None:
         while True:
@@ -143,7 +151,11 @@ class _Loop:
         before = runner.sim_time_s
         self.woken[k] = False
         outputs = engine.step()
-        self.clocks[k] += runner.sim_time_s - before
+        seconds = runner.sim_time_s - before
+        if self.rng is not None:
+            sigma = self.replay.jitter
+            seconds *= math.exp(sigma * self.rng.standard_normal() - sigma * sigma / 2)
+        self.clocks[k] += seconds
         t = self.clocks[k]
         for o in outputs:
             i, _ = self.where[o.request_id]

@@ -14,15 +14,29 @@ def lines(doc: dict) -> list[str]:
     out = [
         f"what-if for {doc['run']}  (block size {doc['block_size']}, {doc['block_size_source']};"
         f" step times: {doc['time_model']})",
-        f"{'':22} {'hit rate':>9} {'TTFT p50':>10} {'ok':>6} {'refused':>8}  setting",
+        f"{'':22} {'hit rate':>9} {'sd, range over replays':>24} {'TTFT p50':>10} {'ok':>6}"
+        f" {'refused':>8}  setting",
     ]
     for name, r, setting in rows:
         out.append(
-            f"{name:22} {_pct(r['cache_hit_rate']):>9} {_ms(r['ttft_p50_s']):>10} "
+            f"{name:22} {_pct(r['cache_hit_rate']):>9} {_spread(r):>24} {_ms(r['ttft_p50_s']):>10} "
             f"{r['requests_ok']:>6} {r['requests_refused']:>8}  {setting}"
+        )
+    draws = doc["draws"]
+    if draws["replays"] > 1:
+        out.append(
+            f"replays: {draws['replays']}, each step's time jittered by sigma "
+            f"{draws['step_jitter']:.3f} ({draws['source']}); figures are their means"
         )
     out.append(f"note: {doc['note']}")
     return out
+
+
+def _spread(r: dict) -> str:
+    if "cache_hit_rate_sd" not in r:
+        return ""
+    lo, hi = r["cache_hit_rate_range"]
+    return f"{100 * r['cache_hit_rate_sd']:.2f} pp, {100 * lo:.2f}-{100 * hi:.2f} %"
 
 
 def _setup(s: dict) -> str:

@@ -89,3 +89,48 @@ def test_whatif_calibrated_time_model_replays_the_run_at_its_own_ttft(ample, tmp
     doc = json.loads((tmp_path / "whatif.json").read_text())
     own, measured = doc["predicted_self"]["ttft_p50_s"], doc["measured"]["ttft_p50_s"]
     assert own == pytest.approx(measured, rel=0.03)  # the p50 moves in steps: within a few %
+
+
+def test_a_run_with_exact_steps_is_replayed_once(ample, tmp_path):
+    doc = _whatif(ample, tmp_path, "target.engine.options.num_gpu_blocks=150")
+    assert doc["draws"] == {
+        "replays": 1,
+        "step_jitter": 0.0,
+        "source": "the run's consecutive decode gaps",
+    }
+    assert "cache_hit_rate_sd" not in doc["predicted"]
+
+
+def test_jittered_replays_give_a_mean_and_a_spread(ample, tmp_path, capsys):
+    argv = ["whatif", str(ample), "--set", "target.engine.options.num_gpu_blocks=150"]
+    argv += ["--replays", "4", "--step-jitter", "0.3"]
+    assert main([*argv, "-o", str(tmp_path / "a")]) == 0
+    assert "replays: 4, each step's time jittered by sigma 0.300 (given)" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "a" / "whatif.json").read_text())
+    predicted = doc["predicted"]
+    lo, hi = predicted["cache_hit_rate_range"]
+    assert predicted["replays"] == 4 and lo < hi  # the seeds drew different orders of events
+    assert lo <= predicted["cache_hit_rate"] <= hi and predicted["cache_hit_rate_sd"] > 0
+    assert main([*argv, "-o", str(tmp_path / "b")]) == 0  # the same seeds: the same figures
+    again = json.loads((tmp_path / "b" / "whatif.json").read_text())
+    assert again["predicted"] == predicted
+    assert main([*argv[:4], "--replays", "0", "-o", str(tmp_path / "c")]) == 2
+    assert main([*argv[:4], "--step-jitter", "-1", "-o", str(tmp_path / "c")]) == 2
+
+
+def test_step_noise_reads_the_jitter_of_decode_steps():
+    import numpy as np
+    import pandas as pd
+
+    from harness.whatif.fit import step_noise
+
+    rng = np.random.default_rng(7)
+    streams = []
+    for _ in range(60):
+        gaps = 0.04 * np.exp(0.05 * rng.standard_normal(30))
+        gaps[10] += 0.5  # a step that ran a prefill: left out
+        streams.append(np.cumsum(np.r_[1.0, gaps]))
+    assert step_noise(pd.DataFrame({"chunk_times": streams})) == pytest.approx(0.05, rel=0.15)
+    exact = pd.DataFrame({"chunk_times": [np.arange(20) * 0.04 + 1.0] * 5})
+    assert step_noise(exact) == 0.0
+    assert step_noise(pd.DataFrame({"chunk_times": [[1.0, 1.04]]})) == 0.0  # too short to say
