@@ -289,12 +289,13 @@ class BlockPool:
 
     # ---- registration and snapshots -----------------------------------------------------
 
-    def cache_blocks(self, req: Request) -> None:
-        """Hash and register the request's blocks that are now full and computed."""
+    def cache_blocks(self, req: Request, upto: int | None = None) -> None:
+        """Hash and register the request's blocks that are now full and computed (or, `upto`,
+        that will be once the step that computes its first `upto` tokens has run)."""
         if not self.enable_caching:
             return
         bs = self.block_size
-        n_full = req.num_computed_tokens // bs
+        n_full = (req.num_computed_tokens if upto is None else upto) // bs
         if n_full <= req.num_cached_blocks and not req.snapshot_points:
             return  # no block filled since (a decode step's usual case)
         hashes = hash_blocks(req, bs, n_full)

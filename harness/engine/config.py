@@ -162,6 +162,9 @@ class EngineConfig:
     # vLLM's hash map keeps every page computed with the same content (it does not de-duplicate):
     # a recomputed block is hashed too and freed to the LRU's tail, not its head
     keep_duplicates: bool = False
+    # vLLM's `KVCacheManager.allocate_slots`: a chunk's full blocks are hashed when it is
+    # scheduled, not after its step, so a request scheduled later in the same step hits them
+    cache_at_schedule: bool = False
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -359,4 +362,5 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "null_block": (bool,),
     "admit_whole_prompt": (bool,),
     "keep_duplicates": (bool,),
+    "cache_at_schedule": (bool,),
 }

@@ -107,6 +107,7 @@ class Scheduler:
                     break
             if req.status is RequestStatus.RUNNING:
                 chunks.append(ScheduledChunk(req, req.num_computed_tokens, n))
+                self._cache_scheduled(req, req.num_computed_tokens + n)
                 budget -= n
             i = self.running.index(req) + 1 if req in self.running else i
         return budget, preempted
@@ -150,7 +151,13 @@ class Scheduler:
             req.status = RequestStatus.RUNNING
             self.running.append(req)
             chunks.append(ScheduledChunk(req, num_hit, n))
+            self._cache_scheduled(req, num_hit + n)
             budget -= n
+
+    def _cache_scheduled(self, req: Request, upto: int) -> None:
+        """vLLM hashes a chunk's full blocks when it schedules them (`cache_at_schedule`)."""
+        if self.config.cache_at_schedule:
+            self.pool.cache_blocks(req, min(upto, req.num_tokens))
 
     def _fits(self, req: Request, hit: PrefixHit, num_tokens: int) -> bool:
         """Room to admit `req` with `hit` and its first `num_tokens` (or, admitting by the

@@ -143,6 +143,7 @@ _BOOL_FLAGS = (
     ("null_block", "reserve page 0 as vLLM's null block: N - 1 usable pages (off)"),
     ("admit_whole_prompt", "admit a request only when its whole prompt fits, as vLLM (off)"),
     ("keep_duplicates", "hash a recomputed block's second page too, as vLLM (off)"),
+    ("cache_at_schedule", "hash a chunk's blocks when scheduled, so its step shares them (off)"),
 )
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}

@@ -49,6 +49,8 @@ CASES = {
     "prefill-interval": dict(prefill_schedule_interval=2, max_num_batched_tokens=40),
     "block-size-8": dict(block_size=8, num_gpu_blocks=512),
     "max-seqs-2": dict(max_num_seqs=2),
+    # the forks hit the first fork's blocks in the step that computes them (vLLM's rule)
+    "cache-at-schedule": dict(cache_at_schedule=True),
 }
 
 
