@@ -17,6 +17,7 @@ is not the seeds'. A run whose steps were exact (the virtual clock) has no noise
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,7 @@ def whatif(
         p50 = _measured(run)["ttft_p50_s"]
         cost, source = _calibrated(fit, p50, base, requests, prompts, stop, draws)
     own = _predict(base, requests, prompts, cost, fit, stop, draws)
+    at_sends = _predict(base, _at_measured_sends(requests), prompts, cost, fit, stop, draws)
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
@@ -128,8 +130,16 @@ def whatif(
         "draws": draws.as_dict(),
         "measured": _measured(run),
         "predicted_self": {**own, "setup": _describe(base)},
+        "predicted_self_at_measured_sends": {**at_sends, "setup": _describe(base)},
         "predicted": {**other, "setup": _describe(target)},
     }
+
+
+def _at_measured_sends(requests: list[ReplayRequest]) -> list[ReplayRequest]:
+    """Every request sent at its measured time, whatever the replayed server's speed: the run
+    as itself with no drift in when sessions send, so what is left of its error is the cache
+    model's (its rules and the order of events inside the engine), not the time model's."""
+    return [dataclasses.replace(r, trigger=None, new_task=False) for r in requests]
 
 
 def _time_model(run: Run, fit: TtftFit, choice: str) -> tuple[CostModel, str]:

@@ -9,6 +9,7 @@ def lines(doc: dict) -> list[str]:
     rows = [
         ("the run, measured", m, ""),
         ("the run, as replayed", own, _setup(own["setup"])),
+        ("  at measured sends", doc["predicted_self_at_measured_sends"], ""),
         ("what-if", new, _setup(new["setup"])),
     ]
     out = [

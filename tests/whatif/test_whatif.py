@@ -46,6 +46,8 @@ def test_whatif_reproduces_its_own_run(ample, tmp_path):
     assert own["cache_hit_rate"] == pytest.approx(measured["cache_hit_rate"], abs=1e-3)
     assert own["requests_ok"] == measured["requests_ok"]
     assert own["ttft_p50_s"] == pytest.approx(measured["ttft_p50_s"], rel=0.02)
+    at_sends = doc["predicted_self_at_measured_sends"]  # exact steps: the same sends
+    assert at_sends["cache_hit_rate"] == pytest.approx(own["cache_hit_rate"], abs=1e-3)
     assert doc["predicted"]["cache_hit_rate"] == pytest.approx(own["cache_hit_rate"])
     assert "modelled, not measured" in doc["note"]
 
@@ -65,6 +67,7 @@ def test_whatif_fitted_time_model_and_bad_keys(ample, tmp_path, capsys):
     assert main([*argv, "--set", "target.engine.options.num_gpu_blocks=20000"]) == 0
     text = capsys.readouterr().out
     assert "the run, as replayed" in text and "fitted to the run's TTFT" in text
+    assert "  at measured sends" in text
     doc = json.loads((tmp_path / "whatif.json").read_text())
     assert doc["ttft_fit"]["per_attended_pair_s"] >= 0
     assert main([*argv, "--set", "target.engine.options.no_such_knob=1"]) == 2
