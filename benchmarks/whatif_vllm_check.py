@@ -12,9 +12,8 @@ pool, `--num-gpu-blocks-override N`, on 127.0.0.1 only; then, in order, unattend
 
 1. vLLM at its own pool (`--base-pool`, the pages vLLM gives itself with 2 GiB of KV on this
    build: it prints `num_gpu_blocks`), `harness run scenarios/whatif-vllm-think.yaml` into OUT/base;
-2. `harness whatif OUT/base --set target.engine.options.num_gpu_blocks=N` for every pool, with
-   vLLM's rules given as `--server` (docs/engine.md, "Checked on the real vLLM"), both time
-   models: the predictions are written (OUT/wN-fitted, OUT/wN-calibrated) before any run at N;
+2. `harness whatif OUT/base --set target.engine.options.num_gpu_blocks=N --like vllm` for every
+   pool, the deployment's batch, sequence and length limits as `--server`, both time models: the predictions are written (OUT/wN-fitted, OUT/wN-calibrated) before any run at N;
 3. vLLM restarted at each pool and the scenario run `--repeats` times (OUT/pN-rK);
 4. vLLM stopped; OUT/check.json and a table, predicted beside measured with the repeats' spread.
 
@@ -38,18 +37,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "whatif-vllm-think.yaml"
 MAX_MODEL_LEN = 3072
-# vLLM's own rules, in the reference engine's options (docs/engine.md, "Checked on the real vLLM")
+# What this deployment is (vLLM's rules come with `--like vllm`)
 SERVER = {
     "preset": "gemma3-270m",
     "max_num_batched_tokens": 2048,
     "max_num_seqs": 256,
-    "prefix_cache_retention": "interval+selective",
-    "cache_at_schedule": "true",
-    "free_order": "group",
     "max_model_len": MAX_MODEL_LEN,
-    "null_block": "true",
-    "admit_whole_prompt": "true",
-    "keep_duplicates": "true",
 }
 TIME_MODELS = ("fitted", "calibrated")
 
@@ -120,6 +113,7 @@ def run_scenario(out: Path, port: int) -> dict:
 
 def predict(base: Path, out: Path, pages: int, base_pages: int, time_model: str) -> dict:
     args = ["whatif", str(base), "-o", str(out), "--format", "json", "--time-model", time_model]
+    args += ["--like", "vllm"]
     args += ["--set", f"target.engine.options.num_gpu_blocks={pages}"]
     args += ["--server", f"num_gpu_blocks={base_pages}"]
     for key, value in SERVER.items():

@@ -52,6 +52,13 @@ def register(sub) -> None:
         "calibrated = the fit with its prefill scaled so the run replays at its own TTFT p50",
     )
     p.add_argument(
+        "--like",
+        default=None,
+        metavar="SERVER",
+        help="the measured server's own cache rules as engine options: vllm (vLLM 0.32's; "
+        "--server keys override them)",
+    )
+    p.add_argument(
         "--replays",
         type=int,
         default=None,
@@ -78,7 +85,9 @@ def _whatif(args: argparse.Namespace) -> int:
     if not changes:
         raise InputError("nothing to predict: give at least one --set KEY=VALUE", field="--set")
     replays = REPLAYS if args.replays is None else args.replays
-    doc = whatif(args.run_dir, changes, server, args.time_model, replays, args.step_jitter)
+    doc = whatif(
+        args.run_dir, changes, server, args.time_model, replays, args.step_jitter, args.like
+    )
     out = Path(args.output) if args.output else Path(args.run_dir) / "whatif"
     out.mkdir(parents=True, exist_ok=True)
     (out / "whatif.json").write_text(json.dumps(doc, indent=2) + "\n")

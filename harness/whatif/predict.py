@@ -40,6 +40,19 @@ _REPLAY_OWNS = {"runner": "simulated", "clock": "wall", "sim_time_scale": 0.0, "
 _DROPPED = ("cost_model", "kv_store", "disk_offload_dir", "disk_offload_blocks", "debug_checks")
 CALIBRATION_STEPS, CALIBRATION_TOLERANCE = 8, 0.01
 REPLAYS = 8  # jittered replays of a noisy run (module docstring)
+# A server's own cache rules as engine options (`--like NAME`; `--server` keys override them):
+# vLLM 0.32's, each read from its source and checked against its runs (docs/engine.md, "Checked
+# on the real vLLM").
+LIKE: dict[str, dict[str, Any]] = {
+    "vllm": {
+        "prefix_cache_retention": "interval+selective",
+        "cache_at_schedule": True,
+        "free_order": "group",
+        "null_block": True,
+        "admit_whole_prompt": True,
+        "keep_duplicates": True,
+    },
+}
 NOTE = (
     "predicted by replaying the run's requests through the reference engine's cache model "
     "(step times as said above): modelled, not measured"
@@ -99,7 +112,12 @@ def whatif(
     time_model: str = "auto",
     replays: int = REPLAYS,
     jitter: float | None = None,
+    like: str | None = None,
 ) -> dict:
+    if like is not None:
+        if like not in LIKE:
+            raise InputError(f"--like {like!r}: one of {', '.join(LIKE)}", field="--like")
+        server = {**LIKE[like], **server}
     run = load_run(run_dir)
     if run.trace is None:
         raise InputError(f"{run_dir}: no trace.jsonl; the what-if rebuilds prompts from it")

@@ -137,3 +137,14 @@ def test_step_noise_reads_the_jitter_of_decode_steps():
     exact = pd.DataFrame({"chunk_times": [np.arange(20) * 0.04 + 1.0] * 5})
     assert step_noise(exact) == 0.0
     assert step_noise(pd.DataFrame({"chunk_times": [[1.0, 1.04]]})) == 0.0  # too short to say
+
+
+def test_like_vllm_sets_its_rules_and_server_keys_override_them(ample, tmp_path):
+    from harness.whatif.predict import LIKE
+
+    argv = ["whatif", str(ample), "--set", "target.engine.options.num_gpu_blocks=150"]
+    argv += ["--like", "vllm", "--server", "free_order=block", "-o", str(tmp_path / "a")]
+    assert main(argv) == 0
+    doc = json.loads((tmp_path / "a" / "whatif.json").read_text())
+    assert doc["server"] == {**LIKE["vllm"], "free_order": "block"}
+    assert main([*argv[:4], "--like", "sglang", "-o", str(tmp_path / "b")]) == 2
