@@ -32,8 +32,9 @@ VIRTUAL_GC_GEN0 = 50_000
 # streams and found nearly every object it traversed alive (a request's objects live for its
 # whole stream), so it only moved them on to the middle generation, whose collections (every
 # tenth) traversed them again: ~100 ms of a 6-s run's ~1.5 s of CPU, by the collector's own
-# callbacks, against ~5 ms at this threshold. A finished request leaves no cycle behind
-# (tests/driver/test_no_cycles.py), so collecting less often keeps no more garbage alive.
+# callbacks, against ~5 ms at this threshold (a dozen collections a run, of a few ms each). A
+# finished request leaves no cycle behind (tests/driver/test_no_cycles.py): collecting less
+# often leaves little garbage waiting (none was found, paced or against a zero-delay server).
 REALTIME_GC_GEN0 = 10_000
 
 
