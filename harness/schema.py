@@ -64,17 +64,22 @@ _TYPES = get_type_hints(Record)
 # Times (seconds) and counts: numeric columns; a count is float in a frame so "not reported" is NaN.
 FLOAT_FIELDS = tuple(f for f in RECORD_FIELDS if _TYPES[f] == float | None)
 COUNT_FIELDS = tuple(f for f in RECORD_FIELDS if _TYPES[f] in (int, int | None))
-# What a record holds before its request has an outcome.
-_DEFAULTS = {"agent": "main", "chunk_times": list, "chunk_tokens": list, "phase": "measure"}
+# What a record holds before its request has an outcome (its two lists made new per record).
+_BLANK: dict[str, Any] = {
+    **dict.fromkeys(RECORD_FIELDS),
+    "agent": "main",
+    "phase": "measure",
+    "attempt": 1,
+}
+_KNOWN = frozenset(RECORD_FIELDS)
 
 
 def new_record(**fields: Any) -> Record:
     """A record with every field: `fields`, else its default (None for most), new lists."""
-    unknown = fields.keys() - _TYPES.keys()
-    if unknown:
-        raise ValueError(f"not record fields: {sorted(unknown)}")
-    rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
-    rec.update({k: v() if callable(v) else v for k, v in _DEFAULTS.items()}, attempt=1)
+    if not _KNOWN.issuperset(fields):  # the driver makes one per request: a copy, no loops
+        raise ValueError(f"not record fields: {sorted(fields.keys() - _KNOWN)}")
+    rec = _BLANK.copy()
+    rec["chunk_times"], rec["chunk_tokens"] = [], []
     rec.update(fields)
     return cast(Record, rec)
 

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.driver import clock
 from harness.driver.config import ReplayConfig
@@ -337,26 +336,25 @@ class Replay:
             root, prompt.body if prompt.messages is None else prompt.messages
         )
         live = source.live is not None
-        # by name, once; with its encoded body, once more (never changed after: RequestSpec)
-        fields: dict[str, Any] = {
-            "request_id": f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
-            "session_id": sid,
-            "sticky_key": root,
-            "endpoint": endpoint,
-            "max_tokens": output_tokens,
-            "prompt_tokens": prompt.n_tokens,
-            "messages": prompt.messages,
-            "prompt": prompt.body,
-            "prompt_json": prompt.ids_json,
-            "want_text": live,
-            "tools": prompt.tools,
+        spec = RequestSpec(
+            request_id=f"{sid}:{k}" if attempt == 1 else f"{sid}:{k}#{attempt}",
+            session_id=sid,
+            sticky_key=root,
+            endpoint=endpoint,
+            max_tokens=output_tokens,
+            prompt_tokens=prompt.n_tokens,
+            messages=prompt.messages,
+            prompt=prompt.body,
+            prompt_json=prompt.ids_json,
+            want_text=live,
+            tools=prompt.tools,
             # lineage for the routers' session headers
-            "parent_id": None if s.parent is None else cycled_id(s.parent, cycle),
-            "root_id": None if s.parent is None else cycled_id(self._root(s), cycle),
-        }
-        spec = RequestSpec(**fields)
+            parent_id=None if s.parent is None else cycled_id(s.parent, cycle),
+            root_id=None if s.parent is None else cycled_id(self._root(s), cycle),
+        )
         if self._encode is not None:  # CPU work that is not the server's: before the clock starts
-            spec = RequestSpec(**fields, payload=self._encode(spec))
+            # set once, before anything else sees the spec (never changed after: RequestSpec)
+            spec.payload = self._encode(spec)
         rec = new_record(
             run_id=self.config.run_id,
             request_id=spec.request_id,

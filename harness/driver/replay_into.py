@@ -28,6 +28,14 @@ from harness.trace.model import Session, Trace
 # 700). A simulation allocates a few objects per event; collecting them every 700 was ~5 % of
 # its CPU, for ~30 MB more resident at this threshold.
 VIRTUAL_GC_GEN0 = 50_000
+# The same on the run clock. At the default a young collection came every ~30 ms at 256 paced
+# streams and found nearly every object it traversed alive (a request's objects live for its
+# whole stream), so it only moved them on to the middle generation, whose collections (every
+# tenth) traversed them again: ~100 ms of a 6-s run's ~1.5 s of CPU, by the collector's own
+# callbacks, against ~5 ms at this threshold (a dozen collections a run, of a few ms each). A
+# finished request leaves no cycle behind (tests/driver/test_no_cycles.py): collecting less
+# often leaves little garbage waiting (none was found, paced or against a zero-delay server).
+REALTIME_GC_GEN0 = 10_000
 
 
 def family_width(trace: Trace, s: Session) -> int:
@@ -120,8 +128,8 @@ async def replay_into(
     # On simulated time the loop is never late and CPU seconds have no run-clock meaning: no probe.
     virtual = clock.is_virtual()
     thresholds = gc.get_threshold()
-    if virtual:  # a pause costs no run time there: collect young objects 1/70th as often
-        gc.set_threshold(VIRTUAL_GC_GEN0, *thresholds[1:])
+    # on simulated time a pause costs no run time: young objects collected 1/70th as often
+    gc.set_threshold(VIRTUAL_GC_GEN0 if virtual else REALTIME_GC_GEN0, *thresholds[1:])
     probe = None if virtual else LoopProbe()
     wall0 = time.perf_counter()
     try:

@@ -39,8 +39,9 @@ FailureStatus = Literal["error", "timeout"]
 @dataclass(slots=True, kw_only=True)
 class RequestSpec:
     """What to send: one turn of one session, fully materialized; built by name and never
-    changed after (a changed request is a new one, `dataclasses.replace`). Not frozen: a frozen
-    dataclass sets each field through `object.__setattr__`, a cost on every request sent."""
+    changed after (a changed request is a new one, `dataclasses.replace`), but for `payload`,
+    which the replay sets once, from the spec itself, before anything else sees it. Not frozen:
+    a frozen dataclass sets each field through `object.__setattr__`, a cost on every request."""
 
     request_id: str
     session_id: str

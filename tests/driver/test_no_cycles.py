@@ -56,3 +56,26 @@ async def test_a_finished_request_leaves_no_cycle_behind(server):
     finally:
         await tgt.close()
     assert left == []
+
+
+async def test_a_live_replay_collects_young_objects_rarely_and_puts_the_collector_back(
+    server, tmp_path, monkeypatch
+):
+    # with no cycle a request, a young collection at CPython's default (700) only moved the
+    # in-flight requests' objects on; the replay raises the threshold and restores it after
+    from harness.driver import replay_into
+    from tests.driver.helpers import replay, sess, trace
+
+    seen: list[int] = []
+    run = replay_into.Replay.run
+
+    async def replay_run(self):
+        seen.append(gc.get_threshold()[0])
+        return await run(self)
+
+    monkeypatch.setattr(replay_into.Replay, "run", replay_run)
+    before = gc.get_threshold(), gc.get_freeze_count()
+    _, recs, _ = await replay(trace(sess("a", [(8, 2, 0)])), server.url, tmp_path)
+    assert [r["status"] for r in recs] == ["ok"]
+    assert seen == [replay_into.REALTIME_GC_GEN0]
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before

@@ -78,6 +78,9 @@ class StreamDecoder:
 
     def _event(self, payload: bytes, t: float) -> int:
         """One event parsed in full; a plain content delta becomes the template if none is."""
+        if payload == b"[DONE]":  # every stream's last: no JSON, spare the parser its exception
+            self.done = True
+            return 0
         obj = _parse(payload)
         try:
             text = _plain_text(obj)
