@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.app.cli import main
+from tests.gc_spy import note_threshold
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -59,16 +60,6 @@ def test_run_refuses_virtual_on_the_torch_runner(tmp_path, capsys):
     assert "clock" in err and "runner: simulated" in err
 
 
-def _note_threshold(monkeypatch, module, name: str, seen: list[int]) -> None:
-    """`module.name` notes the collector's young threshold in `seen` each time it is called."""
-    import gc
-
-    work = getattr(module, name)
-    monkeypatch.setattr(
-        module, name, lambda *a, **k: (seen.append(gc.get_threshold()[0]), work(*a, **k))[1]
-    )
-
-
 def test_a_simulation_leaves_the_garbage_collector_as_it_found_it(tmp_path, monkeypatch):
     # the replay on the virtual clock and the analysis collect rarely (a batch job's choice),
     # and put the thresholds and the frozen set back when done
@@ -78,14 +69,8 @@ def test_a_simulation_leaves_the_garbage_collector_as_it_found_it(tmp_path, monk
     from harness.driver import replay_into
 
     seen: list[int] = []
-    _note_threshold(monkeypatch, runner, "analyze_once", seen)
-    run = replay_into.Replay.run
-
-    async def replay_run(self):
-        seen.append(gc.get_threshold()[0])
-        return await run(self)
-
-    monkeypatch.setattr(replay_into.Replay, "run", replay_run)
+    note_threshold(monkeypatch, runner, "analyze_once", seen)
+    note_threshold(monkeypatch, replay_into.Replay, "run", seen)
     before = gc.get_threshold(), gc.get_freeze_count()
     argv = ["simulate", str(QUICKSTART), "-o", str(tmp_path / "r"), "--quiet"]
     assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
@@ -112,7 +97,7 @@ def test_analyze_and_report_collect_rarely_and_put_the_collector_back(
     argv = ["simulate", str(QUICKSTART), "-o", str(run), "--quiet"]
     assert main([*argv, "--set", "load.max_duration_s=3"]) == 0
     seen: list[int] = []
-    _note_threshold(monkeypatch, importlib.import_module(module), name, seen)
+    note_threshold(monkeypatch, importlib.import_module(module), name, seen)
     before = gc.get_threshold(), gc.get_freeze_count()
     assert main([verb, str(run)]) == 0
     assert seen == [collector.ANALYSIS_GC_GEN0]

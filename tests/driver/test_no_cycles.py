@@ -14,6 +14,7 @@ from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.schema import new_record
 from tests.driver.helpers import target
+from tests.gc_spy import note_threshold
 
 
 def _spec(i: int) -> RequestSpec:
@@ -67,13 +68,7 @@ async def test_a_live_replay_collects_young_objects_rarely_and_puts_the_collecto
     from tests.driver.helpers import replay, sess, trace
 
     seen: list[int] = []
-    run = replay_into.Replay.run
-
-    async def replay_run(self):
-        seen.append(gc.get_threshold()[0])
-        return await run(self)
-
-    monkeypatch.setattr(replay_into.Replay, "run", replay_run)
+    note_threshold(monkeypatch, replay_into.Replay, "run", seen)
     before = gc.get_threshold(), gc.get_freeze_count()
     _, recs, _ = await replay(trace(sess("a", [(8, 2, 0)])), server.url, tmp_path)
     assert [r["status"] for r in recs] == ["ok"]
