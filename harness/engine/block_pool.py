@@ -17,12 +17,12 @@ Semantics follow vLLM's KVCacheManager / FreeKVCacheBlockQueue and its hybrid al
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
 from typing import cast
 
 from harness.engine.config import FULL, SLIDING
 from harness.engine.cpu_tier import CpuTier
 from harness.engine.kv_tiers import KVTiers
+from harness.engine.page_map import Block, PageMap
 from harness.engine.pool_invariants import check_pool
 from harness.engine.prefix_lookup import (
     ROOT_HASH,
@@ -36,23 +36,6 @@ from harness.engine.prefix_lookup import (
 from harness.engine.sequence import NULL_BLOCK, Frontier, Request
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
-
-
-@dataclass(slots=True)
-class Block:
-    block_id: int
-    ref_cnt: int = 0
-    hash: bytes | None = None
-    parent: bytes | None = None  # the previous block's hash (ROOT_HASH for the first)
-    tokens: bytes | None = None  # its token ids (int32 little-endian)
-    group: int = 0  # the KV group it last served
-
-    def key(self) -> tuple[int, bytes, bytes]:
-        """Its entry in the pool's hash map (group, parent, tokens); only for a hashed block."""
-        assert self.parent is not None and self.tokens is not None, (
-            f"block {self.block_id} unhashed"
-        )
-        return self.group, self.parent, self.tokens
 
 
 class BlockPool:
@@ -88,11 +71,7 @@ class BlockPool:
             (i, None) for i in range(first, num_blocks)
         )
         self.null_page = first == 1
-        self.cached: dict[tuple[int, bytes, bytes], int] = {}  # (group, parent, tokens) -> page
-        # vLLM's map keeps every page of one content (`BlockHashToBlockMap`: "we don't
-        # de-duplicate"); lookups get the first, the others wait here, oldest first
-        self.keep_duplicates = keep_duplicates
-        self.duplicates: dict[tuple[int, bytes, bytes], list[int]] = {}
+        self.pages = PageMap(keep_duplicates)  # content -> page (vLLM's BlockHashToBlockMap)
         self.tiers = tiers
         self.retained: set[bytes] = set()  # block hashes whose sliding pages outlive their holders
         self.in_use = Counter({FULL: 0, SLIDING: 0})  # pages held by requests, by kind
@@ -151,7 +130,9 @@ class BlockPool:
             return False
         key, h = frontier
         return (
-            self.hybrid or key in self.cached or (self.tiers is not None and self.tiers.contains(h))
+            self.hybrid
+            or key in self.pages.first
+            or (self.tiers is not None and self.tiers.contains(h))
         )
 
     def can_take(self, hit: PrefixHit, num_new_blocks: int) -> bool:
@@ -200,7 +181,7 @@ class BlockPool:
         (page,) = self._allocate(1, g)
         if self.tiers is not None:
             self.tiers.restore(tier, key, page, payload)
-        self._register(self.blocks[page], block_hash(parent, tokens), parent, tokens)
+        self.pages.register(self.blocks[page], block_hash(parent, tokens), parent, tokens)
         return page
 
     # ---- allocation ---------------------------------------------------------------------
@@ -283,7 +264,7 @@ class BlockPool:
         sliding = self.kinds[block.group] == SLIDING and self.reclaim_window
         dropped = self.retention != "all" and block.hash not in self.retained  # all: vLLM's lazy
         if block.hash is not None and sliding and dropped:
-            self._unregister(block)  # a window block no snapshot keeps: its KV is dropped
+            self.pages.unregister(block)  # a window block no snapshot keeps: its KV is dropped
         if block.hash is None:
             self.free_queue.move_to_end(page, last=False)
 
@@ -307,12 +288,12 @@ class BlockPool:
                     continue
                 # A block another request registered first stays unhashed (one page per
                 # content), or, keeping duplicates as vLLM does, is hashed behind it.
-                if (g, parent, tokens) not in self.cached:
-                    self._register(block, hashes[i], parent, tokens)
+                if (g, parent, tokens) not in self.pages.first:
+                    self.pages.register(block, hashes[i], parent, tokens)
                     if self.tiers is not None:
                         self.tiers.write_through(tier_key(hashes[i], g), tokens, block.block_id)
-                elif self.keep_duplicates:
-                    self._register(block, hashes[i], parent, tokens, duplicate=True)
+                elif self.pages.keep_duplicates:
+                    self.pages.register(block, hashes[i], parent, tokens, duplicate=True)
         req.num_cached_blocks = max(req.num_cached_blocks, n_full)
         while req.snapshot_points and req.snapshot_points[0] <= n_full:
             self.retain_window(req, req.snapshot_points.pop(0))
@@ -372,41 +353,10 @@ class BlockPool:
             self.tiers.offload(tier_key(block.hash, block.group), block.tokens, block.block_id)
         elif self.kinds[block.group] == SLIDING:
             self.retained.discard(block.hash)
-        self._unregister(block)
+        self.pages.unregister(block)
         self.num_evictions += 1
 
-    def _register(
-        self, block: Block, h: bytes, parent: bytes, tokens: bytes, duplicate: bool = False
-    ) -> None:
-        block.hash, block.parent, block.tokens = h, parent, tokens
-        key = (block.group, parent, tokens)
-        if duplicate:
-            self.duplicates.setdefault(key, []).append(block.block_id)
-        else:
-            self.cached[key] = block.block_id
-
-    def _unregister(self, block: Block) -> None:
-        key, page = block.key(), block.block_id
-        others = self.duplicates.get(key)
-        if others is None:
-            del self.cached[key]
-        elif self.cached[key] == page:  # the next oldest page of this content serves lookups
-            self.cached[key] = others.pop(0)
-        else:
-            others.remove(page)
-        if others is not None and not others:
-            del self.duplicates[key]
-        block.hash = block.parent = block.tokens = None
-
     # ---- invariants ---------------------------------------------------------------------
-
-    def _pages_of(self, block: Block) -> list[int]:
-        """The pages the hash map holds for a block's content (the one lookups get first)."""
-        if block.parent is None or block.tokens is None:
-            return []
-        key = (block.group, block.parent, block.tokens)
-        first = self.cached.get(key)
-        return ([] if first is None else [first]) + self.duplicates.get(key, [])
 
     def check_invariants(self, block_tables: list[list[int]]) -> None:
         """Raise EngineError if the pool disagrees with the live requests' block tables."""

@@ -28,14 +28,13 @@ def check_pool(pool: BlockPool, block_tables: list[list[int]]) -> None:
             raise EngineError(
                 f"block {block.block_id}: ref_cnt {block.ref_cnt} but in free queue: {block.block_id in pool.free_queue}"
             )
-        if block.hash is not None and block.block_id not in pool._pages_of(block):
+        if block.hash is not None and block.block_id not in pool.pages.pages_of(block):
             raise EngineError(f"block {block.block_id}: its content is not mapped to it")
         if (block.hash is None) != (block.tokens is None):
             raise EngineError(f"block {block.block_id}: hash and token ids disagree")
-    if any(key not in pool.cached for key in pool.duplicates):
+    if any(key not in pool.pages.first for key in pool.pages.duplicates):
         raise EngineError("a duplicate page's content has no first page in the hash map")
-    entries = [*pool.cached.items(), *((k, p) for k, ps in pool.duplicates.items() for p in ps)]
-    for (g, parent, tokens), page in entries:
+    for (g, parent, tokens), page in pool.pages.entries():
         block = pool.blocks[page]
         if (block.group, block.parent, block.tokens) != (
             g,

@@ -113,7 +113,7 @@ def _device_hit(pool: BlockPool, req: Request, n: int, hit: PrefixHit) -> Prefix
     hashes past it are computed when its blocks are registered (`BlockPool.cache_blocks`)."""
     # The loop runs once per block of every prompt (~90 a quickstart request, ~9k at 142k
     # tokens): names bound once, no call in it but the map's and the lists' own.
-    get, blocks = pool.cached.get, pool.blocks
+    get, blocks = pool.pages.first.get, pool.blocks
     data, width = bytes(req.token_bytes), pool.block_size * TOKEN_BYTES
     pages: list[int] = []
     add_page, add_hash = pages.append, hit.hashes.append
@@ -172,7 +172,7 @@ def _prefetch(pool: BlockPool, req: Request, hashes: list[bytes], n: int) -> Non
         return
     bs, k = pool.block_size, 0
     while k < n and (
-        (0, hashes[k - 1] if k else ROOT_HASH, req.block_tokens(k, bs)) in pool.cached
+        (0, hashes[k - 1] if k else ROOT_HASH, req.block_tokens(k, bs)) in pool.pages.first
         or tiers.holds_locally(hashes[k])
     ):
         k += 1
@@ -186,7 +186,7 @@ def _entry(pool: BlockPool, req: Request, g: int, i: int, hashes: list[bytes]):
     bs = pool.block_size
     parent = hashes[i - 1] if i else ROOT_HASH
     tokens = req.block_tokens(i, bs)
-    page = pool.cached.get((g, parent, tokens))
+    page = pool.pages.first.get((g, parent, tokens))
     if page is not None:
         return page
     if pool.tiers is None:

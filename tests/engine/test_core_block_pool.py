@@ -155,4 +155,4 @@ def test_caching_off_never_hits_or_hashes():
     pool = BlockPool(8, BS, enable_caching=False)
     a = make(prompt(8, 9), "a")
     compute(pool, a)
-    assert not pool.cached and pool.find_prefix(make(prompt(8, 9), "b")).entries == []
+    assert not pool.pages and pool.find_prefix(make(prompt(8, 9), "b")).entries == []

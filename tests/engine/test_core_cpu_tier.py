@@ -30,7 +30,7 @@ def test_kv_bytes_survive_device_to_cpu_to_device(shared_runner):
     for i in range(3):
         e.add_request(f"x{i}", prompt(10 + i, 150), greedy(2))
         drain(e)
-    assert not set(original) & {e.pool.blocks[b].hash for b in e.pool.cached.values()}
+    assert not set(original) & {e.pool.blocks[b].hash for b in e.pool.pages.first.values()}
     assert set(original) <= set(e.pool.cpu_tier.hashes())
     for h, (k, v) in original.items():
         saved_k, saved_v = e.pool.cpu_tier.get(h, e.pool.cpu_tier._blocks[h].tokens).payload

@@ -16,7 +16,7 @@ def test_the_null_block_is_never_handed_out_and_the_pool_holds_one_page_less():
     e = LLMEngine(sim(num_gpu_blocks=8, block_size=16, null_block=True, debug_checks=True))
     assert e.pool.num_blocks == e.pool.num_free == 7
     cached(e, "a", prompt(1, 100))  # 7 blocks: every usable page
-    assert 0 not in e.pool.cached.values()
+    assert 0 not in e.pool.pages.first.values()
     assert e.pool.num_free == 7
 
 
