@@ -17,7 +17,10 @@ concurrency, two clients run in turn, each in a fresh process so `time.process_t
 Reported: streamed tokens/s, requests/s, client CPU µs per streamed token, the concurrency held
 (time-weighted requests in flight after the first 10 % of the run), and timing accuracy from the
 server's own stamps: client TTFT − server TTFT, and the lag of the client's first-token stamp
-behind the server's send (both p50 / p99, µs). The machine is shared: numbers are noisy.
+behind the server's send (both p50 / p99, µs). The machine is shared: numbers are noisy (a
+client's own CPU per token moves by a quarter from run to run, docs/driver.md), so with
+`--repeats N` the summary also gives each driver run over the raw run just before it: the
+pairs' median and range.
 
 With `--vllm-bench CMD` a third client runs in turn: `vllm bench serve` (random dataset, prompts
 of ~64 tokens, the same output length, `--max-concurrency N`, chat API, `--request-rate inf`,
@@ -506,8 +509,18 @@ def _print_row(r: dict) -> None:
     )
 
 
+def _paired(rows: list[dict], c: int, key: str) -> list[float]:
+    """driver / raw for each repeat at concurrency `c`: each driver run over the raw run just
+    before it (the machine's load moves both, so pairs say more than medians of each)."""
+    raw = [r[key] for r in rows if r["concurrency"] == c and r["role"] == "raw"]
+    drv = [r[key] for r in rows if r["concurrency"] == c and r["role"] == "driver"]
+    return [d / r for r, d in zip(raw, drv, strict=False) if r > 0]
+
+
 def _print_ratios(rows: list[dict]) -> None:
-    print("\ndriver / raw (medians over repeats):")
+    print(
+        "\ndriver / raw (medians over repeats; paired: each driver run over the raw run before it):"
+    )
 
     def get(c: int, role: str, key: str) -> float:
         return float(
@@ -523,8 +536,14 @@ def _print_ratios(rows: list[dict]) -> None:
             if "vllm" in roles and c in have_vllm
             else ""
         )
+        pairs = _paired(rows, c, "cpu_us_per_token")
+        spread = (
+            f"  paired x{np.median(pairs):.2f} (x{min(pairs):.2f}-x{max(pairs):.2f}, {len(pairs)} pairs)"
+            if len(pairs) > 1
+            else ""
+        )
         print(
-            f"c={c:5d} cpu/token x{get(c, 'driver', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}  "
+            f"c={c:5d} cpu/token x{get(c, 'driver', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}{spread}  "
             f"(window x{get(c, 'driver', window) / get(c, 'raw', window):.2f}){vs_vllm}  "
             f"tok/s x{get(c, 'driver', 'tok_s') / get(c, 'raw', 'tok_s'):.2f}  "
             f"held {get(c, 'driver', 'held') / c:.0%} (raw {get(c, 'raw', 'held') / c:.0%})"
