@@ -78,7 +78,7 @@ class PageMap:
         """The pages this map holds for a block's content (the one lookups get first)."""
         if block.parent is None or block.tokens is None:
             return []
-        key = (block.group, block.parent, block.tokens)
+        key = block.key()
         first = self.first.get(key)
         return ([] if first is None else [first]) + self.duplicates.get(key, [])
 
