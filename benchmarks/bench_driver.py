@@ -6,11 +6,16 @@
                                                  [--vllm-bench "vllm bench serve"]
 
 A zero-delay SSE server (tests/driver/sse_server.py) runs in its own process. For each
-concurrency, two clients run in turn, each in a fresh process so `time.process_time()` is its own:
+concurrency, three clients run in turn, each in a fresh process so `time.process_time()` is its
+own:
 
-- raw: N coroutines posting the same chat request and reading `resp.content.iter_any()` to the
-  end, counting token events with `bytes.count` and stamping the first one (the practical floor
-  of this stack);
+- raw: N coroutines posting the same chat request with aiohttp and reading
+  `resp.content.iter_any()` to the end, counting token events with `bytes.count` and stamping the
+  first one (the practical floor of a Python client on aiohttp, the reference the driver's goal
+  is stated against);
+- wire: the same, on the driver's own wire (harness/driver/http/wire.py: its pool, its
+  connections, httptools), the body's bytes counted where they arrive: the floor of the driver's
+  own transport, so the driver's cost beyond its transport shows too (`--no-wire` skips it);
 - driver: `harness.driver.run_replay` in closed loop with N sessions in flight, parsing every
   event, stamping every chunk and writing records.jsonl.
 
@@ -122,6 +127,64 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
     cpu = time.process_time() - cpu0
     wall = time.perf_counter() - t0
     await session.close()
+    return _summary(tokens, done, cpu, wall, intervals, t0, firsts)
+
+
+async def wire_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
+    from harness.driver.http.wire import Endpoint, Pool
+
+    body = orjson.dumps(
+        {
+            "model": "m",
+            "max_tokens": out_tokens,
+            "min_tokens": out_tokens,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": " ".join(["word"] * PROMPT_WORDS)}],
+        }
+    )
+    ep = Endpoint(url + "/v1/chat/completions", {"Content-Type": "application/json"})
+    pool = Pool(concurrency, 30.0)
+    tokens, done, intervals, firsts = 0, 0, [], []
+    t0 = time.perf_counter()
+
+    async def worker(w: int) -> None:
+        nonlocal tokens, done
+        i = 0
+        while True:
+            rid, i = f"raw-{w}-{i}", i + 1
+            head = f"X-Harness-Request-ID: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"
+            got = [0, None]
+
+            def take(data: bytes, t: float, got=got) -> bool:
+                k = data.count(b'"delta":{"content"')
+                if k and got[1] is None:
+                    got[1] = t
+                got[0] += k
+                return False
+
+            conn = await pool.acquire(ep)
+            t_sent = time.perf_counter()
+            try:
+                conn.send(ep.head + head.encode(), (body,), take)
+                await conn.done
+                tokens += got[0]
+                done += 1
+            finally:
+                pool.release(conn)
+                intervals.append((t_sent, time.perf_counter()))
+                firsts.append((rid, t_sent, got[1]))
+
+    cpu0 = time.process_time()
+    tasks = [asyncio.create_task(worker(w)) for w in range(concurrency)]
+    await asyncio.sleep(duration)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    cpu = time.process_time() - cpu0
+    wall = time.perf_counter() - t0
+    pool.close()
     return _summary(tokens, done, cpu, wall, intervals, t0, firsts)
 
 
@@ -453,7 +516,10 @@ def main() -> None:
         default="google/gemma-3-270m",
         help="tokenizer folder or name for vllm bench serve's random prompts (no network here)",
     )
-    ap.add_argument("--client", choices=("raw", "driver"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--no-wire", action="store_true", help="skip the raw reader on the driver's own wire"
+    )
+    ap.add_argument("--client", choices=("raw", "wire", "driver"), help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
     try:
@@ -461,7 +527,7 @@ def main() -> None:
     except ImportError:
         uvloop = None
     if args.client:
-        fn = raw_client if args.client == "raw" else driver_client
+        fn = {"raw": raw_client, "wire": wire_client, "driver": driver_client}[args.client]
         coro = fn(args.url, args.concurrency[0], args.duration, args.output_tokens)
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
             print(json.dumps(runner.run(coro)))
@@ -472,14 +538,15 @@ def main() -> None:
         vllm = None
     server, url = _start_server(args.pin, args.token_delay)
     rows = []
+    roles = ("raw", "driver") if args.no_wire else ("raw", "wire", "driver")
     try:
         for c in args.concurrency:
             for _ in range(args.repeats):
-                for role in ("raw", "driver"):
+                for role in roles:
                     rows.append(_run_client(role, url, c, args))
                     _print_row(rows[-1])
                 if vllm:
-                    prompts = max(100, round(rows[-2]["req_s"] * args.duration))
+                    prompts = max(100, round(rows[-len(roles)]["req_s"] * args.duration))
                     try:
                         rows.append(_run_vllm(vllm, url, c, prompts, args))
                     except SystemExit as exc:  # e.g. its tokenizer cannot be fetched offline
@@ -509,10 +576,10 @@ def _print_row(r: dict) -> None:
     )
 
 
-def _paired(rows: list[dict], c: int, key: str) -> list[float]:
-    """driver / raw for each repeat at concurrency `c`: each driver run over the raw run just
+def _paired(rows: list[dict], c: int, key: str, base: str = "raw") -> list[float]:
+    """driver / `base` for each repeat at concurrency `c`: each driver run over the `base` run
     before it (the machine's load moves both, so pairs say more than medians of each)."""
-    raw = [r[key] for r in rows if r["concurrency"] == c and r["role"] == "raw"]
+    raw = [r[key] for r in rows if r["concurrency"] == c and r["role"] == base]
     drv = [r[key] for r in rows if r["concurrency"] == c and r["role"] == "driver"]
     return [d / r for r, d in zip(raw, drv, strict=False) if r > 0]
 
@@ -548,6 +615,13 @@ def _print_ratios(rows: list[dict]) -> None:
             f"tok/s x{get(c, 'driver', 'tok_s') / get(c, 'raw', 'tok_s'):.2f}  "
             f"held {get(c, 'driver', 'held') / c:.0%} (raw {get(c, 'raw', 'held') / c:.0%})"
         )
+        if "wire" in roles:
+            pairs = _paired(rows, c, "cpu_us_per_token", "wire")
+            spread = f" (x{min(pairs):.2f}-x{max(pairs):.2f})" if len(pairs) > 1 else ""
+            print(
+                f"        over its own wire: driver / wire cpu/token paired x{np.median(pairs):.2f}"
+                f"{spread}, wire / raw x{get(c, 'wire', 'cpu_us_per_token') / get(c, 'raw', 'cpu_us_per_token'):.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ of these is refused with one line saying what to fix.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import re
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 _HOST_NAME = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$")
 _FORBIDDEN = re.compile(r"[\x00-\x20\x7f]")  # spaces and control characters (CR, LF, ...)
@@ -55,6 +56,16 @@ def parse_endpoint(url: str) -> EndpointURL:
     if parts.fragment or url.endswith("#"):
         raise ValueError(f"{shown(url)!r}: a fragment (#...) is never sent; remove it")
     return EndpointURL(parts.scheme, host, port, parts.path, parts.query, "@" in parts.netloc)
+
+
+def basic_auth(url: str) -> str | None:
+    """The `Authorization` value (HTTP Basic) of the user info in `url`, percent-decoded as a
+    browser would send it; None without user info."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
 
 
 def redact_url(url: str) -> str:

@@ -9,7 +9,7 @@ import gc
 
 from harness.driver.http.target import HTTPTarget, _Parsing
 from harness.driver.http.watchdog import Watchdog
-from harness.driver.http.wire import BodyReader
+from harness.driver.http.wire import Response
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.schema import new_record
@@ -51,7 +51,7 @@ async def test_a_finished_request_leaves_no_cycle_behind(server):
         gc.disable()  # what is left now is what reference counting did not free
         try:
             assert await _requests(tgt, 3) == ["ok"] * 3
-            left = _alive(Watchdog, BodyReader, _Parsing)
+            left = _alive(Watchdog, Response, _Parsing)
         finally:
             gc.enable()
     finally:

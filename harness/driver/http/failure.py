@@ -1,40 +1,31 @@
 """How an HTTP request fails, as a target `Failure`: an error status (with its Retry-After), a
-transport error, or a deadline the watchdog enforced."""
+failure on the wire (wire.py's `WireError`), or a deadline the watchdog enforced."""
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
 
-import aiohttp
-
 from harness.driver import clock
 from harness.driver.http.apis.openai.decode import http_error_message
 from harness.driver.http.watchdog import Watchdog
+from harness.driver.http.wire import Response, WireError
 from harness.driver.target import Failure, Timeouts
 
 _perf = clock.now
 
 
-async def http_failure(resp: aiohttp.ClientResponse) -> Failure:
-    message = await http_error_message(resp)
-    wait = retry_after_s(resp.headers.get("Retry-After"))
+def http_failure(resp: Response) -> Failure:
+    """An error status, with the server's message from the body read so far."""
+    message = http_error_message(resp.status, resp.reason, bytes(resp.body))
+    wait = retry_after_s(resp.headers.get("retry-after"))
     return Failure(_perf(), "error", f"HTTP{resp.status}", message, wait)
 
 
-def transport_failure(exc: BaseException, tm: Timeouts, started: bool) -> Failure:
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return Failure(_perf(), "timeout", "ConnectTimeout", f"no connection within {tm.connect}s")
-    if isinstance(exc, TimeoutError):  # aiohttp's read timeout, a backstop to the watchdog's
-        reason = "IdleTimeout" if started else "TTFTTimeout"
-        return Failure(_perf(), "timeout", reason, timeout_message(reason, tm))
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        return Failure(_perf(), "error", "ConnectionClosed", f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return Failure(_perf(), "error", "ConnectError", str(exc))
-    if isinstance(exc, aiohttp.ClientOSError):  # reset while sending, e.g. on a pooled connection
-        return Failure(_perf(), "error", "ConnectError", f"{type(exc).__name__}: {exc}")
-    return Failure(_perf(), "error", type(exc).__name__, str(exc) or type(exc).__name__)
+def wire_failure(err: WireError) -> Failure:
+    if err.error_class == "ConnectTimeout":
+        return Failure(_perf(), "timeout", err.error_class, str(err))
+    return Failure(_perf(), "error", err.error_class, str(err))
 
 
 def timed_out(wd: Watchdog, tm: Timeouts, exc: BaseException | None = None) -> Failure | None:

@@ -1,11 +1,12 @@
 """The HTTP target: any API of the registry (apis/: OpenAI's `/v1/chat/completions` and
 `/v1/completions`, Anthropic's `/v1/messages`, OpenAI's `/v1/responses`), streamed.
 
-One `aiohttp.ClientSession` per run, its connector sized to the load (aiohttp's default silently
-caps at 100 connections). Each API's body, headers and stream decoder are its request form (its
-registry entry's `form`); the router's session headers come from session_headers.py. Timeouts
-are enforced by a per-request watchdog (watchdog.py); failures are mapped in failure.py, the
-check before the clock starts is preflight.py, the settings and URLs are config.py.
+Requests go out on the wire's own keep-alive pool (wire.py: HTTP/1.1, parsed by httptools as the
+bytes arrive), sized to the load. Each API's body, headers and stream decoder are its request
+form (its registry entry's `form`); the router's session headers come from session_headers.py.
+Timeouts are enforced by a per-request watchdog (watchdog.py); failures are mapped in
+failure.py, the check before the clock starts is preflight.py (its GETs on an aiohttp session),
+the settings and URLs are config.py.
 """
 
 from __future__ import annotations
@@ -17,20 +18,18 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from harness.driver.http.aiohttp_internals import use_protocol
 from harness.driver.http.apis import RequestForm, api_named
 from harness.driver.http.apis.openai.decode import StreamDecoder
 from harness.driver.http.config import PER_EVENT_USAGE, HTTPTargetConfig, endpoint_url, redact
-from harness.driver.http.failure import http_failure, timed_out, transport_failure
+from harness.driver.http.failure import http_failure, timed_out, wire_failure
 from harness.driver.http.placing import PlacingSink
 from harness.driver.http.preflight import preflight
 from harness.driver.http.session_headers import FAMILIES, session_headers
 from harness.driver.http.sse import SSEError, SSEParser
 from harness.driver.http.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
-from harness.driver.http.wire import BodyReader, StampingProtocol, WireBody, request_class
+from harness.driver.http.wire import Endpoint, Pool, WireError
 from harness.driver.manifest import redact_url
 from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Sink
-from harness.errors import DependencyError
 
 __all__ = ["HTTPTarget", "HTTPTargetConfig"]
 
@@ -53,7 +52,9 @@ class HTTPTarget:
         self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
         self._secrets = config.secrets()
         self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
         self.base_headers = self._make_headers()
+        self._wire = [Endpoint(url, self.base_headers) for url in self._urls]
         self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
         self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
         self._count: Callable[[str], int] | None = None  # placing.py's counter, when it applies
@@ -71,22 +72,13 @@ class HTTPTarget:
 
     async def start(self, check: bool = True) -> None:
         c = self.config
-        tm = c.timeouts
-        connector = aiohttp.TCPConnector(
-            limit=c.max_connections, limit_per_host=0, ttl_dns_cache=300
-        )
-        try:
-            use_protocol(connector, StampingProtocol)
-        except DependencyError:  # aiohttp's internals moved: no run, rather than untimed arrivals
-            await connector.close()
-            raise
-        # No sock_read: aiohttp would re-arm a timer on every read. The watchdog bounds the wait
-        # for headers and the body, with one timer per request.
-        timeout = aiohttp.ClientTimeout(
-            total=None, connect=None, sock_connect=tm.connect, sock_read=None
-        )
+        # Streamed requests go over the wire's own pool (wire.py); aiohttp serves the few plain
+        # GETs (the preflight's /models). No read timeout: the watchdog bounds each request.
+        self._pool = Pool(c.max_connections, c.timeouts.connect)
+        connector = aiohttp.TCPConnector(limit=4, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, request_class=request_class()
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=c.timeouts.connect),
         )
         if check:
             for i, base in enumerate(self.config.endpoints):
@@ -122,6 +114,9 @@ class HTTPTarget:
         return self._session
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -166,16 +161,12 @@ class HTTPTarget:
     async def stream(self, req: RequestSpec, sink: Sink) -> None:
         if self._count is not None:
             sink = PlacingSink(sink, self._count)
-        session = self.session()
-        body = WireBody(req.payload if req.payload is not None else self.encode(req))
+        if self._pool is None:
+            raise RuntimeError("HTTPTarget.start() was not called")
+        body = req.payload if req.payload is not None else self.encode(req)
         wd = _Watchdog(asyncio.get_running_loop(), _perf(), self.config.timeouts)
         try:
-            end = await self._exchange(session, req, body, wd, sink)
-        except SSEError as exc:
-            end = [Failure(_perf(), "error", "OversizedEvent", str(exc))]
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            tm = self.config.timeouts
-            end = [timed_out(wd, tm, exc) or transport_failure(exc, tm, wd.first)]
+            end = await self._exchange(self._pool, req, body, wd, sink)
         finally:
             wd.cancel()
         for ev in end:
@@ -184,54 +175,68 @@ class HTTPTarget:
             sink.event(ev)
 
     async def _exchange(
-        self, session: aiohttp.ClientSession, req: RequestSpec, body: WireBody, wd, sink: Sink
+        self, pool: Pool, req: RequestSpec, body: Sequence[bytes | memoryview], wd, sink: Sink
     ) -> list[Event]:
         """Send `body`, read the answer into `sink`: the events that end the request."""
-        dec, resp = self.form.decoder(req.want_text or self._count is not None), None
+        head = self._head(req, sum(len(piece) for piece in body))
+        if head is None:
+            why = "a session header or the request id holds a line break"
+            return [Failure(_perf(), "error", "BadHeader", why)]
+        ep = self._wire[req.endpoint]
+        dec = self.form.decoder(req.want_text or self._count is not None)
+        parsing = _Parsing(SSEParser(self.config.max_event_bytes), dec, wd, sink)
+        try:  # a free connection, or a new one, by the TTFT or total deadline
+            conn = await wd.connecting(pool.acquire(ep))
+        except WireError as err:
+            return [wire_failure(err)]
+        except TimeoutError:
+            return [timed_out(wd, self.config.timeouts) or _no_deadline()]
         try:
-            resp = await wd.awaiting_headers(  # connect + headers, by the TTFT or total deadline
-                session.post(self._urls[req.endpoint], data=body, headers=self._headers(req))
-            )
-            if body.t_write:
-                sink.event(Sent(body.t_write))
-            if resp.status != 200:
-                return [await http_failure(resp)]
-            if resp.content_type == "application/json":  # a server that ignored "stream": true
-                text = (await resp.content.read(300)).decode("utf-8", "replace")
-                why = f"a 200 JSON reply, not an event stream (is streaming on?): {text}"
-                return [Failure(_perf(), "error", "NotEventStream", why)]
-            await self._read_body(resp.content, body.proto, wd, dec, sink)
+            wd.conn = conn
+            resp = conn.send(ep.head + head, body, parsing.take)
+            sink.event(Sent(resp.t_write))
+            await conn.done
         finally:
-            if resp is not None:
-                resp.release()  # back to the pool when fully read, closed otherwise
+            wd.conn = None  # the watchdog holds the connection, whose consumer holds it
+            pool.release(conn)  # kept only when the response ended whole, keep-alive
         if dec.failure is not None:
             return [dec.failure]
         verdict = timed_out(wd, self.config.timeouts)
         if verdict is not None:
             return [verdict]
+        if resp.status not in (0, 200):
+            return [http_failure(resp)]
+        if resp.error is not None:
+            return [wire_failure(resp.error)]
+        if resp.status == 200 and resp.content_type == "application/json":
+            # a server that ignored "stream": true
+            text = bytes(resp.body[:300]).decode("utf-8", "replace")
+            why = f"a 200 JSON reply, not an event stream (is streaming on?): {text}"
+            return [Failure(_perf(), "error", "NotEventStream", why)]
+        parsing.take(b"", _perf(), last=True)  # a last event without its blank line
+        if dec.failure is not None:
+            return [dec.failure]
         end = dec.finish(_perf())
         if isinstance(end[-1], Done):
             self.form.finished(req, dec)
         return end
 
-    def _headers(self, req: RequestSpec) -> dict[str, str]:
-        headers = self.base_headers | self._session_headers(req)
-        headers["X-Harness-Request-ID"] = req.request_id  # lets a server log be joined to records
-        return headers
+    def _head(self, req: RequestSpec, length: int) -> bytes | None:
+        """The request's own header lines and the blank line (None: a value breaks a line)."""
+        lines = [f"{k}: {v}\r\n" for k, v in self._session_headers(req).items()]
+        lines.append(f"X-Harness-Request-ID: {req.request_id}\r\nContent-Length: {length}\r\n\r\n")
+        text = "".join(lines)
+        if (
+            text.count("\n") != len(lines) + 2
+            or "\r\r" in text
+            or text.count("\r") != len(lines) + 2
+        ):
+            return None
+        return text.encode()
 
-    async def _read_body(self, content, proto, wd: _Watchdog, dec: StreamDecoder, sink) -> None:
-        """Every event parsed, each arrival's output into `sink` with its own time; stops at a
-        bad event (`dec.failure`) or when the watchdog closes the response."""
-        parsing = _Parsing(SSEParser(self.config.max_event_bytes), dec, wd, sink)
-        wd.reader = reader = BodyReader(proto, content, parsing.take)
-        try:
-            await reader.read()
-        finally:
-            # the reader holds the parsing, which holds the watchdog: a cycle that would keep
-            # the request's response, parser and record alive until a full collection
-            wd.reader = None
-        if dec.failure is None and wd.reason is None:
-            parsing.take(b"", _perf(), last=True)  # a last event without its blank line
+
+def _no_deadline() -> Failure:
+    return Failure(_perf(), "error", "ConnectError", "the wait for a connection timed out")
 
 
 class _Parsing:
@@ -245,7 +250,12 @@ class _Parsing:
     def take(self, piece: bytes, t: float, last: bool = False) -> bool:
         """The output of one arrival into the sink; True once the stream failed."""
         self.wd.last, dec = t, self.dec
-        tokens = dec.read(self.parser.close() if last else self.parser.feed(piece), t)
+        try:
+            events = self.parser.close() if last else self.parser.feed(piece)
+        except SSEError as exc:
+            dec.failure = Failure(t, "error", "OversizedEvent", str(exc))
+            return True
+        tokens = dec.read(events, t)
         if tokens:
             if not self.wd.first:
                 self.wd.started()

@@ -1,9 +1,10 @@
 """A request's deadlines (TTFT, idle, total), enforced by one lazily re-armed timer.
 
 One timer per request, not per chunk: it re-arms only when it fires early. When a deadline
-passes it closes the response (and stops the body's reader), so the stream loop never sees a
-task cancellation it did not ask for; before the headers came, it cancels the task waiting for
-them (`awaiting_headers`), as `asyncio.timeout` would, without a second timer per request.
+passes it ends the exchange on the wire and closes its connection (`Connection.cancel`), so the
+task waiting for the response never sees a cancellation it did not ask for; before the request
+has a connection (a wait for a free one, the connect), it cancels the task waiting for it
+(`connecting`), as `asyncio.timeout` would, without a second timer per request.
 """
 
 from __future__ import annotations
@@ -11,17 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-import aiohttp
-
 from harness.driver import clock
-from harness.driver.http.wire import BodyReader
+from harness.driver.http.wire import Connection
 from harness.driver.target import Timeouts
 
 _perf = clock.now
 
 
 class Watchdog:
-    """Closes the response once the TTFT, idle or total deadline has passed."""
+    """Ends the exchange once the TTFT, idle or total deadline has passed."""
 
     __slots__ = (
         "_loop",
@@ -30,8 +29,7 @@ class Watchdog:
         "last",
         "first",
         "reason",
-        "resp",
-        "reader",
+        "conn",
         "_tm",
         "_waiting",
     )
@@ -41,9 +39,8 @@ class Watchdog:
         self.t0 = self.last = t0
         self.first = False
         self.reason: str | None = None
-        self.resp: aiohttp.ClientResponse | None = None
-        self.reader: BodyReader | None = None
-        self._waiting: asyncio.Task | None = None  # the task awaiting the headers
+        self.conn: Connection | None = None  # the connection the exchange is on
+        self._waiting: asyncio.Task | None = None  # the task awaiting a connection
         # Armed for the soonest any deadline can be (the idle one runs from the first token, at
         # the send at the soonest), and re-armed so (`_check`): it may fire early, and re-arms
         # then, but never late, so the first token does not re-arm it (a timer less a request).
@@ -58,19 +55,16 @@ class Watchdog:
         total = self.t0 + self._tm.total
         return (total, "TotalTimeout") if total <= d else (d, why)
 
-    async def awaiting_headers(
-        self, post: Awaitable[aiohttp.ClientResponse]
-    ) -> aiohttp.ClientResponse:
-        """`post`'s response; TimeoutError if the TTFT or total deadline passes first (connect
-        and headers: the timer cancels this task, and only its own cancellation is turned into
-        the timeout, a cancellation from outside goes on)."""
+    async def connecting(self, acquire: Awaitable[Connection]) -> Connection:
+        """`acquire`'s connection; TimeoutError if the TTFT or total deadline passes first (the
+        timer cancels this task, and only its own cancellation is turned into the timeout, a
+        cancellation from outside goes on)."""
         task = self._waiting = asyncio.current_task()
         try:
-            self.resp = await post
-            return self.resp
+            return await acquire
         except asyncio.CancelledError:
             if self.reason is not None and task is not None and task.uncancel() == 0:
-                raise TimeoutError(f"no response headers before the {self.reason}") from None
+                raise TimeoutError(f"no connection before the {self.reason}") from None
             raise
         finally:
             self._waiting = None
@@ -91,10 +85,8 @@ class Watchdog:
         self.reason = why
         if self._waiting is not None:
             self._waiting.cancel()
-        if self.resp is not None:
-            self.resp.close()
-        if self.reader is not None:
-            self.reader.stop()
+        if self.conn is not None:
+            self.conn.cancel()
 
     def started(self) -> None:
         """The first token came: from now the idle deadline holds, or the total one (from the

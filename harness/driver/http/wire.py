@@ -1,259 +1,335 @@
-"""The bytes on the wire, timed: when a request's body went to the socket, and when each piece of
-a response body arrived. The HTTP target (target.py) builds on aiohttp with these.
+"""The bytes on the wire, timed: HTTP/1.1 exchanges on pooled keep-alive connections.
+
+The HTTP target streams every request through here, not through aiohttp's client session
+(docs/driver.md, "Driver overhead": aiohttp's request and response objects cost ~180 µs a
+request on the 2-core machine, more than all of the replay's own work). A request goes out
+whole: its head and its body's pieces in one `writelines`, stamped (`t_write`: the request's
+TTFT counts from there). The answer is parsed by httptools (llhttp, the parser Node.js uses) in
+the connection's `data_received`, the event loop's I/O callback: each read is stamped when the
+loop read it, and the body's bytes go to the request's consumer (`take`) right there, before any
+task runs. The task that sent the request wakes once, when the response has ended.
+
+A response that is not a 200 event stream (an error status, a JSON reply) is kept, up to
+`COLLECT_BYTES`, for the failure's message. The connection goes back to the pool only after a
+response that ended whole and said keep-alive; any other ending closes it (a cut stream, a
+stopped read, a deadline, a cancelled request: the server sees the client leave).
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
+import contextlib
+import socket
+import ssl
 import time
-import types
-from collections.abc import Callable, Coroutine, Generator, Sequence
-from typing import Any
+import zlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from urllib.parse import quote
 
-from aiohttp import ClientRequest
-from aiohttp.payload import Payload
+import httptools
 
-from harness.driver.http.aiohttp_internals import ResponseHandler, response_body, unstamped_body
+from harness.driver.endpoint import basic_auth, parse_endpoint
 
 _perf = time.perf_counter
 
+COLLECT_BYTES = 64 * 1024  # of a response that is not an event stream: enough for its message
+KEEPALIVE_S = 15.0  # an idle connection older than this is closed, not reused (aiohttp's default)
 
-class StampingProtocol(ResponseHandler):
-    """aiohttp's protocol, noting when each piece of a response body arrived.
-
-    `data_received` runs in the event loop's I/O phase, as soon as the loop polls the socket and
-    before the tasks it wakes. Once a `BodyReader` is attached (`rx_reader`), the body goes to
-    it here, as it arrives, stamped. Before that (the bytes that came with the headers, or
-    before the task that sent the request ran again), each call that grows the current
-    response's body appends a mark `(body bytes so far, time)`, and the reader splits those
-    bytes at the marks, so every event is stamped with its own arrival. (Stamping them all with
-    the last arrival would give a first token that came with the headers the time of the tail
-    that came a loop turn later.) `rx_last` is the latest arrival of any bytes.
-    """
-
-    rx_last = 0.0
-    rx_body: object = None  # the StreamReader the marks are of
-    rx_marks: list[tuple[int, float]] = []
-    rx_reader: BodyReader | None = None
-
-    def data_received(self, data: bytes, _base=ResponseHandler.data_received) -> None:
-        if not data:  # aiohttp's own call when a read frees its buffer: nothing arrived
-            return _base(self, data)
-        t = self.rx_last = _perf()
-        _base(self, data)  # runs once per socket read and per read of the body: skip super()
-        if self.rx_reader is not None:
-            return self.rx_reader.arrived(t)
-        body = response_body(self)
-        if body is not None:
-            n = body.total_bytes
-            if body is not self.rx_body:
-                self.rx_body, self.rx_marks = body, []
-            marks = self.rx_marks
-            if n and (not marks or marks[-1][0] != n):
-                marks.append((n, t))
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        super().connection_lost(exc)
-        if self.rx_reader is not None:  # the body's error (or end), set by aiohttp just now
-            self.rx_reader.arrived(_perf())
+Take = Callable[[bytes, float], bool]  # body bytes and their arrival; True: stop reading
 
 
-class BodyReader:
-    """Reads one response body as it arrives, from the connection's `data_received`.
+class WireError(Exception):
+    """A request that failed on the wire, before or instead of a response: `error_class` is the
+    record's (ConnectError, ConnectTimeout, ConnectionClosed, BadResponse)."""
 
-    Each arrival goes to `take(piece, t)` in the event loop's I/O callback, stamped with its
-    own time: the reading task is not woken once per network read, only at the body's end.
-    That wake, with the future, iterator and coroutine chain each read went through, was most
-    of what the driver cost per token beyond a raw reader (benchmarks/bench_driver.py). The
-    bytes that came before the reader was attached (with the headers, say) are split at the
-    connection's marks.
-    `take` returns True to stop reading (a bad event); `stop()` ends the read from outside.
-    """
-
-    __slots__ = ("_proto", "_content", "_take", "_arrivals", "_done")
-
-    def __init__(
-        self, proto: StampingProtocol, content, take: Callable[[bytes, float], bool]
-    ) -> None:
-        self._arrivals = Arrivals(proto, content)  # raises unless the protocol saw this body
-        self._proto, self._content, self._take = proto, content, take
-        self._done: asyncio.Future | None = None
-
-    async def read(self) -> None:
-        """Every piece into `take`, until the body ends (its error raised) or reading stops."""
-        raw = self._content.read_nowait(-1)  # raises the body's error, if any
-        for piece, t in self._arrivals.split(raw) if raw else ():
-            if self._take(piece, t):
-                return
-        if self._content.at_eof():
-            return
-        self._done = asyncio.get_running_loop().create_future()
-        self._proto.rx_reader = self
-        try:
-            await self._done
-        finally:
-            self._proto.rx_reader = None
-
-    def arrived(self, t: float) -> None:
-        """New bytes (or the end, or an error) in the body; from the protocol's callbacks."""
-        done = self._done
-        try:
-            raw = self._content.read_nowait(-1)
-            if (raw and self._take(raw, t)) or self._content.at_eof():
-                self.stop()
-        except Exception as exc:  # the body's error, or a bug in `take`: the reading task's
-            self._proto.rx_reader = None
-            if done is not None and not done.done():
-                done.set_exception(exc)
-
-    def stop(self) -> None:
-        self._proto.rx_reader = None
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
 
 
-class WireBody(Payload):
-    """The request body, in pieces sent in order, noting when aiohttp handed it to the socket.
+class Endpoint:
+    """One endpoint's URL made ready to send to: where to connect, and the head every request
+    to it starts with (request line, Host, the target's own headers, basic auth from the URL)."""
 
-    aiohttp writes the body from a task of its own (started at once, see `EagerRequest`), after
-    any wait for a pooled connection and the connect: the time the bytes went (`t_write`) is
-    known only here. The first write sends the headers and the first
-    piece in one call; the socket takes what its buffer holds at once, the rest follows as the
-    server reads. Pieces are not joined: a token-id prompt's JSON goes from its own buffer.
-    """
+    __slots__ = ("key", "host", "port", "tls", "head")
 
-    t_write = 0.0
-    proto: object = None  # the connection's protocol, as the write found it
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        parts = parse_endpoint(url)  # raises ValueError naming what is wrong
+        self.tls = parts.scheme == "https"
+        self.host = parts.host.strip("[]")  # an IPv6 address connects without its brackets
+        self.port = parts.port or (443 if self.tls else 80)
+        self.key = (self.host, self.port, self.tls)
+        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+        target = path + ("?" + parts.query if parts.query else "")
+        host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+        lines = [f"POST {target} HTTP/1.1", f"Host: {host}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        auth = basic_auth(url)
+        if auth is not None:  # credentials in the URL (a header of that name is refused then)
+            lines.append(f"Authorization: {auth}")
+        self.head = ("\r\n".join(lines) + "\r\n").encode()
 
-    def __init__(self, pieces: Sequence[bytes | memoryview]) -> None:
-        super().__init__(pieces, content_type="application/json")
-        self.pieces = pieces
-        self.nbytes = sum(len(p) for p in pieces)
+
+class Response:
+    """What came back for one request, filled by its connection as it arrives."""
+
+    __slots__ = ("status", "reason", "headers", "body", "error", "complete", "t_write")
+
+    def __init__(self, t_write: float) -> None:
+        self.t_write = t_write
+        self.status = 0  # 0: no status line yet
+        self.reason = ""
+        self.headers: dict[str, str] = {}  # names in lower case
+        self.body = bytearray()  # a response that is not a 200 event stream, up to COLLECT_BYTES
+        self.error: WireError | None = None
+        self.complete = False  # the whole response was read
 
     @property
-    def size(self) -> int:
-        return self.nbytes
-
-    async def write(self, writer) -> None:
-        await self.write_with_length(writer, None)
-
-    async def write_with_length(self, writer, content_length) -> None:
-        self.t_write, self.proto = _perf(), writer.protocol
-        left = self.nbytes if content_length is None else content_length
-        for piece in self.pieces:
-            if left <= 0:
-                break
-            await writer.write(piece if len(piece) <= left else piece[:left])
-            left -= len(piece)
-
-    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
-        return b"".join(self.pieces).decode(encoding, errors)
-
-    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-        return b"".join(self.pieces)
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-class EagerRequest(ClientRequest):
-    """aiohttp's request, its body written at once by the task that sends it.
+class Connection(asyncio.Protocol):
+    """One keep-alive connection: one exchange at a time, its response parsed as it arrives."""
 
-    aiohttp writes the body from a task of its own; from Python 3.12 that task starts eagerly
-    (it runs up to its first wait inside `send`), but on 3.11 it starts on the event loop's next
-    turn, and at 256 streams a turn takes milliseconds: the closed loop's gap between one
-    request's end and the next one's bytes on the wire (docs/driver.md, "Driver overhead").
-    This starts it the 3.12 way: aiohttp's own `write_bytes`, run up to its first wait now, the
-    rest (if any) left to the task.
-    """
+    __slots__ = (
+        "key",
+        "transport",
+        "closed",
+        "idle_since",
+        "done",
+        "_parser",
+        "_resp",
+        "_take",
+        "_consumer",
+        "_t",
+        "_keep",
+        "_until_eof",
+        "_inflate",
+    )
 
-    def write_bytes(self, writer, conn, content_length=None):
-        return started(super().write_bytes(writer, conn, content_length))
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.done: asyncio.Future | None = None  # the current exchange's end
+        self._parser = httptools.HttpResponseParser(self)
+        self._resp: Response | None = None
+        self._take: Take | None = None  # where body bytes go: the consumer, or the collector
+        self._consumer: Take | None = None
+        self._t = 0.0  # when the bytes being parsed were read
+        self._keep = False
+        self._until_eof = False  # the body ends when the connection does (no length, unchunked)
+        self._inflate: zlib._Decompress | None = None
 
+    # ---- one exchange --------------------------------------------------------------------------
 
-def request_class() -> type[ClientRequest]:
-    """The session's request class: `EagerRequest` where aiohttp's own write is not eager."""
-    return EagerRequest if sys.version_info < (3, 12) else ClientRequest
+    def send(self, head: bytes, body: Sequence[bytes | memoryview], take: Take) -> Response:
+        """Write a request (`head` ends with the blank line); its response, filled as it comes.
+        The response's body goes to `take` when it is a 200 event stream. `done` resolves when
+        the exchange has ended, whole or not."""
+        assert self.transport is not None and self._resp is None, "one exchange at a time"
+        self.done = asyncio.get_running_loop().create_future()
+        self._consumer, self._take = take, None
+        self._keep = self._until_eof = False
+        self._inflate = None
+        resp = self._resp = Response(_perf())
+        self.transport.writelines((head, *body))
+        return resp
 
+    def cancel(self) -> None:
+        """End the exchange now (a deadline passed, or the request was cancelled): the
+        connection is closed, so the server sees the client leave."""
+        self._end()
+        self.abort()
 
-def started(coro: Coroutine[Any, Any, Any]) -> Coroutine[Any, Any, Any]:
-    """`coro` run up to its first wait now (as an eager task starts); what is left of it."""
-    try:
-        waiting = coro.send(None)
-    except StopIteration as stop:
-        return _result(stop.value)
-    except BaseException as exc:  # the task it goes to raises it, as the task would have
-        return _raise(exc)
-    return _resume(coro, waiting)
+    @property
+    def reusable(self) -> bool:
+        return not self.closed and self._keep and self._resp is None
 
+    def _end(self, error: WireError | None = None) -> None:
+        resp, done = self._resp, self.done
+        if resp is None:
+            return
+        if error is not None and resp.error is None:
+            resp.error = error
+        self._resp = self._take = self._consumer = None  # the consumer holds the request's parts
+        if done is not None and not done.done():
+            done.set_result(None)
 
-async def _result(value: Any) -> Any:
-    return value
+    # ---- the protocol's callbacks --------------------------------------------------------------
 
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-async def _raise(exc: BaseException) -> Any:
-    raise exc
-
-
-async def _resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
-    return await _rest(coro, waiting)
-
-
-@types.coroutine
-def _rest(coro: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
-    """The rest of a coroutine that is waiting on `waiting`: what it yields goes to the task,
-    what the task sends or throws goes back in."""
-    while True:
+    def data_received(self, data: bytes) -> None:
+        if self._resp is None:  # bytes nobody asked for: the connection cannot be trusted
+            self.abort()
+            return
+        self._t = _perf()
         try:
-            sent = yield waiting
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # the consumer raised: a bug, one record
+            cause = exc.__context__ or exc
+            self._end(WireError(type(cause).__name__, f"reading the response raised: {cause}"))
+            self.abort()
+        except httptools.HttpParserError as exc:
+            self._end(WireError("BadResponse", f"an invalid HTTP response: {exc}"))
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        resp = self._resp
+        if resp is None:
+            return
+        if self._until_eof and resp.status:  # the connection's end is the body's
+            if self._inflate is not None:
+                self._deliver(self._inflate.flush())
+            resp.complete = True
+            self._end()
+        elif resp.status == 0 and isinstance(exc, OSError):  # e.g. a reset while sending
+            self._end(WireError("ConnectError", f"{type(exc).__name__}: {exc}"))
         else:
-            try:
-                waiting = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
+            why = f": {exc}" if exc else ""
+            self._end(WireError("ConnectionClosed", f"the server closed the connection{why}"))
+
+    def eof_received(self) -> bool:
+        return False  # close: a half-closed connection is no use to HTTP/1.1
+
+    # httptools' callbacks (only those defined are called)
+
+    def on_status(self, status: bytes) -> None:
+        if self._resp is not None:
+            self._resp.reason += status.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._resp is not None:
+            self._resp.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        resp = self._resp
+        if resp is None:
+            return
+        resp.status = status = self._parser.get_status_code()
+        self._keep = self._parser.should_keep_alive()
+        headers = resp.headers
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self._until_eof = not chunked and "content-length" not in headers and status >= 200
+        coding = headers.get("content-encoding", "identity").strip().lower()
+        if coding in ("gzip", "deflate", "x-gzip"):  # asked for identity, but a server may not
+            self._inflate = zlib.decompressobj(wbits=47)  # gzip or zlib, from the header
+        elif coding != "identity":
+            self._end(
+                WireError("BadResponse", f"a body in {coding!r}, which this client cannot read")
+            )
+            self.abort()
+            return
+        stream = status == 200 and resp.content_type != "application/json"
+        self._take = self._consumer if stream else self._collect
+
+    def on_body(self, body: bytes) -> None:
+        if self._inflate is not None:
+            body = self._inflate.decompress(body)
+        self._deliver(body)
+
+    def on_message_complete(self) -> None:
+        resp = self._resp
+        if resp is None:
+            return
+        if self._inflate is not None:
+            self._deliver(self._inflate.flush())
+        resp.complete = True
+        self.idle_since = _perf()
+        self._end()
+
+    # ---- the body ------------------------------------------------------------------------------
+
+    def _deliver(self, body: bytes) -> None:
+        take = self._take
+        if take is not None and body and take(body, self._t):  # stop: the rest is not read
+            self._end()
+            self.abort()
+
+    def _collect(self, body: bytes, t: float) -> bool:
+        resp = self._resp
+        assert resp is not None
+        resp.body += body
+        return len(resp.body) >= COLLECT_BYTES
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
 
-class Arrivals:
-    """When the bytes of one response body read so far arrived, from its connection's marks.
+class Pool:
+    """Keep-alive connections by endpoint, at most `limit` of them in use at once (what is idle
+    does not count, as in aiohttp's connector); a request waits for a free one in turn."""
 
-    Made right after the headers, in the task that sent the request: the connection cannot
-    have gone back to the pool yet (aiohttp releases it at the body's end, from that task's
-    `start()`), so the marks found are this body's. None found means aiohttp no longer reports
-    the body that grew (`aiohttp_internals.response_body`): that fails loudly, never "now".
-    """
+    def __init__(self, limit: int, connect_timeout: float) -> None:
+        self._slots = asyncio.Semaphore(limit)
+        self._idle: dict[tuple, deque[Connection]] = {}
+        self._timeout = connect_timeout
+        self._tls: ssl.SSLContext | None = None
 
-    __slots__ = ("_proto", "_marks", "_done")
+    async def acquire(self, ep: Endpoint) -> Connection:
+        """A connection to `ep`: an idle one, or a new one. WireError if it cannot connect."""
+        await self._slots.acquire()
+        try:
+            idle = self._idle.get(ep.key)
+            now = _perf()
+            while idle:
+                conn = idle.pop()  # the most recently used: the least likely to be closed
+                if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
+                    return conn
+                conn.abort()
+            return await self._connect(ep)
+        except BaseException:
+            self._slots.release()
+            raise
 
-    def __init__(self, proto: object, content: object) -> None:
-        if not isinstance(proto, StampingProtocol) or proto.rx_body is not content:
-            raise unstamped_body(type(proto).__name__)
-        self._proto, self._marks, self._done = proto, proto.rx_marks, 0
+    def release(self, conn: Connection) -> None:
+        """`conn` is free: kept for the next request when its last response allows it."""
+        self._slots.release()
+        if conn.reusable:
+            self._idle.setdefault(conn.key, deque()).append(conn)
+        else:
+            conn.abort()
 
-    def split(self, raw: bytes) -> Sequence[tuple[bytes, float]]:
-        """The pieces of the next read, each with its arrival time."""
-        marks, done = self._marks, self._done
-        self._done = end = done + len(raw)
-        if marks and marks[0][0] == end:  # the usual: one arrival, read whole
-            return ((raw, marks.pop(0)[1]),)
-        return split_at_marks(raw, done, marks, self._proto.rx_last)
+    async def _connect(self, ep: Endpoint) -> Connection:
+        loop = asyncio.get_running_loop()
+        tls = self._context() if ep.tls else None
+        where = f"{ep.host}:{ep.port}" + (" (TLS)" if ep.tls else "")
+        try:
+            async with asyncio.timeout(self._timeout):
+                _, conn = await loop.create_connection(
+                    lambda: Connection(ep.key),
+                    ep.host,
+                    ep.port,
+                    ssl=tls,
+                    server_hostname=ep.host if tls else None,
+                )
+        except TimeoutError:
+            why = f"no connection to {where} within {self._timeout}s"
+            raise WireError("ConnectTimeout", why) from None
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+            raise WireError("ConnectError", f"cannot connect to {where}: {why}") from None
+        return conn
 
+    def _context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls
 
-def split_at_marks(
-    raw: bytes, done: int, marks: list[tuple[int, float]], fallback: float
-) -> list[tuple[bytes, float]]:
-    """A read of body bytes `done .. done + len(raw)`, cut where the marks say arrivals ended,
-    each piece with its arrival time (bytes past the last mark: `fallback`). Uses up the marks."""
-    pieces, at, end = [], 0, done + len(raw)
-    while marks and marks[0][0] <= end:
-        n, t = marks.pop(0)
-        pieces.append((raw[at : n - done], t))
-        at = n - done
-    if at < len(raw):
-        pieces.append((raw[at:], fallback))
-    return pieces
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.abort()
+        self._idle.clear()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-import aiohttp
 import orjson
 
 from harness.driver.target import Done, Event, Failure, SpecCounts, Usage
@@ -302,9 +301,10 @@ def _error_text(err) -> str:
     return str(err)[:500]
 
 
-async def http_error_message(resp: aiohttp.ClientResponse) -> str:
-    """`HTTP 429 Too Many Requests: <the server's message>` from an error response."""
-    body = await resp.content.read(_ERROR_BODY_BYTES)
+def http_error_message(status: int, reason: str, body: bytes) -> str:
+    """`HTTP 429 Too Many Requests: <the server's message>` from an error response's status
+    line and the start of its body."""
+    body = body[:_ERROR_BODY_BYTES]
     msg = body.decode("utf-8", "replace").strip()
     try:
         obj = orjson.loads(body)
@@ -315,4 +315,4 @@ async def http_error_message(resp: aiohttp.ClientResponse) -> str:
             if obj.get(key):
                 msg = _error_text(obj[key])
                 break
-    return f"HTTP {resp.status} {resp.reason or ''}".rstrip() + (f": {msg[:500]}" if msg else "")
+    return f"HTTP {status} {reason}".rstrip() + (f": {msg[:500]}" if msg else "")
