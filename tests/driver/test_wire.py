@@ -349,3 +349,16 @@ class _Nothing:
 
     def event(self, ev) -> None:
         pass
+
+
+async def test_an_interim_answer_is_skipped_for_the_real_one(raw):
+    interim = b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n"
+    _, url = await raw(
+        lambda n: [
+            interim,
+            SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n",
+            chunked(stream_body()),
+        ]
+    )
+    (rec,) = await requests(url)
+    assert ok(rec)

@@ -136,6 +136,9 @@ class Connection(asyncio.Protocol):
         self._keep = self._until_eof = False
         self._inflate = None
         resp = self._resp = Response(_perf())
+        if self.closed:  # closed between its connect and this send: nothing would answer
+            self._end(WireError("ConnectionClosed", "the connection closed before the request"))
+            return resp
         self.transport.writelines((head, *body))
         return resp
 
@@ -216,11 +219,15 @@ class Connection(asyncio.Protocol):
         resp = self._resp
         if resp is None:
             return
-        resp.status = status = self._parser.get_status_code()
+        status = self._parser.get_status_code()
+        if status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            resp.reason, resp.headers = "", {}
+            return
+        resp.status = status
         self._keep = self._parser.should_keep_alive()
         headers = resp.headers
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        self._until_eof = not chunked and "content-length" not in headers and status >= 200
+        self._until_eof = not chunked and "content-length" not in headers
         coding = headers.get("content-encoding", "identity").strip().lower()
         if coding in ("gzip", "deflate", "x-gzip"):  # asked for identity, but a server may not
             self._inflate = zlib.decompressobj(wbits=47)  # gzip or zlib, from the header
@@ -240,7 +247,7 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         resp = self._resp
-        if resp is None:
+        if resp is None or resp.status == 0:  # none, or the end of an interim answer
             return
         if self._inflate is not None:
             self._deliver(self._inflate.flush())
