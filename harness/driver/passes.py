@@ -41,6 +41,10 @@ class Passes:
             source = self._sources[cycle] = self._new_source(cycle)
         return source
 
+    def prepare(self) -> None:
+        """What the first prompts need loaded, loaded before the run's clock starts."""
+        self.source(0).content.prepare()
+
     def family_started(self, cycle: int) -> None:
         self._families[cycle] += 1
         self._latest = max(self._latest, cycle)

@@ -90,6 +90,7 @@ class Replay:
     async def run(self, t0: float | None = None) -> ReplayResult:
         """`t0`: a perf_counter instant (now or later) to use as the run clock's origin, so
         several processes can share one start; the run waits for it. Default: now."""
+        self.passes.prepare()  # before the clock: a first prompt's one-off loading is not lateness
         if t0 is not None:
             await asyncio.sleep(max(0.0, t0 - clock.now()))
         self.started = True

@@ -257,3 +257,36 @@ async def test_chunk_times_are_causal_against_the_servers_clock(make_server, tmp
         assert r["chunk_times"] == sorted(r["chunk_times"])
         lag = t0 + r["t_first_token"] - sent_first[r["request_id"]]
         assert 0 <= lag < SLACK
+
+
+async def test_code_content_is_loaded_before_the_clock_starts(server, tmp_path, monkeypatch):
+    # the standard library's index (~0.4 s) was read by the first prompt, inside the run: every
+    # code-content run's first sends were that late
+    from harness.driver import clock
+    from harness.driver import replay as replay_module
+    from harness.trace import code_text
+    from harness.trace.model import Trace, TraceHeader
+
+    code_text.corpus.cache_clear()
+    loaded: list[float] = []
+    real = code_text.corpus
+
+    def noting():
+        loaded.append(clock.now())
+        return real()
+
+    monkeypatch.setattr(code_text, "corpus", noting)
+    starts: list[float] = []
+    run = replay_module.Replay.run
+
+    async def run_noting(self, t0=None):
+        result = await run(self, t0)
+        starts.append(self.t0)
+        return result
+
+    monkeypatch.setattr(replay_module.Replay, "run", run_noting)
+    tr = trace(sess("a", [(8, 4, 0.0)]))
+    tr = Trace(TraceHeader(seed=7, meta={"knobs": {"content": "code"}}), tr.sessions)
+    _, records, _ = await replay(tr, server.url, tmp_path)
+    assert [r["status"] for r in records] == ["ok"]
+    assert loaded and loaded[0] < starts[0]

@@ -362,3 +362,14 @@ async def test_an_interim_answer_is_skipped_for_the_real_one(raw):
     )
     (rec,) = await requests(url)
     assert ok(rec)
+
+
+async def test_the_client_names_itself_unless_a_header_of_the_scenario_does(raw):
+    srv, url = await raw(
+        lambda n: [SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n", chunked(stream_body())]
+    )
+    await requests(url)
+    await requests(url, headers={"user-agent": "my-agent/2"})
+    first, second = (h.decode().lower() for h in srv.heads)
+    assert "\r\nuser-agent: agentic-harness/" in first
+    assert second.count("user-agent:") == 1 and "user-agent: my-agent/2" in second

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
+from harness import __version__
 from harness.driver.http.apis import RequestForm, api_named
 from harness.driver.http.apis.openai.decode import StreamDecoder
 from harness.driver.http.config import PER_EVENT_USAGE, HTTPTargetConfig, endpoint_url, redact
@@ -65,7 +66,10 @@ class HTTPTarget:
             "Content-Type": "application/json",
             "Accept": "text/event-stream",
             "Accept-Encoding": "identity",
+            "User-Agent": f"agentic-harness/{__version__}",
         }
+        given = {name.lower() for name in (*self.config.headers, *self.form.headers())}
+        h = {name: value for name, value in h.items() if name.lower() not in given}
         h.update(self.config.headers)
         h.update(self.form.headers())
         return h
