@@ -167,8 +167,7 @@ async def wire_client(url: str, concurrency: int, duration: float, out_tokens: i
             conn = await pool.acquire(ep)
             t_sent = time.perf_counter()
             try:
-                conn.send(ep.head + head.encode(), (body,), take)
-                await conn.done
+                await conn.send(ep.head + head.encode(), (body,), take).ended
                 tokens += got[0]
                 done += 1
             finally:

@@ -179,7 +179,12 @@ class HTTPTarget:
             sink.event(ev)
 
     async def _exchange(
-        self, pool: Pool, req: RequestSpec, body: Sequence[bytes | memoryview], wd, sink: Sink
+        self,
+        pool: Pool,
+        req: RequestSpec,
+        body: Sequence[bytes | memoryview],
+        wd: _Watchdog,
+        sink: Sink,
     ) -> list[Event]:
         """Send `body`, read the answer into `sink`: the events that end the request."""
         head = self._head(req, sum(len(piece) for piece in body))
@@ -193,13 +198,14 @@ class HTTPTarget:
             conn = await wd.connecting(pool.acquire(ep))
         except WireError as err:
             return [wire_failure(err)]
-        except TimeoutError:
-            return [timed_out(wd, self.config.timeouts) or _no_deadline()]
+        except TimeoutError:  # the watchdog's: its deadline says which
+            waited = WireError("ConnectTimeout", "no connection before the request's deadline")
+            return [timed_out(wd, self.config.timeouts) or wire_failure(waited)]
         try:
             wd.conn = conn
             resp = conn.send(ep.head + head, body, parsing.take)
             sink.event(Sent(resp.t_write))
-            await conn.done
+            await resp.ended
         finally:
             wd.conn = None  # the watchdog holds the connection, whose consumer holds it
             pool.release(conn)  # kept only when the response ended whole, keep-alive
@@ -234,10 +240,6 @@ class HTTPTarget:
         if text.count("\n") != breaks or text.count("\r") != breaks:
             return None
         return text.encode()
-
-
-def _no_deadline() -> Failure:
-    return Failure(_perf(), "error", "ConnectError", "the wait for a connection timed out")
 
 
 class _Parsing:

@@ -74,10 +74,11 @@ class Endpoint:
 class Response:
     """What came back for one request, filled by its connection as it arrives."""
 
-    __slots__ = ("status", "reason", "headers", "body", "error", "complete", "t_write")
+    __slots__ = ("status", "reason", "headers", "body", "error", "complete", "t_write", "ended")
 
-    def __init__(self, t_write: float) -> None:
+    def __init__(self, t_write: float, ended: asyncio.Future) -> None:
         self.t_write = t_write
+        self.ended = ended  # resolved when the exchange has ended, whole or not
         self.status = 0  # 0: no status line yet
         self.reason = ""
         self.headers: dict[str, str] = {}  # names in lower case
@@ -98,7 +99,6 @@ class Connection(asyncio.Protocol):
         "transport",
         "closed",
         "idle_since",
-        "done",
         "_parser",
         "_resp",
         "_take",
@@ -114,7 +114,6 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
-        self.done: asyncio.Future | None = None  # the current exchange's end
         self._parser = httptools.HttpResponseParser(self)
         self._resp: Response | None = None
         self._take: Take | None = None  # where body bytes go: the consumer, or the collector
@@ -128,14 +127,13 @@ class Connection(asyncio.Protocol):
 
     def send(self, head: bytes, body: Sequence[bytes | memoryview], take: Take) -> Response:
         """Write a request (`head` ends with the blank line); its response, filled as it comes.
-        The response's body goes to `take` when it is a 200 event stream. `done` resolves when
-        the exchange has ended, whole or not."""
+        The response's body goes to `take` when it is a 200 event stream; `Response.ended`
+        resolves when the exchange has ended, whole or not."""
         assert self.transport is not None and self._resp is None, "one exchange at a time"
-        self.done = asyncio.get_running_loop().create_future()
         self._consumer, self._take = take, None
         self._keep = self._until_eof = False
         self._inflate = None
-        resp = self._resp = Response(_perf())
+        resp = self._resp = Response(_perf(), asyncio.get_running_loop().create_future())
         if self.closed:  # closed between its connect and this send: nothing would answer
             self._end(WireError("ConnectionClosed", "the connection closed before the request"))
             return resp
@@ -153,14 +151,14 @@ class Connection(asyncio.Protocol):
         return not self.closed and self._keep and self._resp is None
 
     def _end(self, error: WireError | None = None) -> None:
-        resp, done = self._resp, self.done
+        resp = self._resp
         if resp is None:
             return
         if error is not None and resp.error is None:
             resp.error = error
         self._resp = self._take = self._consumer = None  # the consumer holds the request's parts
-        if done is not None and not done.done():
-            done.set_result(None)
+        if not resp.ended.done():  # (cancelled with the task that awaited it)
+            resp.ended.set_result(None)
 
     # ---- the protocol's callbacks --------------------------------------------------------------
 
