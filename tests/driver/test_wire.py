@@ -377,3 +377,21 @@ async def test_the_client_names_itself_unless_a_header_of_the_scenario_does(raw)
     first, second = (h.decode().lower() for h in srv.heads)
     assert "\r\nuser-agent: agentic-harness/" in first
     assert second.count("user-agent:") == 1 and "user-agent: my-agent/2" in second
+
+
+async def test_closing_the_target_ends_a_request_still_in_flight(raw):
+    srv, url = await raw(lambda n: [SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n", "eof"])
+    tgt = target(url, api="completions")
+    await tgt.start(check=False)
+    task = asyncio.ensure_future(collect(tgt, spec(), new_record(), 0.0))
+    while not srv.heads:
+        await asyncio.sleep(0.01)
+    await tgt.close()
+    rec = await asyncio.wait_for(task, 5)
+    assert rec["status"] == "error" and rec["error"]["class"] == "ConnectionClosed"
+    assert "target closed" in rec["error"]["message"]
+    for _ in range(200):
+        if srv.closed_by_client:
+            break
+        await asyncio.sleep(0.01)
+    assert srv.closed_by_client == 1

@@ -140,10 +140,10 @@ class Connection(asyncio.Protocol):
         self.transport.writelines((head, *body))
         return resp
 
-    def cancel(self) -> None:
-        """End the exchange now (a deadline passed, or the request was cancelled): the
-        connection is closed, so the server sees the client leave."""
-        self._end()
+    def cancel(self, why: WireError | None = None) -> None:
+        """End the exchange now (a deadline passed, the target closed): the connection is
+        closed, so the server sees the client leave."""
+        self._end(why)
         self.abort()
 
     @property
@@ -280,6 +280,7 @@ class Pool:
     def __init__(self, limit: int, connect_timeout: float) -> None:
         self._slots = asyncio.Semaphore(limit)
         self._idle: dict[tuple, deque[Connection]] = {}
+        self._open: set[Connection] = set()  # in use or idle: what `close` closes
         self._timeout = connect_timeout
         self._tls: ssl.SSLContext | None = None
 
@@ -293,8 +294,10 @@ class Pool:
                 conn = idle.pop()  # the most recently used: the least likely to be closed
                 if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
                     return conn
-                conn.abort()
-            return await self._connect(ep)
+                self._drop(conn)
+            conn = await self._connect(ep)
+            self._open.add(conn)
+            return conn
         except BaseException:
             self._slots.release()
             raise
@@ -305,7 +308,11 @@ class Pool:
         if conn.reusable:
             self._idle.setdefault(conn.key, deque()).append(conn)
         else:
-            conn.abort()
+            self._drop(conn)
+
+    def _drop(self, conn: Connection) -> None:
+        conn.abort()
+        self._open.discard(conn)
 
     async def _connect(self, ep: Endpoint) -> Connection:
         loop = asyncio.get_running_loop()
@@ -334,7 +341,9 @@ class Pool:
         return self._tls
 
     def close(self) -> None:
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.abort()
+        """Close every connection, idle or still in use (a request left in flight ends)."""
+        why = WireError("ConnectionClosed", "the target closed with the request in flight")
+        for conn in self._open:
+            conn.cancel(why)
+        self._open.clear()
         self._idle.clear()
