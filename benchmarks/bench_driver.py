@@ -78,10 +78,9 @@ def _held(intervals: list[tuple[float, float]], start: float, end: float) -> flo
 # ---- clients (each runs in its own process) ------------------------------------------------------
 
 
-async def raw_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
-    import aiohttp
-
-    body = orjson.dumps(
+def _chat_body(out_tokens: int) -> bytes:
+    """The one request both raw readers send, over and over."""
+    return orjson.dumps(
         {
             "model": "m",
             "max_tokens": out_tokens,
@@ -92,9 +91,16 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
             "messages": [{"role": "user", "content": " ".join(["word"] * PROMPT_WORDS)}],
         }
     )
+
+
+def _count_tokens(data: bytes) -> int:
+    return data.count(b'"delta":{"content"')
+
+
+async def _raw_loop(concurrency: int, duration: float, one) -> dict:
+    """`concurrency` workers, each sending `await one(request_id)` -> (tokens, first-token
+    time) back to back for `duration` seconds; the raw readers' summary."""
     tokens, done, intervals, firsts = 0, 0, [], []
-    conn = aiohttp.TCPConnector(limit=concurrency)
-    session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
     t0 = time.perf_counter()
 
     async def worker(w: int) -> None:
@@ -102,17 +108,10 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
         i = 0
         while True:
             rid, i = f"raw-{w}-{i}", i + 1
-            headers = {"Content-Type": "application/json", "X-Harness-Request-ID": rid}
             t_sent, first = time.perf_counter(), None
             try:
-                async with session.post(
-                    url + "/v1/chat/completions", data=body, headers=headers
-                ) as resp:
-                    async for data in resp.content.iter_any():
-                        k = data.count(b'"delta":{"content"')
-                        if k and first is None:
-                            first = time.perf_counter()
-                        tokens += k
+                got, first = await one(rid)
+                tokens += got
                 done += 1
             finally:
                 intervals.append((t_sent, time.perf_counter()))
@@ -125,66 +124,62 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     cpu = time.process_time() - cpu0
-    wall = time.perf_counter() - t0
-    await session.close()
-    return _summary(tokens, done, cpu, wall, intervals, t0, firsts)
+    return _summary(tokens, done, cpu, time.perf_counter() - t0, intervals, t0, firsts)
+
+
+async def raw_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
+    import aiohttp
+
+    body = _chat_body(out_tokens)
+    conn = aiohttp.TCPConnector(limit=concurrency)
+    session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
+
+    async def one(rid: str) -> tuple[int, float | None]:
+        headers = {"Content-Type": "application/json", "X-Harness-Request-ID": rid}
+        tokens, first = 0, None
+        async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as resp:
+            async for data in resp.content.iter_any():
+                k = _count_tokens(data)
+                if k and first is None:
+                    first = time.perf_counter()
+                tokens += k
+        return tokens, first
+
+    try:
+        return await _raw_loop(concurrency, duration, one)
+    finally:
+        await session.close()
 
 
 async def wire_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
     from harness.driver.http.wire import Endpoint, Pool
 
-    body = orjson.dumps(
-        {
-            "model": "m",
-            "max_tokens": out_tokens,
-            "min_tokens": out_tokens,
-            "ignore_eos": True,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": " ".join(["word"] * PROMPT_WORDS)}],
-        }
-    )
+    body = _chat_body(out_tokens)
     ep = Endpoint(url + "/v1/chat/completions", {"Content-Type": "application/json"})
     pool = Pool(concurrency, 30.0)
-    tokens, done, intervals, firsts = 0, 0, [], []
-    t0 = time.perf_counter()
 
-    async def worker(w: int) -> None:
-        nonlocal tokens, done
-        i = 0
-        while True:
-            rid, i = f"raw-{w}-{i}", i + 1
-            head = f"X-Harness-Request-ID: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"
-            got = [0, None]
+    async def one(rid: str) -> tuple[int, float | None]:
+        head = f"X-Harness-Request-ID: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"
+        got: list = [0, None]
 
-            def take(data: bytes, t: float, got=got) -> bool:
-                k = data.count(b'"delta":{"content"')
-                if k and got[1] is None:
-                    got[1] = t
-                got[0] += k
-                return False
+        def take(data: bytes, t: float) -> bool:  # where the bytes arrive, stamped there
+            k = _count_tokens(data)
+            if k and got[1] is None:
+                got[1] = t
+            got[0] += k
+            return False
 
-            conn = await pool.acquire(ep)
-            t_sent = time.perf_counter()
-            try:
-                await conn.send(ep.head + head.encode(), (body,), take).ended
-                tokens += got[0]
-                done += 1
-            finally:
-                pool.release(conn)
-                intervals.append((t_sent, time.perf_counter()))
-                firsts.append((rid, t_sent, got[1]))
+        conn = await pool.acquire(ep)
+        try:
+            await conn.send(ep.head + head.encode(), (body,), take).ended
+        finally:
+            pool.release(conn)
+        return got[0], got[1]
 
-    cpu0 = time.process_time()
-    tasks = [asyncio.create_task(worker(w)) for w in range(concurrency)]
-    await asyncio.sleep(duration)
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    cpu = time.process_time() - cpu0
-    wall = time.perf_counter() - t0
-    pool.close()
-    return _summary(tokens, done, cpu, wall, intervals, t0, firsts)
+    try:
+        return await _raw_loop(concurrency, duration, one)
+    finally:
+        pool.close()
 
 
 async def driver_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
