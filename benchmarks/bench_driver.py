@@ -98,20 +98,28 @@ def _count_tokens(data: bytes) -> int:
 
 
 async def _raw_loop(concurrency: int, duration: float, one) -> dict:
-    """`concurrency` workers, each sending `await one(request_id)` -> (tokens, first-token
-    time) back to back for `duration` seconds; the raw readers' summary."""
+    """`concurrency` workers, each running `await one(request_id, add)` back to back for
+    `duration` seconds, where `one` calls `add(tokens, t)` as each read's tokens arrive (those
+    of a request cut at the end count too, as the driver's records count them); the raw
+    readers' summary."""
     tokens, done, intervals, firsts = 0, 0, [], []
     t0 = time.perf_counter()
 
     async def worker(w: int) -> None:
-        nonlocal tokens, done
+        nonlocal done
         i = 0
         while True:
             rid, i = f"raw-{w}-{i}", i + 1
             t_sent, first = time.perf_counter(), None
+
+            def add(k: int, t: float) -> None:
+                nonlocal tokens, first
+                tokens += k
+                if first is None:
+                    first = t
+
             try:
-                got, first = await one(rid)
-                tokens += got
+                await one(rid, add)
                 done += 1
             finally:
                 intervals.append((t_sent, time.perf_counter()))
@@ -134,16 +142,13 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
     conn = aiohttp.TCPConnector(limit=concurrency)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
 
-    async def one(rid: str) -> tuple[int, float | None]:
+    async def one(rid: str, add) -> None:
         headers = {"Content-Type": "application/json", "X-Harness-Request-ID": rid}
-        tokens, first = 0, None
         async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as resp:
             async for data in resp.content.iter_any():
                 k = _count_tokens(data)
-                if k and first is None:
-                    first = time.perf_counter()
-                tokens += k
-        return tokens, first
+                if k:
+                    add(k, time.perf_counter())
 
     try:
         return await _raw_loop(concurrency, duration, one)
@@ -158,15 +163,13 @@ async def wire_client(url: str, concurrency: int, duration: float, out_tokens: i
     ep = Endpoint(url + "/v1/chat/completions", {"Content-Type": "application/json"})
     pool = Pool(concurrency, 30.0)
 
-    async def one(rid: str) -> tuple[int, float | None]:
+    async def one(rid: str, add) -> None:
         head = f"X-Harness-Request-ID: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"
-        got: list = [0, None]
 
         def take(data: bytes, t: float) -> bool:  # where the bytes arrive, stamped there
             k = _count_tokens(data)
-            if k and got[1] is None:
-                got[1] = t
-            got[0] += k
+            if k:
+                add(k, t)
             return False
 
         conn = await pool.acquire(ep)
@@ -174,7 +177,6 @@ async def wire_client(url: str, concurrency: int, duration: float, out_tokens: i
             await conn.send(ep.head + head.encode(), (body,), take).ended
         finally:
             pool.release(conn)
-        return got[0], got[1]
 
     try:
         return await _raw_loop(concurrency, duration, one)
