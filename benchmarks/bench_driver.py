@@ -93,37 +93,30 @@ def _chat_body(out_tokens: int) -> bytes:
     )
 
 
-def _count_tokens(data: bytes) -> int:
-    return data.count(b'"delta":{"content"')
+TOKEN_EVENT = b'"delta":{"content"'  # what the raw readers count, one per token event
 
 
 async def _raw_loop(concurrency: int, duration: float, one) -> dict:
-    """`concurrency` workers, each running `await one(request_id, add)` back to back for
-    `duration` seconds, where `one` calls `add(tokens, t)` as each read's tokens arrive (those
-    of a request cut at the end count too, as the driver's records count them); the raw
-    readers' summary."""
+    """`concurrency` workers, each running `await one(request_id, tally)` back to back for
+    `duration` seconds, where `one` adds each read's tokens to `tally[0]` as they arrive and puts
+    the first token's time in `tally[1]` (a request cut at the end counts its tokens too, as the
+    driver's records do); the raw readers' summary."""
     tokens, done, intervals, firsts = 0, 0, [], []
     t0 = time.perf_counter()
 
     async def worker(w: int) -> None:
-        nonlocal done
+        nonlocal tokens, done
         i = 0
         while True:
             rid, i = f"raw-{w}-{i}", i + 1
-            t_sent, first = time.perf_counter(), None
-
-            def add(k: int, t: float) -> None:
-                nonlocal tokens, first
-                tokens += k
-                if first is None:
-                    first = t
-
+            t_sent, tally = time.perf_counter(), [0, None]
             try:
-                await one(rid, add)
+                await one(rid, tally)
                 done += 1
             finally:
+                tokens += tally[0]
                 intervals.append((t_sent, time.perf_counter()))
-                firsts.append((rid, t_sent, first))
+                firsts.append((rid, t_sent, tally[1]))
 
     cpu0 = time.process_time()
     tasks = [asyncio.create_task(worker(w)) for w in range(concurrency)]
@@ -142,13 +135,15 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
     conn = aiohttp.TCPConnector(limit=concurrency)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
 
-    async def one(rid: str, add) -> None:
+    async def one(rid: str, tally: list) -> None:
         headers = {"Content-Type": "application/json", "X-Harness-Request-ID": rid}
         async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as resp:
             async for data in resp.content.iter_any():
-                k = _count_tokens(data)
+                k = data.count(TOKEN_EVENT)
                 if k:
-                    add(k, time.perf_counter())
+                    if tally[1] is None:
+                        tally[1] = time.perf_counter()
+                    tally[0] += k
 
     try:
         return await _raw_loop(concurrency, duration, one)
@@ -163,13 +158,15 @@ async def wire_client(url: str, concurrency: int, duration: float, out_tokens: i
     ep = Endpoint(url + "/v1/chat/completions", {"Content-Type": "application/json"})
     pool = Pool(concurrency, 30.0)
 
-    async def one(rid: str, add) -> None:
+    async def one(rid: str, tally: list) -> None:
         head = f"X-Harness-Request-ID: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"
 
         def take(data: bytes, t: float) -> bool:  # where the bytes arrive, stamped there
-            k = _count_tokens(data)
+            k = data.count(TOKEN_EVENT)
             if k:
-                add(k, t)
+                if tally[1] is None:
+                    tally[1] = t
+                tally[0] += k
             return False
 
         conn = await pool.acquire(ep)
