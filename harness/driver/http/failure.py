@@ -28,12 +28,9 @@ def wire_failure(err: WireError) -> Failure:
     return Failure(_perf(), "error", err.error_class, str(err))
 
 
-def timed_out(wd: Watchdog, tm: Timeouts, exc: BaseException | None = None) -> Failure | None:
-    """The watchdog's verdict, if it closed the response or cut the wait for headers; for a
-    plain `TimeoutError` it did not raise, the deadline that has passed, if any."""
+def timed_out(wd: Watchdog, tm: Timeouts) -> Failure | None:
+    """The watchdog's verdict, if it ended the exchange or cut the wait for a connection."""
     reason = wd.reason
-    if reason is None and type(exc) is TimeoutError:
-        reason = wd.passed()
     if reason is None:
         return None
     return Failure(_perf(), "timeout", reason, timeout_message(reason, tm))

@@ -69,11 +69,6 @@ class Watchdog:
         finally:
             self._waiting = None
 
-    def passed(self) -> str | None:
-        """The deadline that has passed by now, if any (its error class)."""
-        deadline, why = self._deadline()
-        return why if _perf() >= deadline - 1e-3 else None
-
     def _check(self) -> None:
         deadline, why = self._deadline()
         now = _perf()
