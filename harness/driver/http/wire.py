@@ -74,7 +74,7 @@ class Endpoint:
 class Response:
     """What came back for one request, filled by its connection as it arrives."""
 
-    __slots__ = ("status", "reason", "headers", "body", "error", "complete", "t_write", "ended")
+    __slots__ = ("status", "reason", "headers", "body", "error", "t_write", "ended")
 
     def __init__(self, t_write: float, ended: asyncio.Future) -> None:
         self.t_write = t_write
@@ -84,7 +84,6 @@ class Response:
         self.headers: dict[str, str] = {}  # names in lower case
         self.body = bytearray()  # a response that is not a 200 event stream, up to COLLECT_BYTES
         self.error: WireError | None = None
-        self.complete = False  # the whole response was read
 
     @property
     def content_type(self) -> str:
@@ -192,7 +191,6 @@ class Connection(asyncio.Protocol):
         if self._until_eof and resp.status:  # the connection's end is the body's
             if self._inflate is not None:
                 self._deliver(self._inflate.flush())
-            resp.complete = True
             self._end()
         elif resp.status == 0 and isinstance(exc, OSError):  # e.g. a reset while sending
             self._end(WireError("ConnectError", f"{type(exc).__name__}: {exc}"))
@@ -249,7 +247,6 @@ class Connection(asyncio.Protocol):
             return
         if self._inflate is not None:
             self._deliver(self._inflate.flush())
-        resp.complete = True
         self.idle_since = _perf()
         self._end()
 

@@ -12,7 +12,6 @@ import orjson
 
 from harness.driver.target import Done, Event, Failure, SpecCounts, Usage
 
-_ERROR_BODY_BYTES = 64 * 1024
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
 
@@ -303,8 +302,7 @@ def _error_text(err) -> str:
 
 def http_error_message(status: int, reason: str, body: bytes) -> str:
     """`HTTP 429 Too Many Requests: <the server's message>` from an error response's status
-    line and the start of its body."""
-    body = body[:_ERROR_BODY_BYTES]
+    line and the start of its body (the wire keeps at most its COLLECT_BYTES)."""
     msg = body.decode("utf-8", "replace").strip()
     try:
         obj = orjson.loads(body)
