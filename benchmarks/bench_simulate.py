@@ -35,7 +35,7 @@ POINT = """
 import json, sys, time
 from pathlib import Path
 from harness.app.build import build_trace
-from harness.app.run_commands import SIMULATE_SETS
+from harness.app.commands.run import SIMULATE_SETS
 from harness.app.runner import replay_point
 from harness.app.scenario import load_scenario
 sets = [*SIMULATE_SETS, *{sets!r}]

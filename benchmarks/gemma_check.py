@@ -26,10 +26,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import harness.engine.gguf_weights as weights_module  # noqa: E402
+import harness.engine.models.gguf_weights as weights_module  # noqa: E402
 from harness.engine.config import PRESETS, EngineConfig  # noqa: E402
 from harness.engine.engine import LLMEngine  # noqa: E402
-from harness.engine.runner_torch import DTYPES, resolve_device  # noqa: E402
+from harness.engine.runners.torch_runner import DTYPES, resolve_device  # noqa: E402
 from harness.engine.sequence import SamplingParams  # noqa: E402
 
 NEW = 16

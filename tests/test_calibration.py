@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.app.calibration import arm_scenarios, evaluate, rate, replay_rule
-from harness.app.gate import GateRun
-from harness.app.gate_rule import Rule
+from harness.app.gate.calibration import arm_scenarios, evaluate, rate, replay_rule
+from harness.app.gate.loop import GateRun
+from harness.app.gate.rule import Rule
 from harness.app.scenario import load_scenario
 from harness.errors import InputError
 from tests.test_gate import Verdict
@@ -110,7 +110,7 @@ def test_calibration_needs_the_bundled_engine():
 
 def test_the_screen_it_is_evaluated_with_rejudges_each_recorded_run():
     from harness.analysis.host_state import Screen
-    from harness.app.calibration import usable
+    from harness.app.gate.calibration import usable
 
     waited = GateRun("a", "/x/c1-a", 1.0, "complete", True, None, {"wait_share": 0.8})
     failed = GateRun("a", "/x/c2-a", 1.0, "failed", False, "ended badly: x", {"wait_share": 0.1})

@@ -10,7 +10,7 @@ import pytest
 
 from harness.analysis.capacity import MET, MISSED, MIXED, UNDECIDED, Rule, RunOutcome, decide
 from harness.analysis.slo import parse_slos
-from harness.app.capacity import Search, Settings
+from harness.app.capacity.search import Search, Settings
 from harness.app.cli import main
 
 SLOS = parse_slos({"ttft_p90": "1s", "interactivity_p90": 20}, source="slos")
@@ -180,7 +180,7 @@ def test_busy_runs_are_repeated_only_in_the_first_part_of_the_budget():
 
 @pytest.mark.slow
 def test_the_terminal_and_the_page_name_the_binding_slo(tmp_path):
-    from harness.app.capacity import _result
+    from harness.app.capacity.search import _result
     from harness.report.capacity import write_capacity_report
 
     fake = Fake(lambda c, k: 20.0 * 60 / c + (0.5 if k == 1 else -0.5))
@@ -249,7 +249,7 @@ def test_a_real_search_writes_its_band_and_names_the_binding_slo(tmp_path, capsy
 
 
 def test_the_flags_reach_the_rule_by_name():
-    from harness.app.capacity_commands import _capacity_settings
+    from harness.app.commands.capacity import _capacity_settings
     from harness.app.cli import build_parser
 
     args = build_parser().parse_args(

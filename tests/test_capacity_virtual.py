@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 from harness.analysis.capacity import MET, MISSED
-from harness.app.capacity_virtual import Point, Search, capacity_virtual
-from harness.app.fleet import fleet
-from harness.app.run_commands import SIMULATE_SETS
+from harness.app.capacity.virtual import Point, Search, capacity_virtual
+from harness.app.capacity.fleet import fleet
+from harness.app.commands.run import SIMULATE_SETS
 from harness.app.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

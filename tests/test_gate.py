@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.app.gate import Budget, GateRun, gate
-from harness.app.gate_rule import Rule
+from harness.app.gate.loop import Budget, GateRun, gate
+from harness.app.gate.rule import Rule
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.app.cli import main
-from harness.app.gate_rule import Rule
+from harness.app.gate.rule import Rule
 
 SIM = ["--set", "target.engine.options.runner=simulated", "--set", "load.max_duration_s=1.5"]
 QUICK = "scenarios/quickstart.yaml"

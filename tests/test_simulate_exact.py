@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.app.build import build_trace
-from harness.app.run_commands import SIMULATE_SETS
+from harness.app.commands.run import SIMULATE_SETS
 from harness.app.runner import replay_point
 from harness.app.scenario import load_scenario
 

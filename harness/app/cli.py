@@ -21,14 +21,14 @@ from harness.app.parser import Parser
 from harness.errors import HarnessError, HarnessWarning
 
 COMMAND_MODULES = (
-    "harness.trace.commands",
-    "harness.serving.commands",
-    "harness.app.result_commands",
-    "harness.app.run_commands",
-    "harness.app.capacity_commands",
-    "harness.app.gate_commands",
-    "harness.app.probe_commands",
-    "harness.whatif.commands",
+    "harness.app.commands.trace",
+    "harness.app.commands.serve",
+    "harness.app.commands.results",
+    "harness.app.commands.run",
+    "harness.app.commands.capacity",
+    "harness.app.commands.gate",
+    "harness.app.commands.probe",
+    "harness.app.commands.whatif",
 )
 
 

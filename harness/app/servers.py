@@ -19,7 +19,7 @@ from pathlib import Path
 
 import harness
 from harness.errors import EngineError
-from harness.serving.commands import engine_flags
+from harness.app.commands.serve import engine_flags
 
 _READY = re.compile(r"serving on (http://\S+)")
 _STORE_READY = re.compile(r"kv store on (http://\S+)")

@@ -15,7 +15,7 @@ import numpy as np
 from harness.driver import clock
 from harness.driver.target import Done, Failure, RequestSpec, Sink, Usage
 from harness.engine.config import EngineConfig
-from harness.engine.kv_tiers import TIERS as CACHE_TIERS
+from harness.engine.tiers.stack import TIERS as CACHE_TIERS
 from harness.errors import ChatTemplateError, EngineError
 from harness.serving.async_engine import (
     AsyncEngine,

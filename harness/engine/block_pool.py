@@ -11,7 +11,7 @@ Semantics follow vLLM's KVCacheManager / FreeKVCacheBlockQueue and its hybrid al
   (the next allocation). They keep their content only where a snapshot retains it: the retention
   policy picks the points whose window state outlives the request (see `retain_window`).
 - A hashed page evicted from the device goes to the tiers below it (CPU, then disk) when
-  configured, and every full block to the shared store when there is one (`kv_tiers`).
+  configured, and every full block to the shared store when there is one (`tiers/stack.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections import Counter, OrderedDict
 from typing import cast
 
 from harness.engine.config import FULL, SLIDING
-from harness.engine.cpu_tier import CpuTier
-from harness.engine.kv_tiers import KVTiers
+from harness.engine.tiers.cpu import CpuTier
+from harness.engine.tiers.stack import KVTiers
 from harness.engine.page_map import Block, PageMap
 from harness.engine.pool_invariants import check_pool
 from harness.engine.prefix_lookup import (

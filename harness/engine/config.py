@@ -142,7 +142,7 @@ class EngineConfig:
     seed: int = 0
     cost_model: str | None = None  # path of a calibrated cost model (simulated runner)
     # Simulated runner on a roofline device (`device: h200`): the model whose shape it prices,
-    # and the GPUs it is split over (harness/engine/roofline.py, harness/data/roofline.yaml).
+    # and the GPUs it is split over (harness/engine/runners/roofline.py, harness/data/roofline.yaml).
     sim_model: str | None = None
     tensor_parallel_size: int = 1
     debug_checks: bool = False  # check block-pool invariants after every step
@@ -198,7 +198,7 @@ class EngineConfig:
 
     @staticmethod
     def _roofline_devices() -> tuple[str, ...]:
-        from harness.engine import roofline  # lazily: it imports the cost model, which imports this
+        from harness.engine.runners import roofline  # lazily: it imports the cost model, which imports this
 
         return roofline.devices()
 
@@ -231,7 +231,7 @@ class EngineConfig:
         """The roofline cost model of this device and model (None when not a roofline)."""
         if not self.roofline:
             return None
-        from harness.engine.roofline import RooflineCost
+        from harness.engine.runners.roofline import RooflineCost
 
         assert self.sim_model is not None
         return RooflineCost.of(self.device, self.sim_model, self.tensor_parallel_size)

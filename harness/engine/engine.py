@@ -14,10 +14,10 @@ import numpy as np
 
 from harness.engine.block_pool import BlockPool
 from harness.engine.config import FULL, SLIDING, EngineConfig
-from harness.engine.kv_tiers import KVTiers
+from harness.engine.tiers.stack import KVTiers
 from harness.engine.scheduler import ScheduledChunk, Scheduler
 from harness.engine.sequence import Request, SamplingParams
-from harness.engine.tier_setup import make_tiers, tier_stats
+from harness.engine.tiers.setup import make_tiers, tier_stats
 from harness.errors import EngineError
 
 
@@ -61,17 +61,17 @@ class EngineStats:
     kv_blocks_sliding_peak: int = 0
     kv_snapshot_blocks: int = 0  # free sliding-window pages kept by snapshots (reusable)
     kv_snapshots_total: int = 0  # window states retained so far
-    # Per tier below the device (kv_tiers.OFFLOAD_TIERS): hit tokens, blocks and bytes moved
+    # Per tier below the device (tiers.stack.OFFLOAD_TIERS): hit tokens, blocks and bytes moved
     # in and out, blocks resident, unreadable blocks, failed store calls (`tier_stats`).
     tiers: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def make_runner(config: EngineConfig):
     if config.runner == "simulated":
-        from harness.engine.runner_sim import SimRunner
+        from harness.engine.runners.simulated import SimRunner
 
         return SimRunner(config)
-    from harness.engine.runner_torch import TorchRunner
+    from harness.engine.runners.torch_runner import TorchRunner
 
     return TorchRunner(config)
 

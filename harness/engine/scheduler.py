@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from harness.engine.block_pool import BlockPool, PrefixHit
 from harness.engine.config import EngineConfig
-from harness.engine.kv_tiers import OFFLOAD_TIERS
+from harness.engine.tiers.stack import OFFLOAD_TIERS
 from harness.engine.sequence import Request, RequestStatus
 from harness.errors import EngineError
 
@@ -42,7 +42,7 @@ class Scheduler:
         self.num_preemptions = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up at first admission
         self.prefix_cache_hits = 0  # of which served from the device cache or a tier below it
-        self.tier_hits: Counter[str] = Counter()  # hit tokens by tier (kv_tiers.TIERS)
+        self.tier_hits: Counter[str] = Counter()  # hit tokens by tier (tiers.stack.TIERS)
 
     @property
     def cpu_cache_hits(self) -> int:

@@ -90,7 +90,7 @@ class Histogram:
         return out
 
 
-TIERS = ("device", "cpu", "disk", "remote")  # engine.kv_tiers.TIERS
+TIERS = ("device", "cpu", "disk", "remote")  # engine.tiers.stack.TIERS
 # vLLM's `source` label of vllm:prompt_tokens_cached_by_source for each of our tiers (its
 # CacheHitSource: a remote store that is not another vLLM instance is "external_unspecified").
 VLLM_SOURCES = {

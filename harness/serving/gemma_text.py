@@ -18,7 +18,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokeniz
 from tokenizers.decoders import DecodeStream
 from tokenizers.models import BPE
 
-from harness.engine.gguf_weights import Vocabulary, cache_dir, load_vocabulary
+from harness.engine.models.gguf_weights import Vocabulary, cache_dir, load_vocabulary
 from harness.errors import ChatTemplateError
 from harness.serving.chat_template import role_and_text, tool_calls, tools_text
 

@@ -9,7 +9,7 @@ of a request's next blocks they miss. The store is an LRU of `capacity` blocks i
     POST /has     records with keys only: that run's length (4 bytes, little-endian)
     GET  /health  /metrics (Prometheus: blocks, bytes, puts, gets, hits, misses)
 
-The records' wire format is `harness.engine.remote_tier.pack`, the client's.
+The records' wire format is `harness.engine.tiers.remote.pack`, the client's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from harness.engine.remote_tier import Record, pack, unpack
+from harness.engine.tiers.remote import Record, pack, unpack
 
 
 @dataclass

@@ -6,7 +6,7 @@ cached` tokens computed over `cached` ones attend `n*cached + n(n+1)/2` (query, 
     ttft = a + b * n + c * pairs
 
 (non-negative least squares over the run's measured requests, weighted by 1/ttft: relative error,
-a 5 ms TTFT counting as much as a 0.5 s one, as `harness.engine.cost_model.calibrate` fits).
+a 5 ms TTFT counting as much as a 0.5 s one, as `harness.engine.runners.cost_model.calibrate` fits).
 The replay's engines step on the cost model this makes: a step costs `decode_s` (the run's median
 gap between streamed tokens: what a step of decodes took there) plus `b` per token computed and
 `c` per pair attended, so a prefill costs what the run's own TTFTs say prefills cost, and a
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.engine.cost_model import CostModel
+from harness.engine.runners.cost_model import CostModel
 from harness.errors import InputError
 
 MIN_POINTS = 8

@@ -28,7 +28,7 @@ import numpy as np
 from harness.analysis.ideal import granularity
 from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
-from harness.engine.cost_model import CostModel
+from harness.engine.runners.cost_model import CostModel
 from harness.errors import EngineError, InputError
 from harness.whatif.fit import TtftFit, fit_ttft, step_noise
 from harness.whatif.replay import Outcome, Replay

@@ -322,7 +322,7 @@ def test_each_ending_maps_to_its_exit_code_as_the_cli_prints_it(
 ):
     """The function both verbs end with (`harness run` takes the worst over its points): a Ray
     run that lost a worker exits 3 whatever its requests did."""
-    from harness.app.run_commands import _exit
+    from harness.app.commands.run import _exit
 
     assert _exit(status, total, failed, 1.0) == code
     err = capsys.readouterr().err

@@ -59,6 +59,6 @@ def assert_idle(engine: LLMEngine) -> None:
 @pytest.fixture(scope="session")
 def shared_runner():
     """One torch runner (model + KV tensors) reused by tests that need a 256-block tiny engine."""
-    from harness.engine.runner_torch import TorchRunner
+    from harness.engine.runners.torch_runner import TorchRunner
 
     return TorchRunner(tiny())

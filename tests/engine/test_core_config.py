@@ -63,7 +63,7 @@ def test_cuda_device_without_cuda_is_a_clear_error():
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is present on this machine")
-    from harness.engine.runner_torch import TorchRunner
+    from harness.engine.runners.torch_runner import TorchRunner
 
     with pytest.raises(EngineError, match="CUDA is not available"):
         TorchRunner(EngineConfig(device="cuda", num_gpu_blocks=4))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.engine.cpu_tier import CpuTier
+from harness.engine.tiers.cpu import CpuTier
 from harness.engine.engine import LLMEngine
 
 from .conftest import drain, greedy, prompt, tiny

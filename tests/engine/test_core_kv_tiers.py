@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.engine.disk_tier import DiskTier
+from harness.engine.tiers.disk import DiskTier
 from harness.engine.engine import LLMEngine
 from harness.errors import EngineError
 
@@ -153,7 +153,7 @@ def test_kv_bytes_survive_device_to_cpu_to_disk_to_device(shared_runner, tmp_pat
 
 
 def test_the_simulated_runner_charges_each_tier_move_at_its_cost(tmp_path):
-    from harness.engine.cost_model import DEFAULT_TRANSFER, CostModel
+    from harness.engine.runners.cost_model import DEFAULT_TRANSFER, CostModel
 
     cost = CostModel.load()
     page = 16384

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from harness.engine.config import EngineConfig
-from harness.engine.cost_model import CostModel, StepShape, calibrate
+from harness.engine.runners.cost_model import CostModel, StepShape, calibrate
 from harness.engine.engine import LLMEngine
 from harness.errors import EngineError
 

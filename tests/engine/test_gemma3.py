@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from harness.engine.config import PRESETS, EngineConfig  # noqa: E402
 from harness.engine.engine import LLMEngine  # noqa: E402
-from harness.engine.gguf_weights import load_state_dict  # noqa: E402
+from harness.engine.models.gguf_weights import load_state_dict  # noqa: E402
 
 from .conftest import drain, greedy  # noqa: E402
 

@@ -4,9 +4,9 @@
 import pytest
 
 from harness.engine.config import EngineConfig
-from harness.engine.cost_model import StepShape
-from harness.engine.roofline import RooflineCost
-from harness.engine.runner_sim import SimRunner
+from harness.engine.runners.cost_model import StepShape
+from harness.engine.runners.roofline import RooflineCost
+from harness.engine.runners.simulated import SimRunner
 from harness.errors import EngineError
 
 # Llama 3.1 8B: 8.03e9 params, 32 layers, hidden 4096, 32 heads, 8 KV heads of 128, vocab

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from harness.engine.cost_model import CostModel
+from harness.engine.runners.cost_model import CostModel
 from harness.engine.engine import LLMEngine
-from harness.engine.runner_torch import TorchRunner
+from harness.engine.runners.torch_runner import TorchRunner
 
 from .conftest import drain, greedy, prompt, sim, tiny
 

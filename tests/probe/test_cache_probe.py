@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from harness.app.cli import main
-from harness.app.probe_commands import probe_cache
+from harness.app.commands.probe import probe_cache
 from harness.engine.config import EngineConfig
 from harness.probe.cache_probe import ProbeSettings
 from harness.serving.server import BackgroundServer

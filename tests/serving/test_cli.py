@@ -17,7 +17,7 @@ import pytest
 from harness.app.cli import main
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
-from harness.serving.commands import add_engine_arguments, engine_config_from_args
+from harness.app.commands.serve import add_engine_arguments, engine_config_from_args
 
 
 def parse(*argv: str) -> EngineConfig:

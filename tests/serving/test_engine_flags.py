@@ -7,7 +7,7 @@ import pytest
 
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
-from harness.serving.commands import add_engine_arguments, engine_config_from_args, engine_flags
+from harness.app.commands.serve import add_engine_arguments, engine_config_from_args, engine_flags
 
 OPTIONS = {
     "block_size": 8,

@@ -7,7 +7,7 @@ cached ones attends n*s + n(n+1)/2 pairs), samples drive the LM head and samplin
 fitted by non-negative least squares on timed torch-runner steps of varied shapes.
 
 KV moves between the device and its tiers add, per block, `latency_s + page_bytes / bandwidth`
-(`transfer`: per tier, write bandwidth into it, read bandwidth back; `transfer_calibration`
+(`transfer`: per tier, write bandwidth into it, read bandwidth back; `tiers.calibration`
 measures the CPU copy and the disk on this machine; the remote store's default is documented in
 docs/engine.md).
 """
@@ -33,7 +33,7 @@ from harness.errors import EngineError
 
 DEFAULT_PATH = "default_cost_model.json"
 # Per-block transfer costs when a cost model gives none. CPU and disk: measured by
-# `transfer_calibration` on the development machine (default_cost_model.json holds the figures);
+# `tiers.calibration` on the development machine (default_cost_model.json holds the figures);
 # remote: a store across a 100 Gb/s link, 12.5 GB/s, with 50 us per block of request overhead.
 DEFAULT_TRANSFER = {
     "cpu": {"write_gb_s": 37.0, "read_gb_s": 41.8, "latency_s": 6.3e-6},
@@ -102,7 +102,7 @@ class CostModel:
     def load(cls, path: str | None = None) -> CostModel:
         try:
             if path is None:
-                text = resources.files("harness.engine").joinpath(DEFAULT_PATH).read_text()
+                text = resources.files("harness.engine.runners").joinpath(DEFAULT_PATH).read_text()
             else:
                 text = Path(path).read_text()
             d = json.loads(text)
@@ -156,7 +156,7 @@ def _time_step(runner, chunks: list[ScheduledChunk], reps: int) -> float:
 
 
 def _transfer(runner, config: EngineConfig) -> dict:
-    from harness.engine.transfer_calibration import cpu_cost, disk_cost
+    from harness.engine.tiers.calibration import cpu_cost, disk_cost
 
     page = config.model.kv_bytes_per_page(config.dtype, config.block_size)
     return {"cpu": cpu_cost(runner.k_cache), "disk": disk_cost(page, config.disk_offload_dir)}
@@ -166,7 +166,7 @@ def calibrate(
     config: EngineConfig, out_path: str, *, max_context: int = 20_480, reps: int = 3
 ) -> dict:
     """Time the torch runner on this device, fit the cost model, write it as JSON; return it."""
-    from harness.engine.runner_torch import TorchRunner
+    from harness.engine.runners.torch_runner import TorchRunner
 
     max_context = min(max_context, config.model_len)
     steps = _shapes(max_context)

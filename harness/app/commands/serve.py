@@ -302,7 +302,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     names = ("preset", "device", "dtype", "disk_offload_dir")
     chosen = {k: v for k in names if (v := getattr(args, k)) is not None}
     config = EngineConfig.from_dict(chosen)
-    from harness.engine.cost_model import calibrate
+    from harness.engine.runners.cost_model import calibrate
 
     calibrate(config, args.output)
     print(f"wrote {args.output}", file=sys.stderr)

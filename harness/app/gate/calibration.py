@@ -4,7 +4,7 @@ Four arms of one scenario on the bundled engine: `a` and `a2` (the same configur
 `s10` and `s30` (`target.engine.options.step_time_scale` 1.1 and 1.3: every engine step 10 % and
 30 % longer). They run in cycles of one run each, the order rotating from cycle to cycle, so a
 host that drifts weighs on every arm alike. A *comparison* is the gate's stopping rule
-(harness/app/gate_rule.py) replayed on a window of consecutive cycles, exactly as `harness gate`
+(harness/app/gate/rule.py) replayed on a window of consecutive cycles, exactly as `harness gate`
 applies it live: pair after pair, busy runs left out, until decisive or `max_runs` a side.
 Window j uses cycles j, j+1, ...: windows share runs (said in calibration.json `sharing`), and
 each kind is judged both ways round (a vs a2 and a2 vs a; a vs s30 and a2 vs s30), so k windows
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.host_state import Screen
-from harness.app.gate import CALIBRATION_FILE, GateRun, host_words, run_arm
-from harness.app.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
+from harness.app.gate.loop import CALIBRATION_FILE, GateRun, host_words, run_arm
+from harness.app.gate.rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
 from harness.app.scenario import Scenario
 from harness.errors import InputError
 

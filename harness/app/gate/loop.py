@@ -7,7 +7,7 @@ candidate alone, judged against earlier runs (`--history`), which the verdict sc
 an ordinary run folder (`DIR/a1`, `DIR/b1`, ...) with its summary.json; each is screened as it
 ends: a run on a busy host (harness.analysis.host_state) or one that ended badly is kept on disk
 but left out of the evidence, and run again while the budget lasts. The stopping rule is
-harness/app/gate_rule.py's. `DIR/gate.json` holds the verdict, every run with its host state and
+harness/app/gate/rule.py's. `DIR/gate.json` holds the verdict, every run with its host state and
 self-check, and the rule; `DIR/gate.md` says it in a few lines (harness/report/gate.py).
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.host_state import Screen
-from harness.app.gate_rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
+from harness.app.gate.rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
 from harness.app.scenario import Scenario
 
 GATE_FILE = "gate.json"

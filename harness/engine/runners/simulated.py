@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 
 from harness.engine.config import EngineConfig
-from harness.engine.cost_model import CostModel, StepShape
+from harness.engine.runners.cost_model import CostModel, StepShape
 from harness.engine.scheduler import ScheduledChunk
 
 _FIRST_ID = 1000  # outputs avoid the special and role-marker ids

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
-from harness.app.gate_rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
+from harness.app.gate.rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 
 
 def register(sub) -> None:
@@ -137,7 +137,7 @@ def register(sub) -> None:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from harness.app.gate_rule import Rule
+    from harness.app.gate.rule import Rule
 
     resume = args.calibrate and args.resume and (Path(args.output) / "cycles.json").is_file()
     out = Path(args.output) if resume else _new_folder(Path(args.output))
@@ -184,7 +184,7 @@ def _arms(args: argparse.Namespace) -> dict:
 
 def _judge(args: argparse.Namespace, rule, out: Path) -> int:
     from harness.analysis.loader import expand_run_dirs
-    from harness.app.gate import Budget, gate, read_calibration, write_gate
+    from harness.app.gate.loop import Budget, gate, read_calibration, write_gate
     from harness.errors import InputError
     from harness.report.gate import verdict_lines
 
@@ -224,7 +224,7 @@ def _screen(args: argparse.Namespace):
 
 
 def _default_calibration(scenario) -> Path:
-    from harness.app.gate import CALIBRATION_FILE
+    from harness.app.gate.loop import CALIBRATION_FILE
 
     return Path(scenario.results_dir) / CALIBRATION_FILE
 
@@ -239,7 +239,7 @@ def _matching(calibration: dict | None, rule) -> dict | None:
 
 
 def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
-    from harness.app.calibration import calibrate
+    from harness.app.gate.calibration import calibrate
     from harness.app.scenario import load_scenario
     from harness.report.gate import calibration_line
 

@@ -3,7 +3,7 @@
 A hashed block evicted from the device goes to the first local tier (the CPU tier, else the
 disk tier); the CPU tier's own LRU evictions go on to the disk tier; the disk tier's are dropped.
 The remote store is write-through: every full block is put there once computed (see
-`remote_tier`). A prefix lookup that misses on the device asks the tiers in that order, and a hit
+`remote`). A prefix lookup that misses on the device asks the tiers in that order, and a hit
 is copied back into a fresh device page (it takes device KV capacity like any other block).
 
 Every move is counted by tier and direction ("in": into the tier, "out": back to the device),
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Protocol
 
-from harness.engine.cpu_tier import CpuTier
-from harness.engine.disk_tier import DiskTier
-from harness.engine.remote_tier import RemoteTier
+from harness.engine.tiers.cpu import CpuTier
+from harness.engine.tiers.disk import DiskTier
+from harness.engine.tiers.remote import RemoteTier
 
 TIERS = ("device", "cpu", "disk", "remote")  # where a cached token's KV came from
 OFFLOAD_TIERS = TIERS[1:]

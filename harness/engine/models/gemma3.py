@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.engine.config import FULL, SLIDING, ModelPreset
-from harness.engine.llama import ForwardBatch, apply_rope, paged_attention, rope_cos_sin
+from harness.engine.models.llama import ForwardBatch, apply_rope, paged_attention, rope_cos_sin
 
 
 class GemmaRMSNorm(nn.Module):
@@ -125,7 +125,7 @@ class Gemma3(nn.Module):
 
 def build_gemma3(p: ModelPreset, device: torch.device, dtype: torch.dtype) -> Gemma3:
     """The model with the GGUF package's dequantized weights (see gguf_weights.py)."""
-    from harness.engine.gguf_weights import load_state_dict
+    from harness.engine.models.gguf_weights import load_state_dict
 
     with torch.device("meta"):
         model = Gemma3(p)

@@ -26,7 +26,7 @@ from importlib import resources
 
 import yaml
 
-from harness.engine.cost_model import DEFAULT_TRANSFER, StepShape
+from harness.engine.runners.cost_model import DEFAULT_TRANSFER, StepShape
 from harness.errors import EngineError
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}

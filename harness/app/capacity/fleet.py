@@ -1,7 +1,7 @@
 """`harness capacity SCENARIO --simulate --replicas 1,2,4 --routing all`: a fleet table, simulated.
 
 For each replica count and routing policy: the most concurrent agents the fleet serves within the
-scenario's SLOs (the exact search of harness/app/capacity_virtual.py over the total concurrency), and
+scenario's SLOs (the exact search of harness/app/capacity/virtual.py over the total concurrency), and
 the fleet's prefix-cache hit rate at that load. One replica's capacity is found first; N replicas
 start their search at N times it and step by a quarter (so a fleet costs a few points near its
 answer, not a doubling from 1) and bisect to `resolution` of the answer. Every figure is the cost
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from harness.analysis.capacity import Rule
-from harness.app.capacity_virtual import MODELLED, Point, Search, at, measure_point, slos_of
+from harness.app.capacity.virtual import MODELLED, Point, Search, at, measure_point, slos_of
 from harness.app.scenario import Scenario
 from harness.driver.routing import POLICIES
 

@@ -1,7 +1,7 @@
 """`harness capacity SCENARIO` and `harness plan pd`: capacity planning, flags in, one call each.
 
-The wall-clock search is harness/app/capacity.py; `--simulate` and its flags are
-harness/app/fleet_commands.py; `plan pd` reads two saturation runs (harness/app/sweep.py).
+The wall-clock search is harness/app/capacity/search.py; `--simulate` and its flags are
+harness/app/commands/fleet.py; `plan pd` reads two saturation runs (harness/app/sweep.py).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _register_capacity(sub) -> None:
         action="store_false",
         help="do not try the point above the first miss (it detects non-monotone curves)",
     )
-    from harness.app import fleet_commands  # --simulate, --replicas, --routing: the virtual clock's
+    from harness.app.commands import fleet as fleet_commands  # --simulate, --replicas, --routing: the virtual clock's
 
     fleet_commands.add_arguments(cap)
     cap.set_defaults(func=_capacity)
@@ -107,13 +107,13 @@ def _register_capacity(sub) -> None:
 def _capacity(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.app.capacity import CAPACITY_FILE, capacity
+    from harness.app.capacity.search import CAPACITY_FILE, capacity
     from harness.app.scenario import load_scenario
     from harness.errors import InputError
     from harness.report.capacity_text import notes
 
-    if args.simulate:  # the exact search on the virtual clock (harness/app/capacity_virtual.py)
-        from harness.app.fleet_commands import simulate_capacity
+    if args.simulate:  # the exact search on the virtual clock (harness/app/capacity/virtual.py)
+        from harness.app.commands.fleet import simulate_capacity
 
         return simulate_capacity(args)
     settings = _capacity_settings(args)
@@ -135,7 +135,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
 def _capacity_settings(args: argparse.Namespace):
     from harness.analysis.capacity import Rule
-    from harness.app.capacity import Settings
+    from harness.app.capacity.search import Settings
     from harness.errors import InputError
 
     checks = (

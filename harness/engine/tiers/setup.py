@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 from harness.engine.config import EngineConfig
-from harness.engine.cpu_tier import CpuTier
-from harness.engine.disk_tier import DiskTier
-from harness.engine.kv_tiers import OFFLOAD_TIERS, BlockMover, KVTiers
-from harness.engine.remote_tier import RemoteTier
+from harness.engine.tiers.cpu import CpuTier
+from harness.engine.tiers.disk import DiskTier
+from harness.engine.tiers.stack import OFFLOAD_TIERS, BlockMover, KVTiers
+from harness.engine.tiers.remote import RemoteTier
 from harness.engine.sequence import TOKEN_BYTES
 from harness.errors import EngineError
 

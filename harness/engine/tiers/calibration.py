@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.engine.disk_tier import decode_file, encode_file
+from harness.engine.tiers.disk import decode_file, encode_file
 
 _REPS = 20
 PAGES = (1, 4, 16, 32)  # copy sizes timed, in pages

@@ -2,7 +2,7 @@
 
 On the virtual clock a run's figures are the cost model's, whatever the host does (docs/engine.md,
 "The virtual clock"), so the wall-clock search's machinery for noise -- repeats near the knee, the
-host's load, re-runs of non-monotone pairs (harness/app/capacity.py) -- has nothing to do: each point
+host's load, re-runs of non-monotone pairs (harness/app/capacity/search.py) -- has nothing to do: each point
 is run once and decided by its own figures. The search doubles the concurrency from a guess until
 a point misses, then bisects to the last concurrency met. Every point replays the same trace (built
 once) in this process, each for `point_s` simulated seconds, and is analysed without a report.

@@ -1,8 +1,8 @@
 """`harness capacity --simulate` (and `--replicas`, `--routing`): the flags and the verb's body.
 
-The capacity verb's wall-clock search lives in harness/app/capacity.py; with `--simulate` it
-dispatches here: the exact search on the virtual clock (harness/app/capacity_virtual.py), or with
-`--replicas` the fleet table (harness/app/fleet.py).
+The capacity verb's wall-clock search lives in harness/app/capacity/search.py; with `--simulate` it
+dispatches here: the exact search on the virtual clock (harness/app/capacity/virtual.py), or with
+`--replicas` the fleet table (harness/app/capacity/fleet.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def add_arguments(cap: argparse.ArgumentParser) -> None:
 
 
 def simulate_capacity(args: argparse.Namespace) -> int:
-    from harness.app.run_commands import SIMULATE_SETS
+    from harness.app.commands.run import SIMULATE_SETS
     from harness.app.scenario import load_scenario
     from harness.driver.runfolder import make_run_dir
     from harness.errors import InputError
@@ -51,7 +51,7 @@ def simulate_capacity(args: argparse.Namespace) -> int:
     make_run_dir(out)
     if args.replicas:
         return _fleet(args, scenario, out)
-    from harness.app.capacity_virtual import CAPACITY_FILE, capacity_virtual
+    from harness.app.capacity.virtual import CAPACITY_FILE, capacity_virtual
 
     result = capacity_virtual(
         scenario, out, max_concurrency=args.max_concurrency, point_s=args.point_s
@@ -62,7 +62,7 @@ def simulate_capacity(args: argparse.Namespace) -> int:
 
 
 def _fleet(args: argparse.Namespace, scenario, out: Path) -> int:
-    from harness.app.fleet import FLEET_FILE, fleet, parse_policies
+    from harness.app.capacity.fleet import FLEET_FILE, fleet, parse_policies
     from harness.errors import InputError
 
     try:

@@ -17,7 +17,7 @@ import time
 import torch
 
 from harness.engine.config import SLIDING, EngineConfig, KVGroup
-from harness.engine.llama import DecodeGroup, ForwardBatch, GroupBatch, SeqSpan, build_model
+from harness.engine.models.llama import DecodeGroup, ForwardBatch, GroupBatch, SeqSpan, build_model
 from harness.engine.scheduler import ScheduledChunk
 from harness.errors import EngineError
 
@@ -41,7 +41,7 @@ def _window_mask(first: int, start: int, end: int, window: int, dev) -> torch.Te
 
 def _build(p, seed: int, device: torch.device, dtype: torch.dtype):
     if p.arch == "gemma3":
-        from harness.engine.gemma3 import build_gemma3
+        from harness.engine.models.gemma3 import build_gemma3
 
         return build_gemma3(p, device, dtype)
     return build_model(p, seed, device, dtype)

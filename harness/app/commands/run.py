@@ -2,7 +2,7 @@
 
 Both `run` and `replay` run a scenario: `replay`'s flags are overrides onto one (external
 endpoints, a trace file), so the two verbs share one set of defaults, the scenario's.
-`harness capacity` and `harness plan pd` are in harness/app/capacity_commands.py.
+`harness capacity` and `harness plan pd` are in harness/app/commands/capacity.py.
 """
 
 from __future__ import annotations

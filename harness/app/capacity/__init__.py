@@ -1,0 +1,1 @@
+"""`harness capacity`: the measured search, the virtual-clock search, fleets."""

@@ -1,0 +1,1 @@
+"""The verbs, one module per group: flags in, one call each."""

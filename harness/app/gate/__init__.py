@@ -1,0 +1,1 @@
+"""`harness gate`: the loop, its stopping rule, its calibration."""

@@ -1,0 +1,1 @@
+"""The models the torch runner computes with."""

@@ -1,0 +1,1 @@
+"""The runners: one step on torch, or its time from a cost model."""

@@ -1,0 +1,1 @@
+"""The KV tiers below the device: CPU, disk, the shared store."""
