@@ -249,8 +249,8 @@ def test_a_real_search_writes_its_band_and_names_the_binding_slo(tmp_path, capsy
 
 
 def test_the_flags_reach_the_rule_by_name():
-    from harness.app.commands.capacity import _capacity_settings
     from harness.app.cli import build_parser
+    from harness.app.commands.capacity import _capacity_settings
 
     args = build_parser().parse_args(
         ["capacity", "x.yaml", "-o", "d", "--max-runs", "6", "--max-wait-share", "0.8"]

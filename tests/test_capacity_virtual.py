@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 from harness.analysis.capacity import MET, MISSED
-from harness.app.capacity.virtual import Point, Search, capacity_virtual
 from harness.app.capacity.fleet import fleet
+from harness.app.capacity.virtual import Point, Search, capacity_virtual
 from harness.app.commands.run import SIMULATE_SETS
 from harness.app.scenario import load_scenario
 

@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from harness.app.build import block_size, http_target_config, replay_config
 from harness.app.cli import build_parser
-from harness.app.flags import BY_FIELD
 from harness.app.commands.run import replay_scenario
+from harness.app.flags import BY_FIELD
 from harness.app.scenario import Scenario, default_text, validate
 from harness.driver.config import Load, ReplayConfig, Sending
 from harness.driver.http import HTTPSettings, HTTPTargetConfig

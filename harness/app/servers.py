@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import harness
-from harness.errors import EngineError
 from harness.app.commands.serve import engine_flags
+from harness.errors import EngineError
 
 _READY = re.compile(r"serving on (http://\S+)")
 _STORE_READY = re.compile(r"kv store on (http://\S+)")

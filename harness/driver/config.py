@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from harness.driver.http import APIS, api_named
+from harness.driver.apis import APIS, api_named
 from harness.driver.retry import RetryPolicy
 from harness.yamlconf import Strict
 
@@ -138,7 +138,7 @@ class Sending(Strict):
         "completions",
         description="the API requests are sent in: chat (/v1/chat/completions), completions "
         "(/v1/completions: token ids or text), messages (Anthropic's /v1/messages) or responses "
-        "(OpenAI's /v1/responses); the HTTP target's registry (harness/driver/http/apis/)",
+        "(OpenAI's /v1/responses); the HTTP target's registry (harness/driver/apis/)",
     )
     prompt_format: Literal["tokens", "text"] = Field(
         "tokens", description="completions API: token-id prompts or text prompts"

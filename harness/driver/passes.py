@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from harness.driver.apis import api_named
 from harness.driver.config import ReplayConfig
-from harness.driver.http import api_named
 from harness.trace.content import Content, load_hf_token_counter, load_hf_token_encoder
 from harness.trace.cycles import cycle_salt
 from harness.trace.model import Trace

@@ -20,8 +20,6 @@ from collections import Counter, OrderedDict
 from typing import cast
 
 from harness.engine.config import FULL, SLIDING
-from harness.engine.tiers.cpu import CpuTier
-from harness.engine.tiers.stack import KVTiers
 from harness.engine.page_map import Block, PageMap
 from harness.engine.pool_invariants import check_pool
 from harness.engine.prefix_lookup import (
@@ -34,6 +32,8 @@ from harness.engine.prefix_lookup import (
     window_start,
 )
 from harness.engine.sequence import NULL_BLOCK, Frontier, Request
+from harness.engine.tiers.cpu import CpuTier
+from harness.engine.tiers.stack import KVTiers
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
 

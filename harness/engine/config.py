@@ -198,7 +198,9 @@ class EngineConfig:
 
     @staticmethod
     def _roofline_devices() -> tuple[str, ...]:
-        from harness.engine.runners import roofline  # lazily: it imports the cost model, which imports this
+        from harness.engine.runners import (
+            roofline,
+        )  # lazily: it imports the cost model, which imports this
 
         return roofline.devices()
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from harness.engine.block_pool import BlockPool
 from harness.engine.config import FULL, SLIDING, EngineConfig
-from harness.engine.tiers.stack import KVTiers
 from harness.engine.scheduler import ScheduledChunk, Scheduler
 from harness.engine.sequence import Request, SamplingParams
 from harness.engine.tiers.setup import make_tiers, tier_stats
+from harness.engine.tiers.stack import KVTiers
 from harness.errors import EngineError
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from harness.engine.block_pool import BlockPool, PrefixHit
 from harness.engine.config import EngineConfig
-from harness.engine.tiers.stack import OFFLOAD_TIERS
 from harness.engine.sequence import Request, RequestStatus
+from harness.engine.tiers.stack import OFFLOAD_TIERS
 from harness.errors import EngineError
 
 

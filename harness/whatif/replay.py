@@ -22,8 +22,8 @@ import numpy as np
 
 from harness.driver.routing import Router
 from harness.engine.config import EngineConfig
-from harness.engine.runners.cost_model import CostModel
 from harness.engine.engine import EngineRequestError, LLMEngine
+from harness.engine.runners.cost_model import CostModel
 from harness.engine.runners.simulated import SimRunner
 from harness.engine.sequence import SamplingParams
 from harness.whatif.requests import Prompts, ReplayRequest

@@ -174,7 +174,7 @@ async def test_no_per_request_counts_without_the_servers_form(tmp_path):
 
 
 def test_a_per_request_form_with_a_count_missing_or_not_whole_is_not_recorded():
-    from harness.driver.http.apis.openai.decode import spec_counts
+    from harness.driver.apis.openai.decode import spec_counts
 
     good = {"num_spec_steps": 4, "num_draft_tokens": 11, "num_accepted_draft_tokens": 8}
     assert spec_counts(good) is not None and spec_counts(good).accepted_tokens == 8

@@ -2,11 +2,11 @@
 
 import orjson
 
-from harness.driver.http.apis.messages.convert import to_messages
-from harness.driver.http.apis.messages.convert import to_tools as anthropic_tools
-from harness.driver.http.apis.messages.request import MessagesRequest
-from harness.driver.http.apis.responses.convert import to_input
-from harness.driver.http.apis.responses.convert import to_tools as responses_tools
+from harness.driver.apis.messages.convert import to_messages
+from harness.driver.apis.messages.convert import to_tools as anthropic_tools
+from harness.driver.apis.messages.request import MessagesRequest
+from harness.driver.apis.responses.convert import to_input
+from harness.driver.apis.responses.convert import to_tools as responses_tools
 from harness.driver.http.config import HTTPTargetConfig
 from harness.driver.target import RequestSpec
 

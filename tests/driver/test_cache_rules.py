@@ -10,8 +10,8 @@ import yaml
 
 from harness.analysis.hosted_cache import Entries, cost, name_misses
 from harness.app.scenario import validate
+from harness.driver.apis.messages.request import MessagesRequest
 from harness.driver.http import CacheRules
-from harness.driver.http.apis.messages.request import MessagesRequest
 from harness.driver.target import RequestSpec
 from harness.errors import ScenarioError
 from tests.driver.helpers import target

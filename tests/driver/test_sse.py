@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.apis.openai.decode import ChatStreamDecoder
 from harness.driver.http.sse import SSEError, SSEParser
 from harness.driver.target import Done, Failure, Usage
 
@@ -73,22 +73,22 @@ TOKEN = b'{"choices":[{"delta":{"content":"hi"}}]}'
 
 
 def test_role_only_first_chunk_is_not_a_token():
-    d = StreamDecoder(keep_text=True)
+    d = ChatStreamDecoder(keep_text=True)
     assert d.read([b'{"choices":[{"delta":{"role":"assistant","content":""}}]}'], 1.0) == 0
     assert not d.started
     assert d.read([TOKEN], 2.0) == 1 and d.text() == "hi" and d.started
 
 
 def test_events_of_one_read_form_one_chunk():
-    d = StreamDecoder(keep_text=True)
+    d = ChatStreamDecoder(keep_text=True)
     assert d.read([TOKEN, TOKEN, b'{"choices":[{"delta":{"content":"!"}}]}'], 1.0) == 3
     assert d.text() == "hihi!" and d.text() == ""
-    plain = StreamDecoder()
+    plain = ChatStreamDecoder()
     assert plain.read([TOKEN, TOKEN], 1.0) == 2 and plain.text() == ""  # text only on request
 
 
 def test_completions_text_and_usage_then_done():
-    d = StreamDecoder(keep_text=True)
+    d = ChatStreamDecoder(keep_text=True)
     assert d.read([b'{"choices":[{"text":" a","finish_reason":null}]}'], 1.0) == 1
     assert d.text() == " a"
     usage = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}'
@@ -97,13 +97,13 @@ def test_completions_text_and_usage_then_done():
 
 
 def test_usage_without_details_reads_cached_as_none():
-    d = StreamDecoder()
+    d = ChatStreamDecoder()
     d.read([b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}', b"[DONE]"], 1.0)
     assert d.finish(2.0)[0] == Usage(5, 1, None)
 
 
 def test_continuous_usage_gives_exact_tokens_per_chunk():
-    d = StreamDecoder()
+    d = ChatStreamDecoder()
     a = d.read([b'{"choices":[{"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}'], 1.0)
     b = d.read([b'{"choices":[{"delta":{"content":""}}],"usage":{"completion_tokens":3}}'], 2.0)
     assert (a, b) == (2, 1)
@@ -120,7 +120,7 @@ def test_continuous_usage_gives_exact_tokens_per_chunk():
     ],
 )
 def test_bad_payloads_fail_the_request(payload, error_class):
-    d = StreamDecoder()
+    d = ChatStreamDecoder()
     assert (
         d.read([TOKEN, payload, TOKEN], 1.0) == 1
     )  # what came before the bad event still counts; nothing after
@@ -132,7 +132,7 @@ def test_bad_payloads_fail_the_request(payload, error_class):
     [(False, True, "IncompleteStream"), (True, False, "MissingUsage")],
 )
 def test_stream_without_done_or_usage_fails(done, usage, error_class):
-    d = StreamDecoder()
+    d = ChatStreamDecoder()
     if usage:
         d.read([b'{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}'], 1.0)
     if done:
@@ -158,7 +158,7 @@ def sse(*payloads: bytes) -> bytes:
 def decoded(read: bytes, *, template: bool) -> tuple:
     """What decoding one read (after a first event that teaches the template) gives: tokens,
     text, failure, usage, done."""
-    p, d = SSEParser(), StreamDecoder(keep_text=True, template=template)
+    p, d = SSEParser(), ChatStreamDecoder(keep_text=True, template=template)
     d.read(p.feed(sse(VLLM % b" first")), 1.0)
     tokens = d.read(p.feed(read), 1.0)
     failure = None if d.failure is None else d.failure.error_class
@@ -199,10 +199,10 @@ def test_the_template_decodes_as_full_parsing(read):
 def test_the_template_is_learnt_only_where_the_text_is():
     # the text also names a key, or sits in another field: never a template from that event
     for first in (VLLM.replace(b'"model":"x"', b'"model":"%s"') % (b"m", b"m"), vllm(b"content")):
-        d = StreamDecoder()
+        d = ChatStreamDecoder()
         d.read([first], 1.0)
         assert d._template.size == 0 or d.read([vllm(b"zz")], 1.0) == 1
-    d = StreamDecoder()
+    d = ChatStreamDecoder()
     assert d.read([vllm(b" a"), vllm(b" b")], 1.0) == 2 and d._template.size > 0
 
 
@@ -226,7 +226,7 @@ VLLM_EOS_ONLY = (
 
 
 def test_an_empty_text_output_event_places_its_token():
-    p, d = SSEParser(), StreamDecoder(keep_text=True)
+    p, d = SSEParser(), ChatStreamDecoder(keep_text=True)
     assert d.read(p.feed(VLLM_EOS_ONLY[: VLLM_EOS_ONLY.index(b"\n\n") + 2]), 1.0) == 0  # role
     assert d.read(p.feed(VLLM_EOS_ONLY[VLLM_EOS_ONLY.index(b"\n\n") + 2 :]), 2.0) == 1
     assert d.text() == "" and d.started

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.driver.apis import APIS
 from harness.driver.config import ReplayConfig
-from harness.driver.http import APIS, HTTPTarget, HTTPTargetConfig, endpoint_url
+from harness.driver.http import HTTPTarget, HTTPTargetConfig, endpoint_url
 from tests.driver.helpers import TEST_TIMEOUTS, replay, sess, trace
 from tests.driver.toy_api import TOY
 from tests.driver.toy_server import MODEL, ToyServer
@@ -16,7 +17,7 @@ from tests.driver.toy_server import MODEL, ToyServer
 
 @pytest.fixture
 def toy(monkeypatch):
-    monkeypatch.setitem(APIS, TOY.name, TOY)  # its one line in harness/driver/http/apis/__init__.py
+    monkeypatch.setitem(APIS, TOY.name, TOY)  # its one line in harness/driver/apis/__init__.py
     return TOY
 
 

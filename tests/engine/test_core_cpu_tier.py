@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.engine.tiers.cpu import CpuTier
 from harness.engine.engine import LLMEngine
+from harness.engine.tiers.cpu import CpuTier
 
 from .conftest import drain, greedy, prompt, tiny
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.engine.tiers.disk import DiskTier
 from harness.engine.engine import LLMEngine
+from harness.engine.tiers.disk import DiskTier
 from harness.errors import EngineError
 
 from .conftest import drain, greedy, prompt, sim, tiny

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from harness.engine.config import EngineConfig
-from harness.engine.runners.cost_model import CostModel, StepShape, calibrate
 from harness.engine.engine import LLMEngine
+from harness.engine.runners.cost_model import CostModel, StepShape, calibrate
 from harness.errors import EngineError
 
 from .conftest import drain, greedy, prompt, sim

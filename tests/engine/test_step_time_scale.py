@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from harness.engine.runners.cost_model import CostModel
 from harness.engine.engine import LLMEngine
+from harness.engine.runners.cost_model import CostModel
 from harness.engine.runners.torch_runner import TorchRunner
 
 from .conftest import drain, greedy, prompt, sim, tiny

@@ -15,9 +15,9 @@ import urllib.request
 import pytest
 
 from harness.app.cli import main
+from harness.app.commands.serve import add_engine_arguments, engine_config_from_args
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
-from harness.app.commands.serve import add_engine_arguments, engine_config_from_args
 
 
 def parse(*argv: str) -> EngineConfig:

@@ -5,9 +5,9 @@ import argparse
 
 import pytest
 
+from harness.app.commands.serve import add_engine_arguments, engine_config_from_args, engine_flags
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
-from harness.app.commands.serve import add_engine_arguments, engine_config_from_args, engine_flags
 
 OPTIONS = {
     "block_size": 8,

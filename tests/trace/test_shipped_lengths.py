@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.driver.http.apis.messages.convert import to_messages
-from harness.driver.http.apis.responses.convert import to_input
+from harness.driver.apis.messages.convert import to_messages
+from harness.driver.apis.responses.convert import to_input
 from harness.trace.chat_tokens import ChatTokenizer
 from harness.trace.generate import generate
 from harness.trace.profile import load_profile

@@ -98,7 +98,9 @@ def _register_capacity(sub) -> None:
         action="store_false",
         help="do not try the point above the first miss (it detects non-monotone curves)",
     )
-    from harness.app.commands import fleet as fleet_commands  # --simulate, --replicas, --routing: the virtual clock's
+    from harness.app.commands import (
+        fleet as fleet_commands,
+    )  # --simulate, --replicas, --routing: the virtual clock's
 
     fleet_commands.add_arguments(cap)
     cap.set_defaults(func=_capacity)

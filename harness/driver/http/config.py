@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.driver.apis import APIS, api_named
 from harness.driver.config import Sending
-from harness.driver.http.apis import APIS, api_named
 from harness.driver.http.cache_rules import CacheRules, Prices
 from harness.driver.http.sampling import Sampling
 from harness.driver.http.sse import DEFAULT_MAX_EVENT_BYTES

@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 
+import orjson
+
 from harness.driver import clock
-from harness.driver.http.apis.openai.decode import http_error_message
+from harness.driver.apis import error_message
 from harness.driver.http.watchdog import Watchdog
 from harness.driver.http.wire import Response, WireError
 from harness.driver.target import Failure, Timeouts
@@ -59,3 +61,19 @@ def timeout_message(reason: str, tm: Timeouts) -> str:
         "IdleTimeout": f"no data for {tm.idle}s after output started",
         "TotalTimeout": f"request exceeded {tm.total}s in total",
     }[reason]
+
+
+def http_error_message(status: int, reason: str, body: bytes) -> str:
+    """`HTTP 429 Too Many Requests: <the server's message>` from an error response's status
+    line and the start of its body (the wire keeps at most its COLLECT_BYTES)."""
+    msg = body.decode("utf-8", "replace").strip()
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict):
+        for key in ("error", "message", "detail"):
+            if obj.get(key):
+                msg = error_message(obj[key])
+                break
+    return f"HTTP {status} {reason}".rstrip() + (f": {msg[:500]}" if msg else "")

@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 import aiohttp
 
 from harness import __version__
-from harness.driver.http.apis import RequestForm, api_named
-from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.apis import RequestForm, StreamDecoder, api_named
 from harness.driver.http.config import PER_EVENT_USAGE, HTTPTargetConfig, endpoint_url, redact
 from harness.driver.http.failure import http_failure, timed_out, wire_failure
 from harness.driver.http.placing import PlacingSink

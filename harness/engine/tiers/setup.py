@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 from harness.engine.config import EngineConfig
+from harness.engine.sequence import TOKEN_BYTES
 from harness.engine.tiers.cpu import CpuTier
 from harness.engine.tiers.disk import DiskTier
-from harness.engine.tiers.stack import OFFLOAD_TIERS, BlockMover, KVTiers
 from harness.engine.tiers.remote import RemoteTier
-from harness.engine.sequence import TOKEN_BYTES
+from harness.engine.tiers.stack import OFFLOAD_TIERS, BlockMover, KVTiers
 from harness.errors import EngineError
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.driver.http.typed_events import TypedEventDecoder
+from harness.driver.apis.typed_events import TypedEventDecoder
 from harness.driver.target import Done, Event, Failure, Usage
 
 

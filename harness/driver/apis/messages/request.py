@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from harness.driver.http.apis.messages.convert import cache_breakpoints, to_messages, to_tools
-from harness.driver.http.apis.messages.decode import MessagesDecoder
-from harness.driver.http.apis.openai.decode import StreamDecoder
-from harness.driver.http.apis.openai.request import SharedFields, output_length
+from harness.driver.apis.messages.convert import cache_breakpoints, to_messages, to_tools
+from harness.driver.apis.messages.decode import MessagesDecoder
+from harness.driver.apis.shared import SharedFields, output_length
+from harness.driver.apis.stream import StreamDecoder
 from harness.driver.target import RequestSpec
 
 if TYPE_CHECKING:
-    from harness.driver.http.config import HTTPTargetConfig
+    from harness.driver.http import HTTPTargetConfig
 
 
 class MessagesRequest:

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from harness.driver.http.apis.openai.decode import StreamDecoder
-from harness.driver.http.apis.openai.request import SharedFields, output_length
-from harness.driver.http.apis.responses.convert import to_input, to_tools
-from harness.driver.http.apis.responses.decode import ResponsesDecoder
+from harness.driver.apis.responses.convert import to_input, to_tools
+from harness.driver.apis.responses.decode import ResponsesDecoder
+from harness.driver.apis.shared import SharedFields, output_length
+from harness.driver.apis.stream import StreamDecoder
 from harness.driver.target import RequestSpec
 
 if TYPE_CHECKING:
-    from harness.driver.http.config import HTTPTargetConfig
+    from harness.driver.http import HTTPTargetConfig
 
 
 @dataclass(frozen=True, slots=True)

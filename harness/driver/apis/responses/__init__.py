@@ -1,7 +1,7 @@
 """OpenAI Responses (`/v1/responses`): bodies from chat messages, stream decoding."""
 
-from harness.driver.http.apis.api import API
-from harness.driver.http.apis.responses.request import ResponsesRequest
+from harness.driver.apis.api import API
+from harness.driver.apis.responses.request import ResponsesRequest
 
 RESPONSES = API(
     "responses",

@@ -1,13 +1,17 @@
 """The APIs the HTTP target speaks, one folder each (its request form, conversion and decoding),
 and the registry of their entries: `APIS`, which every other place reads (docs/driver.md, "APIs";
-CONTRIBUTING.md, "Adding an API")."""
+CONTRIBUTING.md, "Adding an API").
+
+A leaf of the driver: it imports the Target protocol's events and nothing of the HTTP transport
+(harness/driver/http/) or the replay's settings, so both of those can read the registry."""
 
 from __future__ import annotations
 
-from harness.driver.http.apis import messages, openai, responses
-from harness.driver.http.apis.api import API, RequestForm
+from harness.driver.apis import messages, openai, responses
+from harness.driver.apis.api import API, RequestForm
+from harness.driver.apis.stream import StreamDecoder, error_message
 
-__all__ = ["API", "APIS", "RequestForm", "api_named"]
+__all__ = ["API", "APIS", "RequestForm", "StreamDecoder", "api_named", "error_message"]
 
 APIS: dict[str, API] = {
     api.name: api

@@ -1,21 +1,21 @@
 """The reading loop shared by the streams whose events are told apart by their `type` field
-(Anthropic Messages, OpenAI Responses): `StreamDecoder`'s interface, each event to `decode`.
-
-A subclass of `StreamDecoder` so that the target's body reader, typed for it, takes these as
-they are; the subclasses write `decode` (one event's output tokens) and `finish`.
+(Anthropic Messages, OpenAI Responses): each event to `decode`; the subclasses write `decode`
+(one event's output tokens) and `finish`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-import orjson
-
-from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.apis.stream import StreamDecoder, parse
 
 
 class TypedEventDecoder(StreamDecoder):
     __slots__ = ()
+
+    def decode(self, payload: bytes, obj: object, t: float) -> int:
+        """Output tokens of one event; `obj` is the parsed payload, or None if it did not parse."""
+        raise NotImplementedError  # each API's decoder reads its own event types
 
     def read(self, payloads: list[bytes], t: float) -> int:
         return self._events([parse(p) for p in payloads], payloads, t)
@@ -39,14 +39,6 @@ class TypedEventDecoder(StreamDecoder):
         if self._texts is not None:
             self._texts.append(text)
         return 1
-
-
-def parse(payload: bytes) -> object:
-    """The payload's JSON; None if it does not parse."""
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def error_text(err: object, kind_key: str) -> str:

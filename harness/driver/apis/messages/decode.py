@@ -15,7 +15,7 @@ split by TTL (`cache_creation`), for the run's cost of caching (analysis.hosted_
 
 from __future__ import annotations
 
-from harness.driver.http.typed_events import TypedEventDecoder, error_text
+from harness.driver.apis.typed_events import TypedEventDecoder, error_text
 from harness.driver.target import Done, Event, Failure, Usage
 
 # The delta fields that carry output: text_delta, input_json_delta, thinking_delta.

@@ -1,5 +1,4 @@
-"""The bodies of OpenAI's `/v1/chat/completions` and `/v1/completions` requests, and the fields
-every API's body shares (forced output length, the session id in the body)."""
+"""The bodies of OpenAI's `/v1/chat/completions` and `/v1/completions` requests."""
 
 from __future__ import annotations
 
@@ -8,39 +7,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import orjson
 
-from harness.driver.http.apis.openai.decode import StreamDecoder
+from harness.driver.apis.openai.decode import ChatStreamDecoder
+from harness.driver.apis.shared import SharedFields, output_length
+from harness.driver.apis.stream import StreamDecoder
 from harness.driver.target import RequestSpec
 
 if TYPE_CHECKING:
-    from harness.driver.http.config import HTTPTargetConfig
-
-
-def output_length(req: RequestSpec) -> int:
-    """The output tokens to ask for: servers reject 0, so a zero-output turn streams one."""
-    return max(1, req.max_tokens)
-
-
-class SharedFields:
-    """The fields every API's body shares: the sampling settings in `c.api`'s fields (dumped
-    once: they are the same for every request), vLLM's and SGLang's forced length
-    (`min_tokens`, `ignore_eos`), the session id field, SGLang's cached tokens by tier."""
-
-    __slots__ = ("config", "_sampled")
-
-    def __init__(self, c: HTTPTargetConfig) -> None:
-        self.config, self._sampled = c, c.sampled()
-
-    def __call__(self, req: RequestSpec, n: int) -> dict:
-        c, body = self.config, dict(self._sampled)
-        if c.send_min_tokens:
-            body["min_tokens"] = n
-        if c.send_ignore_eos:
-            body["ignore_eos"] = True
-        if c.session_id_field:
-            body[c.session_id_field] = req.sticky_key
-        if c.cache_details:
-            body["return_cached_tokens_details"] = True
-        return body | c.cache_rules.request_fields(req.sticky_key)
+    from harness.driver.http import HTTPTargetConfig
 
 
 class OpenAIRequest:
@@ -54,8 +27,8 @@ class OpenAIRequest:
         key = self.config.api_key
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def decoder(self, keep_text: bool) -> StreamDecoder:
-        return StreamDecoder(keep_text=keep_text)
+    def decoder(self, keep_text: bool) -> ChatStreamDecoder:
+        return ChatStreamDecoder(keep_text=keep_text)
 
     def finished(self, req: RequestSpec, dec: StreamDecoder) -> None:
         pass

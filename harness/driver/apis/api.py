@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from harness.driver.http.apis.openai.decode import StreamDecoder
-    from harness.driver.http.config import HTTPTargetConfig
+    from harness.driver.apis.stream import StreamDecoder
+    from harness.driver.http import HTTPTargetConfig
     from harness.driver.target import RequestSpec
 
 

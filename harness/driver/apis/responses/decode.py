@@ -11,7 +11,7 @@ function-call arguments, reasoning text, refusals. Usage: `input_tokens` is the 
 
 from __future__ import annotations
 
-from harness.driver.http.typed_events import TypedEventDecoder, error_text
+from harness.driver.apis.typed_events import TypedEventDecoder, error_text
 from harness.driver.target import Done, Event, Failure, Usage
 
 _FINAL = ("response.completed", "response.incomplete")

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from harness.driver.http.apis.messages.convert import text_of
+from harness.driver.apis.messages.convert import text_of
 
 _SYSTEM_ROLES = ("system", "developer")
 

@@ -1,7 +1,7 @@
 """OpenAI `/v1/chat/completions` and `/v1/completions`: bodies and stream decoding."""
 
-from harness.driver.http.apis.api import API
-from harness.driver.http.apis.openai.request import OpenAIRequest
+from harness.driver.apis.api import API
+from harness.driver.apis.openai.request import OpenAIRequest
 
 CHAT = API("chat", "/chat/completions", OpenAIRequest, chat_template=True, usage_per_event=True)
 COMPLETIONS = API(

@@ -1,7 +1,7 @@
 """Anthropic Messages (`/v1/messages`): bodies from chat messages, stream decoding."""
 
-from harness.driver.http.apis.api import API
-from harness.driver.http.apis.messages.request import MessagesRequest
+from harness.driver.apis.api import API
+from harness.driver.apis.messages.request import MessagesRequest
 
 MESSAGES = API(
     "messages",

@@ -10,13 +10,14 @@ import re
 
 import orjson
 
+from harness.driver.apis.stream import StreamDecoder, error_message, parse
 from harness.driver.target import Done, Event, Failure, SpecCounts, Usage
 
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
 
 
-class StreamDecoder:
+class ChatStreamDecoder(StreamDecoder):
     """Counts the output tokens of each read's payloads: one chunk per read.
 
     Events that arrive in one read share one arrival time, so they form one chunk with their
@@ -29,10 +30,6 @@ class StreamDecoder:
     """
 
     __slots__ = (
-        "started",
-        "failure",
-        "done",
-        "usage",
         "sglext",
         "spec",
         "_completion",
@@ -41,14 +38,10 @@ class StreamDecoder:
     )
 
     def __init__(self, keep_text: bool = False, template: bool = True) -> None:
-        self.started = False  # an output chunk has been seen
-        self.failure: Failure | None = None
-        self.done = False
-        self.usage: dict | None = None
+        super().__init__(keep_text)
         self.sglext: dict | None = None  # SGLang's extension chunk (cached tokens by tier)
         self.spec: object = None  # vLLM's per-request `metrics.speculative_decoding`
         self._completion = 0  # cumulative completion tokens (continuous usage stats)
-        self._texts: list[str] | None = [] if keep_text else None
         self._template = _Template(3 if template else 0)
 
     def read(self, payloads: list[bytes], t: float) -> int:
@@ -79,7 +72,7 @@ class StreamDecoder:
         if payload == b"[DONE]":  # every stream's last: no JSON, spare the parser its exception
             self.done = True
             return 0
-        obj = _parse(payload)
+        obj = parse(payload)
         try:
             text = _plain_text(obj)
             if text is None:
@@ -92,15 +85,6 @@ class StreamDecoder:
             self._texts.append(text)
         return 1
 
-    def text(self) -> str:
-        """The text of the tokens read since the last call ("" unless `keep_text`)."""
-        texts = self._texts
-        if not texts:
-            return ""
-        text = "".join(texts)
-        texts.clear()
-        return text
-
     def decode(self, payload: bytes, obj: object, t: float) -> int:
         """Output tokens of any event; `obj` is the parsed payload, or None if it did not parse."""
         if obj is None:
@@ -111,7 +95,7 @@ class StreamDecoder:
         if type(obj) is not dict:
             return self._fail(t, "MalformedEvent", f"event is not a JSON object: {payload[:200]!r}")
         if obj.get("error") is not None:
-            return self._fail(t, "StreamError", _error_text(obj["error"]))
+            return self._fail(t, "StreamError", error_message(obj["error"]))
         choices = obj.get("choices")
         text = _choice_text(choices[0]) if choices else ""
         tokens = 1 if text or (choices and _held_back(choices[0])) else 0
@@ -129,10 +113,6 @@ class StreamDecoder:
         if tokens and self._texts is not None:
             self._texts.append(text)  # a token whose text is held back (partial UTF-8) adds ""
         return tokens
-
-    def _fail(self, t: float, error_class: str, message: str) -> int:
-        self.failure = Failure(t, "error", error_class, message)
-        return 0
 
     def finish(self, t: float) -> list[Event]:
         """Events that end a stream which closed without an error."""
@@ -209,14 +189,6 @@ def _count_of(value: object) -> int:
     return value if type(value) is int else 0
 
 
-def _parse(payload: bytes) -> object:
-    """The payload's JSON; None if it does not parse."""
-    try:
-        return _loads(payload)
-    except _JSONError:
-        return None
-
-
 def _plain_text(obj: object) -> str | None:
     """The text of a plain content delta (chat `delta.content`, completions `text`); None for any
     other event (usage, error, empty text, other shapes): `decode` reads those."""
@@ -262,7 +234,7 @@ class _Template:
         if at < 0 or payload.find(quoted, at + 1) >= 0:
             return
         head, tail = payload[: at + 1], payload[at + len(quoted) - 1 :]
-        if _plain_text(_parse(head + self._PROBE.encode() + tail)) == self._PROBE:
+        if _plain_text(parse(head + self._PROBE.encode() + tail)) == self._PROBE:
             self.head, self.tail, self.size = head, tail, len(head) + len(tail)
 
 
@@ -291,26 +263,3 @@ def _held_back(choice: dict) -> bool:
     if delta is None:
         return choice.get("text") == ""
     return type(delta) is dict and delta.get("content") == "" and "role" not in delta
-
-
-def _error_text(err) -> str:
-    if isinstance(err, dict):
-        msg = err.get("message") or err.get("detail") or orjson.dumps(err).decode()
-        return str(msg)[:500]
-    return str(err)[:500]
-
-
-def http_error_message(status: int, reason: str, body: bytes) -> str:
-    """`HTTP 429 Too Many Requests: <the server's message>` from an error response's status
-    line and the start of its body (the wire keeps at most its COLLECT_BYTES)."""
-    msg = body.decode("utf-8", "replace").strip()
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        obj = None
-    if isinstance(obj, dict):
-        for key in ("error", "message", "detail"):
-            if obj.get(key):
-                msg = _error_text(obj[key])
-                break
-    return f"HTTP {status} {reason}".rstrip() + (f": {msg[:500]}" if msg else "")
