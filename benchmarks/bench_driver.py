@@ -152,11 +152,14 @@ async def raw_client(url: str, concurrency: int, duration: float, out_tokens: in
 
 
 async def wire_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
-    from harness.driver.http.wire import Endpoint, Pool
+    from harness.driver.http.network import Network, NetworkSettings
+    from harness.driver.http.pool import Pool
+    from harness.driver.http.wire import Endpoint
 
     body = _chat_body(out_tokens)
-    ep = Endpoint(url + "/v1/chat/completions", {"Content-Type": "application/json"})
-    pool = Pool(concurrency, 30.0)
+    network = Network(NetworkSettings(proxy="none"))
+    ep = Endpoint(url + "/v1/chat/completions", {"Content-Type": "application/json"}, network)
+    pool = Pool(concurrency, 30.0, network)
 
     async def one(rid: str, tally: list) -> None:
         head = f"X-Harness-Request-ID: {rid}\r\nContent-Length: {len(body)}\r\n\r\n"

@@ -14,8 +14,23 @@ RECORD_SCHEMA_VERSION = 1
 
 # A record's `error`: the failure's class and message, and the server's Retry-After when it sent one.
 ErrorInfo = TypedDict(
-    "ErrorInfo", {"class": str, "message": str, "retry_after_s": NotRequired[float]}
+    "ErrorInfo",
+    {
+        "class": str,
+        "message": str,  # one line
+        "retry_after_s": NotRequired[float],
+        "body": NotRequired[str],  # the server's error body, when the message shortened it
+    },
 )
+
+
+class WireInfo(TypedDict, total=False):
+    """What the wire did beyond one send (null when nothing): a resend on a fresh connection
+    after a reused one closed before any answer, and redirects followed."""
+
+    resent: int
+    resent_why: str
+    redirects: list[str]  # "307 http://host:port/path", each hop in order
 
 
 class Record(TypedDict):
@@ -57,6 +72,7 @@ class Record(TypedDict):
     error: ErrorInfo | None
     phase: str  # a PHASES value
     attempt: int  # 1, 2, ...: the n-th send of this turn (retries); absent in older runs = 1
+    wire: WireInfo | None  # resends and redirects (driver/http); absent in older runs = null
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(Record.__annotations__)

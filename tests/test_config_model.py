@@ -176,6 +176,7 @@ def test_every_replay_setting_is_settable_from_yaml(tmp_path, trace_file):
             "headers": {"X-Team": "bench"},
             "api_key_file": str(tokenizer.with_name("key")),
             "timeouts": {"connect_s": 1, "ttft_s": 2, "idle_s": 3, "total_s": 4},
+            "network": {"proxy": "none", "max_redirects": 2, "keepalive_s": 1.5},
         },
         "load": {
             "mode": "open",

@@ -7,7 +7,7 @@ re-parsing JSON. It is up to date when it is not older than records.jsonl and wa
 records.jsonl of the same size; otherwise the loader ignores it and parses the JSON Lines.
 
 Columns: every record field with its JSON type (strings; counts as nullable int64; times as
-float64; `chunk_times`/`chunk_tokens` as lists), `error` as its JSON text (any object round-trips),
+float64; `chunk_times`/`chunk_tokens` as lists), `error` and `wire` as their JSON text (any object round-trips),
 and `line`, the record's line in records.jsonl, so errors found later still name it. The loader's
 warnings (a skipped truncated line) travel in the file's metadata.
 """
@@ -33,6 +33,7 @@ from harness.schema import COUNT_FIELDS, FLOAT_FIELDS, RECORD_FIELDS, RECORDS_FI
 
 PARQUET_FILE = "records.parquet"
 META_KEY = b"harness"
+JSON_FIELDS = ("error", "wire")  # objects, kept as their JSON text
 LISTS = {"chunk_times": pa.list_(pa.float64()), "chunk_tokens": pa.list_(pa.int64())}
 
 
@@ -103,7 +104,7 @@ def _column(name: str, values: pd.Series) -> pa.Array:
         if isinstance(values.dtype, pd.ArrowDtype):  # a frame read from Parquet: already lists
             return pa.array(values.array).cast(LISTS[name])
         return pa.array(values.tolist(), type=LISTS[name])
-    if name == "error":
+    if name in JSON_FIELDS:
         return pa.array(
             [None if e is None else orjson.dumps(e).decode() for e in values], type=pa.string()
         )
@@ -132,7 +133,7 @@ def read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
 def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     path = run_dir / PARQUET_FILE
     strings = [f for f in RECORD_FIELDS if f not in FLOAT_FIELDS + COUNT_FIELDS and f not in LISTS]
-    table = pq.read_table(path, read_dictionary=[f for f in strings if f != "error"])
+    table = pq.read_table(path, read_dictionary=[f for f in strings if f not in JSON_FIELDS])
     n, names = table.num_rows, set(table.column_names)
     columns: dict[str, object] = {"line": table.column("line").to_numpy()}
     for name in RECORD_FIELDS:
@@ -163,7 +164,7 @@ def _frame_column(name: str, column: pa.Array) -> object:
         return column.to_numpy(zero_copy_only=False).astype(float, copy=False)
     if name in LISTS:
         return chunks.arrow_lists(column)  # rows are built only where a reader needs them
-    if name == "error":  # JSON text; almost every record has none
+    if name in JSON_FIELDS:  # JSON text; almost every record has none
         out = np.full(len(column), None, dtype=object)
         for i, text in zip(_valid_rows(column), column.drop_null().to_pylist(), strict=True):
             out[i] = orjson.loads(text)

@@ -174,7 +174,8 @@ async def _open_target(
             model = t.model or t.engine.options.get(
                 "served_model_name", "agentic-harness-reference"
             )
-            yield _http_target(scenario, servers.urls, model, trace, config)
+            # servers of this run, on this machine: never through the user's proxy
+            yield _http_target(scenario, servers.urls, model, trace, config, direct=True)
         finally:
             await asyncio.to_thread(servers.stop)
         return
@@ -220,10 +221,16 @@ def _inprocess_target(scenario: Scenario) -> tuple[Target, Scrape]:
 
 
 def http_target_config(
-    scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
+    scenario: Scenario,
+    urls: list[str],
+    model: str,
+    trace: Trace,
+    config: ReplayConfig,
+    direct: bool = False,
 ):
     """The scenario's HTTP settings as validated, with what is resolved here: the endpoints'
-    URLs, the model, the key, the connection limit (and the replay's tokenizer)."""
+    URLs, the model, the key, the connection limit (and the replay's tokenizer); `direct`: no
+    proxy (servers this run started)."""
     from harness.driver.http import HTTPTargetConfig
     from harness.driver.replay_into import connection_limit
 
@@ -235,20 +242,26 @@ def http_target_config(
         api_key=api_key(scenario),
         max_connections=t.max_connections or connection_limit(trace, config),
         tokenizer=config.tokenizer,
+        network=t.network.model_copy(update={"proxy": "none"}) if direct else None,
     )
 
 
 def _http_target(
-    scenario: Scenario, urls: list[str], model: str, trace: Trace, config: ReplayConfig
+    scenario: Scenario,
+    urls: list[str],
+    model: str,
+    trace: Trace,
+    config: ReplayConfig,
+    direct: bool = False,
 ) -> tuple[Target, Scrape]:
     from harness.driver.http import HTTPTarget
 
-    target = HTTPTarget(http_target_config(scenario, urls, model, trace, config))
+    target = HTTPTarget(http_target_config(scenario, urls, model, trace, config, direct))
 
     async def scrape() -> list[dict | None] | None:
         if not scenario.target.scrape_metrics:
             return None
-        return [await scrape_metrics(u) for u in urls]
+        return [await scrape_metrics(u, target.network) for u in urls]
 
     return limit_context(target, scenario.target.context_overflow), scrape
 
@@ -276,24 +289,21 @@ def api_key(scenario: Scenario) -> str | None:
     return None
 
 
-async def scrape_metrics(base_url: str) -> dict | None:
+async def scrape_metrics(base_url: str, network=None) -> dict | None:
     """vLLM-named prefix-cache (and speculative-decoding) counters from an endpoint's /metrics
-    (None if it has none)."""
-    import aiohttp
-
+    (None if it has none), through the harness's one HTTP client on the run's network."""
+    from harness.driver.http import HTTPClient, Network, NetworkSettings, WireError, metrics_url
     from harness.prometheus import cache_block_size, metric_total, spec_decode
 
-    root = base_url.rstrip("/").removesuffix("/v1")
+    net = network if network is not None else Network(NetworkSettings())
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
-            http.get(f"{root}/metrics") as resp,
-        ):
-            if resp.status != 200:
-                return None
-            text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError):
+        async with HTTPClient(net, timeout=10) as http:
+            status, body = await http.get(metrics_url(base_url))
+    except WireError:
         return None
+    if status != 200:
+        return None
+    text = body.decode("utf-8", "replace")
     counters = {k: metric_total(text, n) for k, n in METRIC_NAMES.items()}
     by_source = None
     if CACHED_BY_SOURCE in text:  # vLLM's and the reference engine's hits by tier

@@ -13,7 +13,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
-from harness.errors import InputError
+from harness.errors import HarnessError, InputError
 
 UNSET = argparse.SUPPRESS  # a flag not given is absent from the namespace: the scenario decides
 
@@ -89,6 +89,21 @@ FLAGS = (
     Flag("target", "--timeout-ttft", "target.timeouts.ttft_s", "S"),
     Flag("target", "--timeout-idle", "target.timeouts.idle_s", "S"),
     Flag("target", "--timeout-total", "target.timeouts.total_s", "S"),
+    Flag("network", "--proxy", "target.network.proxy", "URL", exclusive="proxy"),
+    Flag(
+        "network",
+        "--no-proxy",
+        "target.network.proxy",
+        const="none",
+        exclusive="proxy",
+        help="send directly, whatever HTTP_PROXY, HTTPS_PROXY or ALL_PROXY say",
+    ),
+    Flag("network", "--ca-bundle", "target.network.ca_bundle", "FILE"),
+    Flag("network", "--client-cert", "target.network.client_cert", "FILE"),
+    Flag("network", "--client-key", "target.network.client_key", "FILE"),
+    Flag("network", "--insecure", "target.network.insecure", const=True),
+    Flag("network", "--max-redirects", "target.network.max_redirects", "N"),
+    Flag("network", "--redirect-other-hosts", "target.network.redirect_other_hosts", const=True),
     Flag("load", "--concurrency", "load.concurrency", "N", exclusive="mode"),
     Flag("load", "--session-rate", "load.session_rate", "R", exclusive="mode"),
     Flag(
@@ -131,11 +146,12 @@ FLAGS = (
     Flag("content", "--run-id", "run_id"),
 )
 BY_FIELD = {f.field: f for f in FLAGS}
+NETWORK = "target.network."
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     """Every flag of the table, then the ones that are not one field: endpoints, headers, --set."""
-    groups = {name: p.add_argument_group(name) for name in ("target", "load", "content")}
+    groups = {name: p.add_argument_group(name) for name in ("target", "network", "load", "content")}
     groups["target"].add_argument(
         "--endpoint",
         action="append",
@@ -143,14 +159,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="base URL (http://host:port or .../v1); repeat for several endpoints",
     )
-    exclusive: dict[str, Any] = {}
-    for flag in FLAGS:
-        group = groups[flag.group]
-        if flag.exclusive:
-            if flag.exclusive not in exclusive:
-                exclusive[flag.exclusive] = group.add_mutually_exclusive_group()
-            group = exclusive[flag.exclusive]
-        _add(group, flag)
+    _add_rows(groups, FLAGS)
     groups["target"].add_argument(
         "--header",
         action="append",
@@ -169,6 +178,45 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_network_flags(p: argparse.ArgumentParser) -> None:
+    """The network's flags alone (proxy, trust, client certificate, redirects), for a verb
+    that talks to an endpoint outside a scenario (`harness probe`); `network_settings` reads
+    them."""
+    _add_rows({"network": p.add_argument_group("network")}, NETWORK_FLAGS)
+
+
+def network_settings(args: argparse.Namespace):
+    """The network flags given, over the defaults: a `NetworkSettings` (one line if invalid)."""
+    from pydantic import ValidationError
+
+    from harness.driver.http import NetworkSettings
+
+    given = {
+        f.field.removeprefix(NETWORK): v
+        for f in NETWORK_FLAGS
+        if (v := getattr(args, f.field, UNSET)) is not UNSET
+    }
+    try:
+        return NetworkSettings.model_validate(given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = NETWORK + ".".join(str(p) for p in first["loc"])
+        raise InputError(
+            first["msg"], field=BY_FIELD[name].option if name in BY_FIELD else name
+        ) from None
+
+
+def _add_rows(groups: dict[str, Any], rows: tuple[Flag, ...]) -> None:
+    exclusive: dict[str, Any] = {}
+    for flag in rows:
+        group = groups[flag.group]
+        if flag.exclusive:
+            if flag.exclusive not in exclusive:
+                exclusive[flag.exclusive] = group.add_mutually_exclusive_group()
+            group = exclusive[flag.exclusive]
+        _add(group, flag)
+
+
 def _add(group: Any, flag: Flag) -> None:
     # The help text is a placeholder that HelpFormatter replaces with the field's description.
     kw: dict[str, Any] = {"dest": flag.field, "default": UNSET, "help": flag.help or flag.field}
@@ -184,22 +232,28 @@ def require_model(args: argparse.Namespace) -> None:
     if getattr(args, "target.model", None):
         return
     endpoints = getattr(args, "endpoint", None) or []
-    served = served_models(endpoints[0]) if endpoints else []
+    served = served_models(endpoints[0], network_settings(args)) if endpoints else []
     hint = f"; {endpoints[0]} serves: {', '.join(served)}" if served else ""
     raise InputError(f"--model is required (the model name the server expects){hint}")
 
 
-def served_models(endpoint: str, timeout_s: float = 3.0) -> list[str]:
-    """The model ids an endpoint's /v1/models lists; none when it cannot be asked."""
+def served_models(endpoint: str, network: Any = None, timeout_s: float = 3.0) -> list[str]:
+    """The model ids an endpoint's /v1/models lists (through the harness's one HTTP client, on
+    `network`'s settings); none when it cannot be asked."""
+    import asyncio
     import json
-    import urllib.request
 
-    base = endpoint.rstrip("/")
-    url = base + ("/models" if base.endswith("/v1") else "/v1/models")
+    from harness.driver.http import HTTPClient, Network, NetworkSettings, WireError, endpoint_url
+
+    async def ask() -> tuple[int, bytes]:
+        net = Network(network or NetworkSettings())
+        async with HTTPClient(net, timeout=timeout_s) as http:
+            return await http.get(endpoint_url(endpoint, "completions", "/models"))
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as reply:  # noqa: S310 (the user's URL)
-            data = json.load(reply).get("data") or []
-    except (OSError, ValueError, AttributeError):
+        status, body = asyncio.run(ask())
+        data = json.loads(body).get("data") or [] if status == 200 else []
+    except (WireError, HarnessError, OSError, ValueError, AttributeError):
         return []
     return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
 
@@ -280,3 +334,6 @@ def headers(raw: list[str]) -> dict[str, str]:
             raise InputError(f"expected K:V, got {h.split(':')[0]!r}...", field="--header")
         out[name.strip()] = value.strip()
     return out
+
+
+NETWORK_FLAGS = tuple(f for f in FLAGS if f.field.startswith(NETWORK))

@@ -23,7 +23,17 @@ from typing import Any
 import orjson
 
 from harness.driver import clock
-from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Target, Usage
+from harness.driver.target import (
+    Done,
+    Event,
+    Failure,
+    Redirected,
+    RequestSpec,
+    Resent,
+    Sent,
+    Target,
+    Usage,
+)
 from harness.schema import RECORDS_FILE, Record
 
 _DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
@@ -79,6 +89,21 @@ class RecordSink:
             _fail(rec, ev.status, ev.error_class, ev.message, ev.t - self.t0)
             if ev.retry_after_s is not None and rec["error"] is not None:
                 rec["error"]["retry_after_s"] = ev.retry_after_s
+            if ev.body is not None and rec["error"] is not None:
+                rec["error"]["body"] = ev.body
+        else:
+            _wire_note(rec, ev)
+
+
+def _wire_note(rec: Record, ev: Event) -> None:
+    """A resend or a redirect into the record's `wire` (rare: off the per-chunk path)."""
+    wire = rec["wire"] or {}
+    if isinstance(ev, Resent):
+        wire["resent"] = wire.get("resent", 0) + 1
+        wire["resent_why"] = ev.why
+    elif isinstance(ev, Redirected):
+        wire.setdefault("redirects", []).append(f"{ev.status} {ev.url}")
+    rec["wire"] = wire
 
 
 async def collect(

@@ -3,6 +3,8 @@
 A target streams one `RequestSpec` into a `Sink`, in this order:
 
     sink.event(Sent)?     (when the request's bytes were handed to the socket)
+    sink.event(Resent | Redirected)*  (sent again: on a fresh connection, or where a redirect
+                          said; each followed by its own Sent)
     sink.chunk(...)*      (each piece of output; the first one is the first token)
     sink.event(Usage)?    (what the server reported: prompt, completion and cached tokens)
     sink.event(Done | Failure)   (exactly one, always last; the target returns after it)
@@ -72,6 +74,24 @@ class Sent:
 
 
 @dataclass(slots=True)
+class Resent:
+    """The request went out again on a fresh connection: the reused one it was sent on closed
+    before any byte of an answer came (a server closing an idle connection as it arrived)."""
+
+    t: float
+    why: str
+
+
+@dataclass(slots=True)
+class Redirected:
+    """The server redirected the request (307, 308) and it was sent again to `url`."""
+
+    t: float
+    status: int
+    url: str  # without user info or query string
+
+
+@dataclass(slots=True)
 class Usage:
     prompt_tokens: int | None
     completion_tokens: int | None
@@ -105,9 +125,10 @@ class Failure:
     error_class: str
     message: str
     retry_after_s: float | None = None  # the server's Retry-After, when it sent one
+    body: str | None = None  # the server's whole error body, when `message` shortened it
 
 
-Event = Sent | Usage | Done | Failure
+Event = Sent | Usage | Done | Failure | Resent | Redirected
 
 
 class Sink(Protocol):

@@ -66,9 +66,12 @@ class RawServer:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,  # a GET's
                 )
                 await reader.readexactly(length)
                 self.heads.append(head)
@@ -234,12 +237,11 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(raw):
     assert ok(first) and ok(second) and srv.connections == 2
 
 
-async def test_a_connection_idle_past_the_keep_alive_time_is_not_reused(raw, monkeypatch):
-    monkeypatch.setattr(wire, "KEEPALIVE_S", 0.05)
+async def test_a_connection_idle_past_the_keep_alive_time_is_not_reused(raw):
     srv, url = await raw(
         lambda n: [SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n", chunked(stream_body())]
     )
-    tgt = target(url, api="completions")
+    tgt = target(url, api="completions", network={"keepalive_s": 0.05})
     await tgt.start(check=False)
     try:
         recs = [await collect(tgt, spec(0), new_record(), 0.0)]

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from harness import exit_codes
+from harness.app import flags
 from harness.errors import InputError
 
 
@@ -25,6 +26,7 @@ def register(sub) -> None:
     kinds.required = True
     cache = kinds.add_parser(
         "cache",
+        formatter_class=flags.HelpFormatter,
         help="retained prefix-cache capacity, idle retention and block size of an endpoint",
         description="Fill unique contexts past the advertised KV pool and re-send them newest "
         "first: the first miss marks what the server keeps. Also idle retention and block size.",
@@ -32,7 +34,7 @@ def register(sub) -> None:
     cache.add_argument(
         "--endpoint",
         required=True,
-        help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1",
+        help="OpenAI-compatible base URL, with or without /v1 (http://127.0.0.1:8000)",
     )
     cache.add_argument("--model", required=True, help="served model name")
     cache.add_argument(
@@ -57,6 +59,7 @@ def register(sub) -> None:
         "--max-seconds", type=float, default=1800.0, help="stop and write what was measured"
     )
     cache.add_argument("--seed", type=int, default=None, help="prompt seed (default: fresh)")
+    flags.add_network_flags(cache)
     cache.set_defaults(func=_probe_cache)
 
 
@@ -72,8 +75,9 @@ def _probe_cache(args: argparse.Namespace) -> int:
         max_fill_tokens=_positive(args.max_fill_tokens, "--max-fill-tokens") or 1,
         seed=args.seed,
     )
+    network = flags.network_settings(args)
     code, doc = probe_cache(
-        args.endpoint, args.model, Path(args.output), settings, args.max_seconds
+        args.endpoint, args.model, Path(args.output), settings, args.max_seconds, network
     )
     if args.format == "json":
         print(json.dumps(doc, indent=2))
@@ -85,7 +89,12 @@ def _probe_cache(args: argparse.Namespace) -> int:
 
 
 def probe_cache(
-    endpoint: str, model: str, out_dir: Path, settings, max_seconds: float = 1800.0
+    endpoint: str,
+    model: str,
+    out_dir: Path,
+    settings,
+    max_seconds: float = 1800.0,
+    network=None,
 ) -> tuple[int, dict]:
     """Probe, write the folder, return (exit code, the JSON document)."""
     from harness.probe.cache_probe import CacheProbe, ProbeResult
@@ -96,7 +105,7 @@ def probe_cache(
     result = ProbeResult(endpoint, model, seed)
 
     async def main() -> None:
-        async with ProbeClient(endpoint, model) as client:
+        async with ProbeClient(endpoint, model, network=network) as client:
             await asyncio.wait_for(CacheProbe(client, settings, result).run(), max_seconds)
 
     start = time.perf_counter()

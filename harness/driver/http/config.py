@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from harness.driver.apis import APIS, api_named
 from harness.driver.config import Sending
 from harness.driver.http.cache_rules import CacheRules, Prices
+from harness.driver.http.network import NetworkSettings
 from harness.driver.http.sampling import Sampling
 from harness.driver.http.sse import DEFAULT_MAX_EVENT_BYTES
 from harness.driver.target import Timeouts
@@ -73,6 +74,11 @@ class HTTPSettings(Strict):
     )
     max_connections: int | None = Field(
         None, ge=1, description="HTTP connection pool size (unset: sized to the load)"
+    )
+    network: NetworkSettings = Field(
+        NetworkSettings(),
+        description="proxy, trusted CAs, client certificate, redirects, keep-alive "
+        "(harness/driver/http/network.py)",
     )
 
     @field_validator("headers")
@@ -145,6 +151,18 @@ def endpoint_url(base: str, api: str, resource: str | None = None) -> str:
             return base
         path = path[: -len(given)]
     path = (path if path.endswith("/v1") else path + "/v1") + (resource or api_named(api).path)
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def metrics_url(base: str) -> str:
+    """The Prometheus /metrics URL of the server at `base` (any endpoint form: with or without
+    /v1, or an API's own URL): /metrics at the server's root, its query string kept."""
+    parts = urlsplit(base)
+    path = parts.path.rstrip("/")
+    given = next((a.path for a in APIS.values() if path.endswith(a.path)), None)
+    if given is not None:
+        path = path[: -len(given)]
+    path = path.removesuffix("/v1") + "/metrics"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 

@@ -10,6 +10,7 @@ import orjson
 
 from harness.driver import clock
 from harness.driver.apis import error_message
+from harness.driver.http.error_text import one_line
 from harness.driver.http.watchdog import Watchdog
 from harness.driver.http.wire import Response, WireError
 from harness.driver.target import Failure, Timeouts
@@ -17,11 +18,17 @@ from harness.driver.target import Failure, Timeouts
 _perf = clock.now
 
 
-def http_failure(resp: Response) -> Failure:
-    """An error status, with the server's message from the body read so far."""
-    message = http_error_message(resp.status, resp.reason, bytes(resp.body))
+def http_failure(resp: Response, message: str | None = None) -> Failure:
+    """An error status, with the server's message from the body read so far (or `message`),
+    as one line; the body itself kept beside it when the line is not all of it."""
+    body = bytes(resp.body)
+    text = body.decode("utf-8", "replace")
+    full = message or http_error_message(resp.status, resp.reason, body)
+    status, sep, said = full.partition(": ")  # "HTTP 502 Bad Gateway: <the server's text>"
+    line = one_line(status) + sep + one_line(said)
     wait = retry_after_s(resp.headers.get("retry-after"))
-    return Failure(_perf(), "error", f"HTTP{resp.status}", message, wait)
+    kept = text if text.strip() and not line.endswith(text.strip()) else None
+    return Failure(_perf(), "error", f"HTTP{resp.status}", line, wait, kept)
 
 
 def wire_failure(err: WireError) -> Failure:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import aiohttp
 import orjson
 
 from harness.driver.context_limit import model_len
 from harness.driver.http.config import endpoint_url, redact
+from harness.driver.http.wire import WireError
 from harness.driver.manifest import redact_url
 from harness.driver.target import Event, Failure, RequestSpec
 from harness.errors import TargetError
@@ -42,17 +42,15 @@ async def preflight(target: HTTPTarget, i: int, base: str) -> None:
 
 async def list_models(target: HTTPTarget, base: str) -> dict[str, dict]:
     """The models /models lists, by id (empty when it lists none or does not parse)."""
-    session, c = target.session(), target.config
-    timeout = aiohttp.ClientTimeout(total=c.timeouts.connect)
+    c = target.config
     url = endpoint_url(base, c.api, "/models")
     try:
-        async with session.get(url, timeout=timeout, headers=target.base_headers) as r:
-            body = await r.read()
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        message = redact(f"{type(exc).__name__}: {exc}", c.secrets())
+        status, body = await target.client().get(url, target.base_headers)
+    except WireError as exc:
+        message = redact(f"{exc.error_class}: {exc}", c.secrets())
         raise TargetError(f"cannot reach endpoint {redact_url(base)}: {message}") from None
     try:
-        data = orjson.loads(body).get("data") if r.status == 200 else None
+        data = orjson.loads(body).get("data") if status == 200 else None
         return {m["id"]: m for m in data if isinstance(m, dict) and "id" in m} if data else {}
     except (orjson.JSONDecodeError, AttributeError, TypeError):
         return {}

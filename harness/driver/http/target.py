@@ -1,12 +1,15 @@
 """The HTTP target: any API of the registry (apis/: OpenAI's `/v1/chat/completions` and
 `/v1/completions`, Anthropic's `/v1/messages`, OpenAI's `/v1/responses`), streamed.
 
-Requests go out on the wire's own keep-alive pool (wire.py: HTTP/1.1, parsed by httptools as the
-bytes arrive), sized to the load. Each API's body, headers and stream decoder are its request
+Requests go out on the wire's own keep-alive pool (wire.py, pool.py: HTTP/1.1, parsed by
+httptools as the bytes arrive), sized to the load, through the user's network (network.py:
+proxy, trust, client certificate). Each API's body, headers and stream decoder are its request
 form (its registry entry's `form`); the router's session headers come from session_headers.py.
 Timeouts are enforced by a per-request watchdog (watchdog.py); failures are mapped in
-failure.py, the check before the clock starts is preflight.py (its GETs on an aiohttp session),
-the settings and URLs are config.py.
+failure.py, the check before the clock starts is preflight.py (its GETs on the one plain client,
+client.py), the settings and URLs are config.py. A request sent on a reused connection that the
+server closed before any byte of an answer is sent once more on a fresh one (`Resent`); a 307
+or 308 is followed as redirects.py allows (`Redirected`).
 """
 
 from __future__ import annotations
@@ -16,20 +19,31 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
-import aiohttp
-
 from harness import __version__
 from harness.driver.apis import RequestForm, StreamDecoder, api_named
+from harness.driver.http.client import HTTPClient
 from harness.driver.http.config import PER_EVENT_USAGE, HTTPTargetConfig, endpoint_url, redact
 from harness.driver.http.failure import http_failure, timed_out, wire_failure
+from harness.driver.http.network import Network
 from harness.driver.http.placing import PlacingSink
+from harness.driver.http.pool import Pool
 from harness.driver.http.preflight import preflight
+from harness.driver.http.redirects import next_hop
 from harness.driver.http.session_headers import FAMILIES, session_headers
 from harness.driver.http.sse import SSEError, SSEParser
 from harness.driver.http.watchdog import Watchdog as _Watchdog  # the name `_Parsing` reads
-from harness.driver.http.wire import Endpoint, Pool, WireError
+from harness.driver.http.wire import Endpoint, Response, WireError
 from harness.driver.manifest import redact_url
-from harness.driver.target import Done, Event, Failure, RequestSpec, Sent, Sink
+from harness.driver.target import (
+    Done,
+    Event,
+    Failure,
+    Redirected,
+    RequestSpec,
+    Resent,
+    Sent,
+    Sink,
+)
 
 __all__ = ["HTTPTarget", "HTTPTargetConfig"]
 
@@ -51,10 +65,12 @@ class HTTPTarget:
         self.endpoints: Sequence[str] = tuple(redact_url(e) for e in config.endpoints)
         self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
         self._secrets = config.secrets()
-        self._session: aiohttp.ClientSession | None = None
+        self.network = Network(config.network)  # the environment's proxy and trust, read once
+        self._client: HTTPClient | None = None
         self._pool: Pool | None = None
         self.base_headers = self._make_headers()
-        self._wire = [Endpoint(url, self.base_headers) for url in self._urls]
+        self._wire = [Endpoint(url, self.base_headers, self.network) for url in self._urls]
+        self._hops: dict[str, Endpoint] = {}  # where redirects led
         self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
         self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
         self._count: Callable[[str], int] | None = None  # placing.py's counter, when it applies
@@ -75,13 +91,11 @@ class HTTPTarget:
 
     async def start(self, check: bool = True) -> None:
         c = self.config
-        # Streamed requests go over the wire's own pool (wire.py); aiohttp serves the few plain
-        # GETs (the preflight's /models). No read timeout: the watchdog bounds each request.
-        self._pool = Pool(c.max_connections, c.timeouts.connect)
-        connector = aiohttp.TCPConnector(limit=4, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=c.timeouts.connect),
+        # Streamed requests go over the wire's own pool, bounded by each request's watchdog;
+        # the plain GETs (the preflight's /models) by the client's timeout.
+        self._pool = Pool(c.max_connections, c.timeouts.connect, self.network)
+        self._client = HTTPClient(
+            self.network, timeout=c.timeouts.connect, connect_timeout=c.timeouts.connect
         )
         if check:
             for i, base in enumerate(self.config.endpoints):
@@ -111,18 +125,19 @@ class HTTPTarget:
             return f"by text: events counted one token each, the rest placed by their text with {c.tokenizer}"
         return "one token per event (no per-event usage, no tokenizer)"
 
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def client(self) -> HTTPClient:
+        """The plain client (the preflight's GETs), on the same network as the streams."""
+        if self._client is None:
             raise RuntimeError("HTTPTarget.start() was not called")
-        return self._session
+        return self._client
 
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def describe(self) -> dict:
         c = self.config
@@ -146,6 +161,7 @@ class HTTPTarget:
                 "total": c.timeouts.total,
             },
             "max_connections": c.max_connections,
+            "network": self.network.describe(),
             "session_headers": list(c.session_headers),
             **{name: getattr(c, name) for name in self.api.options},
             "cache_rules": c.cache_rules.profile(c.model, c.prices),
@@ -190,24 +206,80 @@ class HTTPTarget:
         if head is None:
             why = "a session header or the request id holds a line break"
             return [Failure(_perf(), "error", "BadHeader", why)]
-        ep = self._wire[req.endpoint]
-        dec = self.form.decoder(req.want_text or self._count is not None)
-        parsing = _Parsing(SSEParser(self.config.max_event_bytes), dec, wd, sink)
-        try:  # a free connection, or a new one, by the TTFT or total deadline
-            conn = await wd.connecting(pool.acquire(ep))
-        except WireError as err:
-            return [wire_failure(err)]
-        except TimeoutError:  # the watchdog's: its deadline says which
-            waited = WireError("ConnectTimeout", "no connection before the request's deadline")
-            return [timed_out(wd, self.config.timeouts) or wire_failure(waited)]
-        try:
-            wd.conn = conn
-            resp = conn.send(ep.head + head, body, parsing.take)
-            sink.event(Sent(resp.t_write))
-            await resp.ended
-        finally:
-            wd.conn = None  # the watchdog holds the connection, whose consumer holds it
-            pool.release(conn)  # kept only when the response ended whole, keep-alive
+        ep, hops = self._wire[req.endpoint], 0
+        while True:
+            dec = self.form.decoder(req.want_text or self._count is not None)
+            parsing = _Parsing(SSEParser(self.config.max_event_bytes), dec, wd, sink)
+            got = await self._send(pool, ep, head, body, wd, sink, parsing)
+            if isinstance(got, Failure):
+                return [got]
+            resp = got
+            try:
+                where = next_hop(
+                    resp.status, resp.headers, ep.url, "POST", self.network.settings, hops
+                )
+            except WireError as err:
+                return [http_failure(resp, str(err))]
+            if where is None or dec.failure is not None or wd.reason is not None:
+                break
+            hops += 1
+            ep = self._endpoint_at(where)
+            sink.event(Redirected(_perf(), resp.status, redact_url(where)))
+        return self._ending(req, resp, dec, parsing, wd)
+
+    async def _send(
+        self,
+        pool: Pool,
+        ep: Endpoint,
+        head: bytes,
+        body: Sequence[bytes | memoryview],
+        wd: _Watchdog,
+        sink: Sink,
+        parsing: _Parsing,
+    ) -> Response | Failure:
+        """One send and its answer; once more on a fresh connection when the reused one it
+        went on closed before any byte came back (the server never read it)."""
+        for fresh in (False, True):
+            try:  # a free connection, or a new one, by the TTFT or total deadline
+                conn = await wd.connecting(pool.acquire(ep, fresh))
+            except WireError as err:
+                return self._via(wire_failure(err), ep)
+            except TimeoutError:  # the watchdog's: its deadline says which
+                waited = WireError("ConnectTimeout", "no connection before the request's deadline")
+                return timed_out(wd, self.config.timeouts) or wire_failure(waited)
+            try:
+                wd.conn = conn
+                resp = conn.send(ep.head + head, body, parsing.take)
+                sink.event(Sent(resp.t_write))
+                await resp.ended
+            finally:
+                wd.conn = None  # the watchdog holds the connection, whose consumer holds it
+                pool.release(conn)  # kept only when the response ended whole, keep-alive
+            cut = resp.error
+            stale = resp.reused and not resp.answered and cut is not None and wd.reason is None
+            if fresh or not stale or pool.closed or cut is None:
+                return resp
+            sink.event(Resent(_perf(), f"{cut.error_class}: {cut}"))
+        raise AssertionError("unreachable")
+
+    def _endpoint_at(self, url: str) -> Endpoint:
+        ep = self._hops.get(url)
+        if ep is None:
+            ep = self._hops[url] = Endpoint(url, self.base_headers, self.network)
+        return ep
+
+    def _via(self, failure: Failure, ep: Endpoint) -> Failure:
+        """A failure through a proxy names it (a refusal or a DNS error is the proxy's)."""
+        if ep.proxy is None or "proxy" in failure.message:
+            return failure
+        return dataclasses.replace(
+            failure, message=f"{failure.message} (through the proxy {ep.proxy.shown})"
+        )
+
+    def _ending(
+        self, req: RequestSpec, resp: Response, dec: StreamDecoder, parsing: _Parsing, wd: _Watchdog
+    ) -> list[Event]:
+        """The events that end the request, from its last response."""
         if dec.failure is not None:
             return [dec.failure]
         verdict = timed_out(wd, self.config.timeouts)

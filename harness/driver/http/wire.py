@@ -1,40 +1,46 @@
-"""The bytes on the wire, timed: HTTP/1.1 exchanges on pooled keep-alive connections.
+"""The bytes on the wire, timed: HTTP/1.1 exchanges on keep-alive connections (pool.py keeps
+them, and opens them: directly, through a proxy, over TLS).
 
 The HTTP target streams every request through here, not through aiohttp's client session
 (docs/driver.md, "Driver overhead": aiohttp's request and response objects cost ~180 µs a
-request on the 2-core machine, more than all of the replay's own work). A request goes out
-whole: its head and its body's pieces in one `writelines`, stamped (`t_write`: the request's
+request on the 2-core machine, more than all of the replay's own work); so do the harness's
+plain requests (client.py: the preflight, the /metrics scrape, `harness probe`). A request goes
+out whole: its head and its body's pieces in one `writelines`, stamped (`t_write`: the request's
 TTFT counts from there). The answer is parsed by httptools (llhttp, the parser Node.js uses) in
 the connection's `data_received`, the event loop's I/O callback: each read is stamped when the
 loop read it, and the body's bytes go to the request's consumer (`take`) right there, before any
 task runs. The task that sent the request wakes once, when the response has ended.
 
 A response that is not a 200 event stream (an error status, a JSON reply) is kept, up to
-`COLLECT_BYTES`, for the failure's message. The connection goes back to the pool only after a
-response that ended whole and said keep-alive; any other ending closes it (a cut stream, a
-stopped read, a deadline, a cancelled request: the server sees the client leave).
+`COLLECT_BYTES`, for the failure's message (unless the sender asked for every body: the plain
+client's). The connection goes back to the pool only after a response that ended whole and said
+keep-alive; any other ending closes it (a cut stream, a stopped read, a deadline, a cancelled
+request: the server sees the client leave). It is kept idle no longer than the network's
+`keepalive_s`, nor than the server's own `Keep-Alive: timeout=` less a margin.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 import ssl
 import time
 import zlib
-from collections import deque
 from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 import httptools
 
 from harness.driver.endpoint import basic_auth, parse_endpoint
+from harness.driver.http.network import Network, Proxy
 
 _perf = time.perf_counter
 
 COLLECT_BYTES = 64 * 1024  # of a response that is not an event stream: enough for its message
-KEEPALIVE_S = 15.0  # an idle connection older than this is closed, not reused (aiohttp's default)
+SERVER_MARGIN_S = 1.0  # reuse no later than this before the server's Keep-Alive timeout
+_TIMEOUT = re.compile(r"timeout\s*=\s*(\d+)", re.IGNORECASE)
 
 Take = Callable[[bytes, float], bool]  # body bytes and their arrival; True: stop reading
 
@@ -49,36 +55,65 @@ class WireError(Exception):
 
 
 class Endpoint:
-    """One endpoint's URL made ready to send to: where to connect, and the head every request
-    to it starts with (request line, Host, the target's own headers, basic auth from the URL)."""
+    """One URL made ready to send to: where to connect (the server, or the proxy on its way),
+    and the head every request to it starts with (request line, Host, the caller's headers,
+    basic auth from the URL, the proxy's credentials for an http:// URL it forwards)."""
 
-    __slots__ = ("key", "host", "port", "tls", "head")
+    __slots__ = ("url", "key", "host", "port", "tls", "proxy", "head")
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self, url: str, headers: dict[str, str], network: Network, method: str = "POST"
+    ) -> None:
         parts = parse_endpoint(url)  # raises ValueError naming what is wrong
+        self.url = url
         self.tls = parts.scheme == "https"
         self.host = parts.host.strip("[]")  # an IPv6 address connects without its brackets
         self.port = parts.port or (443 if self.tls else 80)
-        self.key = (self.host, self.port, self.tls)
+        self.proxy: Proxy | None = network.proxy_for(parts.scheme, self.host, self.port)
+        self.key = (self.host, self.port, self.tls, self.proxy.key if self.proxy else None)
         path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
         target = path + ("?" + parts.query if parts.query else "")
         host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
-        lines = [f"POST {target} HTTP/1.1", f"Host: {host}"]
+        if self.proxy is not None and not self.tls:  # absolute form: the proxy forwards it
+            target = f"http://{host}{target}"
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         auth = basic_auth(url)
         if auth is not None:  # credentials in the URL (a header of that name is refused then)
             lines.append(f"Authorization: {auth}")
+        if self.proxy is not None and not self.tls and self.proxy.authorization:
+            lines.append(f"Proxy-Authorization: {self.proxy.authorization}")
         self.head = ("\r\n".join(lines) + "\r\n").encode()
+
+    @property
+    def where(self) -> str:
+        """host:port, TLS or not, and the proxy on the way: what an error names."""
+        text = f"{self.host}:{self.port}" + (" (TLS)" if self.tls else "")
+        return text + (f" through the proxy {self.proxy.shown}" if self.proxy else "")
 
 
 class Response:
     """What came back for one request, filled by its connection as it arrives."""
 
-    __slots__ = ("status", "reason", "headers", "body", "error", "t_write", "ended")
+    __slots__ = (
+        "status",
+        "reason",
+        "headers",
+        "body",
+        "error",
+        "t_write",
+        "ended",
+        "head",
+        "answered",
+        "reused",
+    )
 
-    def __init__(self, t_write: float, ended: asyncio.Future) -> None:
+    def __init__(self, t_write: float, ended: asyncio.Future, reused: bool) -> None:
         self.t_write = t_write
         self.ended = ended  # resolved when the exchange has ended, whole or not
+        self.head: asyncio.Future | None = None  # the sender's, resolved at the final status
+        self.answered = False  # any byte came back (a resend is safe only before one did)
+        self.reused = reused  # sent on a connection that had carried an exchange before
         self.status = 0  # 0: no status line yet
         self.reason = ""
         self.headers: dict[str, str] = {}  # names in lower case
@@ -97,7 +132,9 @@ class Connection(asyncio.Protocol):
         "key",
         "transport",
         "closed",
-        "idle_since",
+        "keep_until",
+        "uses",
+        "_keepalive",
         "_parser",
         "_resp",
         "_take",
@@ -106,13 +143,16 @@ class Connection(asyncio.Protocol):
         "_keep",
         "_until_eof",
         "_inflate",
+        "_every",
     )
 
-    def __init__(self, key: tuple) -> None:
+    def __init__(self, key: tuple, keepalive_s: float) -> None:
         self.key = key
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.idle_since = 0.0
+        self.keep_until = 0.0  # reused only before this (perf_counter): see _idle_for
+        self.uses = 0  # exchanges sent on it
+        self._keepalive = keepalive_s
         self._parser = httptools.HttpResponseParser(self)
         self._resp: Response | None = None
         self._take: Take | None = None  # where body bytes go: the consumer, or the collector
@@ -121,18 +161,27 @@ class Connection(asyncio.Protocol):
         self._keep = False
         self._until_eof = False  # the body ends when the connection does (no length, unchunked)
         self._inflate: zlib._Decompress | None = None
+        self._every = False  # every body to the consumer, whatever its status and type
 
     # ---- one exchange --------------------------------------------------------------------------
 
-    def send(self, head: bytes, body: Sequence[bytes | memoryview], take: Take) -> Response:
+    def send(
+        self,
+        head: bytes,
+        body: Sequence[bytes | memoryview],
+        take: Take,
+        every_body: bool = False,
+    ) -> Response:
         """Write a request (`head` ends with the blank line); its response, filled as it comes.
-        The response's body goes to `take` when it is a 200 event stream; `Response.ended`
-        resolves when the exchange has ended, whole or not."""
+        The response's body goes to `take` when it is a 200 event stream (any body, with
+        `every_body`); `Response.ended` resolves when the exchange has ended, whole or not."""
         assert self.transport is not None and self._resp is None, "one exchange at a time"
-        self._consumer, self._take = take, None
+        self._consumer, self._take, self._every = take, None, every_body
         self._keep = self._until_eof = False
         self._inflate = None
-        resp = self._resp = Response(_perf(), asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        resp = self._resp = Response(_perf(), loop.create_future(), self.uses > 0)
+        self.uses += 1
         if self.closed:  # closed between its connect and this send: nothing would answer
             self._end(WireError("ConnectionClosed", "the connection closed before the request"))
             return resp
@@ -156,6 +205,8 @@ class Connection(asyncio.Protocol):
         if error is not None and resp.error is None:
             resp.error = error
         self._resp = self._take = self._consumer = None  # the consumer holds the request's parts
+        if resp.head is not None and not resp.head.done():
+            resp.head.set_result(None)
         if not resp.ended.done():  # (cancelled with the task that awaited it)
             resp.ended.set_result(None)
 
@@ -169,9 +220,11 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        if self._resp is None:  # bytes nobody asked for: the connection cannot be trusted
+        resp = self._resp
+        if resp is None:  # bytes nobody asked for: the connection cannot be trusted
             self.abort()
             return
+        resp.answered = True
         self._t = _perf()
         try:
             self._parser.feed_data(data)
@@ -192,6 +245,8 @@ class Connection(asyncio.Protocol):
             if self._inflate is not None:
                 self._deliver(self._inflate.flush())
             self._end()
+        elif resp.status == 0 and isinstance(exc, ssl.SSLError):  # e.g. no client certificate
+            self._end(tls_error(exc, "the server ended TLS"))
         elif resp.status == 0 and isinstance(exc, OSError):  # e.g. a reset while sending
             self._end(WireError("ConnectError", f"{type(exc).__name__}: {exc}"))
         else:
@@ -233,8 +288,10 @@ class Connection(asyncio.Protocol):
             )
             self.abort()
             return
-        stream = status == 200 and resp.content_type != "application/json"
+        stream = self._every or (status == 200 and resp.content_type != "application/json")
         self._take = self._consumer if stream else self._collect
+        if resp.head is not None and not resp.head.done():
+            resp.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
         if self._inflate is not None:
@@ -247,8 +304,15 @@ class Connection(asyncio.Protocol):
             return
         if self._inflate is not None:
             self._deliver(self._inflate.flush())
-        self.idle_since = _perf()
+        self.keep_until = _perf() + self._idle_for(resp.headers.get("keep-alive"))
         self._end()
+
+    def _idle_for(self, keep_alive: str | None) -> float:
+        """Seconds this connection may wait idle: ours, or the server's timeout less a margin."""
+        found = _TIMEOUT.search(keep_alive) if keep_alive else None
+        if found is None:
+            return self._keepalive
+        return min(self._keepalive, int(found.group(1)) - SERVER_MARGIN_S)
 
     # ---- the body ------------------------------------------------------------------------------
 
@@ -270,77 +334,19 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
-class Pool:
-    """Keep-alive connections by endpoint, at most `limit` of them in use at once (what is idle
-    does not count, as in aiohttp's connector); a request waits for a free one in turn."""
-
-    def __init__(self, limit: int, connect_timeout: float) -> None:
-        self._slots = asyncio.Semaphore(limit)
-        self._idle: dict[tuple, deque[Connection]] = {}
-        self._open: set[Connection] = set()  # in use or idle: what `close` closes
-        self._timeout = connect_timeout
-        self._tls: ssl.SSLContext | None = None
-
-    async def acquire(self, ep: Endpoint) -> Connection:
-        """A connection to `ep`: an idle one, or a new one. WireError if it cannot connect."""
-        await self._slots.acquire()
-        try:
-            idle = self._idle.get(ep.key)
-            now = _perf()
-            while idle:
-                conn = idle.pop()  # the most recently used: the least likely to be closed
-                if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
-                    return conn
-                self._drop(conn)
-            conn = await self._connect(ep)
-            self._open.add(conn)
-            return conn
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def release(self, conn: Connection) -> None:
-        """`conn` is free: kept for the next request when its last response allows it."""
-        self._slots.release()
-        if conn.reusable:
-            self._idle.setdefault(conn.key, deque()).append(conn)
-        else:
-            self._drop(conn)
-
-    def _drop(self, conn: Connection) -> None:
-        conn.abort()
-        self._open.discard(conn)
-
-    async def _connect(self, ep: Endpoint) -> Connection:
-        loop = asyncio.get_running_loop()
-        tls = self._context() if ep.tls else None
-        where = f"{ep.host}:{ep.port}" + (" (TLS)" if ep.tls else "")
-        try:
-            async with asyncio.timeout(self._timeout):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(ep.key),
-                    ep.host,
-                    ep.port,
-                    ssl=tls,
-                    server_hostname=ep.host if tls else None,
-                )
-        except TimeoutError:
-            why = f"no connection to {where} within {self._timeout}s"
-            raise WireError("ConnectTimeout", why) from None
-        except OSError as exc:
-            why = exc.strerror or str(exc) or type(exc).__name__
-            raise WireError("ConnectError", f"cannot connect to {where}: {why}") from None
-        return conn
-
-    def _context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls
-
-    def close(self) -> None:
-        """Close every connection, idle or still in use (a request left in flight ends)."""
-        why = WireError("ConnectionClosed", "the target closed with the request in flight")
-        for conn in self._open:
-            conn.cancel(why)
-        self._open.clear()
-        self._idle.clear()
+def tls_error(exc: ssl.SSLError, where: str) -> WireError:
+    """A TLS failure as one line naming the option that fixes it."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        why = exc.verify_message or exc.reason or str(exc)
+        fix = (
+            "trust its CA with --ca-bundle FILE (target.network.ca_bundle, or REQUESTS_CA_BUNDLE"
+            " / SSL_CERT_FILE), or skip the check with --insecure"
+        )
+        return WireError("TLSError", f"{where}: certificate not trusted ({why}); {fix}")
+    reason = exc.reason or str(exc)
+    fix = ""
+    if "CERTIFICATE_REQUIRED" in reason or "HANDSHAKE_FAILURE" in reason:
+        fix = "; the server may want a client certificate: --client-cert FILE --client-key FILE"
+    elif "UNKNOWN_CA" in reason or "BAD_CERTIFICATE" in reason:
+        fix = "; the server does not accept the client certificate given (--client-cert)"
+    return WireError("TLSError", f"{where}: TLS failed ({reason}){fix}")

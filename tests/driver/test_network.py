@@ -1,0 +1,166 @@
+"""The user's network with real programs on loopback (tests/driver/real_programs.py): tinyproxy as
+the forward proxy (absolute form for http://, CONNECT for https://), nginx with TLS from a private
+CA (mTLS too) and its own 502 page, for the replay's streams and the one plain client alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.driver.http import HTTPClient, Network, NetworkSettings, WireError
+from harness.driver.recorder import collect
+from harness.driver.target import RequestSpec
+from harness.schema import new_record
+from tests.driver.helpers import target
+from tests.driver.real_programs import Certificates, Nginx, Tinyproxy, free_port
+
+pytestmark = pytest.mark.slow  # real programs started per test
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.fixture(autouse=True)
+def no_proxy_variables(monkeypatch):
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return Certificates(tmp_path_factory.mktemp("certs"))
+
+
+def spec(i: int) -> RequestSpec:
+    return RequestSpec(
+        request_id=f"s:{i}",
+        session_id="s",
+        sticky_key="s",
+        endpoint=0,
+        max_tokens=3,
+        prompt_tokens=4,
+        prompt=[1, 2, 3, 4],
+    )
+
+
+async def replay(url: str, n: int = 3, **kw) -> tuple[list[dict], dict]:
+    tgt = target(url, api="completions", **kw)
+    await tgt.start(check=False)
+    try:
+        return [await collect(tgt, spec(i), new_record(), 0.0) for i in range(n)], tgt.describe()
+    finally:
+        await tgt.close()
+
+
+def statuses(recs: list[dict]) -> list[str]:
+    return [r["status"] if r["status"] == "ok" else r["error"]["class"] for r in recs]
+
+
+async def test_http_proxy_from_the_environment_carries_every_request(server, tmp_path, monkeypatch):
+    proxy = Tinyproxy(tmp_path)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    with proxy.start():
+        recs, described = await replay(server.url, 4)
+    assert statuses(recs) == ["ok"] * 4
+    assert proxy.requests() == 4 and len(server.log) == 4
+    assert described["network"]["proxy"]["http"] == f"{proxy.url} (from HTTP_PROXY)"
+
+
+async def test_https_through_a_connect_tunnel_trusting_a_private_ca(
+    server, tmp_path, certs, monkeypatch
+):
+    proxy = Tinyproxy(tmp_path)
+    nginx = Nginx(tmp_path, server.url, certs, buffering=False, keepalive_s=30)
+    monkeypatch.setenv("https_proxy", proxy.url)
+    with proxy.start(), nginx.start():
+        recs, described = await replay(nginx.url, 3, network={"ca_bundle": str(certs.ca)})
+    assert statuses(recs) == ["ok"] * 3
+    assert proxy.requests() >= 1 and nginx.requests() == 3 and len(server.log) == 3
+    assert described["network"]["proxy"]["https"] == f"{proxy.url} (from HTTPS_PROXY)"
+    assert described["network"]["ca_bundle"] == str(certs.ca)
+
+
+async def test_no_proxy_and_the_flag_send_directly_past_a_dead_proxy(server, monkeypatch):
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("HTTP_PROXY", dead)
+    recs, _ = await replay(server.url, 1)
+    assert statuses(recs) == ["ConnectError"]
+    message = recs[0]["error"]["message"]
+    assert f"through the proxy {dead} (from HTTP_PROXY)" in message and "\n" not in message
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.0/8")
+    assert statuses((await replay(server.url, 1))[0]) == ["ok"]
+    monkeypatch.delenv("NO_PROXY")
+    recs, described = await replay(server.url, 1, network={"proxy": "none"})
+    assert statuses(recs) == ["ok"] and described["network"]["proxy"] is None
+
+
+async def test_a_proxy_that_refuses_the_tunnel_is_one_line_naming_it(
+    tmp_path, certs, server, monkeypatch
+):
+    proxy = Tinyproxy(tmp_path, deny=True)
+    nginx = Nginx(tmp_path, server.url, certs)
+    with proxy.start(), nginx.start():
+        recs, _ = await replay(
+            nginx.url, 1, network={"proxy": proxy.url, "ca_bundle": str(certs.ca)}
+        )
+    (rec,) = recs
+    assert rec["error"]["class"] == "ProxyError"
+    assert f"the proxy {proxy.url} (from --proxy) refused CONNECT" in rec["error"]["message"]
+
+
+async def test_an_untrusted_certificate_names_the_options_that_fix_it(
+    server, tmp_path, certs, monkeypatch
+):
+    nginx = Nginx(tmp_path, server.url, certs, buffering=False)
+    with nginx.start():
+        untrusted, _ = await replay(nginx.url, 1)
+        insecure, described = await replay(nginx.url, 1, network={"insecure": True})
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certs.ca))
+        by_requests_variable, _ = await replay(nginx.url, 1)
+        monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+        monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
+        by_openssl_variable, _ = await replay(nginx.url, 1)
+    (rec,) = untrusted
+    assert rec["error"]["class"] == "TLSError"
+    assert "--ca-bundle" in rec["error"]["message"] and "--insecure" in rec["error"]["message"]
+    assert statuses(insecure) == statuses(by_requests_variable) == ["ok"]
+    assert statuses(by_openssl_variable) == ["ok"]
+    assert described["network"]["insecure"] is True
+
+
+async def test_mtls_without_a_client_certificate_names_the_option(server, tmp_path, certs):
+    nginx = Nginx(tmp_path, server.url, certs, buffering=False, client_ca=True)
+    tls = {"ca_bundle": str(certs.ca)}
+    with nginx.start():
+        refused, _ = await replay(nginx.url, 1, network=tls)
+        mutual = tls | {"client_cert": str(certs.client_cert), "client_key": str(certs.client_key)}
+        accepted, _ = await replay(nginx.url, 2, network=mutual)
+    assert statuses(accepted) == ["ok", "ok"]
+    (rec,) = refused
+    assert rec["status"] == "error"
+    assert "--client-cert" in rec["error"]["message"] or rec["error"]["class"] == "HTTP400"
+
+
+async def test_nginx_502_page_is_one_line_and_the_record_keeps_the_page(tmp_path):
+    nginx = Nginx(tmp_path, f"http://127.0.0.1:{free_port()}")
+    with nginx.start():
+        recs, _ = await replay(nginx.url, 1)
+    (rec,) = recs
+    assert rec["error"]["class"] == "HTTP502"
+    assert rec["error"]["message"] == "HTTP 502 Bad Gateway: 502 Bad Gateway"
+    assert "<center>nginx" in rec["error"]["body"]
+
+
+async def test_the_plain_client_takes_the_same_proxy_and_trust(server, tmp_path, certs):
+    proxy = Tinyproxy(tmp_path)
+    nginx = Nginx(tmp_path, server.url, certs, buffering=False)
+    settings = NetworkSettings(proxy=proxy.url, ca_bundle=str(certs.ca))
+    with proxy.start(), nginx.start():
+        async with HTTPClient(Network(settings), timeout=10) as http:
+            status, body = await http.get(f"{nginx.url}/metrics")
+        async with HTTPClient(Network(NetworkSettings(proxy=proxy.url)), timeout=10) as http:
+            with pytest.raises(WireError) as refused:
+                await http.get(f"{nginx.url}/metrics")
+    assert status == 200 and b"vllm:prefix_cache_queries" in body
+    assert refused.value.error_class == "TLSError" and proxy.requests() == 2
