@@ -16,6 +16,7 @@ from typing import cast
 import yaml
 
 from harness.analysis import (
+    buffering,
     cache,
     cache_tiers,
     context_limit,
@@ -49,7 +50,7 @@ from harness.analysis.summary_types import (  # noqa: F401 (SUMMARY_VERSION: its
     Validity,
     Window,
 )
-from harness.analysis.tested import what_was_tested
+from harness.analysis.tested import network_warnings, what_was_tested
 from harness.atomic import write_atomic
 from harness.errors import InputError, RunFolderError
 from harness.schema import SCENARIO_FILE, SUMMARY_FILE
@@ -102,6 +103,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     # an import's chunks are not its tokens (its notes say so): nothing to place
     placed = None if run.manifest.get("imported") else streamed.token_placement(ok, run.manifest)
     short = short_replies.short_replies(ok, run.replay.api)
+    stream = buffering.streaming(ok)
     parts = cache_parts(run, ok, misses, graph, per_request["ttft"], ideal.exact).summary
     summary: Summary = {
         "summary_version": SUMMARY_VERSION,
@@ -113,6 +115,7 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "errors_by_class": metrics.error_counts(run.measured),
         "streamed": placed,
         "short_replies": short,
+        "streaming": stream,
         "ttft_s": metrics.percentiles(per_request["ttft"]),
         "tpot_s": metrics.percentiles(per_request["tpot"]),
         "itl_s": metrics.weighted_percentiles(itl.values, itl.weights),
@@ -166,6 +169,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             *run.warnings,
             *(streamed.warnings(placed) if placed else ()),
             *short_replies.warnings(short),
+            *buffering.warnings(stream),
+            *network_warnings(run.manifest),
             *window.warnings(measured_window),
             *client["warnings"],
         ],

@@ -164,6 +164,7 @@ class Summary(Counts):
     errors_by_class: dict[str, int]
     streamed: dict[str, Any] | None
     short_replies: dict[str, Any] | None
+    streaming: dict[str, Any] | None  # reads per reply, buffered or not (analysis/buffering.py)
     ttft_s: Percentiles
     tpot_s: Percentiles
     itl_s: Percentiles

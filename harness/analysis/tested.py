@@ -36,7 +36,35 @@ def what_was_tested(run: Run) -> dict:
         "duration_s": m.get("duration_s"),
         "trace": _trace(run, m),
         "scenario": m.get("scenario"),
+        "network": network_text(target.get("network")),
     }
+
+
+def network_text(network: dict | None) -> str | None:
+    """How the requests reached the endpoints, where it was not the plain way (the manifest's
+    `target.network`): the proxy, the CA bundle, a client certificate, no verification."""
+    if not isinstance(network, dict):
+        return None
+    parts = []
+    proxies = network.get("proxy") or {}
+    for via in dict.fromkeys(proxies.values()):
+        schemes = "/".join(s for s, p in proxies.items() if p == via)
+        parts.append(f"{schemes} through the proxy {via}")
+    if network.get("ca_bundle"):
+        parts.append(f"CA bundle {network['ca_bundle']}")
+    if network.get("client_cert"):
+        parts.append(f"client certificate {network['client_cert']}")
+    if network.get("insecure"):
+        parts.append("INSECURE: certificates not verified (--insecure)")
+    return "; ".join(parts) or None
+
+
+def network_warnings(m: dict) -> list[str]:
+    """--insecure, said on every screen a run's figures are shown on."""
+    network = _section(m, "target").get("network")
+    if isinstance(network, dict) and network.get("insecure"):
+        return ["certificates were not verified (--insecure): the endpoint was not authenticated"]
+    return []
 
 
 def _section(m: dict, key: str) -> dict:

@@ -50,6 +50,8 @@ def tested_rows(summary: Summary) -> list[tuple[str, str]]:
 
 def _target(t: dict) -> str:
     served = f" ({t['served_by']})" if t.get("served_by") else ""
+    if t.get("network"):  # a proxy, a CA bundle, --insecure: analysis/tested.py
+        served += f" [{t['network']}]"
     named = t.get("scenario") not in (
         None,
         "replay",

@@ -7,6 +7,7 @@ skips, naming it (`.ci/run` installs nginx and tinyproxy; uvicorn and trustme co
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
@@ -113,8 +114,9 @@ class Certificates:
 
 class Nginx:
     """nginx in the foreground, one process, everything under `folder`: TLS with `certs` on
-    `port` (mTLS when `client_ca`), proxying to `upstream` with its buffering as asked, a
-    keep-alive of `keepalive_s`; a dead upstream gives nginx's own 502 page."""
+    `port` (mTLS when `client_ca`), proxying to `upstream` with its default buffering or none,
+    a keep-alive of `keepalive_s`; a dead upstream gives nginx's own 502 page; or, with
+    `redirect`, a 307 to that URL for every request."""
 
     def __init__(
         self,
@@ -140,11 +142,13 @@ class Nginx:
             ]
             if client_ca:
                 lines += [f"ssl_client_certificate {certs.ca};", "ssl_verify_client on;"]
+        # buffering: nginx's defaults (proxy_buffering on, HTTP/1.0 to the upstream), under
+        # which a stream reaches the client in one piece; else passed on as it comes
+        passing = "proxy_http_version 1.1; proxy_set_header Connection ''; proxy_buffering off;"
         location = (
             f"return 307 {redirect}$request_uri;"
             if redirect
-            else f"proxy_pass {upstream}; proxy_http_version 1.1; "
-            f'proxy_set_header Connection ""; proxy_buffering {"on" if buffering else "off"};'
+            else f"proxy_pass {upstream}; {'' if buffering else passing}"
         )
         conf = folder / "nginx.conf"
         conf.write_text(
@@ -167,3 +171,85 @@ class Nginx:
 
     def start(self):
         return running(self.argv, self.port, self.folder / "nginx.out")
+
+
+class Uvicorn:
+    """uvicorn serving tests/driver/asgi_sse.py with a keep-alive of `keepalive_s` (whole
+    seconds, as its flag takes them); GET /received lists the request ids it took."""
+
+    def __init__(self, folder: Path, keepalive_s: int = 1) -> None:
+        pytest.importorskip("uvicorn", reason="uvicorn comes with the [test] extra")
+        import sys
+
+        self.folder, self.port = folder, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "tests.driver.asgi_sse:app",
+            "--port",
+            str(self.port),
+            "--timeout-keep-alive",
+            str(keepalive_s),
+            "--log-level",
+            "warning",
+        ]
+
+    def start(self):
+        return running(self.argv, self.port, self.folder / "uvicorn.out")
+
+
+async def think_loop(
+    url: str, workers: int, turns: int, think_s: float, before: bool = False, **target_kw
+) -> dict:
+    """`workers` sessions of `turns` requests, each turn sent `think_s` (±20 %, seeded) after
+    the last ended, as an agent's tool calls are; what came of them, and what the server
+    received (GET /received). `before`: the wire as it was before it kept its idle connections
+    shorter and resent a stale one's request (15 s, no resend), for a benchmark's baseline."""
+    import asyncio
+    import random
+
+    from harness.driver.http import HTTPClient, Network, NetworkSettings
+    from harness.driver.recorder import collect
+    from harness.driver.target import RequestSpec
+    from harness.schema import new_record
+    from tests.driver.helpers import target
+
+    if before:
+        target_kw["network"] = {"keepalive_s": 15.0}
+    tgt = target(url, api="completions", **target_kw)
+    rng = random.Random(7)
+    recs: list[dict] = []
+
+    async def session(w: int) -> None:
+        for t in range(turns):
+            await asyncio.sleep(think_s * rng.uniform(0.8, 1.2))
+            spec = RequestSpec(
+                request_id=f"w{w}:{t}",
+                session_id=f"w{w}",
+                sticky_key=f"w{w}",
+                endpoint=0,
+                max_tokens=4,
+                prompt_tokens=4,
+                prompt=[1, 2, 3, 4],
+            )
+            recs.append(await collect(tgt, spec, new_record(), 0.0))
+
+    await tgt.start(check=False)
+    if before:
+        tgt._pool.closed = True  # type: ignore[union-attr]  # (the resend's guard: no resend)
+    try:
+        await asyncio.gather(*(session(w) for w in range(workers)))
+    finally:
+        await tgt.close()
+    async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
+        received = set(json.loads((await http.get(f"{url}/received"))[1]))
+    failed = [r for r in recs if r["status"] != "ok"]
+    return {
+        "requests": len(recs),
+        "failed": len(failed),
+        "failed_never_received": sum(r["request_id"] not in received for r in failed),
+        "resent": sum((r["wire"] or {}).get("resent", 0) for r in recs),
+        "received": len(received),
+    }

@@ -9,6 +9,7 @@ import pytest
 from harness.driver.http import HTTPClient, Network, NetworkSettings, WireError
 from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
+from harness.errors import HarnessWarning
 from harness.schema import new_record
 from tests.driver.helpers import target
 from tests.driver.real_programs import Certificates, Nginx, Tinyproxy, free_port
@@ -32,13 +33,13 @@ def certs(tmp_path_factory):
     return Certificates(tmp_path_factory.mktemp("certs"))
 
 
-def spec(i: int) -> RequestSpec:
+def spec(i: int, max_tokens: int = 3) -> RequestSpec:
     return RequestSpec(
         request_id=f"s:{i}",
         session_id="s",
         sticky_key="s",
         endpoint=0,
-        max_tokens=3,
+        max_tokens=max_tokens,
         prompt_tokens=4,
         prompt=[1, 2, 3, 4],
     )
@@ -115,7 +116,8 @@ async def test_an_untrusted_certificate_names_the_options_that_fix_it(
     nginx = Nginx(tmp_path, server.url, certs, buffering=False)
     with nginx.start():
         untrusted, _ = await replay(nginx.url, 1)
-        insecure, described = await replay(nginx.url, 1, network={"insecure": True})
+        with pytest.warns(HarnessWarning, match="not verified"):  # said on the first screen
+            insecure, described = await replay(nginx.url, 1, network={"insecure": True})
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certs.ca))
         by_requests_variable, _ = await replay(nginx.url, 1)
         monkeypatch.delenv("REQUESTS_CA_BUNDLE")
@@ -164,3 +166,29 @@ async def test_the_plain_client_takes_the_same_proxy_and_trust(server, tmp_path,
                 await http.get(f"{nginx.url}/metrics")
     assert status == 200 and b"vllm:prefix_cache_queries" in body
     assert refused.value.error_class == "TLSError" and proxy.requests() == 2
+
+
+async def test_a_stream_nginx_buffered_is_told_apart_from_one_it_passed_on(make_server, tmp_path):
+    import pandas as pd
+
+    from harness.analysis import buffering
+
+    upstream = await make_server(token_delay=0.004)
+    found = {}
+    for on in (True, False):
+        (tmp_path / str(on)).mkdir()
+        nginx = Nginx(tmp_path / str(on), upstream.url, buffering=on)
+        with nginx.start():
+            tgt = target(nginx.url, api="completions")
+            await tgt.start(check=False)
+            try:
+                recs = [
+                    await collect(tgt, spec(i, max_tokens=12), new_record(), 0.0) for i in range(6)
+                ]
+            finally:
+                await tgt.close()
+        assert statuses(recs) == ["ok"] * 6
+        found[on] = buffering.streaming(pd.DataFrame(recs))
+    assert found[True]["buffered"] and found[True]["reads_per_reply_p50"] <= 2, found
+    assert not found[False]["buffered"] and found[False]["reads_per_reply_p50"] >= 6
+    assert buffering.warnings(found[True])[0].startswith(buffering.WARNING)

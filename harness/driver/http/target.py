@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 from harness import __version__
@@ -44,6 +46,7 @@ from harness.driver.target import (
     Sent,
     Sink,
 )
+from harness.errors import HarnessWarning
 
 __all__ = ["HTTPTarget", "HTTPTargetConfig"]
 
@@ -97,10 +100,24 @@ class HTTPTarget:
         self._client = HTTPClient(
             self.network, timeout=c.timeouts.connect, connect_timeout=c.timeouts.connect
         )
+        self._say_network()
         if check:
             for i, base in enumerate(self.config.endpoints):
                 await preflight(self, i, base)
         self._resolve_usage()
+
+    def _say_network(self) -> None:
+        """The run's first screen names the proxy each endpoint goes through, and warns of
+        --insecure (the manifest's `target.network` keeps both)."""
+        for url, ep in zip(self.endpoints, self._wire, strict=True):
+            if ep.proxy is not None:
+                print(f"harness: {url} through the proxy {ep.proxy.shown}", file=sys.stderr)
+        if self.config.network.insecure:
+            warnings.warn(
+                "certificates are not verified (--insecure): the endpoint is not authenticated",
+                HarnessWarning,
+                stacklevel=2,
+            )
 
     def _resolve_usage(self) -> None:
         """`continuous_usage: auto` decided from what the endpoints' /models cards said, and
