@@ -134,6 +134,9 @@ async def replay_into(
     wall0 = time.perf_counter()
     try:
         with folder.signals(replay):
+            shape = getattr(target, "probe_like", None)  # a preflight that sends the run's shape
+            if shape is not None:
+                shape(replay.first_tools())
             await target.start()
             if show_progress:  # from the replay's start: a target that fails to start shows none
                 stopped = lambda: replay.sending_stopped  # noqa: E731

@@ -67,6 +67,7 @@ class ServerConfig:
     metrics_flavor: str = "vllm"  # /metrics spec-decode names: vllm (counters), sglang (gauges)
     tokens_per_event: int = 1  # a speculating server's events: up to this many tokens each
     owned_by: str | None = None  # /v1/models `owned_by` (vLLM: "vllm")
+    refuse_tools: bool = False  # a request with tools gets vLLM's 400 (started without a parser)
 
 
 @dataclass
@@ -208,6 +209,8 @@ class SSETestServer:
         self.prefix["queries"] += len(tokens)
         self.prefix["hits"] += cached
         refusal = self._context_check(body, len(tokens))
+        if self.config.refuse_tools and body.get("tools"):  # vLLM without a tool parser
+            refusal = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'
         if refusal is not None:
             error = {"message": refusal, "type": "BadRequestError", "param": None, "code": 400}
             return web.json_response({"error": error}, status=400)

@@ -1,5 +1,6 @@
 """The HTTP target's check before the clock starts: each endpoint answers, serves the model (when
-it lists any on /models) and answers one probe request; else a one-line `TargetError`.
+it lists any on /models) and answers one probe request shaped like the run's (its API, sampling,
+and the tools its first request carries, with a one-word prompt); else a one-line `TargetError`.
 
 `preflight` is the one place that reads /models: what else a run wants from there (e.g. a
 context limit) belongs beside the model check.
@@ -98,13 +99,15 @@ async def _probe_once(
         prompt_tokens=4,
         messages=messages,
         prompt=[1, 2, 3, 4],
+        tools=target.probe_tools,  # the run's, with its API and sampling: the same shape
     )
     sink = ProbeSink()
     await target.stream(probe, sink)
     if sink.failure is not None:
         f = sink.failure
+        shaped = " shaped like the run's (its tools, API, sampling)" if probe.tools else ""
         raise TargetError(
-            f"endpoint {redact_url(base)}: the probe request failed ({f.error_class}: "
+            f"endpoint {redact_url(base)}: the probe request{shaped} failed ({f.error_class}: "
             f"{f.message}){hint}; --no-preflight skips this check"
         )
 

@@ -77,6 +77,12 @@ class HTTPTarget:
         self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
         self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
         self._count: Callable[[str], int] | None = None  # placing.py's counter, when it applies
+        self.probe_tools: list[dict] | None = None  # the run's tools, on the preflight's probe
+
+    def probe_like(self, tools: list[dict] | None) -> None:
+        """The preflight's probe carries these tools (the run's first request's), so a server
+        that refuses the run's shape (tools, tool_choice, sampling) stops it before the clock."""
+        self.probe_tools = tools
 
     def _make_headers(self) -> dict[str, str]:
         # identity: a compressed stream would only cost CPU on both sides, per chunk
