@@ -34,6 +34,7 @@ TOKEN_RANGE = (1000, 31000)  # ordinary ids in every vocabulary the harness serv
 SHARED_LENGTHS = (7, 23, 40, 57, 75, 100, 150, 333, 517, 790, 1001, 1500, 1800, 2100)
 TAIL_TOKENS = 40  # the fresh tokens after a shared prefix
 WHOLE_BLOCKS = 8
+MIN_BLOCKS = 2  # whole blocks in each capacity context, at least
 CALIBRATION_SAMPLES = 3
 MIN_SEPARATION = 3.0  # cold / warm TTFT below this: TTFT cannot tell a hit from a miss
 
@@ -118,6 +119,12 @@ class CacheProbe:
             return (reply.cached_tokens or 0) >= n - 2 * block
         return reply.ttft_s < self.result.calibration["ttft_threshold_s"]
 
+    def kept_context(self, reply: Reply, n: int, cacheable: int | None) -> bool:
+        """A capacity context kept: every one of its whole blocks hit, where counts say so."""
+        if cacheable is not None and self.result.detection == "cached_tokens":
+            return (reply.cached_tokens or 0) >= cacheable
+        return self.kept_whole(reply, n)
+
     def hit_tokens(self, reply: Reply, n: int) -> int:
         if self.result.detection == "cached_tokens":
             return reply.cached_tokens or 0
@@ -189,20 +196,33 @@ class CacheProbe:
         wanted = pool // 16 if pool else 2048
         return max(64, min(wanted, self._max_prompt()))
 
-    def capacity_context(self) -> int:
-        """Contexts of whole blocks and half a block: the prompt-1 cap and a whole-block prompt's
-        last-block rule never apply, so a kept context hits exactly its whole blocks."""
-        n, block = self.context_tokens(), self.result.block.get("block_size")
-        if not block or n < 2 * block:
-            return n
-        return min(n // block * block + block // 2, self._max_prompt())
+    def block(self) -> int | None:
+        """The cache's block: measured (block stage), else what /metrics advertises."""
+        adv = self.result.advertised
+        return self.result.block.get("block_size") or (adv.block_size if adv else None)
+
+    def capacity_context(self) -> tuple[int, int, str | None]:
+        """A context's length, the tokens of it a cache keeps, and why it could not be sized in
+        whole blocks (None when it was). Whole blocks and half a block: the prompt-1 cap and a
+        whole-block prompt's last-block rule never apply, so a kept context hits exactly its
+        whole blocks, at least `MIN_BLOCKS` of them (a context of pool/16 tokens with large
+        blocks, 254 of 128-token blocks, would keep one block and fill half the pool)."""
+        n, block = self.context_tokens(), self.block()
+        if not block:
+            return n, n, "no block size measured or advertised: contexts not in whole blocks"
+        room = (self._max_prompt() - block // 2) // block
+        blocks = min(max(MIN_BLOCKS, round(n / block)), room)
+        if blocks < MIN_BLOCKS:
+            why = f"{MIN_BLOCKS} blocks of {block} do not fit the model's context"
+            return n, n // block * block, why
+        return blocks * block + block // 2, blocks * block, None
 
     async def capacity(self) -> None:
-        n = self.capacity_context()
+        n, cached, why = self.capacity_context()
         pool = self.pool()
         sent: list[list[int]] = []
         if pool:
-            for _ in range(math.ceil(self.s.fill_factor * pool / n)):
+            for _ in range(math.ceil(self.s.fill_factor * pool / max(1, cached))):
                 sent.append(self.fresh(n))
                 await self.client.send(sent[-1])
         else:
@@ -210,15 +230,19 @@ class CacheProbe:
         scan, retained = [], 0
         for i in range(len(sent) - 1, -1, -1):
             reply = await self.client.send(sent[i])
-            kept = self.kept_whole(reply, n)
+            kept = self.kept_context(reply, n, None if why else cached)
             retained += self.hit_tokens(reply, n)
             scan.append({"context": i, **_reply(reply), "kept": kept})
             if not kept:
                 break
+        filled = cached * len(sent)
         self.result.capacity = {
             "context_tokens": n,
+            "cacheable_tokens": cached,  # of each context: its whole blocks
             "contexts_sent": len(sent),
-            "filled_tokens": n * len(sent),
+            "filled_tokens": filled,  # cacheable tokens sent: what the fill put in the pool
+            "fill_of_pool": filled / pool if pool else None,
+            "not_block_sized": why,
             "retained_tokens": retained,
             "lower_bound": all(r["kept"] for r in scan),  # every context was still kept
             "scan_newest_first": scan,

@@ -56,8 +56,9 @@ def table(doc: dict) -> str:
     rows = [
         (
             "retained context",
-            tokens(doc["retained_tokens"]) + (" (at least)" if cap.get("lower_bound") else ""),
-            f"{cap.get('contexts_sent', '-')} contexts of {tokens(cap.get('context_tokens'))} tokens, re-sent newest first",
+            tokens(doc["retained_tokens"]) + _bound(cap),
+            f"{cap.get('contexts_sent', '-')} contexts of {tokens(cap.get('context_tokens'))}"
+            f" tokens, re-sent newest first{_fill_note(cap)}",
         ),
         (
             "advertised pool",
@@ -76,6 +77,26 @@ def table(doc: dict) -> str:
     ]
     lines += [f"  {a:<{width}}  {b:>{value}}  {c}".rstrip() for a, b, c in rows]
     return "\n".join(lines)
+
+
+def _bound(cap: dict) -> str:
+    """'(at least)' when every context was kept after a fill that covered the pool; when the
+    fill did not cover it, the figure is no finding and says so."""
+    if not cap.get("lower_bound"):
+        return ""
+    fill = cap.get("fill_of_pool")
+    return " (at least)" if fill is None or fill >= 1 else " (fill short of the pool)"
+
+
+def _fill_note(cap: dict) -> str:
+    parts = []
+    if cap.get("cacheable_tokens") is not None:
+        parts.append(f"{cap['cacheable_tokens']:,} of each in whole blocks")
+    if cap.get("fill_of_pool") is not None:
+        parts.append(f"the fill {cap['fill_of_pool']:.0%} of the pool")
+    if cap.get("not_block_sized"):
+        parts.append(cap["not_block_sized"])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _seconds(idle: dict) -> str:

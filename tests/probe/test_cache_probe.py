@@ -144,3 +144,21 @@ def test_bad_flags_name_the_flag(tmp_path, capsys):
     assert "--idle-waits" in capsys.readouterr().err
     assert main([*argv, "--fill-factor", "0.5"]) == 2
     assert "--fill-factor" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_large_blocks_fill_the_pool_in_whole_blocks_at_an_endpoint_without_v1(tmp_path):
+    """128-token blocks and a pool of 24 (pool/16 = 192 tokens, one block and a half): each
+    context is sized in whole blocks, so the fill covers the pool it measures; the endpoint is
+    given without /v1, as `harness replay` takes it."""
+    config = EngineConfig(
+        runner="simulated", sim_time_scale=0.0, num_gpu_blocks=24, block_size=128, device="cpu"
+    )
+    with BackgroundServer(config) as server:
+        code, doc = probe_cache(server.url, config.served_model_name, tmp_path, FAST)
+    cap = doc["capacity"]
+    assert code == 0 and doc["block_size"] == 128
+    assert doc["retained_tokens"] == pytest.approx(24 * 128, rel=0.15)
+    assert cap["cacheable_tokens"] % 128 == 0 and cap["context_tokens"] % 128 == 64
+    assert cap["fill_of_pool"] >= 1.0 and cap["not_block_sized"] is None
+    assert "fill short" not in (tmp_path / "probe.txt").read_text()
