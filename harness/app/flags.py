@@ -146,6 +146,7 @@ FLAGS = (
     Flag("content", "--run-id", "run_id"),
 )
 BY_FIELD = {f.field: f for f in FLAGS}
+BY_OPTION = {f.option: f for f in FLAGS}  # two flags may set one field (--proxy, --no-proxy)
 NETWORK = "target.network."
 
 
@@ -263,7 +264,7 @@ class HelpFormatter(argparse.HelpFormatter):
     when help is printed; a flag with fixed choices shows them."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        flag = BY_FIELD.get(action.dest)
+        flag = _flag_of(action)
         if flag is None:
             return action.help or ""
         from harness.app.scenario import default_text, field_info
@@ -277,7 +278,7 @@ class HelpFormatter(argparse.HelpFormatter):
         return text.replace("%", "%%")
 
     def _metavar_formatter(self, action: argparse.Action, default_metavar: str):
-        flag = BY_FIELD.get(action.dest)
+        flag = _flag_of(action)
         if flag is not None and action.metavar is None and action.nargs != 0:
             from harness.app.scenario import field_info
 
@@ -285,6 +286,11 @@ class HelpFormatter(argparse.HelpFormatter):
             shown = "{" + ",".join(choices) + "}" if choices else flag.field.rsplit(".")[-1].upper()
             return lambda size: (shown,) * size
         return super()._metavar_formatter(action, default_metavar)
+
+
+def _flag_of(action: argparse.Action) -> Flag | None:
+    options = action.option_strings
+    return BY_OPTION.get(options[0]) if options else None
 
 
 def literal_choices(annotation: Any) -> tuple[str, ...]:

@@ -161,18 +161,27 @@ class OutcomeCounts:
     def __init__(self) -> None:
         self.by_status: Counter[str] = Counter()
         self.by_error: Counter[str] = Counter()  # error class -> count (error and timeout)
+        self.wire: Counter[str] = Counter()  # resent (a stale connection), redirected: not faults
 
     def observe(self, rec: Mapping[str, Any]) -> None:
         self.by_status[rec["status"]] += 1
         if rec["error"] is not None and rec["status"] != "cancelled":
             self.by_error[rec["error"]["class"]] += 1
+        wire = rec.get("wire")
+        if wire:
+            self.wire["resent"] += wire.get("resent", 0)
+            self.wire["redirected"] += bool(wire.get("redirects"))
 
     def counts(self) -> dict:
-        return {
+        """The manifest's `counts`; `wire` only where a request was resent or redirected."""
+        out = {
             "requests": sum(self.by_status.values()),
             "by_status": dict(self.by_status),
             "errors_by_class": dict(self.by_error),
         }
+        if any(self.wire.values()):
+            out["wire"] = {k: v for k, v in self.wire.items() if v}
+        return out
 
 
 class Recorder(OutcomeCounts):

@@ -203,26 +203,48 @@ class Uvicorn:
 async def think_loop(
     url: str, workers: int, turns: int, think_s: float, before: bool = False, **target_kw
 ) -> dict:
-    """`workers` sessions of `turns` requests, each turn sent `think_s` (±20 %, seeded) after
-    the last ended, as an agent's tool calls are; what came of them, and what the server
-    received (GET /received). `before`: the wire as it was before it kept its idle connections
-    shorter and resent a stale one's request (15 s, no resend), for a benchmark's baseline."""
+    """`workers` agents of `turns` requests, each turn sent `think_s` (±20 %, seeded) after
+    the last ended, as an agent's tool calls are, each agent on its own client (so each of its
+    requests finds its connection idle for its think time); what came of them, and what the
+    server received (GET /received). `before`: the wire as it was before it kept its idle
+    connections shorter and resent a stale one's request (15 s, no resend), a baseline."""
     import asyncio
     import random
 
     from harness.driver.http import HTTPClient, Network, NetworkSettings
+
+    if before:
+        target_kw["network"] = {"keepalive_s": 15.0}
+    rng = random.Random(7)
+    recs: list[dict] = []
+    await asyncio.gather(
+        *(_agent(url, w, turns, think_s, rng, before, recs, target_kw) for w in range(workers))
+    )
+    async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
+        received = set(json.loads((await http.get(f"{url}/received"))[1]))
+    failed = [r for r in recs if r["status"] != "ok"]
+    return {
+        "requests": len(recs),
+        "failed": len(failed),
+        "failed_never_received": sum(r["request_id"] not in received for r in failed),
+        "resent": sum((r["wire"] or {}).get("resent", 0) for r in recs),
+        "received": len(received),
+    }
+
+
+async def _agent(url, w, turns, think_s, rng, before, recs, target_kw) -> None:
+    import asyncio
+
     from harness.driver.recorder import collect
     from harness.driver.target import RequestSpec
     from harness.schema import new_record
     from tests.driver.helpers import target
 
-    if before:
-        target_kw["network"] = {"keepalive_s": 15.0}
     tgt = target(url, api="completions", **target_kw)
-    rng = random.Random(7)
-    recs: list[dict] = []
-
-    async def session(w: int) -> None:
+    await tgt.start(check=False)
+    if before:
+        tgt._pool.closed = True  # type: ignore[union-attr]  # (the resend's guard: no resend)
+    try:
         for t in range(turns):
             await asyncio.sleep(think_s * rng.uniform(0.8, 1.2))
             spec = RequestSpec(
@@ -235,21 +257,5 @@ async def think_loop(
                 prompt=[1, 2, 3, 4],
             )
             recs.append(await collect(tgt, spec, new_record(), 0.0))
-
-    await tgt.start(check=False)
-    if before:
-        tgt._pool.closed = True  # type: ignore[union-attr]  # (the resend's guard: no resend)
-    try:
-        await asyncio.gather(*(session(w) for w in range(workers)))
     finally:
         await tgt.close()
-    async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
-        received = set(json.loads((await http.get(f"{url}/received"))[1]))
-    failed = [r for r in recs if r["status"] != "ok"]
-    return {
-        "requests": len(recs),
-        "failed": len(failed),
-        "failed_never_received": sum(r["request_id"] not in received for r in failed),
-        "resent": sum((r["wire"] or {}).get("resent", 0) for r in recs),
-        "received": len(received),
-    }

@@ -192,3 +192,26 @@ async def test_a_stream_nginx_buffered_is_told_apart_from_one_it_passed_on(make_
     assert found[True]["buffered"] and found[True]["reads_per_reply_p50"] <= 2, found
     assert not found[False]["buffered"] and found[False]["reads_per_reply_p50"] >= 6
     assert buffering.warnings(found[True])[0].startswith(buffering.WARNING)
+
+
+async def test_a_host_only_the_proxy_could_reach_fails_naming_the_proxy(tmp_path, monkeypatch):
+    proxy = Tinyproxy(tmp_path)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    with proxy.start():
+        recs, _ = await replay("http://no-such-host.invalid:8000", 1)
+    (rec,) = recs
+    message = rec["error"]["message"]
+    assert rec["error"]["class"].startswith("HTTP5") and "\n" not in message
+    assert f"through the proxy {proxy.url} (from HTTP_PROXY)" in message
+
+
+async def test_nginx_307_to_another_port_needs_the_flag(server, tmp_path):
+    nginx = Nginx(tmp_path, "", redirect=server.url)
+    with nginx.start():
+        refused, _ = await replay(nginx.url, 1)
+        followed, _ = await replay(nginx.url, 2, network={"redirect_other_hosts": True})
+    (rec,) = refused
+    assert rec["error"]["class"] == "HTTP307" and len(server.log) == 2
+    assert f"redirect to {server.url}/v1/completions" in rec["error"]["message"]
+    assert statuses(followed) == ["ok", "ok"]
+    assert followed[0]["wire"]["redirects"] == [f"307 {server.url}/v1/completions"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from harness.driver.http import HTTPClient, Network, NetworkSettings
-from harness.driver.recorder import collect
+from harness.driver.recorder import OutcomeCounts, collect
 from harness.schema import new_record
 from tests.driver.helpers import target
 from tests.driver.test_wire import SSE_HEAD, chunked, ok, raw, spec, stream_body
@@ -38,6 +38,11 @@ async def test_a_reused_connection_closed_before_any_answer_is_sent_again_fresh(
     assert ok(first) and ok(second) and srv.connections == 2
     assert first["wire"] is None
     assert second["wire"]["resent"] == 1 and "ConnectionClosed" in second["wire"]["resent_why"]
+    counts = OutcomeCounts()
+    for rec in (first, second):
+        counts.observe(rec)
+    assert counts.counts()["wire"] == {"resent": 1}  # apart from the failures: there are none
+    assert counts.counts()["errors_by_class"] == {}
 
 
 async def test_a_fresh_connection_closed_before_any_answer_is_not_sent_again(raw):

@@ -248,7 +248,10 @@ class HTTPTarget:
             hops += 1
             ep = self._endpoint_at(where)
             sink.event(Redirected(_perf(), resp.status, redact_url(where)))
-        return self._ending(req, resp, dec, parsing, wd)
+        return [
+            self._via(ev, ep) if isinstance(ev, Failure) else ev
+            for ev in self._ending(req, resp, dec, parsing, wd)
+        ]
 
     async def _send(
         self,
