@@ -2,7 +2,7 @@
 1 s keep-alive, and nginx with a 1 s keepalive_timeout in front of it, under think times
 around 1 s, so that connections are reused just as the server closes them. Every request must
 succeed, the races sent once more on a fresh connection (`wire.resent`). The 800-request figures
-are benchmarks/bench_keepalive.py's."""
+are benchmarks/bench_keepalive.py's (docs/measurements/network.md)."""
 
 from __future__ import annotations
 
