@@ -52,7 +52,8 @@ def warnings(found: dict | None) -> list[str]:
     reads = found["reads_per_reply_p50"]
     share = 100 * (found["first_to_last_share_p50"] or 0.0)
     return [
-        f"{WARNING} (median {reads:g} reads a reply of {MIN_TOKENS}+ tokens, first to last "
+        f"{WARNING} (median {reads:g} read{'' if reads == 1 else 's'} a reply of {MIN_TOKENS}+ "
+        "tokens, first to last "
         f"token {share:.1f} % of its time, over {found['replies']} replies; a proxy between "
         "server and client held the stream back: turn its buffering off, e.g. nginx's "
         "proxy_buffering off, or X-Accel-Buffering: no from the server)"

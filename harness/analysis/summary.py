@@ -165,12 +165,12 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         "window": cast(Window, measured_window),
         "timeline": window.timeline(run.records),
         "client": client,
-        "warnings": [
+        "warnings": [  # what makes the latencies themselves wrong first: the banner's headline
+            *buffering.warnings(stream),
+            *network_warnings(run.manifest),
             *run.warnings,
             *(streamed.warnings(placed) if placed else ()),
             *short_replies.warnings(short),
-            *buffering.warnings(stream),
-            *network_warnings(run.manifest),
             *window.warnings(measured_window),
             *client["warnings"],
         ],

@@ -347,4 +347,14 @@ def dump_scenario(scenario: Scenario, path: str | Path) -> None:
     target["headers"] = dict.fromkeys(target["headers"], "<redacted>")
     for endpoint in target["endpoints"]:
         endpoint["url"] = redact_url(endpoint["url"])
+    network = target.get("network") or {}
+    if network.get("proxy") not in (None, "env", "none"):  # a proxy URL may hold a password
+        network["proxy"] = _proxy_redacted(network["proxy"])
     Path(path).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+def _proxy_redacted(url: str) -> str:
+    """A proxy URL without its credentials (it stays usable without them, or says what is
+    missing when re-run: a 407 from the proxy)."""
+    scheme, sep, rest = url.rpartition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"

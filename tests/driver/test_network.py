@@ -215,3 +215,23 @@ async def test_nginx_307_to_another_port_needs_the_flag(server, tmp_path):
     assert f"redirect to {server.url}/v1/completions" in rec["error"]["message"]
     assert statuses(followed) == ["ok", "ok"]
     assert followed[0]["wire"]["redirects"] == [f"307 {server.url}/v1/completions"]
+
+
+def test_a_proxy_password_reaches_no_file_of_the_run(tmp_path, capsys):
+    from harness.app.cli import main
+    from harness.trace.native import write_trace
+    from tests.trace.tiny import no_think, small_generated
+
+    trace = tmp_path / "t.jsonl"
+    write_trace(no_think(small_generated(sessions=1, seed=5)), trace)
+    dead = f"http://bob:s3cret-pw@127.0.0.1:{free_port()}"
+    out = tmp_path / "run"
+    argv = ["replay", str(trace), "--endpoint", "http://127.0.0.1:9", "--model", "m"]
+    argv += ["--proxy", dead, "--no-scrape-metrics", "--max-requests", "1", "-o", str(out)]
+    assert main(argv) == 2  # /models through a dead proxy: the endpoint cannot be reached
+    said = capsys.readouterr().err
+    assert "through the proxy http://127.0.0.1:" in said and "(from --proxy)" in said
+    files = [p for p in out.iterdir() if p.suffix in (".json", ".jsonl", ".yaml")]
+    written = "".join(p.read_text() for p in files) + said
+    assert "s3cret-pw" not in written and "bob" not in written
+    assert "127.0.0.1" in (out / "scenario.yaml").read_text()  # the proxy kept, less its secret

@@ -131,6 +131,9 @@ class HTTPTargetConfig(HTTPSettings, Sending):
         for e in self.endpoints:
             parts = urlsplit(e)
             found += [parts.password or "", *(v for _, v in parse_qsl(parts.query))]
+        proxy = self.network.proxy
+        if "@" in proxy:  # a proxy URL's password
+            found.append(urlsplit(proxy if "://" in proxy else "http://" + proxy).password or "")
         return tuple(sorted({f for f in found if len(f) >= 4}, key=len, reverse=True))
 
 
