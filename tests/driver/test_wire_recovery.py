@@ -117,8 +117,12 @@ async def test_a_post_is_not_sent_again_after_a_301(raw):
 
 async def test_the_plain_client_follows_a_get_through_302(raw):
     body = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
-    srv, url = await raw(lambda n: redirect(302, "/metrics") if n == 1 else [body])
+    srv, url = await raw(lambda n: redirect(302, "/metrics") if n in (1, 3) else [body])
     async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
         resp = await http.request("GET", f"{url}/old-metrics")
         assert await resp.read() == b"hello"
     assert resp.redirects == [f"302 {url}/metrics"]
+    async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
+        passed_on = await http.request("GET", f"{url}/old-metrics", follow=False)
+        assert passed_on.status == 302 and passed_on.headers["location"] == "/metrics"
+        passed_on.close()

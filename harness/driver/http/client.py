@@ -52,13 +52,17 @@ class HTTPClient:
         url: str,
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
+        follow: bool = True,
     ) -> ClientResponse:
         """`method url` with `headers` and `body`; the response once its head has come. Every
-        header is sent as given (Content-Length is the client's)."""
+        header is sent as given (Content-Length is the client's). `follow=False` hands a
+        redirect back as it came (a proxy passing it on)."""
         sent = {**DEFAULT_HEADERS, **(headers or {})}
         hops: list[str] = []
         while True:
             resp = await self._once(method, url, sent, body)
+            if not follow:
+                return resp
             try:
                 target = next_hop(
                     resp.status, resp.headers, url, method, self.network.settings, len(hops)
