@@ -72,7 +72,7 @@ class Tinyproxy:
         allow = "Allow 10.255.255.1" if deny else "Allow 127.0.0.1"
         conf = folder / "tinyproxy.conf"
         conf.write_text(
-            f"Port {self.port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 100\n{allow}\n"
+            f"Port {self.port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 100\n{allow}\n"
             f'LogFile "{self.log}"\nLogLevel Info\nDisableViaHeader Yes\n'
         )
         self.argv = [program("tinyproxy"), "-d", "-c", str(conf)]
