@@ -45,3 +45,12 @@ def test_two_reads_far_apart_are_not_buffered():
 
 def test_short_replies_cannot_tell():
     assert buffering.streaming(replies(reads=1, tokens=3)) is None
+
+
+def test_many_reads_at_once_are_buffered_and_a_long_prefill_is_not():
+    tls = replies(reads=12, decode_s=0.0005)  # TLS records of one buffer, read back to back
+    assert buffering.streaming(tls)["buffered"]
+    long_prefill = replies(reads=12, decode_s=0.1)
+    long_prefill["t_sent"] -= 20.0  # 20 s of prefill: a small share, the tokens still spaced
+    found = buffering.streaming(long_prefill)
+    assert found["first_to_last_share_p50"] < buffering.MAX_SHARE and not found["buffered"]

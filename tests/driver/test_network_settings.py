@@ -75,10 +75,12 @@ def test_the_ca_bundle_comes_from_the_setting_then_requests_then_curl_then_opens
     env = {"REQUESTS_CA_BUNDLE": "/r.pem", "CURL_CA_BUNDLE": "/c.pem", "SSL_CERT_FILE": "/s.pem"}
 
     def source(settings: NetworkSettings, environ: dict) -> str | None:
-        try:
-            return Network(settings, environ).describe()["ca_bundle"]
+        try:  # a bundle given is read at once; one from the environment at the first TLS use
+            network = Network(settings, environ)
+            network.tls_context()
         except InputError as exc:
             return f"refused: {exc}"
+        return network.describe()["ca_bundle"]
 
     assert source(NetworkSettings(), {"SSL_CERT_FILE": "/s.pem"}) == "/s.pem (from SSL_CERT_FILE)"
     assert "refused" in source(NetworkSettings(), env) and "/r.pem" in source(
@@ -87,6 +89,11 @@ def test_the_ca_bundle_comes_from_the_setting_then_requests_then_curl_then_opens
     del env["REQUESTS_CA_BUNDLE"]
     assert "/c.pem" in source(NetworkSettings(), env)
     assert "refused" in source(NetworkSettings(ca_bundle=str(bundle)), env)
+
+
+def test_an_unreadable_bundle_in_the_environment_stops_no_http_run():
+    env = {"REQUESTS_CA_BUNDLE": "/no/such/bundle.pem"}
+    assert Network(NetworkSettings(), env).proxy_for("http", "h", 80) is None  # built: no error
 
 
 def test_a_client_key_without_a_certificate_is_refused():

@@ -98,8 +98,9 @@ class Network:
         self._bypass = NoProxy(_variable(env, "no_proxy") or "")
         self._ca, self._ca_source = _ca_bundle(settings.ca_bundle, env)
         self._tls: ssl.SSLContext | None = None
-        if self._ca or settings.client_cert or settings.client_key or settings.insecure:
-            self.tls_context()  # a file that cannot be read: said before anything is sent
+        s = settings
+        if s.ca_bundle or s.client_cert or s.client_key or s.insecure:
+            self.tls_context()  # a file given that cannot be read: said before anything is sent
 
     def proxy_for(self, scheme: str, host: str, port: int) -> Proxy | None:
         """The proxy a request to `scheme://host:port` goes through (None: direct)."""

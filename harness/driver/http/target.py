@@ -73,6 +73,8 @@ class HTTPTarget:
         self._pool: Pool | None = None
         self.base_headers = self._make_headers()
         self._wire = [Endpoint(url, self.base_headers, self.network) for url in self._urls]
+        if any(ep.tls for ep in self._wire):
+            self.network.tls_context()  # the bundle of REQUESTS_CA_BUNDLE & co. read: one line
         self._hops: dict[str, Endpoint] = {}  # where redirects led
         self.served: dict[str, dict] = {}  # endpoint -> what its /models card says it is
         self.context_limits: dict[str, int | None] = {}  # base URL -> max_model_len on /models
