@@ -293,6 +293,8 @@ class HTTPTarget:
     def _endpoint_at(self, url: str) -> Endpoint:
         ep = self._hops.get(url)
         if ep is None:
+            if len(self._hops) >= 64:  # a server redirecting each request somewhere new
+                self._hops.clear()
             ep = self._hops[url] = Endpoint(url, self.base_headers, self.network)
         return ep
 
