@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any, NotRequired, TypedDict, cast, get_type_hints
+from typing import Any, NotRequired, cast, get_type_hints
+
+# typing_extensions's TypedDict: pydantic reads it on Python 3.11 (the published JSON Schema,
+# harness/export/json_schema.py); typing's only from 3.12
+from typing_extensions import TypedDict
 
 RECORD_SCHEMA_VERSION = 1
 

@@ -32,6 +32,7 @@ ALLOWED = {
     "distributed": {"driver", "trace", "analysis"},
     "probe": {"driver"},
     "whatif": {"engine", "analysis", "trace", "driver"},
+    "export": {"driver", "analysis"},
 }
 
 # Third-party libraries a package must never import: computing stays apart from presenting.

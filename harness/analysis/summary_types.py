@@ -14,7 +14,9 @@ time; and a dict stays what json.dump writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
+
+from typing_extensions import TypedDict  # pydantic reads it on 3.11 (harness/export/json_schema.py)
 
 if TYPE_CHECKING:
     import pandas as pd

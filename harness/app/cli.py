@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "harness.app.commands.gate",
     "harness.app.commands.probe",
     "harness.app.commands.whatif",
+    "harness.app.commands.export",
 )
 
 

@@ -12,6 +12,7 @@ import secrets
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.app.build import (
     build_trace,
@@ -22,6 +23,7 @@ from harness.app.build import (
     virtual_clock,
 )
 from harness.app.collector import few_collections
+from harness.app.exporting import watch_run
 from harness.app.scenario import Scenario, dump_scenario
 from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.driver.runfolder import make_run_dir
@@ -29,6 +31,10 @@ from harness.errors import InputError
 from harness.exit_codes import check_concurrency
 from harness.schema import SCENARIO_FILE, TRACE_FILE, RunStatus
 from harness.trace.model import Trace
+
+if TYPE_CHECKING:
+    from harness.driver.live.stats import ReplayStats
+    from harness.export.metrics_server import MetricsServer
 
 
 @dataclass
@@ -58,15 +64,17 @@ def run_scenario(
     out: str | Path | None = None,
     quiet: bool = False,
     fmt: str = "table",
+    live: MetricsServer | None = None,
 ) -> RunResult:
     """`fmt` is how each point's summary table prints: table, markdown (fenced), json (not:
-    the caller prints the result as one object)."""
+    the caller prints the result as one object). `live`: the endpoint that serves each point's
+    live metrics."""
     run_dir = Path(out) if out else default_run_dir(scenario)
     points = scenario.points()
     for _, point_scenario in points:  # a point that needs torch fails before anything is written
         check_installed(point_scenario)
     if len(points) == 1 and not scenario.sweep:
-        point = run_point(scenario, run_dir, quiet=quiet, fmt=fmt)
+        point = run_point(scenario, run_dir, quiet=quiet, fmt=fmt, live=live)
         return RunResult(run_dir, [point], interrupted=point.status == RunStatus.INTERRUPTED)
     make_run_dir(run_dir)
     dump_scenario(scenario, run_dir / SCENARIO_FILE)
@@ -74,7 +82,7 @@ def run_scenario(
     for label, point_scenario in points:
         if not quiet:
             print(f"== sweep point {label}", flush=True)
-        result = run_point(point_scenario, run_dir / label, quiet=quiet, fmt=fmt)
+        result = run_point(point_scenario, run_dir / label, quiet=quiet, fmt=fmt, live=live)
         results.append(result)
         if result.status == RunStatus.INTERRUPTED:
             break
@@ -92,7 +100,12 @@ def run_scenario(
 
 
 def run_point(
-    scenario: Scenario, run_dir: Path, *, quiet: bool = False, fmt: str = "table"
+    scenario: Scenario,
+    run_dir: Path,
+    *,
+    quiet: bool = False,
+    fmt: str = "table",
+    live: MetricsServer | None = None,
 ) -> PointResult:
     if run_dir.exists() and run_dir.is_dir() and any(run_dir.iterdir()):
         raise InputError(
@@ -101,7 +114,7 @@ def run_point(
     check_installed(scenario)
     with interrupt_on_signals():
         trace = build_trace(scenario)
-    result = replay_point(scenario, trace, run_dir, show_progress=not quiet)
+    result = replay_point(scenario, trace, run_dir, show_progress=not quiet, live=live)
     try:
         with interrupt_on_signals():
             summary = analyze_point(scenario, run_dir, quiet=quiet, fmt=fmt)
@@ -112,10 +125,24 @@ def run_point(
     return PointResult(scenario.name, run_dir, result.status, summary)
 
 
-def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progress: bool):
+def replay_point(
+    scenario: Scenario,
+    trace: Trace,
+    run_dir: Path,
+    *,
+    show_progress: bool,
+    live: MetricsServer | None = None,
+):
     """One scenario point into `run_dir` (scenario.yaml, trace.jsonl, records, manifest), on the
-    event loop both verbs use."""
+    event loop both verbs use; watched by `live` (the metrics endpoint) when given."""
     from harness.driver.replay_into import connection_limit, run_blocking
+
+    if live is not None and scenario.execution.backend == "ray":
+        raise InputError(
+            "live metrics (--metrics-port) watch a local replay; the ray backend's workers "
+            "are not watched",
+            field="execution.backend",
+        )
 
     make_run_dir(run_dir)  # before any server starts or file is written: one line if it cannot be
     virtual = virtual_clock(scenario)  # refused off the in-process engine before anything runs
@@ -123,8 +150,10 @@ def replay_point(scenario: Scenario, trace: Trace, run_dir: Path, *, show_progre
     if config.load == "closed":
         limit = scenario.target.max_connections or connection_limit(trace, config)
         check_concurrency(config.concurrency, len(trace.main_sessions), limit)
+    stats = None if live is None else watch_run(live, scenario, config, trace)
     return run_blocking(
-        _replay(scenario, trace, config, run_dir, show_progress=show_progress), virtual=virtual
+        _replay(scenario, trace, config, run_dir, show_progress=show_progress, stats=stats),
+        virtual=virtual,
     )
 
 
@@ -165,7 +194,15 @@ def analyze_once(run_dir: Path):
 # ---- the replay ------------------------------------------------------------------------------
 
 
-async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, show_progress: bool):
+async def _replay(
+    scenario: Scenario,
+    trace: Trace,
+    config,
+    run_dir: Path,
+    *,
+    show_progress: bool,
+    stats: ReplayStats | None = None,
+):
     """Start the target, open the run folder, scrape /metrics, replay (here or on Ray), scrape
     again, close the run."""
     from harness.driver.manifest import replay_fields
@@ -198,7 +235,7 @@ async def _replay(scenario: Scenario, trace: Trace, config, run_dir: Path, *, sh
                 result = await _replay_on_ray(scenario, trace, target, config, folder)
             else:
                 result = await replay_into(
-                    folder, trace, target, config, show_progress=show_progress
+                    folder, trace, target, config, show_progress=show_progress, stats=stats
                 )
             folder.add_server_metrics("after", await scrape())
             folder.close(result.status)

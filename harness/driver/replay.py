@@ -60,13 +60,14 @@ class Replay:
         recorder: Recorder,
         *,
         schedule: list[tuple[float, Session]] | None = None,
+        stats: ReplayStats | None = None,
     ) -> None:
         self.trace, self.target, self.config, self.recorder = trace, target, config, recorder
         self.schedule = schedule
         self.passes = Passes(trace, config)  # the prompts of each pass over the trace
         self.task_source = TaskSource(trace.main_sessions, config)
         self.router = Router(target.endpoints, config.routing)
-        self.stats = ReplayStats()
+        self.stats = stats if stats is not None else ReplayStats()  # a caller's, to watch it
         self.t0 = clock.now()
         self.sent = 0
         self.sessions_started = 0

@@ -17,6 +17,7 @@ from harness.driver.context_limit import ContextLimit
 from harness.driver.live import progress
 from harness.driver.live.selfcheck import LoopProbe, write_client_check
 from harness.driver.live.signals import Signals
+from harness.driver.live.stats import ReplayStats
 from harness.driver.manifest import replay_fields, started_fields
 from harness.driver.replay import Replay, ReplayResult
 from harness.driver.runfolder import RunFolder
@@ -115,10 +116,12 @@ async def replay_into(
     config: ReplayConfig,
     *,
     show_progress: bool = False,
+    stats: ReplayStats | None = None,
 ) -> ReplayResult:
-    """Start `target`, replay into `folder`, close the target; the caller closes the folder."""
+    """Start `target`, replay into `folder`, close the target; the caller closes the folder.
+    `stats`: the live counters to keep (a caller that watches them, e.g. the metrics endpoint)."""
     keep_trace(trace, folder.path)
-    replay = Replay(trace, target, config, folder.recorder)
+    replay = Replay(trace, target, config, folder.recorder, stats=stats)
     # The trace and everything loaded so far live for the whole run: keep them out of the
     # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.
     gc.collect()

@@ -139,6 +139,14 @@ def by_agent(per_req: list[tuple], lru: bool) -> dict[str, dict]:
     return out
 
 
+def ideal_cache_hit(trace: Trace, block_size: int = 16) -> float | None:
+    """The trace's ideal prefix-cache hit ratio, token-weighted over its requests (an infinite
+    cache at `block_size`, in the trace's own tokens); None for a trace without prompt tokens."""
+    per_req = list(_cache_hits(trace, block_size, None))
+    prompt = sum(r[0] for r in per_req)
+    return sum(r[1] for r in per_req) / prompt if prompt else None
+
+
 def compute_stats(
     trace: Trace,
     *,

@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
+from harness.app.exporting import add_export_flags, exports, mlflow_at_end
 from harness.app.gate.rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 
 
@@ -133,6 +135,7 @@ def register(sub) -> None:
         help="--calibrate: DIR holds an earlier calibration's cycles; run only the rest",
     )
     p.add_argument("--quiet", action="store_true", help="only the verdict lines")
+    add_export_flags(p)
     p.set_defaults(func=_gate)
 
 
@@ -184,7 +187,7 @@ def _arms(args: argparse.Namespace) -> dict:
 
 def _judge(args: argparse.Namespace, rule, out: Path) -> int:
     from harness.analysis.loader import expand_run_dirs
-    from harness.app.gate.loop import Budget, gate, read_calibration, write_gate
+    from harness.app.gate.loop import Budget, gate, read_calibration, run_arm, write_gate
     from harness.errors import InputError
     from harness.report.gate import verdict_lines
 
@@ -197,16 +200,19 @@ def _judge(args: argparse.Namespace, rule, out: Path) -> int:
         raise InputError("no such calibration file", path=cal_path)
     calibration = read_calibration(cal_path)
     say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
-    result = gate(
-        arms,
-        out,
-        rule=rule,
-        history=history,
-        budget=Budget(args.budget_min),
-        screen=_screen(args),
-        say=say,
-    )
+    with exports(args) as live:
+        result = gate(
+            arms,
+            out,
+            rule=rule,
+            history=history,
+            budget=Budget(args.budget_min),
+            screen=_screen(args),
+            say=say,
+            run=partial(run_arm, live=live),
+        )
     path = write_gate(result, out, _matching(calibration, rule))
+    mlflow_at_end(args, [Path(r.path) for r in result.runs])
     doc = result.to_json(_matching(calibration, rule))
     for line in verdict_lines(doc):
         print(line)

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.app.exporting import add_export_flags, exports, mlflow_at_end
 from harness.app.parser import add_format, formatted
 
 
@@ -53,6 +54,7 @@ def register(sub) -> None:
         "--validate-only", action="store_true", help="load and check the scenario, then exit"
     )
     _add_max_failures(run)
+    add_export_flags(run)
     add_format(run, 'the point\'s summary.json ({"points": [...]} for a sweep)')
     run.set_defaults(func=_run)
 
@@ -85,6 +87,7 @@ def _register_simulate(sub) -> None:
     sim.add_argument("-o", "--output", default=None, help="run folder (default: as `harness run`)")
     sim.add_argument("--quiet", action="store_true", help="no progress display or summary table")
     _add_max_failures(sim)
+    add_export_flags(sim)
     add_format(sim, 'the point\'s summary.json ({"points": [...]} for a sweep)')
     sim.set_defaults(func=_run, workers=None, ray_address=None, validate_only=False, simulate=True)
 
@@ -145,6 +148,7 @@ def _register_replay(sub) -> None:
         help="no live progress display (it is also off when stderr is not a terminal)",
     )
     _add_max_failures(p)
+    add_export_flags(p)
     add_format(p, "status, stopped_by, requests, by_status, sessions, duration_s, run_dir")
     p.set_defaults(func=_replay)
 
@@ -185,9 +189,11 @@ def _replay(args: argparse.Namespace) -> int:
             "harness: note: --history live keeps recorded outputs in token-id prompts",
             file=sys.stderr,
         )
-    result = replay_point(
-        scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet)
-    )
+    with exports(args) as live:
+        result = replay_point(
+            scenario, trace, Path(args.output), show_progress=progress.wanted(args.quiet), live=live
+        )
+    mlflow_at_end(args, [Path(args.output)])
     from harness.app.verb_output import print_replay
 
     print_replay(args.format, result, args.output)
@@ -219,8 +225,12 @@ def _run(args: argparse.Namespace) -> int:
 
     json_out = args.format == "json"  # stdout holds the one JSON object; the rest goes to stderr
     with redirect_stdout(sys.stderr) if json_out else nullcontext():
-        result = run_scenario(scenario, out=args.output, quiet=args.quiet, fmt=args.format)
+        with exports(args) as live:
+            result = run_scenario(
+                scenario, out=args.output, quiet=args.quiet, fmt=args.format, live=live
+            )
         print(summary_line(result))
+        mlflow_at_end(args, [p.run_dir for p in result.points])
     print_run(args.format, result)
     codes = [
         _exit(

@@ -19,11 +19,14 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.host_state import Screen
 from harness.app.gate.rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
 from harness.app.scenario import Scenario
+
+if TYPE_CHECKING:
+    from harness.export.metrics_server import MetricsServer
 
 GATE_FILE = "gate.json"
 GATE_VERSION = 1
@@ -154,8 +157,11 @@ def _typical_s(runs: list[GateRun]) -> float:
     return max((r.wall_s for r in runs), default=0.0)
 
 
-def run_arm(scenario: Scenario, run_dir: Path, arm: str, screen: Screen) -> GateRun:
-    """One run of `scenario` into `run_dir`, analyzed (summary.json) and screened."""
+def run_arm(
+    scenario: Scenario, run_dir: Path, arm: str, screen: Screen, live: MetricsServer | None = None
+) -> GateRun:
+    """One run of `scenario` into `run_dir`, analyzed (summary.json) and screened; watched by
+    `live` (the metrics endpoint) when given."""
     from harness.analysis.summary import analyze_run
     from harness.app.build import build_trace
     from harness.app.runner import replay_point
@@ -164,7 +170,8 @@ def run_arm(scenario: Scenario, run_dir: Path, arm: str, screen: Screen) -> Gate
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = replay_point(scenario, build_trace(scenario), run_dir, show_progress=False)
+        trace = build_trace(scenario)
+        result = replay_point(scenario, trace, run_dir, show_progress=False, live=live)
         summary = analyze_run(run_dir)
     wall = time.perf_counter() - t0
     host = screen.state(summary)
