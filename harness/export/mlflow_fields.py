@@ -107,7 +107,7 @@ def tags(manifest: Mapping[str, Any], summary: Mapping[str, Any], run_dir: Path)
     return {k: str(v) for k, v in out.items() if v is not None}
 
 
-def verdict_tags(run_dir: Path, verdict_files: Iterable[Path]) -> dict[str, str]:
+def verdict_tags(run_dir: Path, run_id: str, verdict_files: Iterable[Path]) -> dict[str, str]:
     """The verdict of a gate or a comparison that judged this run: the gate.json of the gate
     folder it is in, and any `harness compare --format json` output or gate.json given."""
     gate = run_dir.resolve().parent / "gate.json"
@@ -115,7 +115,7 @@ def verdict_tags(run_dir: Path, verdict_files: Iterable[Path]) -> dict[str, str]
     out: dict[str, str] = {}
     for path in [*files, *verdict_files]:
         doc = read_optional_json(path) or {}
-        role = _role(doc, run_dir, path.parent)
+        role = _role(doc, run_dir, run_id, path.parent)
         if role is not None:
             out |= {
                 "harness.verdict": str(doc.get("verdict")),
@@ -126,13 +126,17 @@ def verdict_tags(run_dir: Path, verdict_files: Iterable[Path]) -> dict[str, str]
     return out
 
 
-def _role(doc: Mapping[str, Any], run_dir: Path, beside: Path) -> str | None:
-    """How `doc` saw this run: baseline or candidate (None: it did not judge it). A path in it
-    is read as written (from where the verdict ran) or beside the verdict's file."""
+def _role(doc: Mapping[str, Any], run_dir: Path, run_id: str, beside: Path) -> str | None:
+    """How `doc` saw this run: baseline or candidate (None: it did not judge it). A gate names
+    its runs by path, read as written (from where the gate ran) or beside its gate.json; a
+    comparison names them by run id."""
     here = run_dir.resolve()
 
-    def judged(paths: Iterable[str]) -> bool:
-        return any(here in (Path(p).resolve(), (beside / Path(p).name).resolve()) for p in paths)
+    def judged(names: Iterable[str]) -> bool:
+        return any(
+            name == run_id or here in (Path(name).resolve(), (beside / Path(name).name).resolve())
+            for name in names
+        )
 
     if "gate_version" in doc:
         for run in doc.get("runs") or []:

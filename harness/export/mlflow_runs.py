@@ -69,18 +69,18 @@ def _export(client: MlflowClient, experiment_id: str, run_dir: Path, verdicts: l
     found = client.search_runs(
         [experiment_id], f"tags.`{fields.RUN_KEY_TAG}` = '{key}'", max_results=1
     )
-    tags = fields.tags(manifest, summary, run_dir) | fields.verdict_tags(run_dir, verdicts)
+    run_id = str(manifest.get("run_id", run_dir.name))
+    tags = fields.tags(manifest, summary, run_dir) | fields.verdict_tags(run_dir, run_id, verdicts)
     if found:
-        run_id, existing = found[0].info.run_id, found[0].data
+        logged, existing = found[0].info.run_id, found[0].data
     else:
-        name = str(manifest.get("run_id", run_dir.name))
-        run_id, existing = client.create_run(experiment_id, run_name=name).info.run_id, None
-    _log(client, run_id, existing, fields.params(manifest), fields.metrics(summary), tags)
+        logged, existing = client.create_run(experiment_id, run_name=run_id).info.run_id, None
+    _log(client, logged, existing, fields.params(manifest), fields.metrics(summary), tags)
     for name in ARTIFACTS:
         if (run_dir / name).is_file():
-            client.log_artifact(run_id, str(run_dir / name))
-    client.set_terminated(run_id, _ENDED.get(str(manifest.get("status")), "FAILED"))
-    return f"{run_dir}: {'updated' if found else 'logged'} as MLflow run {run_id}"
+            client.log_artifact(logged, str(run_dir / name))
+    client.set_terminated(logged, _ENDED.get(str(manifest.get("status")), "FAILED"))
+    return f"{run_dir}: {'updated' if found else 'logged'} as MLflow run {logged}"
 
 
 def _log(client: MlflowClient, run_id: str, existing, params: dict, metrics: dict, tags: dict):
