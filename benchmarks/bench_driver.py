@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_driver.py [--duration 6] [--concurrency 64 256 1024]
                                                  [--output-tokens 256] [--repeats 1] [--pin]
-                                                 [--token-delay 0] [--json FILE]
+                                                 [--token-delay 0] [--metrics] [--json FILE]
                                                  [--vllm-bench "vllm bench serve"]
 
 A zero-delay SSE server (tests/driver/sse_server.py) runs in its own process. For each
@@ -17,7 +17,11 @@ own:
   connections, httptools), the body's bytes counted where they arrive: the floor of the driver's
   own transport, so the driver's cost beyond its transport shows too (`--no-wire` skips it);
 - driver: `harness.driver.run_replay` in closed loop with N sessions in flight, parsing every
-  event, stamping every chunk and writing records.jsonl.
+  event, stamping every chunk and writing records.jsonl;
+- metrics (`--metrics`): the driver again with its live Prometheus metrics on (harness/export/:
+  every finished record folded into the series), scraped by this process once a second while it
+  runs; its CPU per token over the driver run beside it is the endpoint's cost. The two run in
+  alternating order, repeat by repeat.
 
 Reported: streamed tokens/s, requests/s, client CPU µs per streamed token, the concurrency held
 (time-weighted requests in flight after the first 10 % of the run), and timing accuracy from the
@@ -184,7 +188,9 @@ async def wire_client(url: str, concurrency: int, duration: float, out_tokens: i
         pool.close()
 
 
-async def driver_client(url: str, concurrency: int, duration: float, out_tokens: int) -> dict:
+async def driver_client(
+    url: str, concurrency: int, duration: float, out_tokens: int, metrics_port: int | None = None
+) -> dict:
     from harness.driver.config import ReplayConfig
     from harness.driver.http import HTTPTarget, HTTPTargetConfig
     from harness.driver.replay_into import run_replay
@@ -215,9 +221,12 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
     target = Target(
         HTTPTargetConfig(endpoints=(url,), model="m", api="chat", max_connections=concurrency)
     )
+    server, stats = _live_metrics(metrics_port, concurrency)
     with tempfile.TemporaryDirectory() as tmp:
-        await run_replay(trace, target, config, tmp)
+        await run_replay(trace, target, config, tmp, stats=stats)
         cpu = time.process_time() - cpu_at_start[0]
+        if server is not None:
+            server.close(0)
         manifest = orjson.loads((Path(tmp) / "manifest.json").read_bytes())
         recs = [
             orjson.loads(line) for line in (Path(tmp) / "records.jsonl").read_bytes().splitlines()
@@ -247,6 +256,36 @@ async def driver_client(url: str, concurrency: int, duration: float, out_tokens:
     )
 
 
+def _live_metrics(port: int | None, concurrency: int):
+    """The metrics endpoint on `port` watching the run's counters (None, None: off)."""
+    if port is None:
+        return None, None
+    from harness.driver.live.stats import ReplayStats
+    from harness.export.metrics_server import MetricsServer
+    from harness.export.run_metrics import RunLabels
+
+    server, stats = MetricsServer("127.0.0.1", port), ReplayStats()
+    server.run(RunLabels("bench", "chat", concurrency=concurrency)).attach(stats)
+    return server, stats
+
+
+class Scraper(threading.Thread):
+    """Reads a metrics endpoint once a second (a Prometheus at a 1-s interval) until stopped."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.scrapes = url, 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(1.0):
+            try:
+                urllib.request.urlopen(self.url, timeout=5).read()
+                self.scrapes += 1
+            except OSError:  # not listening yet, or closed already
+                pass
+
+
 def _summary(tokens, done, cpu, wall, intervals, t0, firsts, failed=0) -> dict:
     return {
         "tokens": tokens,
@@ -260,6 +299,14 @@ def _summary(tokens, done, cpu, wall, intervals, t0, firsts, failed=0) -> dict:
 
 
 # ---- the orchestrator -------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _get_entries(url: str) -> list[dict]:
@@ -342,11 +389,12 @@ def _accuracy(firsts: list, log: dict[str, dict]) -> dict:
 
 
 def _run_client(role: str, url: str, c: int, args) -> dict:
+    port = _free_port() if role == "metrics" else None
     cmd = [
         sys.executable,
         __file__,
         "--client",
-        role,
+        "driver" if role == "metrics" else role,
         "--url",
         url,
         "--concurrency",
@@ -355,9 +403,18 @@ def _run_client(role: str, url: str, c: int, args) -> dict:
         str(args.duration),
         "--output-tokens",
         str(args.output_tokens),
+        *(["--metrics-port", str(port)] if port is not None else []),
     ]
-    out, sampler = _sampled(cmd, args.duration * 10 + 120, args.pin)
+    scraper = Scraper(f"http://127.0.0.1:{port}/metrics") if port is not None else None
+    if scraper is not None:
+        scraper.start()
+    try:
+        out, sampler = _sampled(cmd, args.duration * 10 + 120, args.pin)
+    finally:
+        if scraper is not None:
+            scraper.stopped.set()
     res = json.loads(out)
+    res["scrapes"] = scraper.scrapes if scraper is not None else 0
     entries = _get_entries(url)
     res.update(_accuracy(res.pop("firsts"), _by_id(entries)))
     res.update(_window_cost(sampler, entries))
@@ -515,8 +572,14 @@ def main() -> None:
     ap.add_argument(
         "--no-wire", action="store_true", help="skip the raw reader on the driver's own wire"
     )
+    ap.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also run the driver with its live metrics endpoint on, scraped once a second",
+    )
     ap.add_argument("--client", choices=("raw", "wire", "driver"), help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
+    ap.add_argument("--metrics-port", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     try:
         import uvloop
@@ -525,6 +588,11 @@ def main() -> None:
     if args.client:
         fn = {"raw": raw_client, "wire": wire_client, "driver": driver_client}[args.client]
         coro = fn(args.url, args.concurrency[0], args.duration, args.output_tokens)
+        if args.metrics_port is not None:
+            coro.close()
+            coro = driver_client(
+                args.url, args.concurrency[0], args.duration, args.output_tokens, args.metrics_port
+            )
         with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
             print(json.dumps(runner.run(coro)))
         return
@@ -537,8 +605,15 @@ def main() -> None:
     roles = ("raw", "driver") if args.no_wire else ("raw", "wire", "driver")
     try:
         for c in args.concurrency:
-            for _ in range(args.repeats):
-                for role in roles:
+            for repeat in range(args.repeats):
+                order = roles
+                if args.metrics:  # driver and metrics back to back, in alternating order
+                    order = (
+                        (*roles, "metrics")
+                        if repeat % 2 == 0
+                        else (*roles[:-1], "metrics", "driver")
+                    )
+                for role in order:
                     rows.append(_run_client(role, url, c, args))
                     _print_row(rows[-1])
                 if vllm:
@@ -572,11 +647,13 @@ def _print_row(r: dict) -> None:
     )
 
 
-def _paired(rows: list[dict], c: int, key: str, base: str = "raw") -> list[float]:
-    """driver / `base` for each repeat at concurrency `c`: each driver run over the `base` run
-    before it (the machine's load moves both, so pairs say more than medians of each)."""
+def _paired(
+    rows: list[dict], c: int, key: str, base: str = "raw", role: str = "driver"
+) -> list[float]:
+    """`role` / `base` for each repeat at concurrency `c`: each `role` run over the `base` run
+    of the same repeat (the machine's load moves both, so pairs say more than medians of each)."""
     raw = [r[key] for r in rows if r["concurrency"] == c and r["role"] == base]
-    drv = [r[key] for r in rows if r["concurrency"] == c and r["role"] == "driver"]
+    drv = [r[key] for r in rows if r["concurrency"] == c and r["role"] == role]
     return [d / r for r, d in zip(raw, drv, strict=False) if r > 0]
 
 
@@ -611,6 +688,13 @@ def _print_ratios(rows: list[dict]) -> None:
             f"tok/s x{get(c, 'driver', 'tok_s') / get(c, 'raw', 'tok_s'):.2f}  "
             f"held {get(c, 'driver', 'held') / c:.0%} (raw {get(c, 'raw', 'held') / c:.0%})"
         )
+        if "metrics" in roles:
+            pairs = _paired(rows, c, "cpu_us_per_token", "driver", "metrics")
+            spread = f" (x{min(pairs):.3f}-x{max(pairs):.3f}, {len(pairs)} pairs)" if pairs else ""
+            print(
+                f"        live metrics: metrics / driver cpu/token paired x{np.median(pairs):.3f}"
+                f"{spread}, scrapes a run {np.median([r['scrapes'] for r in rows if r['role'] == 'metrics' and r['concurrency'] == c]):.0f}"
+            )
         if "wire" in roles:
             pairs = _paired(rows, c, "cpu_us_per_token", "wire")
             spread = f" (x{min(pairs):.2f}-x{max(pairs):.2f})" if len(pairs) > 1 else ""

@@ -94,17 +94,20 @@ async def run_replay(
     trace_path: str | Path | None = None,
     show_progress: bool = False,
     manifest_extra: dict | None = None,
+    stats: ReplayStats | None = None,
 ) -> ReplayResult:
     """Replay `trace` against `target` into a new run folder (records.jsonl + manifest.json).
 
     On SIGINT/SIGTERM: in-flight requests are recorded `cancelled`, the manifest says
-    "interrupted", and the result's status is "interrupted".
+    "interrupted", and the result's status is "interrupted". `stats`: as `replay_into`'s.
     """
     fields = replay_fields(
         trace, config, target=target.describe(), endpoints=target.endpoints, trace_path=trace_path
     )
     with RunFolder(run_dir, config.run_id, **fields, **(manifest_extra or {})) as folder:
-        result = await replay_into(folder, trace, target, config, show_progress=show_progress)
+        result = await replay_into(
+            folder, trace, target, config, show_progress=show_progress, stats=stats
+        )
         folder.close(result.status)
         return result
 

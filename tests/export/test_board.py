@@ -40,3 +40,18 @@ def test_every_panel_has_a_query_on_the_chosen_prometheus():
         refs = [t["refId"] for t in panel["targets"]]
         assert refs and len(set(refs)) == len(refs), panel["title"]
         assert all(t["expr"] for t in panel["targets"]), panel["title"]
+
+
+def test_docs_map_every_metric():
+    """docs/export.md's table names each served metric and the GenAI convention it follows."""
+    doc = (BOARD.parents[1] / "docs" / "export.md").read_text()
+    rows = {
+        line.split("|")[1].strip().strip("`"): line.split("|")[4]
+        for line in doc.splitlines()
+        if line.startswith("| `")
+    }
+    for m in ALL:
+        name = f"{m.name}_total" if m.kind == "counter" else m.name
+        assert name in rows, name
+        if m.semconv is not None:
+            assert f"`{m.semconv}`" in rows[name], name
