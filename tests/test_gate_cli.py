@@ -48,6 +48,11 @@ def interleaved(tmp_path_factory):
             "--calibration",
             str(root / "calibration.json"),
             "--quiet",
+            # watched live and logged to MLflow at the end (tests/export test both in depth)
+            "--metrics-port",
+            "0",
+            "--mlflow-tracking-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
         ]
     )
     return out, code
@@ -68,6 +73,23 @@ def test_the_gate_runs_pairs_and_writes_one_verdict(interleaved):
     assert "verdict:" in text
     assert "this rule's calibration (simulated runner" in text  # the gate quotes its rates
     assert "false alarms 0 of 2" in text and doc["calibration"]["rates"]["false_alarm"]["n"] == 2
+
+
+@pytest.mark.slow
+def test_the_gate_logs_each_run_with_its_verdict_to_mlflow(interleaved):
+    mlflow = pytest.importorskip("mlflow", reason="MLflow is the [mlflow] extra")
+    out, _ = interleaved
+    verdict = json.loads((out / "gate.json").read_text())["verdict"]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{out.parent / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("agentic-harness")
+    tags = {
+        r.data.tags["harness.run_id"]: r.data.tags for r in client.search_runs([exp.experiment_id])
+    }
+    assert sorted(tags) == ["a1", "a2", "b1", "b2"]
+    for run_id, t in tags.items():
+        role = "baseline" if run_id.startswith("a") else "candidate"
+        assert (t["harness.verdict"], t["harness.verdict.by"]) == (verdict, "gate")
+        assert t["harness.verdict.role"] == role
 
 
 @pytest.mark.slow

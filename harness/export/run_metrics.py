@@ -44,10 +44,10 @@ class RunMetrics:
 
     def observe(self, rec: Mapping[str, Any]) -> None:
         key = (rec["endpoint"] or "", CALL_KINDS.get(rec["agent"], rec["agent"]), rec["phase"])
-        series = self.series.get(key)
-        if series is None:
-            series = self.series[key] = Series()
-        with self.lock:
+        with self.lock:  # a scrape (another thread) copies the series under it
+            series = self.series.get(key)
+            if series is None:
+                series = self.series[key] = Series()
             series.fold(rec)
 
     def request_labels(self, key: tuple[str, str, str]) -> list[str]:

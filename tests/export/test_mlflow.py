@@ -44,6 +44,8 @@ def _runs_of(client, experiment: str = "agentic-harness"):
 
 def test_each_folder_is_one_run_however_often_exported(store, runs):
     _, client = store
+    exp = client.get_experiment_by_name("agentic-harness")
+    assert len(client.search_runs([exp.experiment_id])) == len(runs)
     found = _runs_of(client)
     assert sorted(found) == sorted(
         json.loads((r / "manifest.json").read_text())["run_id"] for r in runs
@@ -89,7 +91,8 @@ def test_a_verdict_tags_the_runs_it_judged(store, runs, tmp_path, capsys):
         tags = found[run_id].data.tags
         assert (tags["harness.verdict"], tags["harness.verdict.role"]) == (judged, role)
         assert tags["harness.verdict.by"] == "compare"
-    assert len(found) == 2
+    exp = client.get_experiment_by_name("agentic-harness")
+    assert len(client.search_runs([exp.experiment_id])) == 2
 
 
 def test_a_folder_without_a_summary_is_analysed_first(store, runs, tmp_path):

@@ -142,6 +142,14 @@ def register(sub) -> None:
 def _gate(args: argparse.Namespace) -> int:
     from harness.app.gate.rule import Rule
 
+    if args.calibrate and (args.metrics_port is not None or args.mlflow_tracking_uri):
+        from harness.errors import InputError
+
+        raise InputError(
+            "--metrics-port and --mlflow-tracking-uri watch and log a gate's runs, "
+            "not a calibration's",
+            field="--calibrate",
+        )
     resume = args.calibrate and args.resume and (Path(args.output) / "cycles.json").is_file()
     out = Path(args.output) if resume else _new_folder(Path(args.output))
     rule = Rule(args.min_runs, args.max_runs, args.alpha, args.fail_on, args.min_change)
