@@ -3,7 +3,6 @@ collector), one family per metric of the catalog with a sample set per run and l
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Iterator
@@ -16,8 +15,9 @@ from prometheus_client.core import (
 )
 
 from harness.export import catalog
+from harness.export.buckets import Buckets
 from harness.export.run_metrics import RunMetrics
-from harness.export.series import Buckets, Series
+from harness.export.series import Series
 
 
 class LiveCollector:
@@ -38,9 +38,7 @@ class LiveCollector:
             runs = list(self.runs)
         families = _families()
         for run in runs:
-            with run.lock:  # a consistent copy: the driver folds records meanwhile
-                series = {k: copy.deepcopy(s) for k, s in run.series.items()}
-            for key, s in series.items():
+            for key, s in run.snapshot().items():
                 _add_series(families, run.request_labels(key), s)
             _add_run(families, run)
         yield from families.values()
@@ -77,7 +75,7 @@ def _add_series(families: dict[str, Metric], labels: list[str], s: Series) -> No
         (catalog.DURATION, s.duration),
         (catalog.TTFT, s.ttft),
         (catalog.TPOT, s.tpot),
-        (catalog.ITL, s.itl),
+        (catalog.ITL, s.itl.buckets),
     ):
         _histogram(families, metric, labels, buckets)
 

@@ -3,6 +3,7 @@ and its gauges, read from the driver's live counters when scraped."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Mapping
@@ -49,6 +50,14 @@ class RunMetrics:
             if series is None:
                 series = self.series[key] = Series()
             series.fold(rec)
+
+    def snapshot(self) -> dict[tuple[str, str, str], Series]:
+        """A consistent copy of the series, their kept replies folded (the driver adds records
+        meanwhile, from its own thread)."""
+        with self.lock:
+            for series in self.series.values():
+                series.itl.fold()
+            return {k: copy.deepcopy(s) for k, s in self.series.items()}
 
     def request_labels(self, key: tuple[str, str, str]) -> list[str]:
         endpoint, call_kind, phase = key

@@ -1,40 +1,18 @@
 """One label set's live figures: counters and histograms, folded from each finished record.
 
-Only plain arithmetic per record (a bisect per value): the driver's hot path pays nothing per
-chunk, and the scrape (another thread) copies the numbers under the run's lock.
+Only plain arithmetic per record (a bisect per value); the inter-token latencies, one per chunk,
+are folded in batches (`token_gaps.py`). The scrape (another thread) copies the numbers under the
+run's lock.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Mapping
 from typing import Any
 
 from harness.export import catalog
-
-
-class Buckets:
-    """A histogram's counts per bucket (the last is +Inf) and its sum, as Prometheus keeps them."""
-
-    __slots__ = ("bounds", "counts", "total")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
-
-    def add(self, value: float, weight: int = 1) -> None:
-        if value == value:  # NaN in no bucket
-            self.counts[bisect_left(self.bounds, value)] += weight
-            self.total += value * weight
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        """(le, count) pairs as the exposition gives them, ending with +Inf."""
-        out, running = [], 0
-        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
-            running += n
-            out.append(("+Inf" if bound == float("inf") else repr(bound), float(running)))
-        return out
+from harness.export.buckets import Buckets
+from harness.export.token_gaps import TokenGaps
 
 
 class Series:
@@ -64,7 +42,7 @@ class Series:
         self.duration = Buckets(catalog.LATENCY_BUCKETS)
         self.ttft = Buckets(catalog.LATENCY_BUCKETS)
         self.tpot = Buckets(catalog.TOKEN_TIME_BUCKETS)
-        self.itl = Buckets(catalog.TOKEN_TIME_BUCKETS)
+        self.itl = TokenGaps(catalog.TOKEN_TIME_BUCKETS)
 
     def fold(self, rec: Mapping[str, Any]) -> None:
         """One ended request: its status and failure class; tokens and latencies when ok (the
@@ -107,16 +85,4 @@ class Series:
             tokens = sum(rec["chunk_tokens"])
         if tokens >= 2:
             self.tpot.add((rec["t_last_token"] - t_first) / (tokens - 1))
-        self._itl(rec["chunk_times"], rec["chunk_tokens"])
-
-    def _itl(self, times: list[float], tokens: list[int]) -> None:
-        """Each gap between two chunks that carried tokens, over the later one's tokens, once per
-        token (analysis.metrics.itl_of); one token a chunk where the server gave no counts."""
-        counts = tokens if len(tokens) == len(times) else [1] * len(times)
-        add, last = self.itl.add, None
-        for t, n in zip(times, counts, strict=True):
-            if n <= 0:
-                continue
-            if last is not None:
-                add((t - last) / n, n)
-            last = t
+        self.itl.add(rec["chunk_times"], rec["chunk_tokens"])

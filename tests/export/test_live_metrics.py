@@ -3,10 +3,12 @@ summary.json's counts, served over HTTP by prometheus_client, linted by promtool
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
 import urllib.request
+from bisect import bisect_left
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -15,9 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.analysis.summary import analyze_run
 from harness.driver.live.stats import ReplayStats
 from harness.errors import InputError
+from harness.export.catalog import TOKEN_TIME_BUCKETS
 from harness.export.collector import LiveCollector
 from harness.export.metrics_server import MetricsServer
 from harness.export.run_metrics import RunLabels, RunMetrics
+from harness.export.token_gaps import BATCH, TokenGaps
 from tests.analysis.golden import GOLDEN_RECORDS, write_run
 
 LABELS = RunLabels("golden", "chat", scenario="s", concurrency=4, ideal_hit=0.9)
@@ -155,3 +159,23 @@ def test_without_the_extra_the_error_names_it():
 
     line = missing_extra(ModuleNotFoundError("x", name="prometheus_client"))
     assert line is not None and "agentic-harness[metrics]" in line
+
+
+def test_inter_token_gaps_folded_in_batches_are_the_per_chunk_ones():
+    """token_gaps folds many replies at once (numpy); a loop over each chunk gives the same."""
+    rng = random.Random(2)
+    gaps, reference, total = TokenGaps(TOKEN_TIME_BUCKETS), [0] * (len(TOKEN_TIME_BUCKETS) + 1), 0.0
+    for _ in range(BATCH * 2 + 10):  # two folds when the batch fills, the rest on reading
+        times = sorted(rng.uniform(0, 3) for _ in range(rng.randint(0, 40)))
+        tokens = [rng.choice([0, 1, 1, 3]) for _ in times] if rng.random() < 0.8 else []
+        gaps.add(times, tokens)
+        last = None
+        for t, n in zip(times, tokens or [1] * len(times), strict=True):
+            if n > 0:
+                if last is not None:
+                    reference[bisect_left(TOKEN_TIME_BUCKETS, (t - last) / n)] += n
+                    total += t - last
+                last = t
+    gaps.fold()
+    assert gaps.buckets.counts == reference
+    assert gaps.buckets.total == pytest.approx(total)
