@@ -151,10 +151,14 @@ def replay_point(
         limit = scenario.target.max_connections or connection_limit(trace, config)
         check_concurrency(config.concurrency, len(trace.main_sessions), limit)
     stats = None if live is None else watch_run(live, scenario, config, trace)
-    return run_blocking(
-        _replay(scenario, trace, config, run_dir, show_progress=show_progress, stats=stats),
-        virtual=virtual,
-    )
+    try:
+        return run_blocking(
+            _replay(scenario, trace, config, run_dir, show_progress=show_progress, stats=stats),
+            virtual=virtual,
+        )
+    finally:
+        if live is not None:
+            live.ended()
 
 
 def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = "table") -> dict:

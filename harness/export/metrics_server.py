@@ -35,8 +35,13 @@ class MetricsServer:
                 field="--metrics-port",
             ) from None
         self.port = int(self._server.server_port)
+        self._last_end: float | None = None
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{self.port}/metrics"
+
+    def ended(self) -> None:
+        """A run's replay has ended: its figures are final (a scrape from now on has them)."""
+        self._last_end = time.monotonic()
 
     def run(self, labels: RunLabels) -> RunMetrics:
         """A new run's metrics, served from now on (and after it ends, with its final figures)."""
@@ -45,8 +50,9 @@ class MetricsServer:
         return metrics
 
     def close(self, linger_s: float = LINGER_S) -> None:
-        """Stop serving, once a scrape after now has read the final figures (when any scrape came
-        before: nothing is waited for an endpoint no one reads), or after `linger_s`."""
+        """Stop serving, once a scrape after the last run's end has read its final figures (a
+        scrape during the analysis counts; nothing is waited for an endpoint no one has read),
+        or after `linger_s`."""
         try:
             if self.collector.scraped and linger_s > 0:
                 self._final_scrape(linger_s)
@@ -56,7 +62,9 @@ class MetricsServer:
             self._thread.join(5)
 
     def _final_scrape(self, linger_s: float) -> None:
-        ended = time.monotonic()
+        ended = self._last_end if self._last_end is not None else time.monotonic()
+        if self.collector.scraped[-1] > ended:
+            return
         wait = min(linger_s, self._interval_s())
         print(
             f"harness: metrics: waiting up to {wait:.0f} s for a last scrape of {self.url}",
@@ -64,7 +72,7 @@ class MetricsServer:
             flush=True,
         )
         try:
-            while time.monotonic() - ended < wait:
+            while time.monotonic() - ended < wait:  # from the end: the analysis' time counts
                 if self.collector.scraped[-1] > ended:
                     return
                 time.sleep(0.05)

@@ -137,12 +137,24 @@ def test_promtool_finds_nothing_to_lint(board):
 
 
 @pytest.mark.slow  # closing the server waits for its poll (0.5 s)
-def test_served_over_http_and_closing_waits_for_the_last_scrape(server):
+def test_a_scrape_after_the_runs_end_is_the_last_one_waited_for(server, capsys):
     _watched(server, GOLDEN_RECORDS[:2])
     body = urllib.request.urlopen(server.url, timeout=10).read().decode()
     assert 'harness_requests_total{api="chat"' in body
-    assert server.collector.scraped  # closing now waits for one more scrape (below: none comes)
+    server.ended()  # the run's figures are final; one scrape from now on has them
     assert server._interval_s() > 0
+    urllib.request.urlopen(server.url, timeout=10).read()  # e.g. while the run is analysed
+    server.close(600)
+    assert "waiting" not in capsys.readouterr().err  # it had its last scrape: no wait
+
+
+@pytest.mark.slow
+def test_closing_waits_no_longer_than_the_linger(capsys):
+    s = MetricsServer("127.0.0.1", 0)
+    urllib.request.urlopen(s.url, timeout=10).read()
+    s.ended()
+    s.close(0.1)  # scraped before the end, never after: it waits, then gives up
+    assert "waiting up to 0 s for a last scrape" in capsys.readouterr().err
 
 
 def test_a_port_in_use_is_one_line():
