@@ -214,8 +214,9 @@ class HTTPTarget:
         finally:
             wd.cancel()
         for ev in end:
-            if isinstance(ev, Failure):
-                ev = dataclasses.replace(ev, message=redact(ev.message, self._secrets))
+            if isinstance(ev, Failure):  # the kept body too: a server may quote the key
+                body = None if ev.body is None else redact(ev.body, self._secrets)
+                ev = dataclasses.replace(ev, message=redact(ev.message, self._secrets), body=body)
             sink.event(ev)
 
     async def _exchange(
