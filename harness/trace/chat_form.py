@@ -14,7 +14,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from harness.trace import code_text, tool_calls, tool_set
+from harness.trace import code_text, recorded, tool_calls, tool_set
 from harness.trace.content import Content, Segment, word_list
 from harness.trace.tool_calls import Call, stable_hash
 
@@ -28,9 +28,23 @@ class ChatForm:
         self._tools: dict[str, tuple[list[dict], int]] = {}
 
     def messages(self, session_id: str, turn: int) -> list[dict]:
-        """OpenAI chat messages of a turn's prompt (see `chat_messages`)."""
+        """OpenAI chat messages of a turn's prompt (see `chat_messages`; a recorded turn: its
+        own messages, `trace.recorded.chat_messages`)."""
+        prompt = self.content.recorded(session_id, turn)
+        if prompt is not None:
+            return recorded.chat_messages(prompt, self._recorded_text, self.content.salt)
         segments = self.content.segments(session_id, turn)
         return chat_messages(segments, self.message_text, self.calls_of)
+
+    def turn_tools(self, session_id: str, turn: int) -> list[dict] | None:
+        """The tool schemas a turn sends: a recorded turn's own, else the session's."""
+        prompt = self.content.recorded(session_id, turn)
+        if prompt is not None:
+            return recorded.chat_tools(prompt, self._recorded_text)
+        return self.tools(session_id)
+
+    def _recorded_text(self, key: tuple, tokens: int, role: str) -> str:
+        return self.content.segment_text(Segment(key, tokens, role))
 
     @property
     def calls_of(self) -> Callable[[Segment], list[dict] | None] | None:

@@ -112,6 +112,11 @@ def vocab_token_id_range() -> tuple[int, int]:
     return TOKEN_BASE, TOKEN_BASE + len(WORDS)
 
 
+def _kept(seg: Segment) -> bool:
+    """A recorded chunk whose real text the recording kept (`harness.trace.recorded`)."""
+    return seg.key[0] == "rec" and len(seg.key) == 3
+
+
 class Content(Layout):
     """Materializes the prompts of one trace. Cheap to build; segments are cached (LRU)."""
 
@@ -173,6 +178,8 @@ class Content(Layout):
         return cached[: seg.length]
 
     def segment_token_ids(self, seg: Segment) -> np.ndarray:
+        if _kept(seg) and self._encode is not None:
+            return self._fitted_ids(seg)
         if not self._is_code(seg):
             return self.segment_words(seg) + TOKEN_BASE
         key = ("ids", seg.key, seg.length)
@@ -187,11 +194,17 @@ class Content(Layout):
         (padded with its last id in the rare case the fit fell short, so lengths stay exact)."""
         if self._encode is None:
             return code_text.piece_ids(self._code_pieces(seg, seg.length))
+        return self._fitted_ids(seg)
+
+    def _fitted_ids(self, seg: Segment) -> np.ndarray:
+        assert self._encode is not None
         ids = self._encode(self.segment_text(seg))[: seg.length]
         ids += (ids[-1:] or [TOKEN_BASE]) * (seg.length - len(ids))
         return np.asarray(ids, dtype=np.int64)
 
     def segment_text(self, seg: Segment) -> str:
+        if _kept(seg):
+            return seg.key[2]  # a recording that kept its content: the real text
         key = (seg.key, seg.length)
         text = self._texts.get(key)
         if text is None:

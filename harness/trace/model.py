@@ -2,7 +2,8 @@
 
 A turn's prompt is the session's context after the previous turn plus the turn's new input
 (see docs/architecture.md, "Trace model"). Turns imported from block-addressed traces (Mooncake,
-Weka) instead carry the prompt's block `hash_ids` and its whole length `input_tokens`.
+Weka) instead carry the prompt's block `hash_ids` and its whole length `input_tokens`; turns
+recorded by `harness record` carry their whole prompt (`prompt`, `harness.trace.recorded`).
 Nothing here materializes token ids: a 142k-token prompt is a handful of integers.
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
+
+from harness.trace.recorded import RecordedPrompt
 
 Mode = Literal["fork", "spawn"]
 
@@ -25,6 +28,7 @@ class Turn:
     # block-addressed prompt (imported traces): a tuple, or a HashIds sharing the previous turn's
     hash_ids: Sequence[int] | None = None
     input_tokens: int | None = None  # whole prompt length, set with hash_ids
+    prompt: RecordedPrompt | None = None  # a recorded turn's whole prompt (harness record)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from harness.atomic import replacing
 from harness.errors import TraceFormatError
 from harness.trace.blocks import IdChain
 from harness.trace.model import TRACE_FORMAT, TRACE_VERSION, Session, Trace, TraceHeader, Turn
+from harness.trace.recorded import RecordedFormatError, prompts_from, prompts_obj
 
 _NonNegInt = int
 _V = TypeVar("_V")
@@ -51,6 +52,7 @@ class _TurnsModel(BaseModel):
     spawns: dict[str, list[str]] = {}  # turn index (as str) -> child session ids
     hash_ids: dict[str, list[int]] = {}  # turn index (as str) -> block hash ids
     input_tokens: dict[str, int] = {}  # turn index (as str) -> whole prompt length
+    prompts: dict[str, dict] = {}  # turn index (as str) -> recorded prompt (a delta)
 
 
 class _SessionModel(BaseModel):
@@ -107,6 +109,10 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
         raise _fail(
             path, line, "turns.input_tokens", "must name exactly the turns that have hash_ids"
         )
+    try:
+        prompts = prompts_from(t.prompts, n)
+    except RecordedFormatError as exc:
+        raise _fail(path, line, f"turns.prompts.{exc.field}", str(exc)) from None
     chain = IdChain()  # consecutive prompts share their leading ids: store each once
     hashed = {i: chain.add(hash_ids[i]) for i in sorted(hash_ids)}
     turns = tuple(
@@ -117,6 +123,7 @@ def _session_from_model(m: _SessionModel, path: Path, line: int) -> Session:
             spawns=tuple(spawns.get(i, ())),
             hash_ids=hashed.get(i),
             input_tokens=input_tokens.get(i),
+            prompt=prompts.get(i),
         )
         for i in range(n)
     )
@@ -254,6 +261,9 @@ def session_obj(s: Session) -> dict:
         turns["input_tokens"] = {
             str(i): t.input_tokens for i, t in enumerate(s.turns) if t.hash_ids is not None
         }
+    prompts = prompts_obj([t.prompt for t in s.turns])
+    if prompts:
+        turns["prompts"] = prompts
     obj: dict[str, Any] = {
         "id": s.id,
         "arrival_s": s.arrival_s,

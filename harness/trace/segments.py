@@ -4,14 +4,16 @@ A prompt is the salt (when set), the system prompt or the inherited context of a
 earlier turn's new input and output, and this turn's new input; after a join the new input
 starts with the subagents' reports, and with tool-shaped turns a new input is the previous
 call's result (role `tool`, `harness.trace.tool_calls`). Imported block-addressed turns are
-their hash-id blocks. Equal keys mean identical content, which is what the ideal cache walks.
+their hash-id blocks; recorded turns (`harness record`) their recorded prompt's chunks and units
+(`harness.trace.recorded`). Equal keys mean identical content, which is what the ideal cache
+walks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.trace import tool_calls, tool_set
+from harness.trace import recorded, tool_calls, tool_set
 from harness.trace.model import Session, Trace
 
 SALT_TOKENS = 8  # length of the per-run salt segment that starts every prompt when a salt is set
@@ -53,6 +55,8 @@ class Layout:
         t = s.turns[turn]
         if t.hash_ids is not None:
             return head + self._block_segments(s, turn)
+        if t.prompt is not None:
+            return head + [Segment(*p) for p in recorded.pieces(t.prompt)]
         return head + self._context(s, turn) + self._new_input(s, turn)
 
     def labelled(self, session_id: str, turn: int) -> list[tuple[str, Segment]]:
@@ -68,6 +72,8 @@ class Layout:
         )
         if s.turns[turn].hash_ids is not None:
             return head + self._labelled_blocks(s, turn)
+        if s.turns[turn].prompt is not None:
+            return head + self._labelled_recorded(s, turn)
         context = self._context(s, turn)
         own = sum(len(self._new_input(s, j)) + 1 for j in range(turn))
         inherited_end = len(context) - own
@@ -96,16 +102,50 @@ class Layout:
             same += 1
         return [("history" if i < same else "new_input", seg) for i, seg in enumerate(segs)]
 
+    def _labelled_recorded(self, s: Session, turn: int) -> list[tuple[str, Segment]]:
+        """A recorded prompt: what the previous turn's prompt had at the same place is history
+        (tools and system messages at the start: system); of the rest, tool results are
+        `tool_result`, assistant messages `previous_output`, the others `new_input`."""
+        prompt = s.turns[turn].prompt
+        assert prompt is not None
+        segs = [Segment(*p) for p in recorded.pieces(prompt)]
+        before = s.turns[turn - 1].prompt if turn > 0 else None
+        old = [Segment(*p) for p in recorded.pieces(before)] if before is not None else []
+        same = 0
+        while same < min(len(segs), len(old)) and segs[same] == old[same]:
+            same += 1
+        opening = next((i for i, seg in enumerate(segs) if seg.role != "system"), len(segs))
+        kinds = {"tool": "tool_result", "assistant": "previous_output"}
+        return [
+            (
+                "system"
+                if i < opening
+                else "history"
+                if i < same
+                else kinds.get(seg.role, "new_input"),
+                seg,
+            )
+            for i, seg in enumerate(segs)
+        ]
+
     def appends_to_previous(self, session_id: str, turn: int) -> bool:
         """Whether turn `turn`'s prompt is the previous turn's plus `new_segments` (block-mode
-        turns from imported traces carry whole prompts instead)."""
+        turns from imported traces and recorded turns carry whole prompts instead)."""
         turns = self.trace.session(session_id).turns
-        return turn > 0 and turns[turn].hash_ids is None and turns[turn - 1].hash_ids is None
+        if turn == 0:
+            return False
+        now, before = turns[turn], turns[turn - 1]
+        blocks = now.hash_ids is not None or before.hash_ids is not None
+        return not blocks and now.prompt is None and before.prompt is None
 
     def new_segments(self, session_id: str, turn: int) -> list[Segment]:
         """What turn `turn` (> 0, not block-mode) appends to the previous turn's prompt."""
         s = self.trace.session(session_id)
         return [self.output_segment(session_id, turn - 1), *self._new_input(s, turn)]
+
+    def recorded(self, session_id: str, turn: int) -> recorded.RecordedPrompt | None:
+        """A recorded turn's prompt (`harness record`), or None."""
+        return self.trace.session(session_id).turns[turn].prompt
 
     def output_segment(self, session_id: str, turn: int) -> Segment:
         s = self.trace.session(session_id)
