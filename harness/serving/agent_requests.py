@@ -10,7 +10,7 @@ vLLM's own routes turn them into chat requests (its `entrypoints/anthropic` and
   -> `tool_calls` of the assistant message before it (or a new one); `function_call_output` ->
   a `tool` message; tools `{type: function, name, ...}` -> chat tools; `max_output_tokens`.
 
-Streaming only (what the harness sends): usage is always reported, as the APIs always do.
+Streamed or not, as the body asks (`stream`); usage is always reported, as the APIs always do.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ _PASSED = ("model", "min_tokens", "ignore_eos", "temperature", "stop_token_ids")
 
 
 def messages_chat_body(body: dict) -> dict:
-    _streaming(body)
     chat = _system(body.get("system"))
     for message in _list(body, "messages"):
         chat += _message(message)
@@ -35,7 +34,6 @@ def messages_chat_body(body: dict) -> dict:
 
 
 def responses_chat_body(body: dict) -> dict:
-    _streaming(body)
     if body.get("previous_response_id") is not None:
         raise bad("previous_response_id: this server keeps no responses", "previous_response_id")
     chat = [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
@@ -52,14 +50,14 @@ def responses_chat_body(body: dict) -> dict:
     return out
 
 
-def _streaming(body: dict) -> None:
-    if body.get("stream") is not True:
-        raise bad("this server answers these requests streamed only ('stream': true)", "stream")
-
-
 def _common(body: dict, chat: list[dict], tools: list[dict] | None) -> dict:
     out = {k: body[k] for k in _PASSED if k in body}
-    out |= {"messages": chat, "stream": True, "stream_options": {"include_usage": True}}
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise bad("'stream' must be true or false", "stream")
+    out |= {"messages": chat, "stream": stream}
+    if stream:
+        out["stream_options"] = {"include_usage": True}
     if tools:
         out["tools"] = tools
     return out

@@ -1,6 +1,7 @@
-"""The framing of a streamed answer per API: OpenAI chat chunks (`data: {...}` ... `[DONE]`),
+"""The framing of an answer per API: OpenAI chat chunks (`data: {...}` ... `[DONE]`),
 Anthropic Messages events (`message_start` ... `message_stop`) and OpenAI Responses events
-(`response.created` ... `response.completed`), each from the same engine outputs.
+(`response.created` ... `response.completed`), each from the same engine outputs; and, for a
+request that did not ask to stream, the one body each API answers with (`whole`).
 
 A framing gives the bytes for the stream's opening, for each engine output, for a failure after
 the stream began, and for its end (with usage).
@@ -43,6 +44,10 @@ class ChatFraming:
     def closing(self) -> list[bytes]:
         return [b"data: [DONE]\n\n"]
 
+    def whole(self) -> dict:
+        """The answer as one body, once every output was taken (`build.add`)."""
+        return self.build.response()
+
 
 class MessagesFraming(ChatFraming):
     """Anthropic Messages: one text block; usage split into uncached input and cache reads."""
@@ -63,7 +68,7 @@ class MessagesFraming(ChatFraming):
     def failure(self, err: ApiError) -> list[bytes]:
         return [event("error", {"error": {"type": err.type, "message": err.message}})]
 
-    def closing(self) -> list[bytes]:
+    def _stop_and_usage(self) -> tuple[str, dict]:
         b, out = self.build, self.build.last
         stop = "max_tokens" if b.finish_reason == "length" else "end_turn"
         usage = {"input_tokens": 0, "output_tokens": 0}
@@ -74,6 +79,17 @@ class MessagesFraming(ChatFraming):
                 "cache_creation_input_tokens": 0,
                 "output_tokens": out.completion_tokens,
             }
+        return stop, usage
+
+    def whole(self) -> dict:
+        stop, usage = self._stop_and_usage()
+        message: dict = {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant"}
+        content = [{"type": "text", "text": self.build.text}]
+        message |= {"content": content, "model": self.build.model, "stop_reason": stop}
+        return message | {"stop_sequence": None, "usage": usage}
+
+    def closing(self) -> list[bytes]:
+        stop, usage = self._stop_and_usage()
         ending = {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage}
         return [
             event("content_block_stop", {"index": 0}),
@@ -108,6 +124,9 @@ class ResponsesFraming(ChatFraming):
         ]
 
     def closing(self) -> list[bytes]:
+        return [event("response.completed", {"response": self.whole()})]
+
+    def whole(self) -> dict:
         b, out = self.build, self.build.last
         text = b.text
         message: dict = {"type": "message", "id": "msg_0", "role": "assistant"}
@@ -124,4 +143,4 @@ class ResponsesFraming(ChatFraming):
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": out.prompt_tokens + out.completion_tokens,
             }
-        return [event("response.completed", {"response": final})]
+        return final

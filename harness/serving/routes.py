@@ -6,7 +6,8 @@
     POST /v1/responses         OpenAI Responses, likewise
     GET  /v1/models  /health  /metrics  /version
 
-Streaming is Server-Sent Events (`data: {...}` chunks, `data: [DONE]`), as OpenAI and vLLM send it.
+Streaming is Server-Sent Events (`data: {...}` chunks, `data: [DONE]`), as OpenAI and vLLM send it;
+a request that does not ask to stream gets its API's one JSON body (`agent_streams`'s `whole`).
 Every response reports `usage.prompt_tokens_details.cached_tokens`; `cached_tokens_device`,
 `_cpu`, `_disk` and `_remote` beside it split it by cache tier, and a request with SGLang's
 `return_cached_tokens_details: true` also gets SGLang's `sglext.cached_tokens_details`. A client
@@ -165,7 +166,7 @@ async def _generate(
         if failure is not None:
             raise failure
         return web.json_response(
-            build.response(), dumps=_dumps, headers={"X-Request-Id": build.request_id}
+            framing(build).whole(), dumps=_dumps, headers={"X-Request-Id": build.request_id}
         )
     finally:
         await outputs.aclose()  # aborts the request in the engine if it is still running
