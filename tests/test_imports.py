@@ -33,6 +33,7 @@ ALLOWED = {
     "probe": {"driver"},
     "whatif": {"engine", "analysis", "trace", "driver"},
     "export": {"driver", "analysis"},
+    "record": {"driver", "trace"},
 }
 
 # Third-party libraries a package must never import: computing stays apart from presenting.

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "harness.app.commands.probe",
     "harness.app.commands.whatif",
     "harness.app.commands.export",
+    "harness.app.commands.record",
 )
 
 
