@@ -81,11 +81,13 @@ def build(entries: log.Entries, settings: Settings) -> tuple[Trace, list[Plan], 
         for rid in sorted(entries.requests)
         if rid in entries.prompts and rid in entries.done and entries.done[rid].outcome == "ok"
     ]
-    captured = [_captured(entries, rid) for rid in ok]
+    called = _called_tools(entries)
+    captured = [_captured(entries, rid, rid in called) for rid in ok]
     plans = reconstruct(captured, settings.spawn_window_s)
     names = _names(plans)
     t0 = min((c.t_sent for c in captured), default=0.0)
-    sessions = [_Builder(entries, ok, captured, plans, names, t0).session(p) for p in plans]
+    builder = _Builder(entries, ok, captured, plans, names, t0)
+    sessions = [builder.session(p) for p in plans]
     meta = {
         "recording": {
             "source": "harness record",
@@ -99,9 +101,28 @@ def build(entries: log.Entries, settings: Settings) -> tuple[Trace, list[Plan], 
     return Trace(header, tuple(sessions)), plans, ok
 
 
-def _captured(entries: log.Entries, rid: int) -> Captured:
+def _captured(entries: log.Entries, rid: int, called: bool) -> Captured:
     req, done = entries.requests[rid], entries.done[rid]
-    return Captured(req.t_sent, done.t_end, tuple(req.context), req.system, req.headers, done.calls)
+    calls = max(done.calls, int(called))
+    return Captured(req.t_sent, done.t_end, tuple(req.context), req.system, req.headers, calls)
+
+
+def _called_tools(entries: log.Entries) -> set[int]:
+    """Requests whose reply called tools by the agent's own account: a later request sends
+    their whole prompt back, then an assistant message with tool calls (what the agent made of
+    the reply; a server may not parse calls out of its reply, the agent did)."""
+    out = set()
+    for rid, req in entries.requests.items():
+        prompt, base = entries.prompts.get(rid), (req.prompt or {}).get("base")
+        before = entries.prompts.get(base) if base is not None else None
+        if prompt is None or before is None:
+            continue
+        keep = len(before.messages)
+        if len(prompt.messages) > keep and prompt.messages[:keep] == before.messages:
+            nxt = prompt.messages[keep]
+            if nxt.role == "assistant" and nxt.calls:
+                out.add(base)
+    return out
 
 
 def _names(plans: list[Plan]) -> dict[int, str]:
@@ -254,6 +275,9 @@ def describe(entries, settings: Settings, trace: Trace, plans, ok, *, final: boo
             sum((Counter(r.dropped) for r in entries.requests.values()), Counter())
         ),
         "session_headers_seen": sorted({h for r in entries.requests.values() for h in r.headers}),
+        "turns": {  # each session's turns as request ids (requests.jsonl's `id`)
+            s.id: [ok[i] for i in p.requests] for s, p in zip(trace.sessions, plans, strict=True)
+        },
         "settings": {
             k: getattr(settings, k)
             for k in (

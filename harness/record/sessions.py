@@ -13,7 +13,9 @@ message, on keys, never on text. The rules, in order:
 3. **Fork, by a later continuation**: a request that extends turn j of a session that has gone
    on past j, sent when every request after j has ended, continues the session from j, and the
    requests after j become a forked subagent of it (fork point j): a parent sends its next turn
-   after its subagents end (the join), so the last of the requests that extend turn j is its own.
+   after its subagents end (the join), and an agent rewound to turn j goes on from there, so
+   the last of the requests that extend turn j is the session's own. Sent while a request after
+   j still runs, it is a subagent forked at j.
 4. **Fork**: a request that shares more than the system part (tool schemas and leading system
    messages) with a request of another session, and extends none, is a forked subagent of the
    session it shares the most with, forked at that request's turn.
@@ -95,10 +97,10 @@ class Reconstruction:
         earlier request, and the latest request at that depth."""
         node, prefixes, depth = 0, list(self._ends.get(0, [])), 0
         for key in self.captured[i].context:
-            node = self._edges.get((node, key), -1)
-            if node < 0:
+            nxt = self._edges.get((node, key))
+            if nxt is None:
                 break
-            depth += 1
+            node, depth = nxt, depth + 1
             prefixes += self._ends.get(node, [])
         deepest = self._latest.get(node) if node > 0 else None
         return prefixes, depth, deepest
@@ -142,14 +144,17 @@ class Reconstruction:
             )
             self._append(self.where[best], i)
             return True
-        for j in sorted(ended, key=lambda j: (-len(self.captured[j].context), -j)):
-            plan = self.where[j]
-            turn = plan.requests.index(j)
-            if all(self.captured[k].t_end <= c.t_sent for k in plan.requests[turn + 1 :]):
-                self._split(plan, turn)
-                self._append(plan, i)
-                return True
-        return False
+        if not ended:
+            return False
+        j = max(ended, key=lambda j: (len(self.captured[j].context), j))
+        plan = self.where[j]
+        turn = plan.requests.index(j)
+        if all(self.captured[k].t_end <= c.t_sent for k in plan.requests[turn + 1 :]):
+            self._split(plan, turn)
+            self._append(plan, i)
+        else:  # the session goes on from there meanwhile: a subagent forked at that turn
+            self._new(i, plan.scope, plan, "fork", turn, "fork", after=turn)
+        return True
 
     def _spawn_or_main(self, i: int, scope: str | None) -> None:
         c = self.captured[i]
@@ -185,9 +190,8 @@ class Reconstruction:
 
     # ---- sessions --------------------------------------------------------------------------
 
-    def _new(self, i, scope, parent, mode, fork_turn, rule) -> Plan:
-        after = None
-        if parent is not None:  # the parent's latest turn sent before this request
+    def _new(self, i, scope, parent, mode, fork_turn, rule, after=None) -> Plan:
+        if parent is not None and after is None:  # the parent's latest turn sent before it
             t = self.captured[i].t_sent
             after = max(k for k, j in enumerate(parent.requests) if self.captured[j].t_sent <= t)
         plan = Plan([i], scope, parent, mode, fork_turn, after, rule=rule)
@@ -207,7 +211,7 @@ class Reconstruction:
         self.plans.insert(self.plans.index(plan) + 1, child)
         for j in moved:
             self.where[j] = child
-        for p in self.plans:
+        for p in self.plans:  # what started from the moved turns moves with them
             if p.parent is plan and p.after is not None and p.after > turn:
                 p.parent, p.after = child, p.after - turn - 1
                 if p.fork_turn is not None:
