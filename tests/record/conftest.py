@@ -62,11 +62,12 @@ def record_tasks(server_url: str, folder: Path, salt: Path, tasks, **flags) -> R
 
     sent = []
     with BackgroundRecorder(recording(server_url, folder, salt, **flags)) as url:
-        with openai.OpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0) as oa:
-            with anthropic.Anthropic(base_url=url, api_key=API_KEY, max_retries=0) as an:
-                for task in tasks:
-                    client = an if task.__name__.startswith("anthropic") else oa
-                    sent.append((task.__name__, task(client)))
+        oa = openai.OpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0)
+        an = anthropic.Anthropic(base_url=url, api_key=API_KEY, max_retries=0)
+        with oa, an:
+            for task in tasks:
+                client = an if task.__name__.startswith("anthropic") else oa
+                sent.append((task.__name__, task(client)))
     return Recorded(folder, sent)
 
 
