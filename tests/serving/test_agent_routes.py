@@ -89,17 +89,32 @@ def test_a_messages_stream_in_anthropics_order_with_its_usage(server):
     assert usage["input_tokens"] == events[0]["message"]["usage"]["input_tokens"]
 
 
-def test_a_non_streamed_request_is_refused_in_one_line(server):
-    import urllib.error
-    import urllib.request
+@pytest.mark.slow
+def test_non_streamed_requests_get_their_apis_body(server):
+    """As vLLM answers them: a Messages message and a Responses response, with usage, read by
+    the official SDKs; the same prompt counts the same tokens through either."""
+    import anthropic
+    import openai
 
-    body = orjson.dumps({"model": MODEL, "max_tokens": 2, "messages": []})
-    req = urllib.request.Request(
-        f"{server.url}/v1/messages", body, {"Content-Type": "application/json"}
-    )
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req, timeout=30)
-    assert err.value.code == 400 and b"streamed only" in err.value.read()
+    ask = {"max_tokens": 4, "extra_body": {"ignore_eos": True}}
+    with anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0) as client:
+        message = client.messages.create(
+            model=MODEL, system="Be brief.", messages=[{"role": "user", "content": "hello"}], **ask
+        )
+    assert message.type == "message" and message.stop_reason == "max_tokens"
+    assert message.usage.output_tokens == 4 and message.content[0].type == "text"
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
+        response = client.responses.create(
+            model=MODEL,
+            instructions="Be brief.",
+            input="hello",
+            max_output_tokens=4,
+            extra_body={"ignore_eos": True},
+        )
+    assert response.status == "completed" and response.usage.output_tokens == 4
+    assert response.output_text == response.output[0].content[0].text
+    total = message.usage.input_tokens + (message.usage.cache_read_input_tokens or 0)
+    assert response.usage.input_tokens == total
 
 
 @pytest.mark.parametrize("api", ["messages", "responses"])
