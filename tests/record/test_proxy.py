@@ -149,7 +149,9 @@ def test_errors_and_other_paths_pass_through(upstream, proxied):
 
 
 def test_a_cut_stream_is_cut_for_the_client_too(proxied):
-    with pytest.raises(Exception):  # the body ends before its end: the client sees it fail
+    import http.client
+
+    with pytest.raises(http.client.IncompleteRead):  # the body ends before its end
         _raw(f"{proxied[0]}/v1/completions", {"model": "m", "prompt": "x", "stream": True})
 
 
@@ -177,11 +179,10 @@ def test_the_recording_keeps_usage_cache_fields_and_failures(proxied):
         )
     import anthropic
 
-    with anthropic.Anthropic(base_url=url, api_key=API_KEY, max_retries=0) as client:
-        with client.messages.stream(
-            model="m", max_tokens=9, messages=[{"role": "user", "content": "u"}]
-        ) as stream:
-            stream.get_final_message()
+    client = anthropic.Anthropic(base_url=url, api_key=API_KEY, max_retries=0)
+    ask = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "u"}]}
+    with client, client.messages.stream(**ask) as stream:
+        stream.get_final_message()
     background.__exit__(None, None, None)  # written whole now (the fixture's exit is a no-op then)
     background.__exit__ = lambda *exc: None  # type: ignore[method-assign]
     done = _done_lines(folder)
