@@ -130,3 +130,46 @@ def test_the_replay_ideal_is_the_recorded_reuse(recorded, sim_server, tmp_path):
     ideal = json.loads((tmp_path / "run" / "summary.json").read_text())["cache"]
     reuse = json.loads((recorded.folder / "recording.json").read_text())["prefix_reuse"]
     assert abs(ideal["ideal_cache_hit_rate"] - reuse["block_16"]) <= 0.005, (ideal, reuse)
+
+
+def test_harness_run_replays_it_on_the_engine(recorded, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        f"name: recorded\nworkload:\n  trace: {recorded.folder / 'trace.jsonl'}\n"
+        "target:\n  kind: engine\n  engine:\n    mode: inprocess\n"
+        "    options: {runner: simulated, max_model_len: 16384}\n  api: chat\n"
+        "load:\n  mode: closed\n  concurrency: 2\n"
+    )
+    out = tmp_path / "run"
+    subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(scenario), "-o", str(out), "--quiet"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 13 and {r["status"] for r in records} == {"ok"}
+
+
+def test_trace_stats_reads_it_as_any_trace(recorded):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "trace",
+            "stats",
+            str(recorded.folder / "trace.jsonl"),
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+        text=True,
+    ).stdout
+    stats = json.loads(out)
+    assert stats["requests"] == 13 and stats["main_sessions"] == 3
+    assert stats["subagent_sessions"] == 2 and stats["main_sessions_with_subagents"] == 1 / 3
+    assert [row["key"] for row in stats["fidelity"]][0] == "turns_per_main_session"
+    reuse = json.loads((recorded.folder / "recording.json").read_text())["prefix_reuse"]
+    assert stats["ideal_cache_hit"] == pytest.approx(reuse["block_16"], abs=0.005)
