@@ -5,7 +5,9 @@ into sessions by `record.sessions`; every turn carries its recorded prompt
 (`trace.recorded`), its output tokens (the upstream's usage, else counted), and its think time:
 from the previous turn's end (and, after a join, from its subagents' last end) to its send; a
 subagent's first turn from the end of the parent's turn it started after. A main session
-arrives when its first request was sent (the recording's first send is 0). recording.json says
+arrives when its first request was sent (the recording's first send is 0). A turn's `new_input_tokens` is what its prompt adds to the
+previous turn's beyond that turn's output (the generated traces' model), so a profile fitted
+to the trace grows prompts as the recording did. recording.json says
 what was recorded and what was kept (docs/record.md).
 """
 
@@ -111,11 +113,11 @@ def _called_tools(entries: log.Entries) -> set[int]:
     """Requests whose reply called tools by the agent's own account: a later request sends
     their whole prompt back, then an assistant message with tool calls (what the agent made of
     the reply; a server may not parse calls out of its reply, the agent did)."""
-    out = set()
+    out: set[int] = set()
     for rid, req in entries.requests.items():
         prompt, base = entries.prompts.get(rid), (req.prompt or {}).get("base")
-        before = entries.prompts.get(base) if base is not None else None
-        if prompt is None or before is None:
+        before = entries.prompts.get(base) if isinstance(base, int) else None
+        if prompt is None or before is None or not isinstance(base, int):
             continue
         keep = len(before.messages)
         if len(prompt.messages) > keep and prompt.messages[:keep] == before.messages:
@@ -168,12 +170,24 @@ class _Builder:
         i = p.requests[k]
         kids = [q for q in self.plans if q.parent is p and q.after == k]
         return Turn(
-            new_input_tokens=_new_input(prompts[k - 1] if k else None, prompts[k], system),
+            new_input_tokens=self._new_input(p, k, prompts, system),
             output_tokens=self.entries.done[self.ok[i]].output_tokens,
             think_s=round(self._think(p, k), 3),
             spawns=tuple(self.names[id(q)] for q in sorted(kids, key=lambda q: q.requests[0])),
             prompt=prompts[k],
         )
+
+    def _new_input(self, p: Plan, k: int, prompts: list[RecordedPrompt], system: int) -> int:
+        """What a turn adds to the previous turn's prompt beyond that turn's output (as the
+        generated trace's model has it: prompt k = prompt k-1 + output k-1 + new input k)."""
+        if k == 0 and p.mode == "fork" and p.parent is not None and p.fork_turn is not None:
+            rid = self.ok[p.parent.requests[p.fork_turn]]  # what it inherits: that turn's
+            inherited, previous = self.entries.prompts[rid], self.entries.done[rid].output_tokens
+            return max(0, _added(inherited, prompts[0]) - previous)
+        if k == 0:
+            return max(0, prompts[0].tokens - system)
+        previous = self.entries.done[self.ok[p.requests[k - 1]]].output_tokens
+        return max(0, _added(prompts[k - 1], prompts[k]) - previous)
 
     def _think(self, p: Plan, k: int) -> float:
         c = self.captured[p.requests[k]]
@@ -199,15 +213,13 @@ def _system_tokens(prompt: RecordedPrompt, system_part: int) -> int:
     )
 
 
-def _new_input(before: RecordedPrompt | None, now: RecordedPrompt, system: int) -> int:
-    """What a turn adds to the previous turn's prompt, but the reply it sends back."""
-    if before is None:
-        return max(0, now.tokens - system)
+def _added(before: RecordedPrompt, now: RecordedPrompt) -> int:
+    """Tokens of `now` past the prefix it shares with `before` (by segments)."""
     old, new = [Segment(*x) for x in pieces(before)], [Segment(*x) for x in pieces(now)]
     same = 0
     while same < min(len(old), len(new)) and old[same] == new[same]:
         same += 1
-    return sum(s.length for s in new[same:] if s.role != "assistant")
+    return sum(s.length for s in new[same:])
 
 
 def _digest(keys) -> str:

@@ -5,9 +5,12 @@ key per message (`record.standins`), so "extends" and "shares a prefix" are comp
 message, on keys, never on text. The rules, in order:
 
 1. **Agent header**: a request naming its own session (`X-Dynamo-Session-ID`) belongs to that
-   session; a parent header (`X-Dynamo-Parent-Session-ID`, `X-Parent-Session-ID`) names its
-   parent. A **task header** (`TASK_HEADERS`: `X-Session-ID`, `session_id`, ...) puts a request
-   in one task: the rules below match it only with requests of the same task.
+   session; a parent header (`X-Dynamo-Parent-Session-ID`) names its parent. A **task header**
+   (`TASK_HEADERS`: `X-Session-ID`, `session_id`, ...) puts a request in one task: the rules
+   below match it only with requests of the same task. A **parent header** alone
+   (`X-Parent-Session-ID`, as the harness's own replay sends it) marks a subagent's request: it
+   continues only a subagent's session, and a subagent's first request is forked from the
+   turn it extends or shares the most with (else spawned by the task's latest session).
 2. **Continuation**: a request whose context extends the last request of a session (that has
    ended) continues that session; of several, the longest such context (then the latest).
 3. **Fork, by a later continuation**: a request that extends turn j of a session that has gone
@@ -67,6 +70,7 @@ class Plan:
     after: int | None = None  # the parent's turn it started after
     agent: str | None = None  # its own id from an agent header
     rule: str = "new"  # what made it: new, header, fork, spawn
+    sub: bool = False  # its requests carry a parent header
 
 
 def _header(headers: dict[str, str], names: tuple[str, ...]) -> str | None:
@@ -125,14 +129,41 @@ class Reconstruction:
             self._by_agent(i, agent, scope)
             return
         prefixes, depth, deepest = self._walk(i)
-        mine = [j for j in prefixes if self.where[j].scope == scope and self.where[j].agent is None]
+        sub = _header(c.headers, PARENT_HEADERS) is not None
+        mine = [j for j in prefixes if self._mine(j, scope, sub)]
         if self._continue(i, mine):
+            return
+        if sub:
+            self._subagent(i, scope, prefixes, depth, deepest)
             return
         if deepest is not None and depth > c.system and self.where[deepest].scope == scope:
             parent = self.where[deepest]
             self._new(i, scope, parent, "fork", parent.requests.index(deepest), "fork")
             return
         self._spawn_or_main(i, scope)
+
+    def _mine(self, j: int, scope: str | None, sub: bool) -> bool:
+        plan = self.where[j]
+        return plan.scope == scope and plan.agent is None and plan.sub == sub
+
+    def _subagent(self, i: int, scope, prefixes: list[int], depth: int, deepest) -> None:
+        """The first request of a subagent (a parent header says so): forked at the turn whose
+        context it extends or shares the most with, else spawned by the latest session of its
+        task that had ended a request before it."""
+        c, inside = self.captured[i], [j for j in prefixes if self.where[j].scope == scope]
+        if inside or (deepest is not None and depth > c.system):
+            j = max(inside, key=lambda j: (len(self.captured[j].context), j)) if inside else deepest
+            forked = self.where[j]
+            turn = forked.requests.index(j)
+            self._new(i, scope, forked, "fork", turn, "header", after=turn).sub = True
+            return
+        ended = [
+            p
+            for p in self.plans
+            if p.scope == scope and not p.sub and self.captured[p.requests[-1]].t_end <= c.t_sent
+        ]
+        parent = max(ended, key=lambda p: self.captured[p.requests[-1]].t_end, default=None)
+        self._new(i, scope, parent, "spawn" if parent else None, None, "header").sub = True
 
     def _continue(self, i: int, prefixes: list[int]) -> bool:
         c = self.captured[i]

@@ -100,3 +100,23 @@ def _agent_table(stats: dict, out: TextIO) -> None:
         rows.append(row)
     out.write("\n")
     _table(rows, out)
+
+
+def render_fit(fitted: dict, drawn: dict, rows: list[dict], label: str, out: TextIO) -> None:
+    """A fitted trace's figures beside those of a trace drawn from its profile."""
+    table = [["fidelity (the fitted trace)", "fitted", label, "met"]]
+    for r in rows:
+        pct = r["key"] in ("ideal_cache_hit", "main_sessions_with_subagents")
+        fmt = (lambda v: "-" if v is None else f"{v:.1%}") if pct else _num
+        want = fitted[r["key"]]
+        want = want["p50"] if isinstance(want, dict) else want
+        table.append(
+            [
+                r["property"],
+                f"{fmt(want)} {r['target'].split(' ', 1)[1]}",
+                fmt(r["value"]),
+                "yes" if r["met"] else "NO",
+            ]
+        )
+    out.write("\n")
+    _table(table, out)

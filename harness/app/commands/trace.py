@@ -1,4 +1,4 @@
-"""`harness trace generate | convert | stats`: flags in, one plain function each."""
+"""`harness trace generate | convert | stats | fit`: flags in, one plain function each."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_generate(verbs)
     _register_convert(verbs)
     _register_stats(verbs)
+    _register_fit(verbs)
 
 
 def _register_generate(verbs) -> None:
@@ -169,6 +170,24 @@ def _register_stats(verbs) -> None:
     p.set_defaults(func=cmd_stats)
 
 
+def _register_fit(verbs) -> None:
+    p = verbs.add_parser(
+        "fit", help="fit a workload profile to a trace (a recording): more of the same traffic"
+    )
+    p.add_argument("trace", type=Path, help="trace to fit (a recording's trace.jsonl, any format)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
+    p.add_argument("--name", default=None, help="the profile's name (default: fit-<file>)")
+    p.add_argument(
+        "--check-sessions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="main sessions drawn to check the fit (default: 4x the trace's, >= 100)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="seed of the check's draw (default: 1)")
+    p.set_defaults(func=cmd_fit)
+
+
 def _positive(value: int | None, flag: str) -> None:
     if value is not None and value <= 0:
         raise InputError(f"{flag} must be positive, got {value}")
@@ -275,4 +294,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print("```text" if fenced else "", end="\n" if fenced else "")
     render(stats, str(args.trace), sys.stdout)
     print("```" if fenced else "", end="\n" if fenced else "")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from harness.trace.fit import check, fit_profile, profile_yaml
+    from harness.trace.formats import load_trace
+    from harness.trace.stats import compute_stats
+    from harness.trace.stats_report import render_fit
+
+    _positive(args.check_sessions, "--check-sessions")
+    trace = load_trace(args.trace)
+    stem = args.trace.parent.name if args.trace.name == "trace.jsonl" else args.trace.stem
+    try:
+        profile = fit_profile(trace, name=args.name or f"fit-{stem}", source=str(args.trace))
+    except ValueError as exc:
+        raise InputError(f"{args.trace}: {exc}") from None
+    args.output.write_text(profile_yaml(profile, str(args.trace)), encoding="utf-8")
+    fitted = compute_stats(trace)
+    n = args.check_sessions or max(100, 4 * len(trace.main_sessions))
+    drawn, rows = check(profile, fitted, sessions=n, seed=args.seed)
+    print(f"wrote {args.output}: profile {profile.name!r} fitted to {args.trace}")
+    render_fit(fitted, drawn, rows, f"drawn ({n} sessions, seed {args.seed})", sys.stdout)
     return 0
