@@ -54,7 +54,7 @@ class Proxy:
         return app
 
     async def _client(self, app: web.Application):
-        app[SESSION_KEY] = upstream.client()
+        app[SESSION_KEY] = upstream.client(self.upstream_url)
         yield
         await app[SESSION_KEY].close()
 

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from aiohttp import web
 
+from harness.driver.replay_into import event_loop_factory
 from harness.errors import InputError
 from harness.record.proxy import Proxy
 from harness.record.recording import Settings
 from harness.record.standins import StandIns
-from harness.record.writer import RecordingWriter
+from harness.record.writer import WriterProcess
 
 GRACE_S = 10.0  # how long requests still in flight at the stop may take to end
 
@@ -40,13 +41,13 @@ class Recording:
 class Recorder:
     def __init__(self, rec: Recording) -> None:
         self.rec = rec
-        self.writer: RecordingWriter | None = None
+        self.writer: WriterProcess | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
     async def start(self) -> str:
         """Listen (a busy port fails at once); returns the proxy's URL."""
-        self.writer = RecordingWriter(self.rec.folder, self.rec.standins, self.rec.settings)
+        self.writer = WriterProcess(self.rec.folder, self.rec.standins, self.rec.settings)
         proxy = Proxy(self.rec.upstream, self.writer.sink)
         self._runner = web.AppRunner(proxy.app(), access_log=None, shutdown_timeout=GRACE_S)
         await self._runner.setup()
@@ -72,8 +73,9 @@ class Recorder:
 
 
 def record(rec: Recording, announce: Callable[[str], None] = print) -> None:
-    """Record until SIGINT or SIGTERM."""
-    asyncio.run(_until_signal(rec, announce))
+    """Record until SIGINT or SIGTERM, on uvloop when installed (as a run measures)."""
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(_until_signal(rec, announce))
 
 
 async def _until_signal(rec: Recording, announce: Callable[[str], None]) -> None:

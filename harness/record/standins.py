@@ -37,6 +37,26 @@ KEY_HEX = 16  # 64-bit keys: collisions are negligible at any recording's size
 CACHE = 4096  # texts and messages remembered (an agent re-sends its history every turn)
 
 
+class Tokens:
+    """A token counter by name (`TokenEnds`), built on first use where it is used: it travels
+    to the writer's process as its maker and name."""
+
+    def __init__(self, make: Callable[[str], TokenEnds], name: str) -> None:
+        self.make, self.name = make, name
+        self._ends: TokenEnds | None = None
+
+    def __call__(self, text: str) -> Sequence[int]:
+        if self._ends is None:
+            self._ends = self.make(self.name)
+        return self._ends(text)
+
+    def __getstate__(self) -> dict:
+        return {"make": self.make, "name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["make"], state["name"])  # type: ignore[misc]
+
+
 class StandIns:
     def __init__(
         self, salt: bytes, ends: TokenEnds, *, block_tokens: int = 64, keep: bool = False
@@ -46,6 +66,12 @@ class StandIns:
         self.salt, self.ends, self.block, self.keep = salt, ends, block_tokens, keep
         self._texts: OrderedDict[str, Text] = OrderedDict()
         self._messages: OrderedDict[str, tuple[Message, str]] = OrderedDict()
+
+    def __getstate__(self) -> dict:  # what another process needs: no caches
+        return {"salt": self.salt, "ends": self.ends, "block": self.block, "keep": self.keep}
+
+    def __setstate__(self, s: dict) -> None:
+        self.__init__(s["salt"], s["ends"], block_tokens=s["block"], keep=s["keep"])  # type: ignore[misc]
 
     @property
     def fingerprint(self) -> str:

@@ -4,15 +4,17 @@ Everything the proxy asks of an HTTP client is `forward` (a method, a URL, heade
 in; status, headers and the body's raw bytes out, as each read brings them), so moving to
 another client is one edit here. It is aiohttp's client today: no decompression (the client
 gets the upstream's bytes, encoded as they came), no timeouts of its own (an agent's client has
-its own; a stream may idle for minutes), proxies from the environment (`HTTPS_PROXY`, ...) as
-`curl` reads them.
+its own; a stream may idle for minutes), a proxy from the environment (`HTTPS_PROXY`, ...) as
+`curl` reads them, looked up once.
 """
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -43,12 +45,24 @@ class Upstream:
     body: AsyncIterator[bytes]
 
 
-def client() -> aiohttp.ClientSession:
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`,
+    lower case too, as curl reads them), read once rather than on every request."""
+    parts = urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies_environment().get(parts.scheme)
+
+
+def client(upstream_url: str) -> aiohttp.ClientSession:
     """The session every forwarded request goes through (one per proxy)."""
     connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
     return aiohttp.ClientSession(
-        connector=connector, timeout=timeout, auto_decompress=False, trust_env=True
+        connector=connector,
+        timeout=timeout,
+        auto_decompress=False,
+        proxy=env_proxy(upstream_url),
     )
 
 

@@ -1,9 +1,9 @@
 """The recording writer: captured exchanges in, the recording folder out.
 
-The proxy's event loop only hands exchanges over (`sink`); one worker thread, in the order they
-came, reads each request (its API's body into a conversation, the keyed stand-ins, its tokens),
-appends its `request` line to requests.jsonl, then, when it ended, reads its response and
-appends its `done` line. trace.jsonl and recording.json are rebuilt from the log
+The proxy's event loop only hands exchanges over (`WriterProcess.sink`); a process of its own,
+in the order they came, reads each request (its API's body into a conversation, the keyed
+stand-ins, its tokens), appends its `request` line to requests.jsonl, then, when it ended,
+reads its response and appends its `done` line. trace.jsonl and recording.json are rebuilt from the log
 (`record.recording`) every `write_every_s` and at `close`, each written whole or not at all, so
 the folder holds a valid trace at every moment and after Ctrl-C.
 """
@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import queue
-import threading
+import multiprocessing
+import signal
+import sys
 import time
 import zlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.record import log
 from harness.record.capture import Exchange
 from harness.record.conversation import BadBody, Conversation, parse
@@ -40,42 +42,33 @@ class _Chain:
 
 
 class RecordingWriter:
-    def __init__(self, folder: Path, standins: StandIns, settings: Settings) -> None:
-        self.folder, self.standins, self.settings = folder, standins, settings
+    """The work, in the writer's process: each exchange's lines, the folder's files."""
+
+    def __init__(self, folder: Path, standins: StandIns, settings: Settings, t0: float) -> None:
+        self.folder, self.standins, self.settings, self.t0 = folder, standins, settings, t0
         self.log = log.Writer(folder)
-        self.t0 = time.perf_counter()
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._prompts: dict[int, RecordedPrompt] = {}  # every request's (a delta's base)
         self._chains: OrderedDict[int, _Chain] = OrderedDict()  # Responses requests, by id
         self._ids: dict[str, int] = {}  # Responses' response ids -> request id
         self._edges: dict[tuple[int, str], int] = {}  # contexts seen: a trie (for `base`)
         self._latest: dict[int, int] = {}
         self._rebuilt = time.monotonic()
-        self.failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, name="record-writer", daemon=True)
-        self._thread.start()
 
-    def sink(self, kind: str, ex: Exchange) -> None:
-        """Called by the proxy (its event loop): hand over, never block."""
-        self._queue.put((kind, ex))
+    def handle(self, kind: str, ex: Exchange) -> None:
+        try:
+            self._arrived(ex) if kind == "arrived" else self._ended(ex)
+        except Exception as exc:  # one bad exchange must not stop the recording (no content)
+            print(
+                f"harness record: warning: request {ex.id} not recorded: {type(exc).__name__}",
+                file=sys.stderr,
+            )
+        if time.monotonic() - self._rebuilt >= self.settings.write_every_s:
+            rebuild(self.folder, self.settings)
+            self._rebuilt = time.monotonic()
 
-    def close(self) -> None:
-        """Finish what was handed over, then write trace.jsonl and recording.json."""
-        self._queue.put(None)
-        self._thread.join()
+    def finish(self) -> None:
         self.log.close()
         rebuild(self.folder, self.settings, final=True)
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            kind, ex = item
-            try:
-                self._arrived(ex) if kind == "arrived" else self._ended(ex)
-                if time.monotonic() - self._rebuilt >= self.settings.write_every_s:
-                    rebuild(self.folder, self.settings)
-                    self._rebuilt = time.monotonic()
-            except Exception as exc:  # one bad exchange must not stop the recording
-                self.failure = exc
 
     # ---- a request arrived -----------------------------------------------------------------
 
@@ -216,3 +209,50 @@ def _system_part(conv: Conversation) -> int:
             break
         n += 1
     return n
+
+
+def _serve(queue, folder: Path, standins: StandIns, settings: Settings, t0: float) -> None:
+    """The writer process: exchanges from the queue until its end, then the folder's files.
+    Ctrl-C reaches the whole process group: the proxy's process decides when this one ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    writer = RecordingWriter(folder, standins, settings, t0)
+    try:
+        while True:
+            try:
+                item = queue.get()
+            except EOFError:  # the proxy's process is gone: write what came
+                break
+            if item is None:
+                break
+            writer.handle(*item)
+    finally:
+        writer.finish()
+
+
+class WriterProcess:
+    """The recording writer in a process of its own, so that reading requests and making
+    stand-ins never holds the proxy's event loop (one interpreter lock would: each of its
+    switches is up to 5 ms, added to a stream's chunks). The proxy only hands exchanges over."""
+
+    def __init__(self, folder: Path, standins: StandIns, settings: Settings) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._queue = ctx.Queue()
+        args = (self._queue, folder, standins, settings, time.perf_counter())
+        self._process = ctx.Process(target=_serve, args=args, name="harness-record-writer")
+        self._process.start()
+
+    def sink(self, kind: str, ex: Exchange) -> None:
+        """Called by the proxy (its event loop): hand over, never block. A copy goes (the queue
+        pickles it later, on its own thread); an ended exchange without its request body, which
+        went when it arrived."""
+        copy = replace(ex, reply=bytearray()) if kind == "arrived" else replace(ex, body=b"")
+        self._queue.put((kind, copy))
+
+    def close(self) -> None:
+        """Finish what was handed over; trace.jsonl and recording.json are written then."""
+        self._queue.put(None)
+        self._queue.close()
+        self._queue.join_thread()
+        self._process.join()
+        if self._process.exitcode != 0:
+            raise HarnessError(f"the recording writer failed (exit code {self._process.exitcode})")

@@ -98,7 +98,7 @@ def recording_of(args: argparse.Namespace):
     from harness.record.recorder import Recording
     from harness.record.recording import Settings
     from harness.record.sessions import SPAWN_WINDOW_S
-    from harness.record.standins import StandIns, default_salt_path, load_salt
+    from harness.record.standins import StandIns, Tokens, default_salt_path, load_salt
 
     if not args.upstream or args.output is None:
         raise InputError("harness record needs --upstream URL and -o DIR (or --rebuild DIR)")
@@ -109,9 +109,9 @@ def recording_of(args: argparse.Namespace):
     if args.block_tokens < 1:
         raise InputError("--block-tokens must be at least 1")
     salt = load_salt(args.salt_file or default_salt_path())
-    standins = StandIns(
-        salt, token_ends(args.tokenizer), block_tokens=args.block_tokens, keep=args.keep_content
-    )
+    tokens = Tokens(token_ends, args.tokenizer)
+    tokens("")  # a tokenizer that cannot load fails here, in one line, not in the writer
+    standins = StandIns(salt, tokens, block_tokens=args.block_tokens, keep=args.keep_content)
     window = SPAWN_WINDOW_S if args.spawn_window is None else args.spawn_window
     settings = Settings(
         shown,
