@@ -45,7 +45,10 @@ class Exchange:
         self.reply += data
 
     def end(self, outcome: Outcome, error: str | None = None) -> None:
-        self.t_end = time.perf_counter()
+        """The exchange ended (its first end counts: the upstream's last byte, stamped before
+        the proxy passes it on, so the agent's next request is always sent after it)."""
+        if self.t_end is None:
+            self.t_end = time.perf_counter()
         if self.outcome == "ok":
             self.outcome, self.error = outcome, error
 

@@ -93,18 +93,19 @@ class Proxy:
                         ex.take(data)
                     if not await _write(resp, data):
                         return self._left(ex, resp)
+                if ex is not None:
+                    ex.end("ok" if ex.status == 200 else "http_error")
                 if not await _write(resp, None):
                     return self._left(ex, resp)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return self._failed(ex, exc, request, resp)
-        if ex is not None:
-            ex.end("ok" if ex.status == 200 else "http_error")
         return resp
 
     @staticmethod
     def _left(ex: Exchange | None, resp: web.StreamResponse) -> web.StreamResponse:
         if ex is not None:
-            ex.end("cancelled", "the client went away")
+            ex.outcome, ex.error = "cancelled", "the client went away"
+            ex.end("cancelled")
         return resp
 
     async def _open(self, request, up: upstream.Upstream, ex: Exchange | None):
