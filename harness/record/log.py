@@ -40,6 +40,7 @@ class RequestLine(_Line):
     headers: dict[str, str] = {}
     context: list[str] = []
     system: int = 0
+    replies: list[int] = []  # context positions of its assistant messages
     prompt: dict | None = None  # None: the body could not be read as its API's request
     prompt_tokens: int = 0  # counted by the recording's tokenizer
     dropped: dict[str, int] = {}

@@ -106,7 +106,15 @@ def build(entries: log.Entries, settings: Settings) -> tuple[Trace, list[Plan], 
 def _captured(entries: log.Entries, rid: int, called: bool) -> Captured:
     req, done = entries.requests[rid], entries.done[rid]
     calls = max(done.calls, int(called))
-    return Captured(req.t_sent, done.t_end, tuple(req.context), req.system, req.headers, calls)
+    return Captured(
+        req.t_sent,
+        done.t_end,
+        tuple(req.context),
+        req.system,
+        req.headers,
+        calls,
+        frozenset(req.replies),
+    )
 
 
 def _called_tools(entries: log.Entries) -> set[int]:

@@ -11,18 +11,21 @@ message, on keys, never on text. The rules, in order:
    (`X-Parent-Session-ID`, as the harness's own replay sends it) marks a subagent's request: it
    continues only a subagent's session, and a subagent's first request is forked from the
    turn it extends or shares the most with (else spawned by the task's latest session).
-2. **Continuation**: a request whose context extends the last request of a session (that has
-   ended) continues that session; of several, the longest such context (then the latest).
-3. **Fork, by a later continuation**: a request that extends turn j of a session that has gone
-   on past j, sent when every request after j has ended, continues the session from j, and the
+2. **Continuation**: a request whose context extends (is longer than and starts with) the
+   last request of a session (that has ended) continues that session; of several, the longest
+   such context (then the latest).
+3. **Fork, by a later continuation**: a request that answers turn j of a session that has gone
+   on past j (sends its context back and then a reply, an assistant message), sent when every
+   request after j has ended, continues the session from j, and the
    requests after j become a forked subagent of it (fork point j): a parent sends its next turn
    after its subagents end (the join), and an agent rewound to turn j goes on from there, so
    the last of the requests that extend turn j is the session's own. Sent while a request after
    j still runs, it is a subagent forked at j.
-4. **Fork**: a request that shares more than the system part (tool schemas and leading system
-   messages) with a request of another session, and extends none, is a forked subagent of the
-   session it shares the most with, forked at that request's turn.
-5. **Spawn or new task**: a fresh context (nothing shared beyond the system part) sent within
+4. **Fork**: a request that shares more than a task's opening with an earlier request (a prefix
+   holding an assistant message), and extends none, is a forked subagent of the session it
+   shares the most with, forked at that request's turn. An identical opening (system part and
+   first message, as a rerun task or a subagent started twice sends) shares no reply: rule 5.
+5. **Spawn or new task**: a fresh context (no reply shared with an earlier request) sent within
    `spawn_window_s` after a session's reply that called tools, before that session sent again, is
    a spawned subagent of the latest such session; otherwise it starts a new main session.
 """
@@ -56,6 +59,7 @@ class Captured:
     system: int  # leading context entries that are the system part (tools, system messages)
     headers: dict[str, str] = field(default_factory=dict)  # session headers, names lower case
     calls: int = 0  # tool calls in its reply
+    replies: frozenset[int] = frozenset()  # context positions of its assistant messages
 
 
 @dataclass(eq=False)
@@ -136,11 +140,26 @@ class Reconstruction:
         if sub:
             self._subagent(i, scope, prefixes, depth, deepest)
             return
-        if deepest is not None and depth > c.system and self.where[deepest].scope == scope:
+        if (
+            deepest is not None
+            and self._shares_reply(i, depth)
+            and self.where[deepest].scope == scope
+        ):
             parent = self.where[deepest]
             self._new(i, scope, parent, "fork", parent.requests.index(deepest), "fork")
             return
         self._spawn_or_main(i, scope)
+
+    def _answers(self, i: int, j: int) -> bool:
+        """Request i sends j's whole context back and then a reply (an assistant message)."""
+        ci, cj = self.captured[i], self.captured[j]
+        return len(ci.context) > len(cj.context) and len(cj.context) in ci.replies
+
+    def _shares_reply(self, i: int, depth: int) -> bool:
+        """The first `depth` entries of i's context, shared with an earlier request, hold an
+        assistant message: more than a task's opening (identical openings start new sessions)."""
+        c = self.captured[i]
+        return depth > c.system and any(p < depth for p in c.replies)
 
     def _mine(self, j: int, scope: str | None, sub: bool) -> bool:
         plan = self.where[j]
@@ -150,8 +169,9 @@ class Reconstruction:
         """The first request of a subagent (a parent header says so): forked at the turn whose
         context it extends or shares the most with, else spawned by the latest session of its
         task that had ended a request before it."""
-        c, inside = self.captured[i], [j for j in prefixes if self.where[j].scope == scope]
-        if inside or (deepest is not None and depth > c.system):
+        c = self.captured[i]
+        inside = [j for j in prefixes if self.where[j].scope == scope and self._answers(i, j)]
+        if inside or (deepest is not None and self._shares_reply(i, depth)):
             j = max(inside, key=lambda j: (len(self.captured[j].context), j)) if inside else deepest
             forked = self.where[j]
             turn = forked.requests.index(j)
@@ -167,7 +187,11 @@ class Reconstruction:
 
     def _continue(self, i: int, prefixes: list[int]) -> bool:
         c = self.captured[i]
-        ended = [j for j in prefixes if self.captured[j].t_end <= c.t_sent]
+        ended = [
+            j
+            for j in prefixes
+            if self.captured[j].t_end <= c.t_sent and len(self.captured[j].context) < len(c.context)
+        ]
         lasts = [j for j in ended if self.where[j].requests[-1] == j]
         if lasts:
             best = max(
@@ -175,9 +199,10 @@ class Reconstruction:
             )
             self._append(self.where[best], i)
             return True
-        if not ended:
+        answered = [j for j in ended if self._answers(i, j)]
+        if not answered:
             return False
-        j = max(ended, key=lambda j: (len(self.captured[j].context), j))
+        j = max(answered, key=lambda j: (len(self.captured[j].context), j))
         plan = self.where[j]
         turn = plan.requests.index(j)
         if all(self.captured[k].t_end <= c.t_sent for k in plan.requests[turn + 1 :]):

@@ -88,6 +88,7 @@ class RecordingWriter:
         self._index(ex.id, context)
         line.model, line.stream, line.max_tokens = conv.model, conv.stream, conv.max_tokens
         line.context, line.system = context, _system_part(conv)
+        line.replies = [k + 1 for k, m in enumerate(conv.messages) if m["role"] == "assistant"]
         before = self._prompts.get(base) if base is not None else None
         line.prompt = log.request_prompt(prompt, base, before)
         line.prompt_tokens, line.dropped = prompt.tokens, dict(conv.dropped)

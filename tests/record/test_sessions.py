@@ -9,14 +9,10 @@ SYS = ("tools", "sys")
 
 
 def req(t: float, *messages: str, end: float | None = None, calls: int = 0, **headers) -> Captured:
-    return Captured(
-        t,
-        t + 1 if end is None else end,
-        SYS + messages,
-        2,
-        {k.replace("_", "-"): v for k, v in headers.items()},
-        calls,
-    )
+    """Messages whose name starts with "a" are the assistant's."""
+    replies = frozenset(len(SYS) + k for k, m in enumerate(messages) if m.startswith("a"))
+    hdrs = {k.replace("_", "-"): v for k, v in headers.items()}
+    return Captured(t, t + 1 if end is None else end, SYS + messages, 2, hdrs, calls, replies)
 
 
 def shape(captured: list[Captured]) -> list[tuple]:
@@ -35,9 +31,15 @@ def test_a_request_that_extends_the_last_one_continues_its_session():
 
 
 def test_a_session_goes_on_only_once_its_request_ended():
-    """Sent while the earlier request was still running: not its continuation but a fork."""
+    """Sent while the earlier request was still running, it shares only the opening: new."""
     reqs = [req(0, "u1", end=5), req(2, "u1", "a1", "t1")]
-    assert shape(reqs) == [([0], None, None, None, None), ([1], 0, "fork", 0, 0)]
+    assert shape(reqs) == [([0], None, None, None, None), ([1], None, None, None, None)]
+
+
+def test_an_identical_opening_starts_a_new_session():
+    """A task run twice, a subagent started twice: the same first request is not a retry."""
+    reqs = [req(0, "u1"), req(2, "u1", "a1", "t1"), req(4, "u1"), req(6, "u1", "a9", "t9")]
+    assert [p[0] for p in shape(reqs)] == [[0, 1], [2, 3]]
 
 
 def test_of_two_sessions_the_longest_context_it_extends_wins():
@@ -80,8 +82,9 @@ def test_going_back_to_an_earlier_turn_makes_the_abandoned_branch_a_fork():
     assert shape(reqs) == [([0, 3], None, None, None, None), ([1, 2], 0, "fork", 0, 0)]
 
 
-def test_sharing_more_than_the_system_part_is_a_fork_at_the_turn_shared():
-    reqs = [req(0, "u1", "x1"), req(2, "u1", "x1", "a1", "x2"), req(4, "u1", "y1")]
+def test_sharing_a_reply_without_extending_a_request_is_a_fork_at_the_turn_shared():
+    """A resumed conversation opens with a reply; another request shares it, then diverges."""
+    reqs = [req(0, "u1", "a1", "t1"), req(2, "u1", "a1", "t1", "a2", "t2"), req(4, "u1", "a1", "x")]
     assert shape(reqs) == [([0, 1], None, None, None, None), ([2], 0, "fork", 1, 1)]
 
 
