@@ -14,7 +14,8 @@ once through the proxy, in alternating order: `--concurrency` sessions in flight
 `--turns` requests whose prompt is the previous one plus a reply and a ~2 KB tool result (so
 the recorder's stand-ins see an agent's growing context). Per request: TTFT (send to the first
 event's arrival); per event: delay (its arrival minus the upstream's stamp; one clock,
-CLOCK_MONOTONIC). Reported per run: p50 and p99 of each, direct and proxied, and what the proxy
+CLOCK_MONOTONIC). A warm-up (two short sessions each way) goes first, unmeasured. Reported per
+run: p50 and p99 of each, direct and proxied, and what the proxy
 added (proxied minus direct, percentile by percentile); then each figure's range over the runs.
 """
 
@@ -203,6 +204,8 @@ def main() -> int:
     proxy = line.split("listening on ")[1].split(",")[0]
     runs = []
     try:
+        for base in (upstream, proxy):  # warm-up, not measured: pools, code paths, caches
+            asyncio.run(load(f"{base}/v1/chat/completions", 2, 2, 2, "warm"))
         for r in range(args.runs):
             order = [("direct", upstream), ("proxied", proxy)]
             figures = {}

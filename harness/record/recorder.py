@@ -48,6 +48,7 @@ class Recorder:
     async def start(self) -> str:
         """Listen (a busy port fails at once); returns the proxy's URL."""
         self.writer = WriterProcess(self.rec.folder, self.rec.standins, self.rec.settings)
+        await asyncio.to_thread(self.writer.wait_ready)
         proxy = Proxy(self.rec.upstream, self.writer.sink)
         self._runner = web.AppRunner(proxy.app(), access_log=None, shutdown_timeout=GRACE_S)
         await self._runner.setup()

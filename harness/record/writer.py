@@ -212,11 +212,13 @@ def _system_part(conv: Conversation) -> int:
     return n
 
 
-def _serve(queue, folder: Path, standins: StandIns, settings: Settings, t0: float) -> None:
+def _serve(queue, ready, folder: Path, standins: StandIns, settings: Settings, t0: float) -> None:
     """The writer process: exchanges from the queue until its end, then the folder's files.
     Ctrl-C reaches the whole process group: the proxy's process decides when this one ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     writer = RecordingWriter(folder, standins, settings, t0)
+    standins.count("ready")  # the token counter built before the first request, not during it
+    ready.set()
     try:
         while True:
             try:
@@ -237,10 +239,17 @@ class WriterProcess:
 
     def __init__(self, folder: Path, standins: StandIns, settings: Settings) -> None:
         ctx = multiprocessing.get_context("spawn")
-        self._queue = ctx.Queue()
-        args = (self._queue, folder, standins, settings, time.perf_counter())
+        self._queue, self._ready = ctx.Queue(), ctx.Event()
+        args = (self._queue, self._ready, folder, standins, settings, time.perf_counter())
         self._process = ctx.Process(target=_serve, args=args, name="harness-record-writer")
         self._process.start()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until the process has started (its imports and token counter are seconds of CPU on
+        a busy machine: the first requests would pay for them)."""
+        while not self._ready.wait(0.2):
+            if not self._process.is_alive() or (timeout := timeout - 0.2) <= 0:
+                raise HarnessError("the recording writer did not start (see the lines above)")
 
     def sink(self, kind: str, ex: Exchange) -> None:
         """Called by the proxy (its event loop): hand over, never block. A copy goes (the queue
