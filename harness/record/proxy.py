@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
+from harness.driver.http import HTTPClient, WireError
 from harness.record import upstream
 from harness.record.capture import Exchange, session_headers
 from harness.record.conversation import api_of
@@ -29,7 +30,7 @@ from harness.record.conversation import api_of
 log = logging.getLogger(__name__)
 Sink = Callable[[str, Exchange], None]  # ("arrived" | "ended", the exchange)
 CLIENT_MAX = 1024 * 2**20  # the largest request body read (a long agent context is megabytes)
-SESSION_KEY = web.AppKey("session", aiohttp.ClientSession)
+CLIENT_KEY = web.AppKey("client", HTTPClient)
 
 
 def target_url(base: str, path: str, query: str) -> str:
@@ -54,9 +55,9 @@ class Proxy:
         return app
 
     async def _client(self, app: web.Application):
-        app[SESSION_KEY] = upstream.client(self.upstream_url)
+        app[CLIENT_KEY] = upstream.client()
         yield
-        await app[SESSION_KEY].close()
+        app[CLIENT_KEY].close()
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -83,7 +84,7 @@ class Proxy:
                 self.sink("ended", ex)
 
     async def _relay(self, request, url, body, ex: Exchange | None) -> web.StreamResponse:
-        headers, session = list(request.headers.items()), request.app[SESSION_KEY]
+        headers, session = list(request.headers.items()), request.app[CLIENT_KEY]
         resp: web.StreamResponse | None = None
         try:
             async with upstream.forward(session, request.method, url, headers, body) as up:
@@ -97,7 +98,7 @@ class Proxy:
                     ex.end("ok" if ex.status == 200 else "http_error")
                 if not await _write(resp, None):
                     return self._left(ex, resp)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (WireError, OSError) as exc:
             return self._failed(ex, exc, request, resp)
         return resp
 
@@ -125,7 +126,8 @@ class Proxy:
     def _failed(self, ex, exc: BaseException, request, resp) -> web.StreamResponse:
         """The upstream failed: a 502 if nothing was sent yet, else the client's stream is cut
         (the connection closed mid-body, as the upstream's was)."""
-        why = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        kind = getattr(exc, "error_class", type(exc).__name__)
+        why = f"{kind}: {exc}".splitlines()[0][:300]
         if ex is not None:
             ex.end("failed", why)
         if resp is not None:

@@ -68,9 +68,13 @@ def _raw(url: str, body: dict | None, headers: dict | None = None) -> tuple[int,
     req = urllib.request.Request(url, data, {"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, dict(resp.headers), resp.read()
+            return resp.status, _lower(resp.headers), resp.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+        return exc.code, _lower(exc.headers), exc.read()
+
+
+def _lower(headers) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items()}  # names' case is not HTTP's business
 
 
 def _openai(base: str):
@@ -111,7 +115,7 @@ def test_bytes_status_and_headers_pass_as_they_came(upstream, proxied):
     via = _raw(f"{proxied[0]}/v1/chat/completions", body, {"Accept-Encoding": "gzip"})
     assert via[0] == direct[0] == 200
     assert via[2] == direct[2] and via[2][:2] == b"\x1f\x8b"  # the gzip bytes themselves
-    for name in ("Content-Encoding", "Content-Length", "X-Upstream", "Content-Type"):
+    for name in ("content-encoding", "content-length", "x-upstream", "content-type"):
         assert via[1][name] == direct[1][name]
     streamed = {**body, "stream": True}
     assert (
@@ -142,7 +146,7 @@ def test_the_upstream_gets_the_request_as_sent(upstream, proxied):
 
 def test_errors_and_other_paths_pass_through(upstream, proxied):
     status, headers, body = _raw(f"{proxied[0]}/v1/responses", {"model": "m", "input": "x"})
-    assert status == 429 and headers["Retry-After"] == "7"
+    assert status == 429 and headers["retry-after"] == "7"
     assert json.loads(body)["error"]["message"] == "slow down"
     status, _, body = _raw(f"{proxied[0]}/v1/models", None)
     assert status == 200 and json.loads(body)["data"][0]["id"] == "m"

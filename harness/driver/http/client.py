@@ -31,11 +31,16 @@ class HTTPClient:
     head and body; None: the caller bounds the body)."""
 
     def __init__(
-        self, network: Network, *, timeout: float | None = 30.0, connect_timeout: float = 30.0
+        self,
+        network: Network,
+        *,
+        timeout: float | None = 30.0,
+        connect_timeout: float = 30.0,
+        limit: int = 8,
     ) -> None:
         self.network = network
         self.timeout = timeout
-        self._pool = Pool(8, connect_timeout, network)
+        self._pool = Pool(limit, connect_timeout, network)
 
     async def __aenter__(self) -> HTTPClient:
         return self
@@ -53,15 +58,18 @@ class HTTPClient:
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
         follow: bool = True,
+        *,
+        raw: bool = False,
     ) -> ClientResponse:
         """`method url` with `headers` and `body`; the response once its head has come. Every
         header is sent as given (Content-Length is the client's). `follow=False` hands a
-        redirect back as it came (a proxy passing it on)."""
+        redirect back as it came (a proxy passing it on); `raw` does that and leaves the body
+        as it came too, in its content coding (a proxy forwarding it byte for byte)."""
         sent = {**DEFAULT_HEADERS, **(headers or {})}
         hops: list[str] = []
         while True:
-            resp = await self._once(method, url, sent, body)
-            if not follow:
+            resp = await self._once(method, url, sent, body, raw)
+            if raw or not follow:
                 return resp
             try:
                 target = next_hop(
@@ -92,7 +100,7 @@ class HTTPClient:
             ) from None
 
     async def _once(
-        self, method: str, url: str, headers: dict[str, str], body: bytes
+        self, method: str, url: str, headers: dict[str, str], body: bytes, raw: bool = False
     ) -> ClientResponse:
         sent = {k: v for k, v in headers.items() if k.lower() != "content-length"}
         if body or method not in ("GET", "HEAD"):
@@ -104,7 +112,7 @@ class HTTPClient:
         except TimeoutError:
             raise WireError("ConnectTimeout", f"no connection to {ep.where} in time") from None
         out = ClientResponse(self._pool, conn, url)
-        out.start(conn.send(ep.head + b"\r\n", (body,), out.feed, every_body=True))
+        out.start(conn.send(ep.head + b"\r\n", (body,), out.feed, every_body=True, raw=raw))
         try:
             async with asyncio.timeout(self.timeout):
                 await out.head()

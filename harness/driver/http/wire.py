@@ -143,6 +143,7 @@ class Connection(asyncio.Protocol):
         "_keep",
         "_until_eof",
         "_inflate",
+        "_raw",
         "_every",
     )
 
@@ -162,6 +163,7 @@ class Connection(asyncio.Protocol):
         self._until_eof = False  # the body ends when the connection does (no length, unchunked)
         self._inflate: zlib._Decompress | None = None
         self._every = False  # every body to the consumer, whatever its status and type
+        self._raw = False  # bodies as they came, in their content coding
 
     # ---- one exchange --------------------------------------------------------------------------
 
@@ -171,12 +173,14 @@ class Connection(asyncio.Protocol):
         body: Sequence[bytes | memoryview],
         take: Take,
         every_body: bool = False,
+        raw: bool = False,
     ) -> Response:
         """Write a request (`head` ends with the blank line); its response, filled as it comes.
         The response's body goes to `take` when it is a 200 event stream (any body, with
-        `every_body`); `Response.ended` resolves when the exchange has ended, whole or not."""
+        `every_body`), decoded from gzip or deflate (as it came, with `raw`: a proxy passes it
+        on); `Response.ended` resolves when the exchange has ended, whole or not."""
         assert self.transport is not None and self._resp is None, "one exchange at a time"
-        self._consumer, self._take, self._every = take, None, every_body
+        self._consumer, self._take, self._every, self._raw = take, None, every_body, raw
         self._keep = self._until_eof = False
         self._inflate = None
         loop = asyncio.get_running_loop()
@@ -280,7 +284,9 @@ class Connection(asyncio.Protocol):
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         self._until_eof = not chunked and "content-length" not in headers
         coding = headers.get("content-encoding", "identity").strip().lower()
-        if coding in ("gzip", "deflate", "x-gzip"):  # asked for identity, but a server may not
+        if self._raw:
+            pass
+        elif coding in ("gzip", "deflate", "x-gzip"):  # asked for identity, but a server may not
             self._inflate = zlib.decompressobj(wbits=47)  # gzip or zlib, from the header
         elif coding != "identity":
             self._end(
