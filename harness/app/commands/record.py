@@ -170,6 +170,12 @@ def _announce(url: str, rec) -> None:
         f"ANTHROPIC_BASE_URL={url}",
         flush=True,
     )
+    if rec.host not in ("127.0.0.1", "::1", "localhost"):
+        print(
+            f"harness record: warning: listening on {rec.host}, not loopback: whoever reaches "
+            "it can send requests through to the upstream",
+            file=sys.stderr,
+        )
     print(
         f"  writing {rec.folder}/ ({content}; tokens counted as {rec.settings.tokenizer}); "
         "Ctrl-C to stop",
