@@ -215,8 +215,8 @@ class HTTPTarget:
             wd.cancel()
         for ev in end:
             if isinstance(ev, Failure):  # the kept body too: a server may quote the key
-                body = None if ev.body is None else redact(ev.body, self._secrets)
-                ev = dataclasses.replace(ev, message=redact(ev.message, self._secrets), body=body)
+                kept = None if ev.body is None else redact(ev.body, self._secrets)
+                ev = dataclasses.replace(ev, message=redact(ev.message, self._secrets), body=kept)
             sink.event(ev)
 
     async def _exchange(
