@@ -53,13 +53,17 @@ ABOVE_IDEAL = 5  # ZONES from here on do not depend on what the server kept
 
 
 def attribute_misses(
-    ok: pd.DataFrame, block_size: int | None = None, granularity: dict | None = None
+    ok: pd.DataFrame,
+    block_size: int | None = None,
+    granularity: dict | None = None,
+    known: dict[str, str] | None = None,
 ) -> pd.DataFrame:
     """Per request: prompt, cached, ideal, its missed tokens by category (`miss_*`) and its
     server-rule cases (`case_*`: 1 fits, -1 against, 0 none; analysis.ideal.rules).
 
     `block_size`: the granularity the ideal was computed at (`granularity`: how it was chosen);
-    without the walk's columns (no trace) only the ideal is known, and its misses are unexplained."""
+    without the walk's columns (no trace) only the ideal is known, and its misses are unexplained.
+    `known`: the rules the server's source states (`rules.known_rules`)."""
     prompt = prompt_tokens(ok)
     cached = ok["cached_tokens"].to_numpy(dtype=float)
     reported = ~np.isnan(cached)
@@ -67,7 +71,7 @@ def attribute_misses(
     exact = all(c in ok for c in WALK_COLUMNS) and block_size is not None
     b = _bounds(ok, prompt, block_size if exact else None, _server_block(block_size, granularity))
     case = rules.cases(b, hit, reported)
-    status = rules.statuses(case, granularity)
+    status = rules.statuses(case, granularity, known)
     frame = pd.DataFrame(
         {
             "request_id": ok["request_id"].to_numpy(),
@@ -118,7 +122,7 @@ def _names(status: dict[str, dict], exact: bool) -> tuple[str, ...]:
     else:
         evicted = "evicted" if exact else "unexplained"
         last = status["last_block"]["status"]
-        named = {"detected": "last_block", "contradicted": evicted}
+        named = {"detected": "last_block", "known": "last_block", "contradicted": evicted}
         held = (evicted, named.get(last, "unexplained"))
     return (
         *held,
@@ -157,10 +161,16 @@ def miss_classes(frame: pd.DataFrame) -> np.ndarray:
     )
 
 
-def server_rules(misses: pd.DataFrame, granularity: dict | None, block_size: int | None) -> dict:
-    """summary.json `cache.server_rules`: each rule, its status, cases and the tokens it names."""
+def server_rules(
+    misses: pd.DataFrame,
+    granularity: dict | None,
+    block_size: int | None,
+    known: dict[str, str] | None = None,
+) -> dict:
+    """summary.json `cache.server_rules`: each rule, its status, cases and the tokens it names
+    (and, where the server's source states it, where: `known`)."""
     case = {k: misses[f"case_{k}"].to_numpy() for k in rules.RULES if f"case_{k}" in misses}
-    status = rules.statuses(case, granularity)
+    status = rules.statuses(case, granularity, known)
     return {
         name: {
             "rule": rules.rule_text(name, block_size),

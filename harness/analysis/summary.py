@@ -32,6 +32,7 @@ from harness.analysis import (
 from harness.analysis.cache_parts import cache_parts
 from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
+from harness.analysis.ideal import rules
 from harness.analysis.ideal.walk import Ideal, with_ideal
 from harness.analysis.loader import Run, load_run
 from harness.analysis.sessions import tasks as sessions
@@ -83,7 +84,8 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
     itl = metrics.itl_of(ok)
     per_request = metrics.request_metrics(ok, itl)
     grain = ideal.granularity
-    misses = cache.attribute_misses(ok, grain.block_size, grain.as_dict())
+    known = rules.known_rules(run.manifest)  # rules its server's source states
+    misses = cache.attribute_misses(ok, grain.block_size, grain.as_dict(), known)
     misses, hosted_rules = hosted_cache.apply(run, ok, misses)  # a hosted API's cache rules
     tables = cache.group_tables(run.measured, ok, misses)
     session_info, tasks, graph = sessions.session_summary(
@@ -139,7 +141,9 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
             {
                 **hit,
                 "granularity": grain.as_dict(),
-                "server_rules": cache.server_rules(misses, grain.as_dict(), grain.block_size),
+                "server_rules": cache.server_rules(
+                    misses, grain.as_dict(), grain.block_size, known
+                ),
                 "ideal": _ideal_info(ideal),
                 "token_space": ideal.token_space,
                 "session_moves": cache.session_moves(ok, misses),

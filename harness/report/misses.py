@@ -27,13 +27,14 @@ MEANING = {
     "in_flight": "an earlier request had them but had not computed them when this one was sent",
     "misrouted": "computed by an earlier request on another endpoint only",
     "last_block": "the last block of a prompt of a whole number of blocks, which the records show"
-    " this server never keeps",
+    " this server never keeps (or its source states so and the records agree)",
     "no_hits": "the server never served a hit in this run",
     "ineligible": "an ideal hit shorter than the hosted API's minimum cacheable prompt: never cached",
     "expired": "a prefix idle longer than the hosted API's cache TTL (refreshed on each use)",
     "evicted": "computed on the same endpoint by an earlier request that finished prefill, not"
     " excluded by a rule the records show: the server had them and lost them",
-    "unexplained": "what no rule or evidence explains (a rule with too few cases or contradicted,"
+    "unexplained": "what no rule or evidence explains (a rule with too few cases, unless its"
+    " server's source states it, or contradicted,"
     " or no matching trace); never counted as evicted",
     "unreported": "the ideal hit of requests whose server reported no cached tokens",
 }
@@ -69,7 +70,8 @@ def rules_line(cache: CacheSummary) -> str:
             continue
         against = f", {r['against']} against" if r["against"] else ""
         cases = "non-zero hits" if name == "granularity" else "cases"
-        out.append(f"{r['rule']}: {r['status']} ({r['cases']} {cases}{against})")
+        status = "known from the server's source" if r["status"] == "known" else r["status"]
+        out.append(f"{r['rule']}: {status} ({r['cases']} {cases}{against})")
     return "; ".join(out)
 
 

@@ -212,6 +212,39 @@ async def test_a_server_that_never_keeps_a_whole_block_prompt_s_last_block(tmp_p
 
 
 @pytest.mark.slow
+async def test_a_rule_the_server_s_source_states_is_known_from_two_cases(tmp_path):
+    # Two requests follow a whole-block prompt (a vLLM 0.32 run on Gemma 3 at a pool that
+    # evicts nothing had two, 128 tokens each): too few to detect the rule, so the tokens were
+    # unexplained. A server whose /v1/models says it is vLLM has the rule in its source.
+    tr = trace(sess("w", [(32, 32, 0.0)] * 3), *(sess(f"p{i}", PARTIAL) for i in range(4)))
+    vllm = await replay_into(
+        tmp_path / "vllm", tr, [dict(block_size=32, skip_last_block=True, owned_by="vllm")]
+    )
+    rule, miss = vllm["cache"]["server_rules"]["last_block"], vllm["cache"]["miss_tokens"]
+    assert (rule["status"], rule["cases"], rule["against"]) == ("known", 2, 0)
+    assert "replay_boundaries" in rule["known"]
+    assert miss["last_block"] == 2 * 32 and miss["unexplained"] == 0
+    assert "never kept: known from the server's source (2 cases)" in summary_table(vllm)
+    other = await replay_into(tmp_path / "other", tr, [dict(block_size=32, skip_last_block=True)])
+    rule, miss = other["cache"]["server_rules"]["last_block"], other["cache"]["miss_tokens"]
+    assert (rule["status"], rule["cases"]) == ("too few", 2) and "known" not in rule
+    assert miss["unexplained"] == 2 * 32 and miss["last_block"] == 0
+
+
+def test_known_rules_need_every_endpoint_to_say_the_same_server():
+    from harness.analysis.ideal.rules import known_rules
+
+    def manifest(*owners):
+        served = [{"endpoint": f"e{i}", "owned_by": o} for i, o in enumerate(owners)]
+        return {"target": {"served_by": served}, "endpoints": [f"e{i}" for i in range(2)]}
+
+    assert set(known_rules(manifest("vllm", "vllm"))) == {"last_block"}
+    assert known_rules(manifest("vllm", "sglang")) == {}
+    assert known_rules(manifest("vllm")) == {}  # one endpoint did not say
+    assert known_rules({"target": {"served_by": []}}) == {}
+
+
+@pytest.mark.slow
 async def test_eviction_is_still_named_where_it_happens(tmp_path):
     # The same prompts, a cache of 6 blocks and three sessions at once: blocks the endpoint
     # computed are pushed out before the session's next turn. It keeps whole-block prompts' last
