@@ -1,11 +1,14 @@
-"""Replay is faithful to the trace: order, think times, fork/join, content, cache accounting."""
+"""Replay is faithful to the trace: order, think times, fork/join, content, cache accounting.
+
+Times are checked by what must come before what (a send after its schedule, a first token
+after the server wrote it): how late a loaded machine sends is not a test's to bound; that each
+send goes exactly on time when the loop is never late is checked on simulated time
+(test_virtual_clock.py)."""
 
 import pytest
 
 from harness.trace.content import Content
 from tests.driver.helpers import by_id, ideal_by_id, replay, sess, trace
-
-SLACK = 0.3  # scheduling slack: generous, for a loaded 2-core machine
 
 
 @pytest.mark.slow
@@ -16,7 +19,7 @@ async def test_turns_in_order_after_think_time(server, tmp_path):
     assert all(r["status"] == "ok" for r in records)
     for prev, cur, think in zip(records, records[1:], (0.1, 0.2), strict=False):
         assert cur["t_scheduled"] == pytest.approx(prev["t_done"] + think, abs=2e-6)
-        assert cur["t_scheduled"] <= cur["t_sent"] < cur["t_scheduled"] + SLACK
+        assert cur["t_scheduled"] <= cur["t_sent"]
     for r in records:
         assert r["t_sent"] <= r["t_first_token"] <= r["t_last_token"] <= r["t_done"]
         assert (
@@ -78,7 +81,7 @@ async def test_a_join_waits_only_for_what_is_left_of_its_think_time(server, tmp_
     assert sub_end - spawn_end > 0.4
     expected = max(spawn_end + think, sub_end)
     assert r["p:1"]["t_scheduled"] == pytest.approx(expected, abs=0.02)
-    assert expected <= r["p:1"]["t_sent"] < expected + SLACK
+    assert expected <= r["p:1"]["t_sent"]
 
 
 @pytest.mark.slow
@@ -102,7 +105,7 @@ async def test_open_loop_constant_rate(server, tmp_path):
     )
     firsts = sorted(r["t_scheduled"] for r in records)
     assert firsts == pytest.approx([0, 0.05, 0.1, 0.15, 0.2], abs=1e-9)
-    assert all(0 <= r["t_sent"] - r["t_scheduled"] < SLACK for r in records)
+    assert all(r["t_sent"] >= r["t_scheduled"] for r in records)
 
 
 @pytest.mark.slow
@@ -238,25 +241,36 @@ async def test_live_history_reaches_forked_subagents(server, tmp_path):
 async def test_ttft_follows_the_servers_uncached_work(make_server, tmp_path):
     srv = await make_server(ttft_per_token=0.001)  # 1 ms per prompt token not in its cache
     tr = trace(sess("a", [(8, 2, 0), (8, 2, 0)], system=300))
-    _, records, _ = await replay(tr, srv.url, tmp_path)
+    _, records, manifest = await replay(tr, srv.url, tmp_path)
     ttft = [r["t_first_token"] - r["t_sent"] for r in records]
+    served = [
+        (e["t_first_token"] - e["t_recv"], e["prompt_tokens"] - e["cached_tokens"]) for e in srv.log
+    ]
     assert ttft[0] >= 0.3  # all 300+ tokens computed
-    assert ttft[1] < ttft[0] - 0.2  # the prefix was cached
+    assert served[0][1] >= 300 and served[1][1] <= 16  # the prefix was cached: 8 new tokens
     assert records[1]["cached_tokens"] >= 288
+    # the client's TTFT holds the server's, from its send to the first token it read, and the
+    # first is read before the server got the next turn (sent after the first's end)
+    assert all(client >= own for client, (own, _) in zip(ttft, served, strict=True))
+    t0 = manifest["t0_perf_counter"]
+    assert t0 + records[0]["t_first_token"] <= srv.log[1]["t_recv"]
 
 
 @pytest.mark.slow
 async def test_chunk_times_are_causal_against_the_servers_clock(make_server, tmp_path):
-    # Server and client share time.perf_counter here: no token may be seen before it was sent.
+    # Server and client share time.perf_counter here: no token may be seen before it was sent,
+    # nor after the server got the session's next turn (sent once this one ended).
     srv = await make_server(token_delay=0.002)
     tr = trace(*[sess(f"s{i}", [(8, 20, 0)] * 2) for i in range(4)])
     _, records, manifest = await replay(tr, srv.url, tmp_path, concurrency=4)
     t0 = manifest["t0_perf_counter"]
-    sent_first = {e["request_id"]: e["t_first_token"] for e in srv.log}
+    served = {e["request_id"]: e for e in srv.log}
     for r in records:
         assert r["chunk_times"] == sorted(r["chunk_times"])
-        lag = t0 + r["t_first_token"] - sent_first[r["request_id"]]
-        assert 0 <= lag < SLACK
+        seen = t0 + r["t_first_token"]
+        assert seen >= served[r["request_id"]]["t_first_token"]
+        if r["turn"] == 0:
+            assert seen <= served[f"{r['session_id']}:1"]["t_recv"]
 
 
 async def test_code_content_is_loaded_before_the_clock_starts(server, tmp_path, monkeypatch):

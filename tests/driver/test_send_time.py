@@ -47,11 +47,12 @@ async def test_body_is_encoded_before_t_sent(server, tmp_path):
     served = {e["request_id"]: e for e in server.log}
     assert len(records) == 3 and all(r["status"] == "ok" for r in records)
     for r in records:
-        assert t0 + r["t_sent"] >= tgt.encoded_at[r["request_id"]] - 1e-6
         e = served[r["request_id"]]
-        # the server got the request within the encoding's time of t_sent (it is not in TTFT)
-        assert e["t_recv"] - (t0 + r["t_sent"]) < ENCODE_S / 2
-        assert r["t_first_token"] - r["t_sent"] < (e["t_first_token"] - e["t_recv"]) + ENCODE_S / 2
+        # one clock, in order: encoded, then sent (t_sent), then received by the server, which
+        # then wrote the first token the client read: the encoding is before t_sent, not in TTFT
+        sent = t0 + r["t_sent"]
+        assert tgt.encoded_at[r["request_id"]] - 1e-6 <= sent <= e["t_recv"]
+        assert e["t_first_token"] <= t0 + r["t_first_token"]
 
 
 @pytest.mark.parametrize("extra", [{}, {"session_id_field": "session", "send_min_tokens": False}])
@@ -102,8 +103,10 @@ async def test_wait_for_a_pooled_connection_is_send_lag_not_ttft(make_server, tm
     assert first["status"] == second["status"] == "ok"
     assert second["t_sent"] >= first["t_done"] - 0.01  # it went once the connection was free
     assert second["t_sent"] - second["t_scheduled"] > 0.15  # the wait is the client's lateness
-    for r in (first, second):
-        e = served[r["request_id"]]
-        assert abs(t0 + r["t_sent"] - e["t_recv"]) < 0.05
-        client, own = r["t_first_token"] - r["t_sent"], e["t_first_token"] - e["t_recv"]
-        assert abs(client - own) < 0.05
+    # t_sent is after the wait: one clock, in order, the first's end, the second's send, the
+    # server's receipt of it, its first token written, then read (TTFT holds no wait)
+    e1, e2 = served[first["request_id"]], served[second["request_id"]]
+    assert t0 + first["t_sent"] <= e1["t_recv"]
+    assert e1["t_first_token"] <= t0 + first["t_first_token"]
+    assert t0 + first["t_done"] - 0.01 <= t0 + second["t_sent"] <= e2["t_recv"]
+    assert e2["t_first_token"] <= t0 + second["t_first_token"]

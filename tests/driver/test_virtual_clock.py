@@ -9,12 +9,16 @@ import pytest
 from harness.app.build import virtual_clock
 from harness.app.scenario import validate
 from harness.driver import clock
+from harness.driver.config import ReplayConfig
 from harness.driver.engine_target import EngineTarget
 from harness.driver.recorder import collect
+from harness.driver.replay_into import run_replay
 from harness.driver.target import RequestSpec
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError, InputError
 from harness.schema import new_record
+from tests.driver.helpers import load_records, sess, trace
+from tests.driver.test_replay import _join, family
 
 
 def _run(coro):
@@ -114,3 +118,39 @@ def test_virtual_is_refused_off_the_in_process_engine():
     ray = {**doc, "target": {"engine": doc["target"]}, "execution": {"backend": "ray"}}
     with pytest.raises(InputError, match="one process"):
         virtual_clock(validate(ray))
+
+
+def _replayed(tr, tmp_path, **config) -> list[dict]:
+    """`tr` replayed on simulated time into the in-process simulated engine: its records."""
+
+    async def main():
+        target = EngineTarget(EngineConfig(runner="simulated", clock="virtual", num_gpu_blocks=256))
+        return await run_replay(tr, target, ReplayConfig(run_id="v", **config), tmp_path)
+
+    _run(main())
+    return load_records(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("tr", "config"),
+    [
+        (trace(sess("a", [(8, 4, 0.0), (8, 4, 0.1), (8, 4, 0.2)])), {}),
+        (family(), {}),
+        (_join(0.1), {}),
+        (_join(1.0), {}),
+        (
+            trace(*[sess(f"s{i}", [(8, 2, 0)]) for i in range(5)]),
+            {"load": "open", "session_rate": 20, "arrival": "constant"},
+        ),
+    ],
+    ids=["think", "fork-join", "join-think-0.1", "join-think-1.0", "open-constant"],
+)
+def test_on_a_loop_never_late_each_request_goes_when_scheduled(tmp_path, tr, config):
+    """The replay's own schedule, with nothing to make it late: every send at its time exactly
+    (on a real loop a busy machine makes sends late, which the client self-check reports)."""
+    records = _replayed(tr, tmp_path, **config)
+    assert len(records) == sum(len(s.turns) for s in tr.sessions)
+    assert all(r["status"] == "ok" for r in records)
+    assert [r["t_sent"] for r in records] == pytest.approx(
+        [r["t_scheduled"] for r in records], abs=1e-6
+    )
