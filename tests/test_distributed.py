@@ -24,6 +24,7 @@ from harness.driver.config import ReplayConfig
 from harness.trace.native import read_trace
 from tests.distributed.netns import ray_problem, run_isolated
 from tests.driver.helpers import load_manifest, load_records
+from tests.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOSED = ReplayConfig(load="closed", concurrency=4)
@@ -35,7 +36,7 @@ def runs(tmp_path_factory) -> tuple[Path, dict]:
     if problem:
         pytest.skip(f"Ray tests need a loopback-only network namespace and Ray: {problem}")
     out = tmp_path_factory.mktemp("ray")
-    done = run_isolated(["-m", "tests.distributed.ray_runs", str(out)], timeout=150, cwd=ROOT)
+    done = run_isolated(["-m", "tests.distributed.ray_runs", str(out)], timeout=HANG_S, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, json.loads((out / "results.json").read_text())
 
@@ -147,13 +148,14 @@ def test_open_loop_keeps_the_schedule_on_one_clock(runs):
     assert got == first  # one arrival draw for the run, split across workers
     owner = worker_of(out, ReplayConfig(load="open", session_rate=25.0, seed=3))
     assert len({owner[s] for s in got}) == 2
-    # Every worker's times are on the coordinator's run clock: a record's send time, moved to
-    # perf_counter with the manifest's origin, is before the server got the request, and
-    # typically just before (a worker on its own clock would be off by the 0.5 s start lead;
-    # the median, not the max, so a loaded machine's stragglers do not matter).
+    # Every worker's times are on the coordinator's run clock: moved to perf_counter with the
+    # manifest's origin, a record's send is before the server got the request, and its end
+    # after (a worker on its own clock would be off by the 0.5 s start lead, more than a request
+    # lasts here)
     t0 = load_manifest(out / "open-ray")["t0_perf_counter"]
-    gaps = [res["server_recv"][r["request_id"]] - (t0 + r["t_sent"]) for r in ray]
-    assert min(gaps) >= 0 and float(np.median(gaps)) < 0.2, (min(gaps), np.median(gaps))
+    for r in ray:
+        got = res["server_recv"][r["request_id"]]
+        assert t0 + r["t_sent"] <= got <= t0 + r["t_done"], (r, got - t0)
     # never early beyond timer granularity (an event loop's timers may fire up to ~1 ms early)
     assert all(r["t_sent"] >= r["t_scheduled"] - 0.002 for r in ray)
 
@@ -226,9 +228,11 @@ def test_max_duration_stops_every_worker_on_the_shared_clock(runs):
     assert r["status"] == "complete" and r["stopped_by"] == "max_duration"
     recs = load_records(out / "bounded")
     assert len(recs) == r["requests"] > 0
-    # nothing sent after the end, and the drain (0.1 s) cut the rest; slack for a loaded loop
-    assert max(x["t_sent"] for x in recs) <= 1.0 + 0.2
-    assert max(x["t_done"] for x in recs) <= 1.0 + 0.1 + 0.4
+    # Sending stops at 1 s on the shared clock. A loop turn under way at the stop may still send
+    # one turn per slot (its callback before the stop's): at most one per session, four in all.
+    # A worker stopping on a later clock of its own would go on sending its sessions' turns.
+    late = [x["session_id"] for x in recs if x["t_scheduled"] >= 1.0]
+    assert len(late) <= 4 and len(set(late)) == len(late), late
     assert {x["status"] for x in recs} <= {"ok", "cancelled"}
     assert load_manifest(out / "bounded")["stopped_by"] == "max_duration"
 
@@ -250,7 +254,7 @@ def cli_run(tmp_path_factory) -> tuple[Path, dict]:
     if problem:
         pytest.skip(f"Ray tests need a loopback-only network namespace and Ray: {problem}")
     out = tmp_path_factory.mktemp("ray-cli")
-    done = run_isolated(["-m", "tests.distributed.cli_runs", str(out)], timeout=240, cwd=ROOT)
+    done = run_isolated(["-m", "tests.distributed.cli_runs", str(out)], timeout=HANG_S, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, json.loads((out / "results.json").read_text())
 
@@ -305,12 +309,12 @@ def test_in_process_engine_with_ray_is_a_one_line_error(tmp_path):
             [sys.executable, *cmd],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=HANG_S,
             cwd=ROOT,
             check=False,
         )
         if problem
-        else run_isolated(cmd, timeout=120, cwd=ROOT)
+        else run_isolated(cmd, timeout=HANG_S, cwd=ROOT)
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -350,7 +354,7 @@ def test_without_ray_the_error_says_how_to_get_it(tmp_path):
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         cwd=ROOT,
         check=False,
     )

@@ -13,11 +13,12 @@ import pytest
 
 from harness.trace.native import write_trace
 from tests.driver.helpers import load_manifest, sess, trace
+from tests.waits import HANG_S
 
 KEY = "sk-echo-me-not-31337"
 
 
-async def _harness(*args, env=None, timeout=240):
+async def _harness(*args, env=None, timeout=HANG_S):
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -125,7 +126,7 @@ async def test_analyze_of_a_sigkilled_run_says_it_was_cut_short(make_server, tmp
         await asyncio.sleep(0.05)  # until a record is written (pytest's timeout bounds a hang)
     assert proc.poll() is None, "the run ended before it wrote a record"
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    proc.wait(HANG_S)
     assert load_manifest(run)["status"] == "running"
     code, out, err = await _harness("analyze", run)
     assert "crashed / not closed" in err and "cut short" in err, err
@@ -155,7 +156,7 @@ async def test_a_full_disk_stops_the_run_with_one_line(make_server, tmp_path):
         run = mnt / "run"
         code, out, err = await _harness(
             "replay", path, "--endpoint", srv.url, "--model", "m", "--concurrency", "8",
-            "-o", run, "--quiet", timeout=120,
+            "-o", run, "--quiet",
         )  # fmt: skip
         assert code == 2 and "Traceback" not in err, err
         assert "cannot write" in err and len(err.strip().splitlines()) <= 3, err
@@ -189,12 +190,10 @@ def _serve(*flags):
 
 
 @pytest.mark.slow
-async def test_replay_of_a_model_not_served_stops_at_once_naming_the_served_one(
-    server, tmp_path
-):
-    """"At once": the preflight's /models answer stops the run before any request is sent,
-    the preflight's own probe included (a server that answers a wrong model with a 404 would
-    name itself too, but only after a request; this server would serve any model)."""
+async def test_replay_of_a_model_not_served_stops_at_once_naming_the_served_one(server, tmp_path):
+    """At once: the preflight's /models answer stops the run before any request is sent, the
+    preflight's own probe included (a server that answers a wrong model with a 404 would name
+    itself too, but only after a request; this server would serve any model)."""
     path = _trace(tmp_path, [sess("a", [(8, 3, 0)])])
     code, _, err = await _harness(
         "replay", path, "--endpoint", server.url, "--model", "no-such-model", "-o", tmp_path / "r"
@@ -221,7 +220,7 @@ async def test_serve_model_name_answers_to_it_and_lists_it(tmp_path):
         assert code == 0, err
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(HANG_S)
 
 
 def test_endpoint_paths_with_or_without_v1_keep_their_query_string():
@@ -287,7 +286,9 @@ async def test_max_duration_says_what_was_unsent_and_its_cancellations_are_not_f
     summary = orjson.loads(out)
     assert summary["requests_cancelled"] == 2 and summary["requests_failed"] == 0
     # a stop the run was told to make is an ending, not a warning; the unsent count is information
-    assert summary["run_end"]["note"] is None and not summary["warnings"]
+    # (a busy host may make the client self-check warn that the loop ran late: not this test's)
+    assert summary["run_end"]["note"] is None
+    assert [w for w in summary["warnings"] if not w.startswith("client: ")] == []
     assert summary["run_end"]["unsent_requests"] == manifest["unsent_requests"]
 
 
@@ -298,7 +299,7 @@ async def test_concurrency_above_ulimit_n_is_refused(server, tmp_path):
     proc = subprocess.run(
         ["bash", "-c", 'ulimit -n 256 && exec "$@"', "_", sys.executable, "-m", "harness",
          *map(str, args), "--concurrency", "250"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert proc.returncode == 2 and "ulimit -n" in _one_error_line(proc.stderr), proc.stderr
 

@@ -25,12 +25,20 @@ async def _hog(stop: asyncio.Event, busy_s: float = 0.08, every_s: float = 0.1) 
 
 @pytest.mark.slow
 async def test_a_normal_run_raises_no_client_warning(server, tmp_path):
+    """The driver's own work leaves its loop mostly idle, judged in CPU seconds (which a busy
+    host does not raise): the loop thread, the in-process server's work included, uses less
+    CPU than 85 % (the saturation line) of the shortest the run can take, its think times
+    (5 x 0.05 s). A busy host makes the loop late too: the warning then blames the host (that
+    judgement is tested on given samples below)."""
+    cpu = time.thread_time()
     await replay(_trace(), server.url, tmp_path, concurrency=4)
+    cpu = time.thread_time() - cpu
+    assert cpu < 0.85 * 5 * 0.05, cpu
     client = analyze_run(tmp_path)["client"]
-    assert client["warnings"] == []
-    assert client["send_lag_s"]["count"] == 24
-    assert client["loop_lag_s"]["count"] > 0 and client["loop_lag_s"]["p99"] < 0.05
-    assert 0 < client["loop_cpu_share"] < 0.85
+    assert client["send_lag_s"]["count"] == 24 and client["loop_lag_s"]["count"] > 0
+    assert 0 < client["loop_cpu_share"] < 0.85  # no "near saturation"
+    assert client["cause"] not in ("driver", "process"), client
+    assert not [w for w in client["warnings"] if "own delay" in w or "other threads" in w]
 
 
 @pytest.mark.slow
