@@ -17,6 +17,7 @@ from harness.analysis.loader import load_run
 from harness.analysis.records import RunFolderWarning
 from harness.app.cli import main
 from harness.app.scenario import load_scenario
+from tests.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -152,7 +153,7 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
+    stdout, stderr = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     manifest = json.loads((out / "manifest.json").read_text())
@@ -193,7 +194,7 @@ def test_bad_scenarios_fail_with_one_line(tmp_path, text, expected):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -212,7 +213,7 @@ def test_unreachable_endpoint_is_one_line(tmp_path):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "127.0.0.1:9" in proc.stderr
@@ -244,8 +245,8 @@ def test_kill_9_leaves_no_server_and_a_harness_folder_in_cwd_shadows_nothing(tmp
         time.sleep(0.1)
     url = (out / "servers" / "server-0.log").read_text().split("serving on ")[1].split()[0]
     proc.kill()
-    proc.wait(10)
-    deadline = time.monotonic() + 15
+    proc.wait(HANG_S)
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:  # the child got SIGTERM when its parent died
         try:
             urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=1)

@@ -11,6 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 from tests.analysis.fixtures.make import make
+from tests.waits import HANG_S
 
 pytestmark = pytest.mark.slow  # seconds to a minute each on 2 cores: `tox -e fast` skips it
 
@@ -36,7 +37,7 @@ def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch, en
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(
         nb,
-        timeout=120,
+        timeout=HANG_S,
         kernel_name="python3",
         resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     ).execute()
@@ -92,7 +93,10 @@ TREND = ROOT / "dashboards" / "trend.ipynb"
 def _execute(path: Path) -> str:
     nb = nbformat.read(path, as_version=4)
     NotebookClient(
-        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=HANG_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
     ).execute()
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"

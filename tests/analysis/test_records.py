@@ -13,6 +13,7 @@ from harness.analysis.records import RunFolderWarning
 from harness.app.cli import main
 from harness.errors import RunFolderError
 from tests.analysis.golden import GOLDEN_RECORDS, MANIFEST, write_run
+from tests.waits import HANG_S
 
 
 def test_loads_records_manifest_and_trace(tmp_path):
@@ -95,7 +96,7 @@ def test_cli_analyzes_records_from_elsewhere_with_one_warning(tmp_path):
         [sys.executable, "-m", "harness", "analyze", str(path), "--gpus", "2", "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr

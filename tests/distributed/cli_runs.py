@@ -23,6 +23,7 @@ from harness.trace.native import write_trace
 from tests.distributed.ray_runs import ServerThread
 from tests.distributed.traces import small_trace
 from tests.driver.sse_server import ServerConfig
+from tests.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 DECOY = "raise ImportError('the decoy harness package was imported')\n"
@@ -67,7 +68,7 @@ load: {{mode: closed, concurrency: 6}}
 
 def kill_a_worker(proc: subprocess.Popen, records: Path) -> int | None:
     """SIGKILL one Ray worker once a few records are in; its pid (None if none was found)."""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and proc.poll() is None:
         if records.exists() and len(records.read_bytes().splitlines()) >= 6:
             victims = descendants_named(proc.pid, "ReplayWorker")
@@ -88,7 +89,7 @@ def main(out: Path) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
         killed = kill_a_worker(proc, out / "run" / RECORDS_FILE)
-        _, err = proc.communicate(timeout=180)
+        _, err = proc.communicate(timeout=HANG_S)
     results = {"exit_code": proc.returncode, "stderr": err, "killed": killed}
     (out / "results.json").write_text(json.dumps(results, indent=1))
 

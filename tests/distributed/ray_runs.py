@@ -31,6 +31,7 @@ from harness.schema import RECORDS_FILE
 from harness.trace.native import write_trace
 from tests.distributed.traces import small_trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
+from tests.waits import HANG_S
 
 
 class ServerThread:
@@ -43,13 +44,13 @@ class ServerThread:
 
     def __enter__(self) -> SSETestServer:
         self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(HANG_S)
         return self.server
 
     def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(HANG_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        self.thread.join(HANG_S)
 
 
 def http_config(url: str) -> HTTPTargetConfig:
@@ -101,7 +102,7 @@ async def worker_loss(url: str, out: Path) -> dict:
         run_replay_distributed(tr, http_config(url), config, run_dir, workers=2)
     )
     records = run_dir / RECORDS_FILE
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and not task.done():
         if records.exists() and len(records.read_bytes().splitlines()) >= 6:
             break

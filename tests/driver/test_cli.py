@@ -5,7 +5,6 @@ import asyncio
 import os
 import signal
 import sys
-import time
 
 import orjson
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from harness.app.cli import build_parser
 from harness.trace.native import write_trace
 from tests.driver.helpers import ideal_by_id, load_manifest, load_records, sess, trace
+from tests.waits import HANG_S
 
 SECRET = "sk-never-write-me-4242"
 
@@ -62,7 +62,7 @@ async def test_replay_command_with_api_key(server, tmp_path):
         "1",
         env={"TEST_KEY": SECRET},
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 0, err.decode()
     assert b"7 requests (error 1, ok 6)" in err and b"HTTP500 1" in err
     records = load_records(run)
@@ -85,7 +85,7 @@ async def test_replay_json_is_one_object_on_stdout(server, tmp_path):
     run = tmp_path / "run"
     args = ("replay", path, "--endpoint", server.url, "--model", "m", "-o", run, "--json")
     proc = await _harness(*args)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 0, err.decode()
     result = orjson.loads(out)  # stdout is the one object, nothing else
     assert result["status"] == "complete" and result["stopped_by"] == "trace_end"
@@ -95,7 +95,7 @@ async def test_replay_json_is_one_object_on_stdout(server, tmp_path):
     assert b"harness: complete" not in err  # the table's line is not printed beside it
 
     proc = await _harness(*args[:-3], "-o", tmp_path / "md", "--format", "markdown")
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     assert lines[0] == "```text" and lines[-1] == "```" and "4 requests (ok 4)" in lines[1]
@@ -111,11 +111,11 @@ async def test_interrupted_run_leaves_valid_records_and_manifest(make_server, tm
         "replay", path, "--endpoint", srv.url, "--model", "m", "--concurrency", "4", "-o", run
     )
     records = run / "records.jsonl"
-    deadline = time.monotonic() + 30
-    while not (records.exists() and records.stat().st_size > 0) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    while not (records.exists() and records.stat().st_size > 0) and proc.returncode is None:
+        await asyncio.sleep(0.05)  # until a record is written (pytest's timeout bounds a hang)
+    assert proc.returncode is None, "the run ended before it wrote a record"
     proc.send_signal(sig)
-    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    _, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 130, err.decode()
     lines = records.read_bytes().splitlines()
     recs = [orjson.loads(line) for line in lines]
@@ -143,7 +143,7 @@ async def test_bad_input_is_one_line(server, tmp_path, extra, message):
     proc = await _harness(
         "replay", path, "--endpoint", server.url, "--model", "m", "-o", tmp_path / "r", *extra
     )
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    _, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 2
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("harness: error:") and message in lines[0]
@@ -155,7 +155,7 @@ async def test_rerun_into_a_used_folder_is_refused(server, tmp_path):
     args = ("replay", path, "--endpoint", server.url, "--model", "m", "-o", tmp_path / "r")
     for expected in (0, 2):
         proc = await _harness(*args)
-        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        _, err = await asyncio.wait_for(proc.communicate(), HANG_S)
         assert proc.returncode == expected, err.decode()
     assert b"already holds records" in err
 
@@ -196,7 +196,7 @@ async def test_replay_of_a_mooncake_trace(server, tmp_path):
     proc = await _harness(
         *args, "--from", "mooncake", "--api", "completions", "--block-size", "16", "-o", run
     )
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    _, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 0, err.decode()
     recs = sorted(load_records(run), key=lambda r: r["t_scheduled"])
     assert [r["status"] for r in recs] == ["ok"] * 3

@@ -12,6 +12,7 @@ from harness.driver.live import progress
 from harness.driver.live.stats import ReplayStats
 from harness.trace.native import write_trace
 from tests.driver.helpers import load_records, sess, trace
+from tests.waits import HANG_S
 
 
 def test_render_shows_counts_throughput_and_ttft():
@@ -80,7 +81,7 @@ async def test_plain_lines_when_stderr_is_not_a_terminal(server, tmp_path, monke
         "--max-duration", "2", "-o", str(tmp_path / "run"),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    _, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     lines = [x for x in err.decode().splitlines() if x.startswith("progress: ")]
     assert proc.returncode == 0, err
     assert len(lines) >= 3, err
@@ -122,7 +123,7 @@ async def test_display_on_a_terminal(server, tmp_path):
 
     loop.add_reader(master, drain)
     try:
-        assert await asyncio.wait_for(proc.wait(), 60) == 0
+        assert await asyncio.wait_for(proc.wait(), HANG_S) == 0
         await asyncio.sleep(0.1)
     finally:
         loop.remove_reader(master)

@@ -18,6 +18,7 @@ from harness.driver.recorder import collect
 from harness.driver.target import RequestSpec
 from harness.schema import new_record
 from tests.driver.helpers import TEST_TIMEOUTS, target
+from tests.waits import HANG_S
 
 TOKENS = 3
 
@@ -389,7 +390,7 @@ async def test_closing_the_target_ends_a_request_still_in_flight(raw):
     while not srv.heads:
         await asyncio.sleep(0.01)
     await tgt.close()
-    rec = await asyncio.wait_for(task, 5)
+    rec = await asyncio.wait_for(task, HANG_S)
     assert rec["status"] == "error" and rec["error"]["class"] == "ConnectionClosed"
     assert "target closed" in rec["error"]["message"]
     for _ in range(200):

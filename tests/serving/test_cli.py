@@ -18,6 +18,7 @@ from harness.app.cli import main
 from harness.app.commands.serve import add_engine_arguments, engine_config_from_args
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
+from tests.waits import HANG_S
 
 
 def parse(*argv: str) -> EngineConfig:
@@ -159,7 +160,7 @@ def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
         assert (
             tail.endswith("data: [DONE]\n\n") and '"code"' in tail
         )  # an error event, then the end
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=HANG_S) == 0
         assert "Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:

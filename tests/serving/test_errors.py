@@ -14,6 +14,7 @@ import pytest
 from harness.engine.config import EngineConfig
 from harness.prometheus import metric_total
 from harness.serving.server import BackgroundServer
+from tests.waits import HANG_S
 
 MODEL = "agentic-harness-reference"
 MAX_LEN = 1024
@@ -223,7 +224,7 @@ def running_and_generated(url: str) -> tuple[float, float]:
     )
 
 
-def wait_until_idle(url: str, timeout: float = 20.0) -> float:
+def wait_until_idle(url: str, timeout: float = HANG_S) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         running, generated = running_and_generated(url)
@@ -251,7 +252,7 @@ def test_a_client_that_disconnects_aborts_its_request(server, stream):
         resp = conn.getresponse()
         assert resp.status == 200 and resp.readline().startswith(b"data: ")
     else:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG_S
         while running_and_generated(server.url)[0] == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
     conn.sock.shutdown(socket.SHUT_RDWR)

@@ -21,6 +21,7 @@ from harness.prometheus import metric_total
 from harness.serving.kv_store import BackgroundStore
 from harness.serving.server import BackgroundServer
 from tests.engine.conftest import drain, greedy, prompt, sim, tiny
+from tests.waits import HANG_S
 
 TIERS = ("device", "cpu", "disk", "remote")
 
@@ -96,7 +97,7 @@ def test_the_store_process_serves_and_counts():
         assert metric_total(text, "harness_kv_store:blocks") >= 4
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(HANG_S)
 
 
 def test_metrics_and_usage_split_hits_by_tier(tmp_path):
