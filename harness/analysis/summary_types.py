@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import TypedDict  # pydantic reads it on 3.11 (harness/export/json_schema.py)
 
+from harness.analysis import histograms
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -211,8 +213,6 @@ class Analysis:
     summary: Summary
 
     def histograms(self) -> dict:
-        from harness.analysis import histograms
-
         h = {m: histograms.histogram_of(self.per_request[m]) for m in ("ttft", "tpot", "e2el")}
         h["itl"] = histograms.histogram_of(self.itl.values, self.itl.weights)
         return h

@@ -24,6 +24,7 @@ from harness.driver.runfolder import RunFolder
 from harness.driver.target import Target
 from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
+from harness.trace.native import write_trace
 
 # Allocations between two young-generation collections on simulated time (CPython's default:
 # 700). A simulation allocates a few objects per event; collecting them every 700 was ~5 % of
@@ -56,8 +57,6 @@ def connection_limit(trace: Trace, config: ReplayConfig) -> int:
 def keep_trace(trace: Trace, run_dir: Path) -> None:
     """The run folder keeps the trace it replayed: the analyzer computes the ideal cache from it."""
     if not (run_dir / TRACE_FILE).exists():
-        from harness.trace.native import write_trace
-
         write_trace(trace, run_dir / TRACE_FILE)
 
 

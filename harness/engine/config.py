@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, fields
 from functools import cached_property
 
+from harness.engine import devices
 from harness.errors import EngineError
 
 VOCAB_SIZE = 32_000
@@ -185,7 +186,7 @@ class EngineConfig:
             ("runner", RUNNERS),
             ("preset", tuple(PRESETS)),
             ("dtype", tuple(DTYPES)),
-            ("device", DEVICES + (self._roofline_devices() if self.runner == "simulated" else ())),
+            ("device", DEVICES + (devices.devices() if self.runner == "simulated" else ())),
             ("prefix_cache_retention", RETENTION_POLICIES),
             ("clock", CLOCKS),
             ("free_order", ("block", "group")),
@@ -195,14 +196,6 @@ class EngineConfig:
                 raise _err(name, f"{value!r} is not one of {', '.join(choices)}")
 
         self._check_roofline()
-
-    @staticmethod
-    def _roofline_devices() -> tuple[str, ...]:
-        from harness.engine.runners import (
-            roofline,
-        )  # lazily: it imports the cost model, which imports this
-
-        return roofline.devices()
 
     @property
     def sliding_pages(self) -> int:
@@ -215,7 +208,7 @@ class EngineConfig:
     @property
     def roofline(self) -> bool:
         """Whether step times come from the roofline model of a device we do not have."""
-        return self.runner == "simulated" and self.device in self._roofline_devices()
+        return self.runner == "simulated" and self.device in devices.devices()
 
     def _check_roofline(self) -> None:
         if self.tensor_parallel_size < 1:
@@ -228,15 +221,6 @@ class EngineConfig:
             )
         if self.roofline and self.cost_model is not None:
             raise _err("cost_model", f"device {self.device!r} prices steps by the roofline")
-
-    def roofline_cost(self):
-        """The roofline cost model of this device and model (None when not a roofline)."""
-        if not self.roofline:
-            return None
-        from harness.engine.runners.roofline import RooflineCost
-
-        assert self.sim_model is not None
-        return RooflineCost.of(self.device, self.sim_model, self.tensor_parallel_size)
 
     def _check_ranges(self) -> None:
         positive = (
@@ -312,9 +296,10 @@ class EngineConfig:
         """Device KV blocks (pages): num_gpu_blocks, or what kv_cache_memory_gb holds."""
         if self.num_gpu_blocks is not None:
             return self.num_gpu_blocks
-        cost = self.roofline_cost()
-        if cost is not None and self.kv_cache_memory_gb is None:
-            return cost.kv_blocks(self.block_size)
+        if self.roofline and self.sim_model is not None and self.kv_cache_memory_gb is None:
+            return devices.kv_blocks(
+                self.device, self.sim_model, self.tensor_parallel_size, self.block_size
+            )
         gb = self.kv_cache_memory_gb if self.kv_cache_memory_gb is not None else CPU_KV_BUDGET_GB
         return int(gb * 2**30) // self.model.kv_bytes_per_page(self.dtype, self.block_size)
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from harness.engine.block_pool import BlockPool
 from harness.engine.config import FULL, SLIDING, EngineConfig
+from harness.engine.runners.simulated import SimRunner
 from harness.engine.scheduler import ScheduledChunk, Scheduler
 from harness.engine.sequence import Request, SamplingParams
 from harness.engine.tiers.setup import make_tiers, tier_stats
@@ -68,8 +69,6 @@ class EngineStats:
 
 def make_runner(config: EngineConfig):
     if config.runner == "simulated":
-        from harness.engine.runners.simulated import SimRunner
-
         return SimRunner(config)
     from harness.engine.runners.torch_runner import TorchRunner
 

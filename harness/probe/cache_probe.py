@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.errors import InputError
 from harness.probe.client import Advertised, ProbeClient, Reply
 
 TOKEN_RANGE = (1000, 31000)  # ordinary ids in every vocabulary the harness serves (32k and up)
@@ -303,6 +304,4 @@ def _reply(reply: Reply) -> dict:
 
 
 def raise_no_counts(endpoint: str) -> None:
-    from harness.errors import InputError
-
     raise InputError(f"{endpoint} reports no cached_tokens; use --detect ttft", field="--detect")

@@ -23,12 +23,12 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.errors import InputError
 from harness.trace import code_text, tool_calls
+from harness.trace.chat_tokens import ChatTokenizer
 from harness.trace.model import Trace
 from harness.trace.profile import content_form
 from harness.trace.segments import (
@@ -36,9 +36,6 @@ from harness.trace.segments import (
 )
 from harness.trace.segments import Layout, Segment
 from harness.vocab import TOKEN_BASE, WORD_INDEX, WORDS
-
-if TYPE_CHECKING:
-    from harness.trace.chat_form import ChatForm
 
 _WORD_ARRAY = np.array(WORDS, dtype=object)  # fancy indexing turns word ids into text in C
 
@@ -144,7 +141,6 @@ class Content(Layout):
         self._encode = token_encoder
         self._words: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._texts: OrderedDict[tuple, str] = OrderedDict()
-        self._chat: ChatForm | None = None
         self._plans = {}
         self._cache_size = cache_size
 
@@ -288,37 +284,20 @@ class Content(Layout):
     def output_text(self, session_id: str, turn: int) -> str:
         return self.segment_text(self.output_segment(session_id, turn))
 
-    def messages(self, session_id: str, turn: int) -> list[dict]:
-        """OpenAI chat messages of a turn's prompt (`harness.trace.chat_form`)."""
-        return self.chat.messages(session_id, turn)
-
     @property
     def counter(self) -> TokenCounter | None:
         """The tokenizer's count that texts are fitted to, when the run has one."""
         return self._count
 
-    @property
-    def chat(self) -> ChatForm:
-        """The chat form of this content (built on it, hence imported here)."""
-        if self._chat is None:
-            from harness.trace.chat_form import ChatForm
-
-            self._chat = ChatForm(self)
-        return self._chat
-
 
 def load_hf_token_counter(path: str) -> TokenCounter:
     """A token counter from a local Hugging Face tokenizer folder or its `tokenizer.json` (needs
     `tokenizers`): tokens of a text without added special tokens."""
-    from harness.trace.chat_tokens import ChatTokenizer
-
     return ChatTokenizer.load(path).count
 
 
 def load_hf_token_encoder(path: str) -> TokenEncoder:
     """Token ids of a text (no special tokens) from the same kind of folder: what `content:
     code` sends as token-id prompts when the run names a tokenizer."""
-    from harness.trace.chat_tokens import ChatTokenizer
-
     tokenizer = ChatTokenizer.load(path).tokenizer
     return lambda text: tokenizer.encode(text, add_special_tokens=False).ids

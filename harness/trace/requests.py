@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from harness.trace.chat_form import chat_messages
+from harness.trace.chat_form import ChatForm, chat_messages
 from harness.trace.content import Content, Segment, TokenCounter, TokenEncoder
 from harness.trace.model import Trace
 
@@ -113,6 +113,7 @@ class RequestSource:
         self.content = Content(
             trace, salt=salt, token_counter=token_counter, token_encoder=token_encoder
         )
+        self.chat = ChatForm(self.content)  # the same content as chat messages, tools and calls
         # messages and responses requests are built from chat messages (harness.driver)
         self.api = "completions" if api == "completions" else "chat"
         self.prompt_format = prompt_format
@@ -192,7 +193,7 @@ class RequestSource:
 
     def _empty(self, session_id: str) -> Prompt:
         if self.api == "chat":
-            return Prompt(0, [], tools=self.content.chat.tools(session_id))
+            return Prompt(0, [], tools=self.chat.tools(session_id))
         if self.prompt_format == "text":
             return Prompt(0, None, "")
         return Prompt(0, None, np.empty(0, dtype=np.int64), b"")
@@ -204,7 +205,7 @@ class RequestSource:
         tokens = prompt.n_tokens + sum(s.length for s in segments)
         if self.api == "chat":
             assert prompt.messages is not None  # a chat prompt always carries messages
-            calls = self.content.chat.calls_of
+            calls = self.chat.calls_of
             new = chat_messages(segments, self.text, calls)
             return Prompt(tokens, prompt.messages + new, None, tools=prompt.tools)
         if self.prompt_format == "text":
@@ -249,5 +250,5 @@ class RequestSource:
             if reply is not None:
                 return reply
         if self.api == "chat":
-            return self.content.chat.message_text(seg)
+            return self.chat.message_text(seg)
         return self.content.segment_text(seg)

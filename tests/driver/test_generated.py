@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from harness.trace.chat_form import ChatForm
 from harness.trace.content import Content
 from harness.trace.generate import generate
 from harness.trace.model import Trace
@@ -96,4 +97,4 @@ async def test_chat_prompts_of_long_sessions_are_the_trace_content(make_server, 
     assert len(srv.log) == trace.num_requests
     for e in srv.log:
         sid, turn = e["request_id"].rsplit(":", 1)
-        assert e["body"]["messages"] == content.messages(sid, int(turn)), e["request_id"]
+        assert e["body"]["messages"] == ChatForm(content).messages(sid, int(turn)), e["request_id"]

@@ -7,6 +7,7 @@ send goes exactly on time when the loop is never late is checked on simulated ti
 
 import pytest
 
+from harness.trace.chat_form import ChatForm
 from harness.trace.content import Content
 from tests.driver.helpers import by_id, ideal_by_id, replay, sess, trace
 
@@ -153,7 +154,7 @@ async def test_recorded_history_sends_the_trace_content(server, tmp_path):
     content = Content(tr)
     for e in server.log:
         sid, turn = e["request_id"].rsplit(":", 1)
-        assert e["body"]["messages"] == content.messages(sid, int(turn))
+        assert e["body"]["messages"] == ChatForm(content).messages(sid, int(turn))
 
 
 @pytest.mark.slow

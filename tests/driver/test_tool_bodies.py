@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from harness.trace.chat_form import ChatForm
 from harness.trace.content import Content
 from harness.trace.tool_set import system_tools
 from tests.driver.helpers import replay
@@ -24,7 +25,7 @@ async def test_chat_bodies_carry_tools_tool_calls_and_tool_results(make_server, 
     for e in srv.log:
         body = e["body"]
         sid, turn = e["request_id"].rsplit(":", 1)
-        assert body["messages"] == content.messages(sid, int(turn)), e["request_id"]
+        assert body["messages"] == ChatForm(content).messages(sid, int(turn)), e["request_id"]
         s = trace.session(sid)  # a scaled system prompt's scaled tool set (trace/tool_set.py)
         assert body["tools"] == system_tools(trace.header.seed, s.system_id, s.system_tokens)
         assert body["messages"][0]["role"] == "system" and body["messages"][0]["content"]

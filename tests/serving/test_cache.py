@@ -14,6 +14,7 @@ from harness.prometheus import metric_total
 from harness.serving.chat_template import apply_chat_template
 from harness.serving.server import BackgroundServer
 from harness.serving.tokenizer import Tokenizer
+from harness.trace.chat_form import ChatForm
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 
@@ -67,7 +68,7 @@ class Replay:
         """Sends one turn; returns (cached_tokens reported, the oracle's)."""
         max_tokens = self.content.trace.session(sid).turns[k].output_tokens
         if api == "chat":
-            messages = self.content.messages(sid, k)
+            messages = ChatForm(self.content).messages(sid, k)
             prompt = apply_chat_template(messages, Tokenizer())
             stream = self.client.chat.completions.create(
                 model=MODEL,

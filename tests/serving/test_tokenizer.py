@@ -19,6 +19,7 @@ from harness.serving.tokenizer import (
     DecodeStream,
     Tokenizer,
 )
+from harness.trace.chat_form import ChatForm
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
 from harness.vocab import TOKEN_BASE, WORDS
@@ -174,8 +175,8 @@ def test_chat_prompt_of_a_turn_is_a_prefix_of_the_next_turns(salt):
     content = Content(agent_trace(), salt=salt)
     for s in content.trace.sessions:
         for turn in range(len(s.turns) - 1):
-            now = apply_chat_template(content.messages(s.id, turn), TOK)
-            nxt = apply_chat_template(content.messages(s.id, turn + 1), TOK)
+            now = apply_chat_template(ChatForm(content).messages(s.id, turn), TOK)
+            nxt = apply_chat_template(ChatForm(content).messages(s.id, turn + 1), TOK)
             assert nxt[: len(now)] == now, (s.id, turn)
             # and the continuation is exactly the recorded reply, closed, then the new input
             reply = content.output_text(s.id, turn)
@@ -187,8 +188,8 @@ def test_chat_prompt_of_a_turn_is_a_prefix_of_the_next_turns(salt):
 
 def test_chat_prompt_of_a_fork_extends_its_parents_context():
     content = Content(agent_trace())
-    parent = apply_chat_template(content.messages("main", 1), TOK)
-    fork = apply_chat_template(content.messages("fork", 0), TOK)
+    parent = apply_chat_template(ChatForm(content).messages("main", 1), TOK)
+    fork = apply_chat_template(ChatForm(content).messages("fork", 0), TOK)
     assert fork[: len(parent)] == parent
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from harness.trace.chat_form import ChatForm
 from harness.trace.content import SALT_TOKENS, Content
 from harness.trace.prefix import IdealPrefixCache
 
@@ -37,9 +38,9 @@ def test_token_prompt_is_previous_prompt_plus_output_plus_new_input(trace):
 def test_chat_prompt_is_previous_messages_plus_assistant_output_plus_user_input(trace):
     content = Content(trace)
     for s in trace.sessions[:4]:
-        prev = content.messages(s.id, 0)
+        prev = ChatForm(content).messages(s.id, 0)
         for k in range(1, len(s.turns)):
-            msgs = content.messages(s.id, k)
+            msgs = ChatForm(content).messages(s.id, k)
             assert msgs[: len(prev)] == prev
             assert msgs[len(prev)] == {
                 "role": "assistant",
@@ -109,11 +110,11 @@ def test_chat_prefix_holds_with_empty_inputs_and_outputs():
     content = Content(Trace(TraceHeader(seed=1), (s,)), salt="x")
     tok, prev = Tokenizer(), None
     for k in range(4):
-        ids = apply_chat_template(content.messages("s", k), tok)
+        ids = apply_chat_template(ChatForm(content).messages("s", k), tok)
         if prev is not None:
             assert ids[: len(prev)] == prev
         prev = ids
-    roles = [m["role"] for m in content.messages("s", 3)]
+    roles = [m["role"] for m in ChatForm(content).messages("s", 3)]
     assert roles == [
         "system",
         "user",
@@ -153,6 +154,6 @@ def test_a_user_tokenizer_gets_exact_segment_lengths(tmp_path):
         for seg in content.segments("s", k):
             assert count(content.segment_text(seg)) == seg.length, seg
     # the chat prefix property still holds, as text
-    prev = content.messages("s", 2)
-    nxt = content.messages("s", 3)
+    prev = ChatForm(content).messages("s", 2)
+    nxt = ChatForm(content).messages("s", 3)
     assert nxt[: len(prev)] == prev

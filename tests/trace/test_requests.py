@@ -6,7 +6,7 @@ import numpy as np
 import orjson
 import pytest
 
-from harness.trace.chat_form import chat_messages
+from harness.trace.chat_form import ChatForm, chat_messages
 from harness.trace.content import Content
 from harness.trace.requests import RequestSource
 from harness.trace.timeline import send_order
@@ -25,7 +25,7 @@ def test_extended_prompts_equal_whole_prompts(api, fmt):
         p = source.prompt(sid, k)
         assert p.n_tokens == content.prompt_length(sid, k)
         if api == "chat":
-            assert p.body is None and p.messages == content.messages(sid, k), (sid, k)
+            assert p.body is None and p.messages == ChatForm(content).messages(sid, k), (sid, k)
         elif fmt == "text":
             assert p.messages is None and p.body == content.prompt_text(sid, k), (sid, k)
         else:

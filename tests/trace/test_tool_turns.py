@@ -9,6 +9,7 @@ from importlib import resources
 import jinja2
 import pytest
 
+from harness.trace.chat_form import ChatForm
 from harness.trace.chat_tokens import ChatTokenizer
 from harness.trace.content import Content
 from harness.trace.requests import RequestSource
@@ -33,7 +34,7 @@ def _calls(msg: dict) -> list[dict]:
 def test_every_turn_but_the_last_calls_a_tool_and_the_next_input_is_its_result(trace):
     content = Content(trace)
     for s in trace.main_sessions:
-        msgs = content.messages(s.id, len(s.turns) - 1)
+        msgs = ChatForm(content).messages(s.id, len(s.turns) - 1)
         assistants = [k for k, m in enumerate(msgs) if m["role"] == "assistant"]
         assert len(assistants) == len(s.turns) - 1
         for k in assistants:
@@ -49,7 +50,7 @@ def test_every_turn_but_the_last_calls_a_tool_and_the_next_input_is_its_result(t
 def test_a_join_answers_each_task_call_with_its_subagents_report(trace):
     content = Content(trace)
     s, k = next((s, k) for s in trace.main_sessions for k, t in enumerate(s.turns) if t.spawns)
-    msgs = content.messages(s.id, k + 1)
+    msgs = ChatForm(content).messages(s.id, k + 1)
     call_msg = next(m for m in reversed(msgs) if m["role"] == "assistant")
     calls = _calls(call_msg)
     assert [c["function"]["name"] for c in calls] == ["Task"] * len(s.turns[k].spawns)
@@ -63,8 +64,8 @@ def test_a_join_answers_each_task_call_with_its_subagents_report(trace):
 def test_a_fork_starts_from_its_parents_prompt_and_answers_every_call(trace):
     content = Content(trace)
     for child in (s for s in trace.sessions if s.mode == "fork"):
-        parent = content.messages(child.parent, child.fork_turn)
-        msgs = content.messages(child.id, 0)
+        parent = ChatForm(content).messages(child.parent, child.fork_turn)
+        msgs = ChatForm(content).messages(child.id, 0)
         assert msgs[: len(parent)] == parent
         calls = _calls(msgs[len(parent)])
         results = msgs[len(parent) + 1 :]
@@ -103,7 +104,7 @@ def test_live_replies_replace_the_text_and_keep_the_call(trace):
     first = src.prompt(s.id, 0)
     src.reply(s.id, 0, "a live reply")
     msg = src.prompt(s.id, 1).messages[len(first.messages)]
-    trace_msg = Content(trace).messages(s.id, 1)[len(first.messages)]
+    trace_msg = ChatForm(Content(trace)).messages(s.id, 1)[len(first.messages)]
     assert msg["content"] == "a live reply" and msg["tool_calls"] == trace_msg["tool_calls"]
 
 

@@ -47,6 +47,7 @@ from harness.driver.target import (
     Sink,
 )
 from harness.errors import HarnessWarning
+from harness.trace.content import load_hf_token_counter
 
 __all__ = ["HTTPTarget", "HTTPTargetConfig"]
 
@@ -137,8 +138,6 @@ class HTTPTarget:
             self.config = c = c.model_copy(update={"continuous_usage": on})
             self.form = self.api.form(c)
         if c.tokenizer is not None and not c.continuous_usage:
-            from harness.trace.content import load_hf_token_counter
-
             self._count = load_hf_token_counter(c.tokenizer)
 
     def token_placement(self) -> str:

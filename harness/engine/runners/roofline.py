@@ -21,98 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 
-import yaml
-
+from harness.engine import devices
+from harness.engine.devices import Device, Shape
 from harness.engine.runners.cost_model import DEFAULT_TRANSFER, StepShape
-from harness.errors import EngineError
-
-BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
-
-
-@cache
-def constants() -> dict:
-    text = resources.files("harness").joinpath("data/roofline.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
-
-
-def devices() -> tuple[str, ...]:
-    return tuple(constants()["devices"])
-
-
-def models() -> tuple[str, ...]:
-    return tuple(constants()["models"])
-
-
-@dataclass(frozen=True)
-class Shape:
-    """A model as the roofline sees it (harness/data/roofline.yaml `models`)."""
-
-    params_b: float
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    dtype: str
-    active_params_b: float | None = None
-    experts: int = 0
-    experts_per_token: int = 0
-    kv_factor: int = 2  # K and V (MLA caches one shared latent: 1)
-    attention_dims: int | None = None  # per head and pair: QK^T dims + PV dims (2 * head_dim)
-    embedding_params_b: float | None = None
-    sliding_window: int = 0
-    full_attention_every: int = 1
-    kv_dtype: str = "bfloat16"
-
-    @property
-    def weight_bytes(self) -> float:
-        return self.params_b * 1e9 * BYTES[self.dtype]
-
-    @property
-    def matmul_params(self) -> float:
-        active = self.active_params_b if self.active_params_b is not None else self.params_b
-        embed = self.embedding_params_b
-        return (active - (embed if embed is not None else self.vocab * self.hidden / 1e9)) * 1e9
-
-    @property
-    def flops_per_pair(self) -> float:
-        """Attention FLOPs per (query, key) pair, all layers (a sliding layer's pairs beyond
-        its window are counted too: an overestimate for long contexts on hybrid models)."""
-        return 2.0 * self.heads * (self.attention_dims or 2 * self.head_dim) * self.layers
-
-    def kv_bytes_per_token_layer(self) -> float:
-        return self.kv_factor * self.kv_heads * self.head_dim * BYTES[self.kv_dtype]
-
-    @property
-    def kv_bytes_per_token(self) -> float:
-        return self.layers * self.kv_bytes_per_token_layer()
-
-    def weight_bytes_read(self, tokens: int) -> float:
-        """Weights a step of `tokens` reads: all of a dense model; a MoE's shared part plus the
-        experts its tokens touch (in expectation)."""
-        if not self.experts or self.active_params_b is None:
-            return self.weight_bytes
-        e, k = self.experts, self.experts_per_token
-        per_expert = (self.params_b - self.active_params_b) / (e - k)
-        shared = self.active_params_b - k * per_expert
-        touched = e * (1.0 - (1.0 - k / e) ** max(tokens, 1))
-        return (shared + touched * per_expert) * 1e9 * BYTES[self.dtype]
-
-
-@dataclass(frozen=True)
-class Device:
-    bf16_tflops: float
-    fp8_tflops: float
-    memory_gb: float
-    memory_gb_s: float
-    link_gb_s: float
-
-    def flops(self, dtype: str) -> float:
-        return (self.fp8_tflops if dtype == "fp8" else self.bf16_tflops) * 1e12
 
 
 @dataclass(frozen=True)
@@ -133,16 +45,7 @@ class RooflineCost:
 
     @classmethod
     def of(cls, device: str, model: str, tp: int = 1) -> RooflineCost:
-        c = constants()
-        if device not in c["devices"]:
-            raise EngineError(
-                f"field 'device': no roofline preset {device!r} ({', '.join(devices())})"
-            )
-        if model not in c["models"]:
-            raise EngineError(
-                f"field 'sim_model': no roofline preset {model!r} ({', '.join(models())})"
-            )
-        eff = c["efficiency"]
+        eff = devices.constants()["efficiency"]
         label = (
             f"{device} x{tp} roofline, {model}: modelled, not measured"
             if tp > 1
@@ -151,8 +54,8 @@ class RooflineCost:
         return cls(
             device,
             model,
-            Device(**c["devices"][device]),
-            Shape(**c["models"][model]),
+            devices.device(device),
+            devices.shape(model),
             tp,
             eff["compute"],
             eff["memory"],
@@ -209,14 +112,3 @@ class RooflineCost:
 
     def kv_bytes_per_block(self, block_size: int) -> int:
         return int(self.shape.kv_bytes_per_token * block_size)
-
-    def kv_blocks(self, block_size: int, utilization: float = 0.9) -> int:
-        """The KV pool the GPUs hold: `utilization` of their memory (vLLM's default
-        --gpu-memory-utilization 0.9) less the weights, in blocks (activations not counted)."""
-        free = self.tp * self.device.memory_gb * 1e9 * utilization - self.shape.weight_bytes
-        if free <= 0:
-            raise EngineError(
-                f"{self.model_name} ({self.shape.weight_bytes / 1e9:.0f} GB of weights) does not "
-                f"fit on {self.tp} x {self.device_name}: raise tensor_parallel_size"
-            )
-        return int(free // self.kv_bytes_per_block(block_size))

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from harness.engine.config import EngineConfig
 from harness.engine.runners.cost_model import CostModel, StepShape
+from harness.engine.runners.roofline import RooflineCost
 from harness.engine.scheduler import ScheduledChunk
 
 _FIRST_ID = 1000  # outputs avoid the special and role-marker ids
@@ -26,7 +27,11 @@ class SimRunner:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        roofline = config.roofline_cost()  # a device we do not have: priced from its peaks
+        roofline = (  # a device we do not have: priced from its peaks
+            RooflineCost.of(config.device, config.sim_model, config.tensor_parallel_size)
+            if config.roofline and config.sim_model is not None
+            else None
+        )
         self.cost = roofline if roofline is not None else CostModel.load(config.cost_model)
         self.vocab_size = config.model.vocab_size
         # (tokens, attended, samples) -> seconds, of the fitted cost model `_priced` (the cost
