@@ -16,7 +16,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 
 # Leaf modules every package may use; they import only each other. "" is harness/__init__.py.
-LOW_LEVEL = {"", "errors", "schema", "yamlconf", "vocab", "prometheus", "atomic", "exit_codes"}
+LOW_LEVEL = {
+    "",
+    "errors",
+    "schema",
+    "yamlconf",
+    "vocab",
+    "prometheus",
+    "atomic",
+    "exit_codes",
+    "collector",
+}
 
 # The package that composes every other; no row: it may import anything, nothing imports it.
 COMPOSITION = "app"
@@ -193,3 +203,110 @@ def test_the_root_holds_only_the_ground():
     """The root of harness/ holds the low-level modules only; the composition lives in app/."""
     root = {p.stem for p in ROOT.glob("*.py")} - {"__init__", "__main__"}
     assert root <= LOW_LEVEL, sorted(root - LOW_LEVEL)
+
+
+def _module_level(tree: ast.Module):
+    """Import statements that run when the module is imported (not inside a function, not under
+    `if TYPE_CHECKING:`)."""
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            yield from (n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom))
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the harness modules importing it runs at once: each module it imports at its
+    top, and the packages above those (their `__init__` runs first), but not the packages the
+    importer itself lives in (they are already being imported)."""
+    paths = {_module_name(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        edges = set()
+        for node in _module_level(tree):
+            for name in _targets(node, module, path.name == "__init__.py", paths):
+                edges |= {a for a in [*_ancestors(name), name] if a in paths}
+        graph[module] = edges - {module, *_ancestors(module)}
+    return graph
+
+
+def _targets(node, module: str, is_package: bool, paths) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
+        base = ".".join(anchor + ([node.module] if node.module else []))
+    return [base, *(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in paths)]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                found.append(sorted([v, *component]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_level_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_a_cycle_through_a_package_init_is_found(tmp_path):
+    """The knot the HTTP wing once hid: a module imports a package whose `__init__` leads back."""
+    pkg = tmp_path / "harness"
+    for name, text in {
+        "__init__.py": "",
+        "driver/__init__.py": "",
+        "driver/config.py": "from harness.driver.http.apis import APIS\n",
+        "driver/http/__init__.py": "from harness.driver.http.target import T\n",
+        "driver/http/target.py": "from harness.driver.config import C\n",
+        "driver/http/apis.py": "APIS = {}\n",
+        "driver/ok.py": "def f():\n    from harness.driver.config import C\n",
+    }.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    assert cycles(import_graph(pkg)) == [
+        ["harness.driver.config", "harness.driver.http", "harness.driver.http.target"]
+    ]
+
+
+def test_no_lazy_loader():
+    """No module-level `__getattr__`: a package's names are imported, not loaded on first use
+    (a loader hides an import cycle instead of untying it)."""
+    found = [
+        str(path.relative_to(ROOT.parent))
+        for path in sorted(ROOT.rglob("*.py"))
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+    ]
+    assert found == []

@@ -14,9 +14,7 @@ warnings (a skipped truncated line) travel in the file's metadata.
 
 from __future__ import annotations
 
-import gc
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness import collector
 from harness.analysis import chunks
 from harness.analysis.records import read_records
 from harness.atomic import replacing
@@ -111,22 +110,9 @@ def _column(name: str, values: pd.Series) -> pa.Array:
     return pa.array(values.tolist(), type=pa.string())
 
 
-@contextmanager
-def _no_cyclic_gc():
-    """Millions of new lists (no cycles among them) would trigger the cyclic collector over and
-    over, doubling the load time; it runs again once they are built."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """The frame `read_records` would return for the same records, and the loader's warnings."""
-    with _no_cyclic_gc():
+    with collector.held_back(collector.NONE, freeze=False):  # millions of lists, no cycles
         return _read_parquet(run_dir)
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import collector
 from harness.app.build import (
     build_trace,
     check_installed,
@@ -22,7 +23,6 @@ from harness.app.build import (
     simulated,
     virtual_clock,
 )
-from harness.app.collector import few_collections
 from harness.app.exporting import watch_run
 from harness.app.scenario import Scenario, dump_scenario
 from harness.driver.live.signals import Interrupted, interrupt_on_signals
@@ -167,7 +167,7 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
     from harness.driver.live.progress import step
     from harness.report.text import summary_table
 
-    with few_collections():
+    with collector.held_back(collector.ANALYSIS_GEN0):
         with step("analysing", show=not quiet):
             analysis = analyze_once(run_dir)
         with step("writing the report", show=not quiet):

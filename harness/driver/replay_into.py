@@ -11,6 +11,7 @@ import gc
 import time
 from pathlib import Path
 
+from harness import collector
 from harness.driver import clock
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit
@@ -25,19 +26,6 @@ from harness.driver.target import Target
 from harness.schema import TRACE_FILE
 from harness.trace.model import Session, Trace
 from harness.trace.native import write_trace
-
-# Allocations between two young-generation collections on simulated time (CPython's default:
-# 700). A simulation allocates a few objects per event; collecting them every 700 was ~5 % of
-# its CPU, for ~30 MB more resident at this threshold.
-VIRTUAL_GC_GEN0 = 50_000
-# The same on the run clock. At the default a young collection came every ~30 ms at 256 paced
-# streams and found nearly every object it traversed alive (a request's objects live for its
-# whole stream), so it only moved them on to the middle generation, whose collections (every
-# tenth) traversed them again: ~100 ms of a 6-s run's ~1.5 s of CPU, by the collector's own
-# callbacks, against ~5 ms at this threshold (a dozen collections a run, of a few ms each). A
-# finished request leaves no cycle behind (tests/driver/test_no_cycles.py): collecting less
-# often leaves little garbage waiting (none was found, paced or against a zero-delay server).
-REALTIME_GC_GEN0 = 10_000
 
 
 def family_width(trace: Trace, s: Session) -> int:
@@ -123,18 +111,27 @@ async def replay_into(
     """Start `target`, replay into `folder`, close the target; the caller closes the folder.
     `stats`: the live counters to keep (a caller that watches them, e.g. the metrics endpoint)."""
     keep_trace(trace, folder.path)
-    replay = Replay(trace, target, config, folder.recorder, stats=stats)
-    # The trace and everything loaded so far live for the whole run: keep them out of the
-    # cyclic GC's full collections, which would otherwise stall the event loop for tens of ms.
+    # The trace and everything loaded so far live for the whole run: out of the cyclic GC's full
+    # collections, which would otherwise stall the event loop for tens of ms.
     gc.collect()
-    gc.freeze()
+    gen0 = collector.VIRTUAL_GEN0 if clock.is_virtual() else collector.REALTIME_GEN0
+    with collector.held_back(gen0):
+        return await _replay(folder, trace, target, config, show_progress, stats)
+
+
+async def _replay(
+    folder: RunFolder,
+    trace: Trace,
+    target: Target,
+    config: ReplayConfig,
+    show_progress: bool,
+    stats: ReplayStats | None,
+) -> ReplayResult:
+    replay = Replay(trace, target, config, folder.recorder, stats=stats)
     plan = progress.Plan.of(config, trace)
     shown = None
     # On simulated time the loop is never late and CPU seconds have no run-clock meaning: no probe.
     virtual = clock.is_virtual()
-    thresholds = gc.get_threshold()
-    # on simulated time a pause costs no run time: young objects collected 1/70th as often
-    gc.set_threshold(VIRTUAL_GC_GEN0 if virtual else REALTIME_GC_GEN0, *thresholds[1:])
     probe = None if virtual else LoopProbe()
     wall0 = time.perf_counter()
     try:
@@ -182,8 +179,6 @@ async def replay_into(
                     "seconds_cut": round(replay.think_capped["seconds_cut"], 3),
                 }
             )
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 def _clock_fields(virtual: bool, wall_s: float, duration_s: float) -> dict:

@@ -21,6 +21,7 @@ import math
 from statistics import NormalDist
 
 import numpy as np
+from scipy.stats import poisson
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 _NORMAL = NormalDist()
@@ -37,7 +38,7 @@ class Strata:
     def subagent_count(self, i: int, most: int) -> int:
         """1 + the Poisson(mean - 1) quantile at the parent's own Weyl point."""
         u = _weyl(self.count_at, self._parents_before(i))
-        return min(most, 1 + poisson_quantile(u, max(self.count_mean - 1.0, 1e-12)))
+        return min(most, 1 + int(poisson.ppf(u, max(self.count_mean - 1.0, 1e-12))))
 
     def turns_z(self, i: int) -> float:
         """The standard normal quantile of main session `i`'s turn count."""
@@ -45,29 +46,6 @@ class Strata:
 
     def _parents_before(self, i: int) -> int:
         return math.floor(i * self.p + self.share_at)
-
-
-def poisson_quantile(u: float, mu: float) -> int:
-    """The smallest k with P(X <= k) >= u for X ~ Poisson(mu): `scipy.stats.poisson.ppf`, summed
-    here because importing scipy.stats costs more (~0.6 s) than a short run's whole trace. A
-    mean too large for the plain sum, or a `u` the sum cannot reach, goes to scipy."""
-    p = math.exp(-mu)
-    if mu > 100.0 or p == 0.0:
-        return _scipy_quantile(u, mu)
-    k, cdf = 0, p
-    while cdf < u:
-        k += 1
-        p *= mu / k
-        if p == 0.0 or k > 10_000:
-            return _scipy_quantile(u, mu)
-        cdf += p
-    return k
-
-
-def _scipy_quantile(u: float, mu: float) -> int:
-    from scipy.stats import poisson
-
-    return int(poisson.ppf(u, mu))
 
 
 def _weyl(offset: float, k: int) -> float:

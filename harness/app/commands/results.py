@@ -159,21 +159,19 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from harness.analysis.parquet import save_records
     from harness.analysis.summary import analyze_run
-    from harness.app.collector import few_collections
     from harness.report.text import summary_table
 
-    with few_collections():
-        skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
-        if skipped:
-            print(f"harness: {skipped}", file=sys.stderr)
-        summary = analyze_run(
-            args.run_dir,
-            gpus=args.gpus,
-            slos=args.slo,
-            block_size=args.block_size,
-            tokenizer=args.tokenizer,
-            window_mode=args.window,
-        )
+    skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
+    if skipped:
+        print(f"harness: {skipped}", file=sys.stderr)
+    summary = analyze_run(
+        args.run_dir,
+        gpus=args.gpus,
+        slos=args.slo,
+        block_size=args.block_size,
+        tokenizer=args.tokenizer,
+        window_mode=args.window,
+    )
     print(formatted(args.format, summary_table(summary), summary))
     return 0
 
@@ -223,14 +221,12 @@ def _import(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from harness.analysis.loader import expand_run_dirs
-    from harness.app.collector import few_collections
     from harness.app.reporting import write_report
     from harness.app.verb_output import print_report
 
     runs = [str(r) for r in expand_run_dirs(args.run_dirs)]
     if not args.trend:
-        with few_collections():
-            path = write_report(args.run_dirs, args.output)
+        path = write_report(args.run_dirs, args.output)
         side = f" ({len(runs)} runs side by side)" if len(runs) > 1 else ""
         data: dict[str, object] = {
             "report": str(path),
