@@ -110,6 +110,7 @@ PHASES = ("warmup", "measure", "cooldown")
 
 # Files of a run folder results/<run-id>/.
 RECORDS_FILE = "records.jsonl"
+PARQUET_FILE = "records.parquet"  # the records as typed columns, with the [parquet] extra
 MANIFEST_FILE = "manifest.json"
 SCENARIO_FILE = "scenario.yaml"
 TRACE_FILE = "trace.jsonl"

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,15 @@ def flat(column: pd.Series) -> FlatLists:
 
 
 def _arrow(column: pd.Series) -> pa.ListArray:
+    import pyarrow as pa  # an Arrow column comes only from records.parquet: the [parquet] extra
+
     data = pa.array(column.array)  # the ArrowExtensionArray's own chunks, no copy of the values
     return data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
 
 
 def _flat_arrow(data: pa.ListArray) -> FlatLists:
+    import pyarrow.compute as pc
+
     lengths = pc.fill_null(pc.list_value_length(data), 0).to_numpy().astype(np.int64)
     values = pc.list_flatten(data).to_numpy(zero_copy_only=False).astype(float, copy=False)
     return FlatLists(lengths, values)

@@ -12,18 +12,19 @@ import glob
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.analysis.ending import run_ending
-from harness.analysis.parquet import is_fresh, read_parquet
 from harness.analysis.records import check_required, read_records, warn
 from harness.errors import RunFolderError, TraceFormatError
 from harness.schema import (
     MANIFEST_FILE,
     MANIFEST_REQUIRED,
+    PARQUET_FILE,
     RECORD_SCHEMA_VERSION,
     RECORDS_FILE,
     SUMMARY_FILE,
@@ -100,11 +101,21 @@ def _think_cap_note(manifest: dict) -> list[str]:
     ]
 
 
+# The [parquet] extra: records.parquet written by `harness analyze` and read while up to date.
+ARROW = find_spec("pyarrow") is not None
+
+
 def _read_run_records(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    """records.parquet while it is up to date (written by `harness analyze`), else records.jsonl."""
-    if not is_fresh(path):
-        return read_records(path / RECORDS_FILE)
-    frame, notes = read_parquet(path)
+    """records.parquet while it is up to date (with the [parquet] extra), else records.jsonl."""
+    jsonl = path / RECORDS_FILE
+    if not (path / PARQUET_FILE).is_file() or (jsonl.is_file() and not ARROW):
+        return read_records(jsonl)
+    # pyarrow: without it, only a folder shipped with Parquet alone gets here (one line, exit 2)
+    from harness.analysis import parquet
+
+    if not parquet.is_fresh(path):
+        return read_records(jsonl)
+    frame, notes = parquet.read_parquet(path)
     check_required(frame, Path(frame.attrs["path"]))
     return frame, notes
 

@@ -28,9 +28,8 @@ from harness.analysis import chunks
 from harness.analysis.records import read_records
 from harness.atomic import replacing
 from harness.errors import ParquetSkipped
-from harness.schema import COUNT_FIELDS, FLOAT_FIELDS, RECORD_FIELDS, RECORDS_FILE
+from harness.schema import COUNT_FIELDS, FLOAT_FIELDS, PARQUET_FILE, RECORD_FIELDS, RECORDS_FILE
 
-PARQUET_FILE = "records.parquet"
 META_KEY = b"harness"
 JSON_FIELDS = ("error", "wire")  # objects, kept as their JSON text
 LISTS = {"chunk_times": pa.list_(pa.float64()), "chunk_tokens": pa.list_(pa.int64())}

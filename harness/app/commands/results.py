@@ -157,13 +157,16 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
 def _analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.analysis.parquet import save_records
+    from harness.analysis.loader import ARROW
     from harness.analysis.summary import analyze_run
     from harness.report.text import summary_table
 
-    skipped = save_records(Path(args.run_dir)) if Path(args.run_dir).is_dir() else None
-    if skipped:
-        print(f"harness: {skipped}", file=sys.stderr)
+    if ARROW and Path(args.run_dir).is_dir():  # the [parquet] extra: a typed copy to load fast
+        from harness.analysis.parquet import save_records
+
+        skipped = save_records(Path(args.run_dir))
+        if skipped:
+            print(f"harness: {skipped}", file=sys.stderr)
     summary = analyze_run(
         args.run_dir,
         gpus=args.gpus,
