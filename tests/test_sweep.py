@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.app.sweep import plan_pd, saturation_point
+from harness.analysis.sweep import plan_pd, saturation_point
 from harness.errors import RunFolderError
 
 

@@ -167,7 +167,7 @@ def _capacity_settings(args: argparse.Namespace):
 
 
 def _plan_pd(args: argparse.Namespace) -> int:
-    from harness.app.sweep import plan_pd
+    from harness.analysis.sweep import plan_pd
 
     plan = plan_pd(args.prefill_run, args.decode_run)
     table = _pd_table(plan)
