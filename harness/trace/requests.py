@@ -149,7 +149,7 @@ class RequestSource:
             state.capacity = self._longest(session_id, turn)
             yield None  # listing a long session's segments twice is a step of its own
         if self.api == "chat" and self.content.recorded(session_id, turn) is not None:
-            chat = self.content.chat  # a recorded turn: its own messages and tools
+            chat = self.chat  # a recorded turn: its own messages and tools
             tokens = sum(seg.length for seg in new)
             messages, tools = chat.messages(session_id, turn), chat.turn_tools(session_id, turn)
             state.prompt = Prompt(tokens, messages, tools=tools)
