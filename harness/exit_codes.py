@@ -1,5 +1,5 @@
-"""The exit codes of `harness run` and `harness replay`, one table (docs/driver.md, "Exit codes"),
-judged from the run folder once the run has ended."""
+"""The exit codes of every verb, one table (docs/driver.md, "Exit codes"); a run's judged from its
+folder once it has ended, a verdict's (compare, gate, trend) from the verdict."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ FAILED_GATE = 1  # ran, but no measured request succeeded, the window is empty, 
 BAD_INPUT = 2  # bad input, preflight, or the run could not be written (HarnessError)
 CUT_SHORT = 3  # partial (a Ray worker lost) or not closed
 INCONCLUSIVE = 4  # compare / trend / gate: the evidence decides neither way (more runs would)
+NOT_COMPARABLE = 5  # compare / trend / gate: the runs differ in trace, load or configuration
 INTERRUPTED = 130  # Ctrl-C / SIGTERM
 
 FD_RESERVE = 64  # descriptors kept for files, the loop, the servers a scenario starts

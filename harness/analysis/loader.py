@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from harness.analysis.ending import run_ending
 from harness.analysis.records import check_required, read_records, warn
@@ -27,6 +28,7 @@ from harness.schema import (
     PARQUET_FILE,
     RECORD_SCHEMA_VERSION,
     RECORDS_FILE,
+    SCENARIO_FILE,
     SUMMARY_FILE,
     TRACE_FILE,
     ReplaySettings,
@@ -45,6 +47,7 @@ class Run:
     summary: Mapping[str, Any] | None = None
     trace: Trace | None = None
     warnings: tuple[str, ...] = ()
+    scenario: Mapping[str, Any] | None = None  # scenario.yaml as written (its words), if any
 
     @property
     def name(self) -> str:
@@ -83,7 +86,8 @@ def load_run(path: str | Path, *, with_trace: bool = True) -> Run:
         notes.append(warn(f"{path}: {ending}", stacklevel=3))
     trace = _read_trace(path / TRACE_FILE, notes) if with_trace else None
     summary = read_optional_json(path / SUMMARY_FILE)
-    return Run(path, records, manifest, summary, trace, tuple(notes))
+    scenario = _read_scenario(path / SCENARIO_FILE, notes)
+    return Run(path, records, manifest, summary, trace, tuple(notes), scenario)
 
 
 def load_runs(paths: Iterable[str | Path], *, with_trace: bool = True) -> list[Run]:
@@ -118,6 +122,19 @@ def _read_run_records(path: Path) -> tuple[pd.DataFrame, list[str]]:
     frame, notes = parquet.read_parquet(path)
     check_required(frame, Path(frame.attrs["path"]))
     return frame, notes
+
+
+def _read_scenario(path: Path, notes: list[str]) -> dict | None:
+    """The resolved scenario the run wrote, as plain data: a comparison names what differs in the
+    scenario file's own words. One that does not read is left out with a warning."""
+    if not path.is_file():
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        notes.append(warn(f"{path}: cannot read ({exc}); compared without it", stacklevel=4))
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _read_trace(path: Path, notes: list[str]) -> Trace | None:

@@ -11,7 +11,7 @@ from harness.report.text import fmt
 
 HEADER = ("metric", "baseline", "run", "change", "interval", "band (source)", "verdict")
 
-__all__ = ["interval_text", "render", "verdict_line"]
+__all__ = ["HEADER", "cells", "interval_text", "render", "verdict_line"]
 
 
 def _cells(row: MetricChange, shared: str | None) -> tuple[str, ...]:
@@ -25,6 +25,11 @@ def _cells(row: MetricChange, shared: str | None) -> tuple[str, ...]:
     return (
         row.label, fmt(row.baseline), fmt(row.run), change, interval_text(row), _band(row), verdict
     )  # fmt: skip
+
+
+def cells(result: Judgement) -> list[tuple[str, ...]]:
+    """Each row's cells as the terminal prints them (under `HEADER`): a notebook's table."""
+    return [_cells(r, result.shared_why_not) for r in result.rows]
 
 
 def _band(row: MetricChange) -> str:
@@ -58,6 +63,13 @@ def verdict_line(result: Judgement) -> str:
     gate = ", ".join(result.thresholds) or f"every row at {result.min_change * 100:g}%"
     if result.verdict == "regressed":
         return f"REGRESSED ({gate}): " + "; ".join(result.failures)
+    if result.verdict == "not comparable":
+        return (
+            f"NOT COMPARABLE ({gate}): {result.why_not_comparable}; nothing was judged on what "
+            "differs (rerun the same trace and load, or --fail-on only rows both sides measure alike)"
+        )
+    if result.verdict == "inconclusive" and result.why_inconclusive:
+        return f"INCONCLUSIVE ({gate}): {result.why_inconclusive}"
     if result.verdict == "inconclusive":
         more = (
             f"about {result.runs_needed} more run(s) a side would likely decide it"
@@ -72,14 +84,14 @@ def verdict_line(result: Judgement) -> str:
 
 
 def render_table(result: Judgement) -> str:
-    rows = [HEADER, *(_cells(r, result.shared_why_not) for r in result.rows)]
+    rows = [HEADER, *cells(result)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     lines = _preamble(result) + [""]
     for n, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
+        padded = [row[0].ljust(widths[0])] + [
             c.rjust(w) for c, w in zip(row[1:-2], widths[1:-2], strict=True)
         ]
-        lines.append("  ".join([*cells, row[-2].ljust(widths[-2]), row[-1]]).rstrip())
+        lines.append("  ".join([*padded, row[-2].ljust(widths[-2]), row[-1]]).rstrip())
         if n == 0:
             lines.append("-" * (sum(widths) + 2 * (len(widths) - 1)))
     return "\n".join([*lines, "", verdict_line(result)]).rstrip()

@@ -46,7 +46,11 @@ def verdict_line(result: Trend) -> str:
     parts = []
     for p in judged:
         more = f", about {p.runs_needed} more run(s) would decide it" if p.runs_needed else ""
-        parts.append(f"{p.run}: {p.verdict}{more if p.verdict == 'inconclusive' else ''}")
+        if p.verdict == "not comparable":
+            more = f": {p.why_not_comparable}"
+        elif p.verdict != "inconclusive":
+            more = ""
+        parts.append(f"{p.run}: {p.verdict}{more}")
     return f"trend verdict: {result.verdict} (latest run against the runs before it: {'; '.join(parts)})"
 
 

@@ -163,8 +163,10 @@ def test_runs_of_different_traces_are_not_comparable(runs, tmp_path):
         fail_on="ttft_p90:+1%",
     )
     assert all(r.verdict is None for r in result.rows)
-    assert all("different traces" in r.why_not for r in result.rows)
-    assert result.exit_code == 0 and result.shared_why_not.startswith("different traces")
+    why = "different trace, baseline vs run: trace.jsonl sha256 000000000000 vs ffffffffffff"
+    assert all(r.why_not == why for r in result.rows)
+    assert result.exit_code == 5 and result.verdict == "not comparable"
+    assert result.shared_why_not == result.why_not_comparable == why
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -142,3 +143,37 @@ def test_trend_notebook_resolves_a_relative_glob(monkeypatch, tmp_path):
 def test_trend_notebook_runs_on_the_fixtures(monkeypatch):
     monkeypatch.delenv("HARNESS_TREND_RUNS", raising=False)
     assert "candidate" in _execute(TREND)
+
+
+NIGHTS = FIXTURES / "nightly"
+
+
+def test_trend_notebook_draws_a_changed_load_as_its_own_series_not_comparable(
+    monkeypatch, tmp_path
+):
+    from tests.analysis.test_not_comparable import changed
+
+    for n in (1, 2, 3):
+        shutil.copytree(NIGHTS / f"night{n}", tmp_path / f"night{n}")
+    changed(tmp_path, 3, "night9", load={"concurrency": 3})
+    monkeypatch.setenv("HARNESS_TREND_RUNS", str(tmp_path / "night*"))
+    text = _execute(TREND)
+    assert "2 series, drawn apart: series 1; series 2: load.concurrency 6 vs 3" in text
+    assert "trend verdict: not comparable" in text
+    rows = [line for line in text.splitlines() if line.startswith("verdict")]  # the table's
+    assert any(row.rstrip().endswith("not comparable") for row in rows)
+
+
+def test_compare_notebook_formats_as_the_terminal_and_says_not_comparable(monkeypatch, tmp_path):
+    from tests.analysis.test_not_comparable import changed
+
+    at3 = changed(tmp_path, 2, "concurrency-3", load={"concurrency": 3})
+    runs = (NIGHTS / "night1", NIGHTS / "night2", at3)
+    monkeypatch.setenv("HARNESS_COMPARE_RUNS", os.pathsep.join(map(str, runs)))
+    text = _execute(NOTEBOOK)
+    assert (
+        "NOT COMPARABLE (every row at 2%): different load, baseline vs run: load.concurrency"
+        in text
+    )
+    assert re.search(r"\[[+-]\d+\.\d%, [+-]\d+\.\d%\]", text)  # intervals as the terminal's
+    assert not re.search(r"\d\.\d{8,}", text)  # no raw 17-digit floats

@@ -115,8 +115,11 @@ def test_recorded_nights_same_config_night_2_is_no_regression_starved_night_its_
     result, _ = trend([str(r) for r in runs])
     assert [p.series for p in result.points] == [0, 0, 0, 1]
     assert result.points[1].verdict != "regressed" and result.regressions == []
-    assert result.points[3].verdict is None  # the first of its series: nothing to compare with
-    assert result.series[1] == "series 2: engine.max_num_batched_tokens 32 vs 2048"
+    # The first of a later series has nothing like it before it: not comparable, never green.
+    assert result.points[3].verdict == "not comparable" and result.exit_code == 5
+    words = "target.engine.options.max_num_batched_tokens 2048 vs 32"
+    assert result.points[3].why_not_comparable.endswith(words)
+    assert result.series[1] == f"series 2: {words} (series 1 vs series 2)"
     out, _ = write_trend([str(r) for r in runs], tmp_path / "trend.html")
     assert "series 2" in out.read_text()
 

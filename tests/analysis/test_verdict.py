@@ -109,7 +109,8 @@ def test_history_of_another_configuration_is_left_out_with_its_reason(nights):
     assert s.left_out == [
         (
             "nightly-2026-12-04",
-            "another target configuration (engine.max_num_batched_tokens 32 vs 2048)",
+            "another target configuration, baseline vs this run: "
+            "target.engine.options.max_num_batched_tokens 2048 vs 32",
         )
     ]
 
@@ -129,17 +130,17 @@ def test_history_that_ended_badly_or_blamed_the_host_is_left_out(nights, tmp_pat
 
 
 @pytest.mark.slow
-def test_an_aiperf_import_against_a_native_run_exits_0_not_comparable(tmp_path, capsys):
+def test_an_aiperf_import_against_a_native_run_exits_5_not_comparable(tmp_path, capsys):
     imported = import_run("aiperf", IMPORTS / "aiperf", tmp_path / "aiperf")
-    assert main(["compare", str(night(1)), str(imported), "--fail-on", "ttft_p90:+10%"]) == 0
+    assert main(["compare", str(night(1)), str(imported), "--fail-on", "ttft_p90:+10%"]) == 5
     out = capsys.readouterr().out
-    assert "not comparable: trace unknown" in out
-    assert out.count("trace unknown") == 1  # said once above the table, not on every row
+    assert "not comparable: trace unknown" in out and "NOT COMPARABLE" in out
+    assert out.count("trace unknown") == 2  # above the table and in the verdict, not every row
     weka = import_run("aiperf", IMPORTS / "aiperf-weka", tmp_path / "weka")
     settings = json.loads((weka / "manifest.json").read_text())["imported"]["settings"]
     assert settings["trace"].endswith("weka (weka_trace)") and settings["load"]["concurrency"] == 3
     j = judge([night(1)], [weka], fail_on="ttft_p90:+10%")
-    assert j.exit_code == 0 and j.shared_why_not.startswith("trace unknown")
+    assert j.exit_code == 5 and j.shared_why_not.startswith("trace unknown")
 
 
 @pytest.mark.slow

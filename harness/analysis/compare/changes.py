@@ -75,7 +75,7 @@ class MetricChange:
     better: str  # "lower" | "higher"
     baseline: float | None  # the side's figure: the mean of its runs' (geometric on log rows)
     run: float | None
-    change: float | None  # relative: (run - baseline) / |baseline|
+    change: float | None  # relative, the estimator's: the interval is drawn about it
     significant: bool  # the interval across runs excludes 0 and |change| >= min_change
     direction: str  # "worse", "better" (significant) or "~"
     verdict: str | None  # regressed | no change detected | inconclusive; None: not comparable
@@ -187,9 +187,18 @@ def row(
         )
     else:
         s = noise.spread(xb, xc, xh, within, alpha)
+    out.change = _estimate(s, out.baseline, scale)
     _interval(out, s, scale)
     _decide(out, s, threshold, scale, alpha, min_change)
     return out
+
+
+def _estimate(s: noise.Spread, baseline: float | None, scale: str) -> float | None:
+    """The relative change the interval is drawn about: the estimator's own (the pairs' mean
+    difference, or the wait-corrected one), never a ratio of the sides' means beside it."""
+    if scale == "log":
+        return float(np.expm1(s.change))
+    return None if not baseline else s.change / abs(baseline)
 
 
 def _interval(out: MetricChange, s: noise.Spread, scale: str) -> None:

@@ -1,7 +1,9 @@
 """Like with like: which figures two sides of a comparison measure alike, and why not where not.
 
 Two runs are compared on a figure only when they replayed the same trace (`trace_sha256`) under
-the same load (the manifest's `replay` load settings) and both define the figure as we do. The
+the same load (the manifest's `replay` load settings) and both define the figure as we do; a
+reason names the baseline first, then the run, and only the fields that differ, in the scenario
+file's words (`settings.py`). The
 server, its options and the endpoint may differ: that is what a comparison is for. A run imported
 from another tool (`harness import`) keeps the figures that tool measures as we do (TTFT, E2EL,
 throughput, failures, cache hits where its server reported them); TPOT, ITL and the
@@ -11,11 +13,15 @@ chunks, and its TPOT reads 0 when all tokens arrive in one read), so they get no
 
 from __future__ import annotations
 
+from harness.analysis.compare.settings import (
+    differences,
+    load_settings,
+    tool,
+    workload_settings,
+)
 from harness.analysis.compare.sides import HEADLINE
 from harness.analysis.summary_types import Analysis
 
-# The manifest `replay` settings that change what load a run put on its server.
-LOAD_SETTINGS = ("load", "concurrency", "session_rate", "arrival", "time_scale", "history")
 # Figures another tool defines otherwise than we do (docs/metrics.md, "The same figures").
 DEFINED_OTHERWISE = (
     "tpot_p50",
@@ -30,11 +36,11 @@ DEFINED_OTHERWISE = (
 def not_comparable(baseline: list[Analysis], run: list[Analysis]) -> dict[str, str]:
     """Figure key -> why the two sides are not comparable on it; "*" applies to every figure."""
     keys = [m.key for m in HEADLINE]
-    whole = _whole_run_reason([*baseline, *run])
+    whole = pair_reason(baseline, run)
     if whole is not None:
         return dict.fromkeys(keys, whole)
-    tools = sorted({t for a in [*baseline, *run] if (t := _tool(a)) is not None})
-    ours = any(_tool(a) is None for a in [*baseline, *run])
+    tools = sorted({t for a in [*baseline, *run] if (t := tool(a)) is not None})
+    ours = any(tool(a) is None for a in [*baseline, *run])
     mixed = len(tools) > 1 or (bool(tools) and ours)
     if not mixed:
         return {}
@@ -42,57 +48,62 @@ def not_comparable(baseline: list[Analysis], run: list[Analysis]) -> dict[str, s
     return dict.fromkeys(DEFINED_OTHERWISE, why)
 
 
-def _tool(a: Analysis) -> str | None:
-    imported = a.run.manifest.get("imported")
-    return imported.get("tool") if isinstance(imported, dict) else None
-
-
-def _whole_run_reason(analyses: list[Analysis]) -> str | None:
-    traces = [trace_identity(a) for a in analyses]
-    if any(t is None for t in traces) and any(_tool(a) for a in analyses):
-        return "trace unknown (" + _unknown_names(analyses, traces) + " states no trace)"
-    known = {t for t in traces if t is not None and t[1]}
-    if len({kind for kind, _ in known}) > 1:
-        return "trace unknown (an import names its input file; a native run hashes its trace)"
-    if len(known) > 1:
-        return "different traces (" + ", ".join(sorted(v[:12] for _, v in known)) + ")"
-    loads = [_load(a) for a in analyses]
-    if any(load is None for load in loads) and any(_tool(a) for a in analyses):
-        return "load unknown (" + _unknown_names(analyses, loads) + " states no load)"
-    stated = {load for load in loads if load}
-    if len(stated) > 1:
-        return "different load: " + " vs ".join(_describe(load) for load in sorted(stated, key=str))
+def pair_reason(baseline: list[Analysis], run: list[Analysis]) -> str | None:
+    """Why no figure of the two sides can be compared (another trace or load, or one unknown),
+    naming the baseline first, then the run, and only the fields that differ; None: alike."""
+    everyone = [("baseline", a) for a in baseline] + [("run", a) for a in run]
+    several = len(baseline) > 1 or len(run) > 1
+    for side, a in everyone[1:]:
+        ref_side, ref = everyone[0]
+        who = (
+            f"{ref_side} {ref.run.name} vs {side} {a.run.name}"
+            if several or side == ref_side
+            else f"{ref_side} vs {side}"
+        )
+        why = _trace_reason(ref, a, who) or _load_reason(ref, a, who)
+        if why is not None:
+            return why
     return None
+
+
+def _trace_reason(ref: Analysis, a: Analysis, who: str) -> str | None:
+    t_ref, t_a = trace_identity(ref), trace_identity(a)
+    if t_ref is None or t_a is None:
+        return f"trace unknown ({_unknown(ref if t_ref is None else a)} states no trace)"
+    if t_ref[1] and t_a[1] and t_ref[0] != t_a[0]:
+        return "trace unknown (an import names its input file; a native run hashes its trace)"
+    if t_ref[1] and t_a[1] and t_ref != t_a:
+        named = differences(workload_settings(ref), workload_settings(a))
+        if not named:
+            label = "trace.jsonl sha256" if t_ref[0] == "sha256" else "trace file"
+            named = f"{label} {t_ref[1][:12]} vs {t_a[1][:12]}"
+        return f"different trace, {who}: {named}"
+    return None
+
+
+def _load_reason(ref: Analysis, a: Analysis, who: str) -> str | None:
+    l_ref, l_a = load_settings(ref), load_settings(a)
+    if l_ref is None or l_a is None:
+        return f"load unknown ({_unknown(ref if l_ref is None else a)} states no load)"
+    if not l_ref or not l_a:
+        return None  # a hand-made fixture states no load: alike to all
+    if bool(tool(ref)) != bool(tool(a)):  # an import against a native run: what it states
+        stated = l_ref if tool(ref) else l_a
+        l_ref = {k: l_ref.get(k) for k in stated}
+        l_a = {k: l_a.get(k) for k in stated}
+    named = differences(l_ref, l_a)
+    return f"different load, {who}: {named}" if named else None
 
 
 def trace_identity(a: Analysis) -> tuple[str, str] | None:
     """("sha256", digest) of a native run's trace; ("file", name) an importer stated; else None.
     A native run with no trace hash (a hand-made fixture) is not judged on its trace."""
     stated = (a.run.manifest.get("imported") or {}).get("settings", {}).get("trace")
-    if _tool(a):
+    if tool(a):
         return ("file", str(stated)) if stated else None
     sha = a.run.manifest.get("trace_sha256")
     return ("sha256", str(sha)) if sha else ("sha256", "")  # "": unhashed, alike to all
 
 
-def _unknown_names(analyses: list[Analysis], values: list) -> str:
-    return ", ".join(
-        f"{a.run.name} ({_tool(a) or 'native'})"
-        for a, v in zip(analyses, values, strict=True)
-        if v is None
-    )
-
-
-def _load(a: Analysis) -> tuple | None:
-    """The load a run put on its server; an import's is what its importer stated, or None."""
-    if _tool(a):
-        stated = (a.run.manifest.get("imported") or {}).get("settings", {}).get("load")
-        return tuple(sorted(stated.items())) if isinstance(stated, dict) else None
-    if not a.run.manifest.get("replay"):
-        return ()  # a hand-made fixture: no load settings, alike to all
-    replay = a.run.replay
-    return tuple((k, getattr(replay, k)) for k in LOAD_SETTINGS)
-
-
-def _describe(load: tuple) -> str:
-    return ", ".join(f"{k}={v}" for k, v in load if v is not None)
+def _unknown(a: Analysis) -> str:
+    return f"{a.run.name} ({tool(a) or 'native'})"

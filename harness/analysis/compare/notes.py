@@ -16,8 +16,6 @@ ONE_RUN = (
     "cannot be called significant across runs (never 'regressed'); repeat the runs or give --history"
 )
 
-NOTHING_JUDGED = "no gated row is comparable: nothing could be judged, so nothing can fail"
-
 
 def run_notes(
     baseline: list[Analysis],

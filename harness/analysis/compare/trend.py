@@ -1,11 +1,14 @@
 """The key metrics over a series of runs (e.g. nightly), in run order, each judged against the one before.
 
-Runs of another trace, load or target configuration are another series, never one line. In each
+Runs of another trace, load or target configuration are another series, never one line; each
+series is described by how it differs from the first, in the scenario file's words. In each
 series a run is judged against the run before it with every earlier run of the series as history
 (`verdict.judge_analyses`: the rule `harness compare` uses), so a run with no usable history is at
 most `inconclusive`, never `regressed`; a run judged regressed is left out of the history of the
-runs after it. Comparing with the previous run marks the run a regression arrived in. The trend's
-own verdict is the latest run's (the worst over the series' latest runs), for a nightly job.
+runs after it. Comparing with the previous run marks the run a regression arrived in. A run that
+starts a series after other runs has nothing like it before it: `not comparable`, so a nightly
+job whose load or trace changed is never green. The trend's own verdict is the latest run's (the
+worst over the series' latest runs), for a nightly job.
 """
 
 from __future__ import annotations
@@ -14,8 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.analysis.compare.changes import REGRESSED, MetricChange
-from harness.analysis.compare.comparable import LOAD_SETTINGS, trace_identity
-from harness.analysis.compare.history import config_diff, target_config
+from harness.analysis.compare.comparable import trace_identity
+from harness.analysis.compare.settings import (
+    differences,
+    load_settings,
+    target_config,
+    workload_settings,
+)
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.compare.verdict import ALPHA, MIN_CHANGE, Verdict, judge_analyses
 from harness.analysis.ending import run_ending
@@ -32,7 +40,7 @@ TREND_METRICS = (
     "cache_hit_rate",
     "error_rate",
 )
-_WORST = (Verdict.REGRESSED, Verdict.INCONCLUSIVE, Verdict.NO_CHANGE)
+_WORST = (Verdict.REGRESSED, Verdict.NOT_COMPARABLE, Verdict.INCONCLUSIVE, Verdict.NO_CHANGE)
 
 
 @dataclass
@@ -44,7 +52,10 @@ class TrendPoint:
     changes: dict[str, MetricChange]  # metric key -> against the previous run of its series
     ended: str | None = None  # how the run ended, when not cleanly (analysis.ending)
     series: int = 0  # index into Trend.series
-    verdict: Verdict | None = None  # None: the first run of its series
+    verdict: Verdict | None = (
+        None  # None: the first run of all; a later series' first: not comparable
+    )
+    why_not_comparable: str | None = None  # how it differs from the run before it
     runs_needed: int | None = None
     history: list[str] = field(default_factory=list)  # the earlier runs used as noise
     left_out: list[tuple[str, str]] = field(default_factory=list)
@@ -85,8 +96,7 @@ def run_order(analyses: list[Analysis]) -> list[Analysis]:
 
 def series_key(a: Analysis) -> tuple:
     """What must match for two runs to be one series: trace, load and target configuration."""
-    replay = a.run.manifest.get("replay") or {}
-    load = tuple((k, repr(replay.get(k))) for k in LOAD_SETTINGS)
+    load = tuple((k, repr(v)) for k, v in (load_settings(a) or {}).items())
     target = tuple(sorted((k, repr(v)) for k, v in target_config(a).items()))
     return (trace_identity(a), load, target)
 
@@ -100,7 +110,7 @@ def trend(
     members: dict[tuple, list[Analysis]] = {k: [] for k in keys}
     flagged: set[str] = set()
     points = []
-    for a in analyses:
+    for i, a in enumerate(analyses):
         key = series_key(a)
         before = members[key]
         point = TrendPoint(
@@ -114,6 +124,9 @@ def trend(
         )
         if before:
             _judge(point, before, a, flagged, alpha, min_change)
+        elif i:  # a new series after other runs: nothing like it before it
+            point.verdict = Verdict.NOT_COMPARABLE
+            point.why_not_comparable = _new_series(analyses[i - 1], a)
         before.append(a)
         points.append(point)
     labels = {m.key: m.label for m in metrics}
@@ -134,22 +147,38 @@ def _judge(
     )
     point.changes = {r.key: r for r in j.rows if r.key in TREND_METRICS}
     point.verdict, point.runs_needed = j.verdict, j.runs_needed
+    point.why_not_comparable = j.why_not_comparable
     point.history, point.left_out = j.history, j.left_out
     if j.verdict == Verdict.REGRESSED:
         flagged.add(str(a.run.path.resolve()))
 
 
 def _describe(analyses: list[Analysis], keys: list[tuple]) -> list[str]:
-    """Each series in words: the first as is, the others by how they differ from it."""
+    """Each series in words: the first as is, the others by how they differ from it (series 1's
+    value first)."""
     first = {series_key(a): a for a in reversed(analyses)}
     if not keys:
         return []
     head = first[keys[0]]
-    out = ["series 1"]
-    for i, key in enumerate(keys[1:], start=2):
-        other = first[key]
-        diff = config_diff(target_config(head), target_config(other))
-        if not diff and key[1] != series_key(head)[1]:
-            diff = "another load"
-        out.append(f"series {i}: {diff or 'another trace'}")
-    return out
+    return ["series 1"] + [
+        f"series {i}: {how_it_differs(head, first[key])} (series 1 vs series {i})"
+        for i, key in enumerate(keys[1:], start=2)
+    ]
+
+
+def how_it_differs(reference: Analysis, other: Analysis) -> str:
+    """Trace, load and target fields that differ, in the scenario's words, the reference first."""
+    parts = []
+    if trace_identity(reference) != trace_identity(other):
+        named = differences(workload_settings(reference), workload_settings(other))
+        parts.append(named or "another trace (the same workload settings)")
+    parts.append(differences(load_settings(reference) or {}, load_settings(other) or {}))
+    parts.append(differences(target_config(reference), target_config(other)))
+    return "; ".join(p for p in parts if p) or "another trace"
+
+
+def _new_series(before: Analysis, a: Analysis) -> str:
+    return (
+        f"{a.run.name} starts a new series, the run before it vs this one: "
+        f"{how_it_differs(before, a)}"
+    )

@@ -1,12 +1,16 @@
-"""The verdict of a comparison across runs: regressed (exit 1), no change detected (0), inconclusive (4).
+"""The verdict of a comparison across runs: regressed (exit 1), no change detected (0), inconclusive
+(4), not comparable (5).
 
-`judge` loads the baseline, candidate and history runs, screens the history (`history.py`),
-judges each headline metric (`changes.row`) and draws one verdict over the gated rows (the
-`--fail-on` metrics, else every comparable row at `--min-change`): `regressed` when any gated
-row regressed (or a gated run is invalid), else `inconclusive` when any is, else `no change
-detected`. Rows that are not comparable (another trace, another load, a trace unknown) never
-fail a gate. An inconclusive verdict says how many more runs a side would likely decide it; a
-`no change detected` one, per gated metric, the smallest change this evidence could have seen.
+`judge` loads the baseline, candidate and history runs, screens the history and each side's own
+runs (`history.py`: busy hosts, bad endings, outliers), judges each headline metric
+(`changes.row`) and draws one verdict over the gated rows (the `--fail-on` metrics, else every
+row at `--min-change`): `regressed` when any gated row regressed (or a gated run is invalid),
+else `not comparable` when any gated row cannot be judged (another trace, another load, a trace
+or load unknown, a figure the sides define otherwise or only one measures), else `inconclusive`
+when any is (or a side has no usable run left), else `no change detected`. So a changed load
+never passes green. An inconclusive verdict says how many more runs a side would likely decide
+it; a `no change detected` one, per gated metric, the smallest change this evidence could have
+seen.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from harness.analysis.compare.comparable import not_comparable
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.loader import load_runs
 from harness.analysis.summary import Analysis, analyze
+from harness.exit_codes import FAILED_GATE, NOT_COMPARABLE, OK
+from harness.exit_codes import INCONCLUSIVE as EXIT_INCONCLUSIVE
 
 ALPHA = 0.05  # 95 % intervals: with a handful of runs a side, 99 % could never decide
 MIN_CHANGE = 0.02
@@ -42,10 +48,19 @@ class Verdict(enum.StrEnum):
     REGRESSED = REGRESSED
     NO_CHANGE = NO_CHANGE
     INCONCLUSIVE = INCONCLUSIVE
+    NOT_COMPARABLE = "not comparable"
 
     @property
     def exit_code(self) -> int:
-        return {"regressed": 1, "no change detected": 0, "inconclusive": 4}[self.value]
+        return _EXIT[self]
+
+
+_EXIT = {
+    Verdict.REGRESSED: FAILED_GATE,
+    Verdict.NO_CHANGE: OK,
+    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+    Verdict.NOT_COMPARABLE: NOT_COMPARABLE,
+}
 
 
 @dataclass
@@ -66,6 +81,8 @@ class Judgement:
     min_change: float = MIN_CHANGE
     shared_why_not: str | None = None  # a reason no row is comparable, said once
     paired: bool = False  # judged on within-pair differences (baseline[i], run[i] back to back)
+    why_not_comparable: str | None = None  # not comparable: which gated rows, and why
+    why_inconclusive: str | None = None  # inconclusive for want of usable runs, not of evidence
 
     @property
     def exit_code(self) -> int:
@@ -94,7 +111,8 @@ def judge(
     min_change: float = MIN_CHANGE,
     allow_unclosed: bool = False,
 ) -> Judgement:
-    """Run folders (or globs) in, one verdict out; the two sides are never their own history."""
+    """Run folders (or globs) in, one verdict out; the two sides are never their own history,
+    and each side's runs are screened as the history is."""
     base = [analyze(r) for r in load_runs(list(map(str, baseline)))]
     cand = [analyze(r) for r in load_runs(list(map(str, candidate)))]
     sides = {str(a.run.path.resolve()) for a in [*base, *cand]}
@@ -105,7 +123,7 @@ def judge(
     ]  # fmt: skip
     return judge_analyses(
         base, cand, history=past, fail_on=fail_on, alpha=alpha, min_change=min_change,
-        allow_unclosed=allow_unclosed,
+        allow_unclosed=allow_unclosed, screen_sides=True,
     )  # fmt: skip
 
 
@@ -121,31 +139,31 @@ def judge_analyses(
     flagged: Iterable[str] = (),
     gate_keys: Iterable[str] | None = None,
     paired: bool = False,
+    screen_sides: bool = False,
 ) -> Judgement:
     """`judge` on runs already analyzed. `flagged`: history run paths already judged regressed;
     `gate_keys`: the rows the verdict covers when no `fail_on` names them (default: all).
     A gate (`fail_on`) refuses a run that was not closed or failed, unless `allow_unclosed`.
     `paired`: baseline[i] and candidate[i] ran back to back (an interleaved gate's pairs); each
     row is judged on the within-pair differences (`noise.paired_spread`), and history is not
-    used: the pairs' own differences are the noise."""
+    used: the pairs' own differences are the noise. `screen_sides`: each side's runs are
+    screened like the history (`history.screen_side`; a gate screens its runs as they end)."""
     thresholds = {t.key: t for t in parse_fail_on(fail_on)}
     if thresholds and not allow_unclosed:
         notes.refuse_unclosed([*baseline, *candidate])
     past_runs = list(history)
     if paired and len(baseline) != len(candidate):
         raise ValueError(f"paired runs need as many a side: {len(baseline)} vs {len(candidate)}")
+    rng = evidence.rng()
+    gated = set(thresholds) or set(gate_keys or (m.key for m in HEADLINE))
+    sides = screening.Sides(baseline, candidate)
+    if screen_sides and not paired:
+        sides = screening.screen_sides(baseline, candidate, gated, rng, ended=not allow_unclosed)
+    baseline, candidate = sides.baseline, sides.candidate
     screened = screening.screen([] if paired else past_runs, baseline, flagged)
     why_not = not_comparable(baseline, candidate)
-    rng = evidence.rng()
     gates = {m.key: thresholds.get(m.key) or default_threshold(m, min_change) for m in HEADLINE}
-    gated = set(thresholds) or set(gate_keys or (m.key for m in HEADLINE))
-    if paired:
-        both = {m.key: _both_measured(m, baseline, candidate) for m in HEADLINE}
-        base = {m.key: figures(m, [a for a, _ in both[m.key]], rng) for m in HEADLINE}
-        cand = {m.key: figures(m, [b for _, b in both[m.key]], rng) for m in HEADLINE}
-    else:
-        base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
-        cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
+    base, cand = _figures(baseline, candidate, rng, paired)
     kept = screening.drop_outliers(screened, base, gated)
     rows = []
     for m in HEADLINE:
@@ -159,12 +177,46 @@ def judge_analyses(
     rows = notes.measured(rows)
     out = _verdict(rows, baseline, candidate, screened, thresholds, alpha, min_change)
     out.paired = paired
+    _side_notes(out, sides)
     if paired and past_runs:
         out.notes.append(
             f"paired over {len(baseline)} pairs: the {len(past_runs)} history runs were not "
             "used (the pairs' own differences are the noise)"
         )
     return out
+
+
+def _figures(baseline: list[Analysis], candidate: list[Analysis], rng, paired: bool):
+    """Each metric's figures a side (paired: of the pairs whose two runs both measure it)."""
+    if paired:
+        both = {m.key: _both_measured(m, baseline, candidate) for m in HEADLINE}
+        base = {m.key: figures(m, [a for a, _ in both[m.key]], rng) for m in HEADLINE}
+        cand = {m.key: figures(m, [b for _, b in both[m.key]], rng) for m in HEADLINE}
+        return base, cand
+    base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
+    cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
+    return base, cand
+
+
+def _side_notes(out: Judgement, sides: screening.Sides) -> None:
+    """The side runs the screen left out, and an inconclusive verdict for a side left empty."""
+    for name, left in sides.left_out.items():
+        out.left_out += [(run, why) for run, why in left]
+        out.notes += [f"{name}: {run} left out: {why}" for run, why in left]
+    if sides.empty is not None and out.verdict != Verdict.NOT_COMPARABLE:
+        _no_usable_run(out, sides.empty)
+
+
+def _no_usable_run(out: Judgement, side: str) -> None:
+    """A side with no usable run decides nothing: inconclusive, whatever its rows show."""
+    out.verdict = Verdict.INCONCLUSIVE
+    out.failures, out.runs_needed, out.smallest_detectable = [], None, {}
+    out.why_inconclusive = (
+        f"the {side} side has no usable run (each left out, listed above): rerun it on a quiet host"
+    )
+    for r in out.rows:
+        if r.verdict is not None:
+            r.verdict, r.heading, r.runs_needed = INCONCLUSIVE, None, None
 
 
 def _both_measured(m, baseline: list[Analysis], candidate: list[Analysis]) -> list:
@@ -190,13 +242,16 @@ def _verdict(
     invalid = notes.invalid_notes([*baseline, *candidate])
     if thresholds:
         failures += invalid
+    why = {r.why_not for r in rows}
+    shared = next(iter(why)) if len(why) == 1 and None not in why else None
+    unjudged = _unjudged(rows, thresholds, shared)
     verdict = Verdict.NO_CHANGE
     if failures:
         verdict = Verdict.REGRESSED
+    elif unjudged:
+        verdict = Verdict.NOT_COMPARABLE
     elif any(r.verdict == INCONCLUSIVE for r in judged):
         verdict = Verdict.INCONCLUSIVE
-    why = {r.why_not for r in rows}
-    shared = next(iter(why)) if len(why) == 1 and None not in why else None
     base, cand = Side(baseline), Side(candidate)
     return Judgement(
         verdict=verdict,
@@ -205,20 +260,36 @@ def _verdict(
         smallest_detectable={
             r.key: r.smallest_detectable for r in judged if r.smallest_detectable is not None
         },
-        notes=notes.run_notes(baseline, candidate, screened, rows, shared)
-        + invalid
-        + ([] if judged else [notes.NOTHING_JUDGED]),
+        notes=notes.run_notes(baseline, candidate, screened, rows, shared) + invalid,
         baseline=base.names,
         run=cand.names,
         counts={"baseline": base.counts(), "run": cand.counts()},
         thresholds=[str(t) for t in thresholds.values()],
         failures=failures,
         history=[a.run.name for a in screened.kept],
-        left_out=screened.left_out,
+        left_out=list(screened.left_out),
         alpha=alpha,
         min_change=min_change,
         shared_why_not=shared,
+        why_not_comparable=unjudged,
     )
+
+
+def _unjudged(rows: list[MetricChange], thresholds: dict, shared: str | None) -> str | None:
+    """Why gated rows could not be judged, in one line (None: every gated row was): the reason
+    shared by every row, else each reason with the rows it holds for; a `--fail-on` metric
+    neither side measured counts too."""
+    if shared is not None:
+        return shared
+    by_reason: dict[str, list[str]] = {}
+    for r in rows:
+        if r.gated and r.why_not is not None:
+            by_reason.setdefault(r.why_not, []).append(r.key)
+    shown = {r.key for r in rows}
+    missing = [k for k in thresholds if k not in shown]
+    if missing:
+        by_reason.setdefault("measured on neither side", []).extend(missing)
+    return "; ".join(f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()) or None
 
 
 def _runs_needed(judged: list[MetricChange]) -> int | None:
@@ -247,9 +318,10 @@ def compare_analyses(
     baseline, run, fail_on=None, alpha=ALPHA, min_change=MIN_CHANGE, history=None,
     allow_unclosed=False,
 ) -> Judgement:  # fmt: skip
+    """`judge_analyses` as `harness compare` applies it (each side screened), for notebooks."""
     return judge_analyses(
         baseline, run, history=history or [], fail_on=fail_on, alpha=alpha,
-        min_change=min_change, allow_unclosed=allow_unclosed,
+        min_change=min_change, allow_unclosed=allow_unclosed, screen_sides=True,
     )  # fmt: skip
 
 

@@ -205,8 +205,10 @@ def _compare(args: argparse.Namespace) -> int:
     print(render(result, args.format))
     for failure in result.failures:
         print(f"harness: regression: {failure}", file=sys.stderr)
-    if result.verdict == "inconclusive":
-        print(f"harness: inconclusive (exit {result.exit_code})", file=sys.stderr)
+    if result.verdict in ("inconclusive", "not comparable"):
+        why = result.why_not_comparable or result.why_inconclusive
+        print(f"harness: {result.verdict} (exit {result.exit_code})" + (f": {why}" if why else ""),
+              file=sys.stderr)  # fmt: skip
     return result.exit_code
 
 
