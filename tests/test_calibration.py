@@ -123,3 +123,50 @@ def test_the_screen_it_is_evaluated_with_rejudges_each_recorded_run():
     result = replay_rule(Rule(min_runs=2, max_runs=4), runs, "a", "s30", judge, Screen(0.9))
     assert judge.calls[0] == (["c1-a", "c3-a"], ["c1-s30", "c3-s30"])
     assert result["runs_used"] == [3, 3]
+
+
+def _key_of(*sets: str, rule: Rule | None = None) -> dict:
+    from harness.app.gate.calibrations import calibration_key
+
+    return calibration_key(load_scenario("scenarios/quickstart.yaml", list(sets)), rule or Rule())
+
+
+def _write(folder: Path, name: str, key: dict) -> Path:
+    import json
+
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"key": key, "rates": {}, "runner": key["runner"]}))
+    return path
+
+
+def test_a_gate_quotes_only_the_calibration_of_its_rule_runner_target_and_scenario(tmp_path):
+    from harness.app.gate.calibrations import candidates, quoted
+
+    sim = "target.engine.options.runner=simulated"
+    torch_cal = _write(tmp_path, "torch", _key_of())
+    sim_cal = _write(tmp_path, "sim", _key_of(sim))
+    found, why = quoted(_key_of(sim), candidates(tmp_path, tmp_path))
+    assert why is None and found["key"]["runner"] == "simulated"
+    assert quoted(_key_of(), [torch_cal, sim_cal])[0]["key"]["runner"] == "torch"
+    # The slowdown a calibration injects is not the target's: its arms match the plain gate.
+    assert _key_of("target.engine.options.step_time_scale=1.3") == _key_of()
+    for other in (
+        _key_of(sim, "load.concurrency=3"),  # another scenario's load
+        _key_of(sim, "target.engine.options.max_num_seqs=8"),  # another target
+        _key_of(sim, rule=Rule(min_runs=4)),  # another rule
+    ):
+        found, why = quoted(other, [torch_cal, sim_cal])
+        assert found is None and why.startswith("no calibration matches this gate")
+        assert "--calibrate" in why
+    found, why = quoted(_key_of(sim, "load.concurrency=3"), [sim_cal])
+    assert "scenario.load.concurrency 6 vs 3 (its value vs this gate's)" in why
+
+
+def test_an_endpoint_gate_says_a_calibration_needs_the_engine(tmp_path):
+    from harness.app.gate.calibrations import quoted
+
+    key = _key_of(
+        "target.kind=endpoints", "target.model=m", "target.endpoints=[{url: http://h/v1}]"
+    )
+    found, why = quoted(key, [])
+    assert found is None and key["runner"] == "endpoint" and "target.kind: engine" in why

@@ -200,3 +200,29 @@ def test_a_bad_rule_names_its_flag(kwargs, flag):
 
     with pytest.raises(InputError, match=flag):
         Rule(**kwargs)
+
+
+def test_a_first_night_records_its_runs_as_the_history_and_judges_nothing(tmp_path):
+    judge, run = Scripted(["regressed"]), runner(busy={"b2"})
+    result = gate(
+        {"b": None}, tmp_path, rule=Rule(min_runs=2, max_runs=5), judge=judge, run=run,
+        say=lambda _: None,
+    )  # fmt: skip
+    assert run.order == ["b1", "b2", "b3"]  # two usable runs: the busy one is rerun
+    assert judge.calls == [] and result.stopped_by == "history recorded"
+    assert (result.verdict, result.exit_code) == ("history recorded", 0)
+    assert any("its 2 usable runs" in n and "the history" in n for n in result.notes)
+
+
+def test_each_run_says_how_many_of_the_most_and_the_evidence_so_far(tmp_path):
+    lines: list[str] = []
+    judge = Scripted(["inconclusive", "no change detected"])
+    gate(
+        ARMS, tmp_path, rule=Rule(min_runs=2, max_runs=4), judge=judge, run=runner(),
+        say=lines.append,
+    )  # fmt: skip
+    assert [line.split(":")[0] for line in lines] == ["gate"] * 6
+    assert lines[0].startswith("gate: 1 of at most 8 runs, at most ~0.1 min left at 1 s a run: a1")
+    assert "so far" not in lines[2]  # a pair's first run: nothing judged yet
+    assert lines[3].endswith("; so far: inconclusive")  # the first look, after two pairs
+    assert lines[5].endswith("; so far: no change detected")  # decisive: the last line

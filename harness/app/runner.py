@@ -132,9 +132,11 @@ def replay_point(
     *,
     show_progress: bool,
     live: MetricsServer | None = None,
+    run_id: str | None = None,
 ):
     """One scenario point into `run_dir` (scenario.yaml, trace.jsonl, records, manifest), on the
-    event loop both verbs use; watched by `live` (the metrics endpoint) when given."""
+    event loop both verbs use; watched by `live` (the metrics endpoint) when given; its run id is
+    the folder's name unless `run_id` names it."""
     from harness.driver.replay_into import connection_limit, run_blocking
 
     if live is not None and scenario.execution.backend == "ray":
@@ -146,7 +148,7 @@ def replay_point(
 
     make_run_dir(run_dir)  # before any server starts or file is written: one line if it cannot be
     virtual = virtual_clock(scenario)  # refused off the in-process engine before anything runs
-    config = replay_config(scenario, run_dir.name)
+    config = replay_config(scenario, run_id or run_dir.name)
     if config.load == "closed":
         limit = scenario.target.max_connections or connection_limit(trace, config)
         check_concurrency(config.concurrency, len(trace.main_sessions), limit)

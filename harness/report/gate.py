@@ -15,6 +15,8 @@ def verdict_lines(doc: dict) -> list[str]:
         if doc["mode"] == "interleaved" and doc.get("pairs_used") is not None
         else f"{used['a']} baseline and {used['b']} candidate runs"
         if doc["mode"] == "interleaved"
+        else f"{used['b']} runs recorded as the history"
+        if doc["verdict"] == "history recorded"
         else f"{used['b']} candidate runs against history"
     )
     lines = [
@@ -22,6 +24,9 @@ def verdict_lines(doc: dict) -> list[str]:
         f"({sum(tried.values())} tried, {doc['minutes']:.1f} min, stopped: {doc['stopped_by']})"
     ]
     judgement = doc.get("judgement") or {}
+    for why in (judgement.get("why_not_comparable"), judgement.get("why_inconclusive")):
+        if why:
+            lines.append(f"{doc['verdict']}: {why}")
     smallest = judgement.get("smallest_detectable") or {}
     if smallest:
         seen = ", ".join(f"{k} {_pct(v)}" for k, v in smallest.items())
@@ -31,6 +36,8 @@ def verdict_lines(doc: dict) -> list[str]:
     cal = doc.get("calibration")
     if cal:
         lines.append(calibration_line(cal))
+    elif doc.get("calibration_note"):
+        lines.append(f"calibration: {doc['calibration_note']}")
     lines += [f"note: {n}" for n in doc["notes"] + _said_once(judgement.get("notes") or [])]
     return lines
 
@@ -57,11 +64,7 @@ def calibration_line(cal: dict) -> str:
     for name, r in rates.items():
         if name.startswith("detect"):
             parts.append(f"{name.removeprefix('detect_')} slowdown caught {r['hits']} of {r['n']}")
-    whose = (
-        "a calibration of another rule"
-        if cal.get("for_another_rule")
-        else "this rule's calibration"
-    )
+    whose = "the calibration of this gate's rule, runner, target and scenario"
     left = f", {cal['runs_left_out']} of {cal['runs']} runs left out as busy"
     return f"{whose} ({cal['runner']} runner, {cal['made']}{left}): " + "; ".join(parts)
 

@@ -48,17 +48,23 @@ class Screened:
 
 
 def screen(
-    history: Iterable[Analysis], baseline: list[Analysis], flagged: Iterable[str] = ()
+    history: Iterable[Analysis],
+    baseline: list[Analysis],
+    flagged: Iterable[str] = (),
+    *,
+    as_baseline: bool = False,
 ) -> Screened:
     """The history runs that may serve as noise for `baseline` (`flagged`: run paths already
-    judged regressed, e.g. by the trend)."""
+    judged regressed, e.g. by the trend). `as_baseline`: the history is the baseline and
+    `baseline` the run judged against it (a gate's history mode), so a reason names each
+    history run first."""
     flagged = set(flagged)
     out = Screened([])
     config = target_config(baseline[0]) if baseline else {}
     for a in history:
         if str(a.run.path.resolve()) in flagged:
             out.left_out.append((a.run.name, "itself judged regressed"))
-        elif (why := unlike_reason(a, baseline, config)) is not None:
+        elif (why := unlike_reason(a, baseline, config, as_baseline)) is not None:
             out.left_out.append((a.run.name, why))
             out.unlike.append((a.run.name, why))
         elif (why := disturbed_reason(a)) is not None:
@@ -68,13 +74,18 @@ def screen(
     return out
 
 
-def unlike_reason(a: Analysis, baseline: list[Analysis], config: dict) -> str | None:
-    """Why `a` is not a run of the baseline's configuration (trace, load, target), or None."""
-    reasons = not_comparable(baseline, [a])
+def unlike_reason(
+    a: Analysis, reference: list[Analysis], config: dict, as_baseline: bool = False
+) -> str | None:
+    """Why `a` is not a run of the reference's configuration (trace, load, target), or None;
+    the baseline's values first (`as_baseline`: `a` is the baseline, the reference the run)."""
+    reasons = not_comparable([a], reference) if as_baseline else not_comparable(reference, [a])
     if reasons:
         return next(iter(reasons.values())) if len(set(reasons.values())) == 1 else "not alike"
-    diff = differences(config, target_config(a))
-    return f"another target configuration, baseline vs this run: {diff}" if diff else None
+    theirs = target_config(a)
+    diff = differences(theirs, config) if as_baseline else differences(config, theirs)
+    who = "this run vs the run judged" if as_baseline else "baseline vs this run"
+    return f"another target configuration, {who}: {diff}" if diff else None
 
 
 def disturbed_reason(a: Analysis) -> str | None:

@@ -86,11 +86,12 @@ def _engine_words(key: str) -> str:
 
 
 def flatten(value: Any, prefix: str) -> dict[str, Any]:
-    """Nested mappings and lists as dotted keys (`a.b.0.c`)."""
+    """Nested mappings and lists as dotted keys (`a.b.0.c`), under `prefix` when given."""
+    dot = f"{prefix}." if prefix else ""
     if isinstance(value, Mapping):
-        items = [(f"{prefix}.{k}", v) for k, v in value.items()]
+        items = [(f"{dot}{k}", v) for k, v in value.items()]
     elif isinstance(value, list) and any(isinstance(v, Mapping | list) for v in value):
-        items = [(f"{prefix}.{i}", v) for i, v in enumerate(value)]
+        items = [(f"{dot}{i}", v) for i, v in enumerate(value)]
     else:
         return {prefix: value}
     out: dict[str, Any] = {}

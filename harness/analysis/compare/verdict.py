@@ -292,6 +292,26 @@ def _unjudged(rows: list[MetricChange], thresholds: dict, shared: str | None) ->
     return "; ".join(f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()) or None
 
 
+def unlike_history(candidate: list[Analysis], screened: screening.Screened) -> Judgement:
+    """The verdict of runs judged against a history none of whose runs is of their configuration
+    (`Screened.all_unlike`): not comparable, naming how the latest history run differs."""
+    latest, why = screened.unlike[-1]
+    others = len(screened.unlike) - 1
+    more = f" (and {others} earlier run{'s' * (others > 1)} alike)" if others else ""
+    cand = Side(candidate)
+    return Judgement(
+        verdict=Verdict.NOT_COMPARABLE,
+        rows=[],
+        runs_needed=None,
+        smallest_detectable={},
+        notes=[f"history: {run} left out: {w}" for run, w in screened.left_out],
+        run=cand.names,
+        counts={"baseline": {"ok": 0, "failed": 0}, "run": cand.counts()},
+        left_out=list(screened.left_out),
+        why_not_comparable=f"no history run is of this configuration; {latest}{more}: {why}",
+    )
+
+
 def _runs_needed(judged: list[MetricChange]) -> int | None:
     """The fewest more runs that would likely show a regression where one looms; else the most
     any inconclusive row needs to be ruled out (None: more than `noise.MAX_MORE_RUNS`)."""

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import shutil
+import fnmatch
+import glob
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -12,6 +14,8 @@ from pathlib import Path
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
 from harness.app.exporting import add_export_flags, exports, mlflow_at_end
 from harness.app.gate.rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
+from harness.app.parser import add_format, formatted
+from harness.errors import InputError
 
 
 def register(sub) -> None:
@@ -21,8 +25,12 @@ def register(sub) -> None:
         description="Run a baseline and a candidate configuration interleaved (a1 b1, b2 a2, ...) "
         "or, with --history and no candidate, today's runs against earlier ones, until the "
         "verdict is decisive or the budget is spent. Runs on a busy host are left out and run "
-        "again. Writes DIR/a1, DIR/b1, ... and DIR/gate.json, DIR/gate.md. Exit 0 no change "
-        "detected, 1 regressed, 4 inconclusive (rerun), 2 bad input, 130 interrupted. "
+        "again. A --history glob that matches nothing yet, but would match this gate's runs, "
+        "makes this the first run of the history: its runs are recorded, nothing is judged "
+        "(exit 0). Writes DIR/a1, DIR/b1, ... and DIR/gate.json, DIR/gate.md. Exit 0 no change "
+        "detected or history recorded, 1 regressed, 4 inconclusive (rerun), 5 not comparable "
+        "(the load, trace or configuration differs from the history), 2 bad input, 130 "
+        "interrupted. "
         "--calibrate measures this rule's false-alarm and detection rates instead.",
     )
     p.add_argument("scenario", help="the baseline scenario YAML (or the only one, with --history)")
@@ -115,7 +123,8 @@ def register(sub) -> None:
         "--calibration",
         default=None,
         metavar="FILE",
-        help="calibration.json to quote (default: RESULTS/calibration.json if present)",
+        help="a calibration.json, or a folder of them, to quote the one that measured this gate's "
+        "rule, runner, target and scenario (default: RESULTS/calibrations/)",
     )
     p.add_argument(
         "--calibrate",
@@ -136,6 +145,7 @@ def register(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="only the verdict lines")
     add_export_flags(p)
+    add_format(p, "gate.json's content (progress lines go to stderr)")
     p.set_defaults(func=_gate)
 
 
@@ -151,16 +161,15 @@ def _gate(args: argparse.Namespace) -> int:
             field="--calibrate",
         )
     resume = args.calibrate and args.resume and (Path(args.output) / "cycles.json").is_file()
-    out = Path(args.output) if resume else _new_folder(Path(args.output))
     rule = Rule(args.min_runs, args.max_runs, args.alpha, args.fail_on, args.min_change)
     if args.calibrate:
-        return _calibrate(args, rule, out)
-    return _judge(args, rule, out)
+        return _calibrate(args, rule, Path(args.output) if resume else _new_folder(args.output))
+    arms, history = _arms(args), _history(args.history, Path(args.output))  # before any folder
+    return _judge(args, rule, _new_folder(args.output), arms, history)
 
 
-def _new_folder(out: Path) -> Path:
-    from harness.errors import InputError
-
+def _new_folder(output: str) -> Path:
+    out = Path(output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError("already exists and is not empty; choose another with -o", path=out)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,7 +178,6 @@ def _new_folder(out: Path) -> Path:
 
 def _arms(args: argparse.Namespace) -> dict:
     from harness.app.scenario import load_scenario
-    from harness.errors import InputError
 
     base = load_scenario(args.scenario, args.sets)
     paired = args.candidate is not None or bool(args.candidate_sets)
@@ -193,67 +201,78 @@ def _arms(args: argparse.Namespace) -> dict:
     return {"a": base, "b": cand} if paired else {"b": cand}
 
 
-def _judge(args: argparse.Namespace, rule, out: Path) -> int:
-    from harness.analysis.loader import expand_run_dirs
-    from harness.app.gate.loop import Budget, gate, read_calibration, run_arm, write_gate
-    from harness.errors import InputError
+def _judge(args: argparse.Namespace, rule, out: Path, arms: dict, history: list[Path]) -> int:
+    from harness.app.gate.calibrations import calibration_key, candidates, quoted
+    from harness.app.gate.loop import Budget, gate, run_arm, write_gate
     from harness.report.gate import verdict_lines
 
-    arms = _arms(args)
-    history = expand_run_dirs(args.history) if args.history else []
-    if args.history and not history:
-        raise InputError(f"no run folders match {' '.join(args.history)}", field="--history")
-    cal_path = Path(args.calibration) if args.calibration else _default_calibration(arms["b"])
-    if args.calibration and not cal_path.is_file():
-        raise InputError("no such calibration file", path=cal_path)
-    calibration = read_calibration(cal_path)
-    say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
+    given = Path(args.calibration) if args.calibration else None
+    if given is not None and not given.exists():
+        raise InputError("no such calibration file or folder", path=given)
+    key = calibration_key(arms.get("a", arms["b"]), rule)
+    calibration, why_none = quoted(key, candidates(given, Path(arms["b"].results_dir)))
+    to_stderr = args.format == "json"  # stdout holds the one JSON object
+    say = (lambda _line: None) if args.quiet else _printer(to_stderr)
     with exports(args) as live:
         result = gate(
-            arms,
-            out,
-            rule=rule,
-            history=history,
-            budget=Budget(args.budget_min),
-            screen=_screen(args),
-            say=say,
+            arms, out, rule=rule, history=history, budget=Budget(args.budget_min),
+            screen=_screen(args), say=say, bar=not args.quiet and sys.stderr.isatty(),
             run=partial(run_arm, live=live),
-        )
-    path = write_gate(result, out, _matching(calibration, rule))
+        )  # fmt: skip
+    path = write_gate(result, out, calibration, why_none)
     mlflow_at_end(args, [Path(r.path) for r in result.runs])
-    doc = result.to_json(_matching(calibration, rule))
-    for line in verdict_lines(doc):
-        print(line)
+    doc = result.to_json(calibration, why_none)
+    lines = verdict_lines(doc)
+    print(formatted(args.format, "\n".join(lines), doc))
     print(f"wrote {path}", file=sys.stderr)
     return 130 if result.stopped_by == "interrupted" else result.exit_code
 
 
+def _printer(to_stderr: bool):
+    stream = sys.stderr if to_stderr else sys.stdout
+    return lambda line: print(line, file=stream, flush=True)
+
+
+def _history(patterns: list[str], out: Path) -> list[Path]:
+    """The --history runs. A glob that matches nothing yet is a first night when it would match
+    this gate's own runs (they become the history); else it is a mistake said before any run."""
+    from harness.analysis.loader import expand_run_dirs
+
+    found: list[Path] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern) and not glob.glob(pattern):
+            if not _would_match(pattern, out / "b1"):
+                raise InputError(
+                    f"{pattern!r} matches no run folder, and would not match this gate's own runs "
+                    f"({out / 'b1'}): no later gate would find a history either (e.g. "
+                    f"--history '{out.parent}/*/b*')",
+                    field="--history",
+                )
+            continue
+        found += expand_run_dirs([pattern])
+    return found
+
+
+def _would_match(pattern: str, path: Path) -> bool:
+    """Whether `path` is a match of the glob `pattern` (each part by fnmatch, as glob does)."""
+    want = Path(os.path.abspath(pattern)).parts
+    have = Path(os.path.abspath(path)).parts
+    return len(want) == len(have) and all(
+        fnmatch.fnmatch(h, w) for h, w in zip(have, want, strict=True)
+    )
+
+
 def _screen(args: argparse.Namespace):
     from harness.analysis.host_state import Screen
-    from harness.errors import InputError
 
     if not 0 < args.max_wait_share <= 1:
         raise InputError(f"must be in (0, 1], got {args.max_wait_share}", field="--max-wait-share")
     return Screen(args.max_wait_share, args.max_host_load)
 
 
-def _default_calibration(scenario) -> Path:
-    from harness.app.gate.loop import CALIBRATION_FILE
-
-    return Path(scenario.results_dir) / CALIBRATION_FILE
-
-
-def _matching(calibration: dict | None, rule) -> dict | None:
-    """The calibration, quoted only when it measured this rule (same runs, level, thresholds)."""
-    if calibration is None:
-        return None
-    if calibration.get("rule") != rule.to_json():
-        return {**calibration, "rates": calibration["rates"], "for_another_rule": True}
-    return calibration
-
-
 def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
     from harness.app.gate.calibration import calibrate
+    from harness.app.gate.calibrations import install
     from harness.app.scenario import load_scenario
     from harness.report.gate import calibration_line
 
@@ -268,8 +287,6 @@ def _calibrate(args: argparse.Namespace, rule, out: Path) -> int:
         say=say,
     )
     print(calibration_line(doc))
-    installed = _default_calibration(scenario)
-    installed.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, installed)
+    installed = install(path, Path(scenario.results_dir))
     print(f"wrote {path} (and {installed}, which `harness gate` quotes)", file=sys.stderr)
     return 130 if doc.get("interrupted") else 0

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.host_state import Screen
+from harness.app.gate.calibrations import calibration_key
 from harness.app.gate.loop import CALIBRATION_FILE, GateRun, host_words, run_arm
 from harness.app.gate.rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now
 from harness.app.scenario import Scenario
@@ -211,10 +212,11 @@ def calibrate(
     n_cycles = comparisons + rule.max_runs - 1
     cycles = collect(scenario, out, n_cycles, screen, say)
     doc: dict[str, Any] = {
-        "calibration_version": 1,
+        "calibration_version": 2,
         "made": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
         "scenario": scenario.name,
         "runner": scenario.target.engine.options.get("runner", "torch"),
+        "key": calibration_key(scenario, rule),
         "max_duration_s": scenario.load.max_duration,
         "rule": rule.to_json(),
         "screen": screen.to_json(),

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.analysis.host_state import Screen
 from harness.app.gate.rule import Evidence, Judge, Rule, RunJudge, decisive, judge_now, spent
+from harness.app.runs_progress import RunsProgress, interim_words
 from harness.app.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -67,13 +68,13 @@ class GateResult:
     mode: str  # "interleaved" | "history"
     runs: list[GateRun]
     judgement: Any | None  # the verdict module's Judgement; None before the first look
-    stopped_by: str  # "decisive" | "max runs" | "budget" | "interrupted"
+    stopped_by: str  # "decisive" | "max runs" | "budget" | "interrupted" | "history recorded"
     notes: list[str]
     rule: Rule
     minutes: float
     pairs_used: int | None = None  # interleaved: pairs whose two runs were both usable
 
-    def to_json(self, calibration: dict | None) -> dict:
+    def to_json(self, calibration: dict | None, calibration_note: str | None = None) -> dict:
         return {
             "gate_version": GATE_VERSION,
             "verdict": self.verdict,
@@ -90,6 +91,7 @@ class GateResult:
             "notes": self.notes,
             "judgement": None if self.judgement is None else self.judgement.to_json(),
             "calibration": calibration,
+            "calibration_note": calibration_note,  # why none is quoted
             "runs": [asdict(r) for r in self.runs],
         }
 
@@ -105,41 +107,85 @@ def gate(
     judge: Judge | None = None,
     say: Callable[[str], None] = print,
     run: Callable[..., GateRun] | None = None,
+    bar: bool = False,
 ) -> GateResult:
     """Run `arms` ("a" and "b", or "b" alone with `history`) into `out` until decisive.
-    `judge` and `run` default to the verdict module's judge and `run_arm`."""
+    `judge` and `run` default to the verdict module's judge and `run_arm`. History mode with no
+    history (a nightly's first night) records `rule.min_runs` usable runs as the history and
+    judges nothing. `bar`: a progress bar on stderr beside the lines `say` prints."""
     judge = judge or RunJudge()
     run_one = run or run_arm
     screen = screen or Screen()
     budget = budget or Budget()
     paired = "a" in arms
+    first = not paired and not history
     evidence, runs = Evidence(), list[GateRun]()
     judgement, stopped_by = None, "max runs"
-    try:
-        for arm in _schedule(paired):
-            if spent(rule, evidence, paired=paired):
-                break
-            if not budget.allows(_typical_s(runs)):
-                stopped_by = "budget"
-                break
-            done = run_one(arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, screen)
-            runs.append(done)
-            evidence.add(arm, Path(done.path), done.usable)
-            say(_run_line(done))
-            if done.status == "interrupted":
-                stopped_by = "interrupted"
-                break
-            if paired and evidence.tried["a"] != evidence.tried["b"]:
-                continue  # judge whole pairs only
-            judgement = judge_now(rule, evidence, history, judge, paired=paired) or judgement
-            if decisive(judgement):
-                stopped_by = "decisive"
-                break
-    except KeyboardInterrupt:
-        stopped_by = "interrupted"
+    most = rule.max_runs * (2 if paired else 1)
+    progress = RunsProgress("gate", most, budget.max_minutes, say, bar, started=budget.started)
+    with progress:
+        try:
+            for arm in _schedule(paired):
+                if spent(rule, evidence, paired=paired):
+                    break
+                if not budget.allows(_typical_s(runs)):
+                    stopped_by = "budget"
+                    break
+                done = run_one(arms[arm], out / f"{arm}{evidence.tried[arm] + 1}", arm, screen)
+                runs.append(done)
+                evidence.add(arm, Path(done.path), done.usable)
+                look, stop = _after(done, evidence, rule, history, judge, paired, first)
+                judgement = look or judgement
+                progress.done(_run_line(done), done.wall_s, interim_words(look, _unit(paired)))
+                if stop is not None:
+                    stopped_by = stop
+                    break
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
     result = _result(judgement, stopped_by, runs, rule, paired, budget)
     result.pairs_used = len(evidence.pairs) if paired else None
+    if first:
+        _recorded(result, rule)
     return result
+
+
+def _after(done: GateRun, evidence, rule: Rule, history, judge, paired: bool, first: bool):
+    """(the look this run allowed, or None; why to stop now, or None). A pair is judged whole;
+    a first night only records."""
+    if done.status == "interrupted":
+        return None, "interrupted"
+    if first:
+        return None, "history recorded" if len(evidence.candidate) >= rule.min_runs else None
+    if paired and evidence.tried["a"] != evidence.tried["b"]:
+        return None, None
+    look = judge_now(rule, evidence, history, judge, paired=paired)
+    return look, "decisive" if decisive(look) else None
+
+
+def _unit(paired: bool) -> str:
+    return "pair(s)" if paired else "run(s)"
+
+
+def _recorded(result: GateResult, rule: Rule) -> None:
+    """A first night: its usable runs are the history; nothing was judged, nothing failed."""
+    from harness.exit_codes import INCONCLUSIVE, OK
+
+    usable = sum(r.usable for r in result.runs)
+    result.notes = [n for n in result.notes if "no verdict could be judged" not in n]
+    if usable and result.stopped_by != "interrupted":
+        result.verdict, result.exit_code = "history recorded", OK
+        fewer = (
+            f" (fewer than {rule.min_runs}: a wider band tomorrow)"
+            if usable < rule.min_runs
+            else ""
+        )
+        result.notes.append(
+            f"first run of this history: no earlier run matches --history, so nothing was judged; "
+            f"its {usable} usable runs{fewer} are the history the next gate is judged against"
+        )
+    else:
+        result.verdict, result.exit_code = "inconclusive", INCONCLUSIVE
+        result.notes.append("first run of this history, and no usable run recorded: run it again")
 
 
 def _schedule(paired: bool):
@@ -171,7 +217,10 @@ def run_arm(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trace = build_trace(scenario)
-        result = replay_point(scenario, trace, run_dir, show_progress=False, live=live)
+        result = replay_point(  # named by its gate too: a history of many nights' `b1`s
+            scenario, trace, run_dir, show_progress=False, live=live,
+            run_id=f"{run_dir.parent.name}-{run_dir.name}",
+        )  # fmt: skip
         summary = analyze_run(run_dir)
     wall = time.perf_counter() - t0
     host = screen.state(summary)
@@ -200,7 +249,7 @@ def run_arm(
 def _run_line(run: GateRun) -> str:
     host = host_words(run.host)
     left = "" if run.usable else f", left out ({run.why_not})"
-    return f"gate: {Path(run.path).name}: {run.status} in {run.wall_s:.0f} s, {host}{left}"
+    return f"{Path(run.path).name}: {run.status} in {run.wall_s:.0f} s, {host}{left}"
 
 
 def host_words(host: dict) -> str:
@@ -248,17 +297,12 @@ def _result(judgement, stopped_by: str, runs, rule: Rule, paired: bool, budget: 
     )
 
 
-def read_calibration(path: Path | None) -> dict | None:
-    """The calibration the verdict quotes (its false-alarm and detection rates), if any."""
-    if path is None or not path.is_file():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def write_gate(result: GateResult, out: Path, calibration: dict | None) -> Path:
+def write_gate(
+    result: GateResult, out: Path, calibration: dict | None, calibration_note: str | None = None
+) -> Path:
     from harness.report.gate import write_gate_markdown
 
-    doc = result.to_json(calibration)
+    doc = result.to_json(calibration, calibration_note)
     path = out / GATE_FILE
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     write_gate_markdown(doc, out)

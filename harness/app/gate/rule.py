@@ -154,7 +154,8 @@ class RunJudge:
     """The verdict module's judge over runs analyzed once each: a gate looks at the same runs
     again after every pair, and a calibration at the same runs in many windows. With no
     baseline runs, the history screened against the candidate (harness/analysis/compare/
-    history.py) is the baseline, and the runs it left out are named in the notes."""
+    history.py) is the baseline, and the runs it left out are named in the notes; a history of
+    none but other configurations is `not comparable`."""
 
     def __init__(self) -> None:
         self._analyses: dict[Path, Any] = {}
@@ -170,7 +171,7 @@ class RunJudge:
 
     def __call__(self, baseline, candidate, *, history=(), paired=False, **kwargs) -> Any | None:
         from harness.analysis.compare import history as screening
-        from harness.analysis.compare.verdict import judge_analyses
+        from harness.analysis.compare.verdict import judge_analyses, unlike_history
 
         cand = [self.analysis(p) for p in candidate]
         if baseline:
@@ -178,7 +179,9 @@ class RunJudge:
             return judge_analyses(
                 [self.analysis(p) for p in baseline], cand, history=past, paired=paired, **kwargs
             )
-        screened = screening.screen([self.analysis(p) for p in history], cand)
+        screened = screening.screen([self.analysis(p) for p in history], cand, as_baseline=True)
+        if screened.all_unlike:
+            return unlike_history(cand, screened)  # not comparable: no rerun makes it so
         if not screened.kept:
             return None
         judgement = judge_analyses(screened.kept, cand, **kwargs)

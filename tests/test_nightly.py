@@ -1,0 +1,90 @@
+"""The README's nightly recipe, as its script `scenarios/nightly.sh`, played for three nights against
+a server in another process (`harness serve --runner simulated`, the shape of a nightly against a
+remote endpoint): night 1 records the history and exits 0, night 2 (the same server) is not a
+regression, night 3 (the server restarted with every step 6x longer) is `regressed`, exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scenarios" / "nightly.sh"
+# Sized for a test: the CPU profile, 3 s runs, a strict level so night 2 cannot be a false alarm
+# (at most 0.1 %), every run kept whatever the host (the recipe is under test, not the screen).
+SIZED = (
+    "--set workload.profile=workloads/agentx-cpu.yaml --set workload.sessions=4 "
+    "--set load.concurrency=4 --set load.max_duration_s=3 --set load.warmup_s=0 "
+    "--set load.cooldown_s=0 --max-runs 5 --alpha 0.001 --max-wait-share 1"
+)
+
+
+def serve(*flags: str) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "harness", "serve", "--runner", "simulated", "--port", "0"]
+    proc = subprocess.Popen([*cmd, *flags], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("serving on "):
+            return proc, line.removeprefix("serving on ").strip()
+    raise AssertionError(f"harness serve ended ({proc.wait()}) before it served")
+
+
+def night(where: Path, n: int, url: str) -> tuple[int, dict, str]:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "NIGHT": f"2026-12-0{n}",
+        "MODEL": "agentic-harness-reference",
+        "ENDPOINT": f"{url}/v1",
+        "NIGHTLY_SET": SIZED,
+    }
+    done = subprocess.run(
+        ["bash", str(SCRIPT)], cwd=where, env=env, capture_output=True, text=True, timeout=600
+    )
+    gate = where / "results" / f"nightly-2026-12-0{n}" / "gate.json"
+    assert gate.is_file(), done.stdout + done.stderr
+    return done.returncode, json.loads(gate.read_text()), done.stdout
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A checkout's layout: the scenarios and workloads the recipe names, results/ its own."""
+    for name in ("scenarios", "workloads"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_three_nights_recorded_passed_and_regressed(workdir):
+    proc, url = serve()
+    try:
+        code1, gate1, out1 = night(workdir, 1, url)
+        code2, gate2, out2 = night(workdir, 2, url)
+    finally:
+        proc.terminate()
+        proc.wait()
+    proc, url = serve("--step-time-scale", "6")  # tonight's server is slower
+    try:
+        code3, gate3, out3 = night(workdir, 3, url)
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert (code1, gate1["verdict"]) == (0, "history recorded"), out1
+    assert "first run of this history" in out1 and "nightly: passed" in out1
+    assert gate2["verdict"] in ("no change detected", "inconclusive") and code2 == 0, out2
+    baseline = gate2["judgement"]["baseline"]  # night 1's runs, screened, named by their night
+    assert baseline == [f"nightly-2026-12-01-b{i}" for i in (1, 2, 3)]
+    assert (code3, gate3["verdict"]) == (1, "regressed"), out3
+    assert "::error::nightly: REGRESSED" in out3
+    assert re.search(r"gate: 3 of at most \d+ runs, at most ~[\d.]+ min left", out3)
+
+
+def test_the_readme_shows_the_script_as_it_is():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"```bash\n{SCRIPT.read_text(encoding='utf-8')}```" in readme
