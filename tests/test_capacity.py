@@ -257,3 +257,17 @@ def test_the_flags_reach_the_rule_by_name():
     )
     rule = _capacity_settings(args).rule
     assert rule.max_runs == 6 and rule.max_wait_share == 0.8 and rule.busy_load == 3.0
+
+
+def test_the_wall_clock_search_at_its_ceiling_says_raise_it():
+    from harness.app.capacity.search import _result
+
+    fake = Fake(lambda c, k: 100.0)  # every point far inside its bound
+    search, points = fake.search(budget_s=None, max_concurrency=8)
+    result = _result(search, points, SLOS, search.settings)
+    assert result["at_ceiling"] and result["band"] == [8, None]
+    assert (
+        "at least 8" in result["band_text"]
+        and "raise --max-concurrency (now 8)" in (result["band_text"])
+    )
+    assert result["binding_text"].endswith("(raise --max-concurrency to find the one that binds)")

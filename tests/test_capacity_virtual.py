@@ -4,9 +4,12 @@ fleet table's shape (`--replicas`, `--routing`)."""
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.analysis.capacity import MET, MISSED
 from harness.app.capacity.fleet import fleet
 from harness.app.capacity.virtual import Point, Search, capacity_virtual
+from harness.app.cli import main
 from harness.app.commands.run import SIMULATE_SETS
 from harness.app.scenario import load_scenario
 
@@ -89,3 +92,22 @@ def test_the_verb_refuses_an_unknown_policy_in_one_line(tmp_path, capsys):
     code = main([*argv, "-o", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "longest_prefix" in err
+
+
+@pytest.mark.slow
+def test_a_search_that_meets_its_ceiling_says_at_least_and_json_holds_it(tmp_path, capsys):
+    args = ["capacity", "scenarios/capacity-sim.yaml", "--simulate", "--point-s", "30"]
+    code = main([*args, "--max-concurrency", "4", "-o", str(tmp_path / "c"), "--format", "json"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)  # the one JSON object; the points' lines went to stderr
+    assert code == 0 and result["capacity"] == 4 and result["at_ceiling"] is True
+    assert result["band_text"].startswith("at least 4: every point up to the search's ceiling")
+    assert "raise --max-concurrency (now 4)" in result["band_text"]
+    assert "concurrency 4: met" in captured.err
+
+
+def test_a_ceiling_the_trace_cannot_hold_is_refused_before_any_run(tmp_path, capsys):
+    args = ["capacity", "scenarios/quickstart.yaml", "--simulate", "--max-concurrency", "5000"]
+    assert main([*args, "-o", str(tmp_path / "c")]) == 2
+    assert "raise workload.sessions" in capsys.readouterr().err
+    assert not list((tmp_path / "c").glob("c*"))

@@ -21,7 +21,7 @@ SCRIPT = ROOT / "scenarios" / "nightly.sh"
 SIZED = (
     "--set workload.profile=workloads/agentx-cpu.yaml --set workload.sessions=4 "
     "--set load.concurrency=4 --set load.max_duration_s=3 --set load.warmup_s=0 "
-    "--set load.cooldown_s=0 --max-runs 5 --alpha 0.001 --max-wait-share 1"
+    "--set load.cooldown_s=0 --max-runs 4 --alpha 0.001 --max-wait-share 1"
 )
 
 
@@ -61,6 +61,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 10 to 11 runs of 3 s and their start-up: minutes on a busy host
 def test_three_nights_recorded_passed_and_regressed(workdir):
     proc, url = serve()
     try:
@@ -79,7 +80,7 @@ def test_three_nights_recorded_passed_and_regressed(workdir):
     assert "first run of this history" in out1 and "nightly: passed" in out1
     assert gate2["verdict"] in ("no change detected", "inconclusive") and code2 == 0, out2
     baseline = gate2["judgement"]["baseline"]  # night 1's runs, screened, named by their night
-    assert baseline == [f"nightly-2026-12-01-b{i}" for i in (1, 2, 3)]
+    assert baseline and set(baseline) <= {f"nightly-2026-12-01-b{i}" for i in (1, 2, 3)}
     assert (code3, gate3["verdict"]) == (1, "regressed"), out3
     assert "::error::nightly: REGRESSED" in out3
     assert re.search(r"gate: 3 of at most \d+ runs, at most ~[\d.]+ min left", out3)

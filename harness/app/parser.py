@@ -88,6 +88,16 @@ def add_format(p: argparse.ArgumentParser, json_help: str = "print one JSON obje
     )
 
 
+def printer(to_stderr: bool):
+    """A verb's progress lines: stdout, or stderr where stdout holds one JSON object."""
+    import sys
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)
+
+    return say
+
+
 def formatted(fmt: str, table: str, data: object) -> str:
     """The result as --format asked: the table, its JSON, or the table fenced for Markdown."""
     if fmt == "json":

@@ -19,7 +19,7 @@ from typing import Any
 @dataclass
 class RunsProgress:
     verb: str  # "gate", "capacity"
-    most: int  # runs the rule allows at most
+    most: int | None  # runs the rule allows at most (None: only the budget bounds them)
     budget_min: float | None = None  # no run starts past this many minutes
     say: Callable[[str], None] = print
     bar: bool = field(default_factory=lambda: sys.stderr.isatty())
@@ -52,33 +52,44 @@ class RunsProgress:
             self._live.stop()
 
     @property
-    def left(self) -> int:
-        """Runs the budget and the rule still allow, at the runs' mean wall time."""
-        rule_left = max(0, self.most - len(self.walls))
+    def left(self) -> int | None:
+        """Runs the budget and the rule still allow, at the runs' mean wall time (None: no bound
+        known yet)."""
+        rule_left = None if self.most is None else max(0, self.most - len(self.walls))
         if self.budget_min is None or not self.walls:
             return rule_left
         spent = (time.perf_counter() - self.started) / 60
         mean_min = sum(self.walls) / len(self.walls) / 60
-        return min(rule_left, max(0, int((self.budget_min - spent) // max(mean_min, 1e-9))))
+        budget_left = max(0, int((self.budget_min - spent) // max(mean_min, 1e-9)))
+        return budget_left if rule_left is None else min(rule_left, budget_left)
 
     def eta_s(self) -> float | None:
         """At most this many seconds left: the runs still allowed at the runs' mean wall time."""
-        if not self.walls:
+        if not self.walls or self.left is None:
             return None
         return self.left * sum(self.walls) / len(self.walls)
 
     def done(self, line: str, wall_s: float, interim: str | None = None) -> None:
         """A run ended: its line, with the count, the ETA and (when judged) the evidence so far."""
         self.walls.append(wall_s)
-        eta = self.eta_s()
-        mean = sum(self.walls) / len(self.walls)
-        when = f"at most ~{eta / 60:.1f} min left at {mean:.0f} s a run" if eta else "done"
-        head = f"{self.verb}: {len(self.walls)} of at most {len(self.walls) + self.left} runs"
-        self.say(f"{head}, {when}: {line}" + (f"; so far: {interim}" if interim else ""))
+        self.say(f"{self._where()}: {line}" + (f"; so far: {interim}" if interim else ""))
         if self._live is not None:
-            total = len(self.walls) + self.left
-            left = f"ETA ≤ {eta / 60:.1f} min" if eta else ""
-            self._live.update(self._task, completed=len(self.walls), total=total, eta=left)
+            eta, left = self.eta_s(), self.left
+            self._live.update(
+                self._task,
+                completed=len(self.walls),
+                total=None if left is None else len(self.walls) + left,
+                eta=f"ETA ≤ {eta / 60:.1f} min" if eta else "",
+            )
+
+    def _where(self) -> str:
+        """'gate: 4 of at most 20 runs, at most ~6.2 min left at 47 s a run'."""
+        n, left, eta = len(self.walls), self.left, self.eta_s()
+        mean = sum(self.walls) / n
+        if left is None:
+            return f"{self.verb}: run {n}, {mean:.0f} s a run, no end known"
+        when = f"at most ~{eta / 60:.1f} min left at {mean:.0f} s a run" if eta else "done"
+        return f"{self.verb}: {n} of at most {n + left} runs, {when}"
 
 
 def interim_words(judgement: Any | None, needed_unit: str = "run(s) a side") -> str | None:

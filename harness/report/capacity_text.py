@@ -37,8 +37,13 @@ def band_sentence(result: dict) -> str:
     shares = ", ".join(
         f"{c} in {points[c]['met_runs']} of {points[c]['decided_runs']}" for c in shown
     )
-    top = " and above (no miss tried above it)" if high is None else f"-{high}"
     head = f"met at {shares} -> " if shares else "no point decided -> "
+    if result.get("at_ceiling"):
+        return (
+            f"{head}at least {low}: every point up to the search's ceiling met; raise "
+            f"--max-concurrency (now {result['ceiling']}) to search past it"
+        )
+    top = " and above (no miss tried above it)" if high is None else f"-{high}"
     return f"{head}capacity {low}, band {low}{top}"
 
 
@@ -48,7 +53,10 @@ def binding_sentence(result: dict) -> str:
     b = result.get("binding")
     if b is None:
         low, high = result["band"]
-        return f"no SLO bound: every SLO held at each point tried up to {low}"
+        raise_it = " (raise --max-concurrency to find the one that binds)"
+        return f"no SLO bound: every SLO held at each point tried up to {low}" + (
+            raise_it if result.get("at_ceiling") else ""
+        )
     label = slo_label(b["metric"], b["percentile"])
     side = "at most" if b["upper"] else "at least"
     mean = "mean of its runs " if b["runs"] > 1 else ""

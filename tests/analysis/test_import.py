@@ -97,6 +97,17 @@ def test_cli_import_then_analyze_and_report(tmp_path, capsys):
     assert "was imported from" in text and "vllm-bench" in text
 
 
+def test_cli_import_prints_one_json_object_with_format_json(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["import", "vllm-bench", str(IMPORTS / "vllm-bench"), "-o", str(out), "--format", "json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)  # nothing else on stdout
+    assert doc["run_dir"] == str(out) and doc["tool"] == "vllm-bench"
+    assert doc["requests_ok"] == 24 and doc["imported"]["tool"] == "vllm-bench"
+    assert "imported " in captured.err
+
+
 def test_failed_requests_are_records(tmp_path):
     own = json.loads((IMPORTS / "vllm-bench" / "vllm-bench.json").read_text())
     own["errors"][3] = "ClientConnectorError: Cannot connect to host"

@@ -52,12 +52,32 @@ def test_the_correction_takes_out_the_waits_and_leaves_a_30_percent_slowdown():
 
 
 def test_the_fit_recovers_the_effect_at_equal_contention():
+    waits_b = [w + 0.05 for w in WAIT_B]  # the candidate waited more: the raw change is larger
     a = _logs(WAIT_A, 1.0, np.zeros(8))
-    b = _logs(WAIT_B, 1.3, np.zeros(8))
-    s = noise.adjusted_spread(a, b, (WAIT_A, WAIT_B), ([None] * 8, [None] * 8), 0.05)
+    b = _logs(waits_b, 1.3, np.zeros(8))
+    s = noise.adjusted_spread(a, b, (WAIT_A, waits_b), ([None] * 8, [None] * 8), 0.05)
     assert s is not None and s.change == pytest.approx(np.log(1.3), abs=1e-9)
+    assert float((b - a).mean()) > s.change  # the waits explained part of the raw difference
     plain = noise.paired_spread(a, b, ([None] * 8, [None] * 8), 0.05)
     assert plain.half_width > 10 * s.half_width  # without it the waits are the noise
+
+
+def test_a_correction_never_adds_to_the_raw_difference():
+    """The torch A/A false alarm: a candidate slower in the raw pairs (+14.6 %) although it
+    waited less, extrapolated to equal contention slower still (+22.7 %), its interval clear of
+    0 from 6 pairs. The change is held to the raw mean, whose interval holds 0: not regressed."""
+    waits_a = [0.55, 0.6, 0.5, 0.45, 0.65, 0.5]
+    waits_b = [0.3, 0.5, 0.45, 0.45, 0.4, 0.55]  # the candidate waited less, mostly
+    x = np.array(
+        [noise.stretch(c) - noise.stretch(w) for w, c in zip(waits_a, waits_b, strict=True)]
+    )
+    d = np.log(1.146) + 0.4 * (x - x.mean()) + np.array([0.025, -0.16, 0.143, -0.043, 0.023, 0.013])
+    fitted = np.polyfit(x, d, 1)[1]  # the change at equal contention, unguarded
+    assert fitted > d.mean() > 0
+    a = np.zeros(6)
+    s = noise.adjusted_spread(a, a + d, (waits_a, waits_b), ([None] * 6, [None] * 6), 0.05)
+    assert s is not None and s.change == pytest.approx(float(d.mean()))
+    assert fitted - s.half_width > 0 > s.change - s.half_width  # unguarded: called; held: not
 
 
 def test_uncorrected_below_six_pairs_or_without_waits_or_with_nothing_to_fit():

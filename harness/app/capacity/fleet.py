@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.analysis.capacity import Rule
@@ -47,13 +48,14 @@ def fleet(
     resolution: float = 0.1,
     max_concurrency: int = 4096,
     quiet: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> dict:
-    """The table, fleet.json and fleet.md in `out`."""
+    """The table, fleet.json and fleet.md in `out`; each point a line (`say`, else stdout)."""
     from harness.app.build import build_trace
 
     slos, rule = slos_of(scenario), Rule()
     trace = build_trace(scenario)  # one trace for every cell and point
-    log = (lambda _: None) if quiet else (lambda line: print(line, flush=True))
+    log = (lambda _: None) if quiet else (say or (lambda line: print(line, flush=True)))
     began, cells, one = time.perf_counter(), [], None
     for n in sorted(set(replicas)):
         for policy in policies if n > 1 else policies[:1]:  # one replica: no routing to choose

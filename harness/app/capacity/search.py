@@ -26,6 +26,7 @@ from harness.analysis import capacity_band as curve
 from harness.analysis.capacity import FAILING, MET, MIXED, PointVerdict, Rule, RunOutcome, decide
 from harness.analysis.capacity import outcome as run_outcome
 from harness.analysis.slo import Slo, parse_slos
+from harness.app.runs_progress import RunsProgress
 from harness.app.scenario import Scenario
 from harness.errors import InputError
 from harness.report.capacity import band_sentence, binding_sentence, write_capacity_report
@@ -56,8 +57,10 @@ class Search:
         settings: Settings,
         log: Callable[[str], None] = lambda line: None,
         clock: Callable[[], float] = time.monotonic,
+        progress: RunsProgress | None = None,
     ) -> None:
         self.measure, self.slos, self.settings, self.log = measure, slos, settings, log
+        self.progress = progress
         self.clock, self.start = clock, clock()
         self.runs: dict[int, list[RunOutcome]] = {}
         self.rerun: list[dict] = []
@@ -82,7 +85,12 @@ class Search:
         r = runs[-1]
         busy = " (host busy)" if r.busy else ""
         figures = ", ".join(f"{k} {_g(v)}" for k, v in r.figures.items())
-        self.log(f"capacity: concurrency {c} run {len(runs)}: {figures}, {r.tasks} tasks{busy}")
+        line = f"concurrency {c} run {len(runs)}: {figures}, {r.tasks} tasks{busy}"
+        if self.progress is None:
+            self.log(f"capacity: {line}")
+            return
+        low, high = curve.band(self.points)
+        self.progress.done(line, r.wall_s, f"capacity {low}, band {low}-{high or '?'}")
 
     def evaluate(self, c: int) -> PointVerdict:
         v, before = self.verdict(c), len(self.runs.get(c, []))
@@ -180,16 +188,25 @@ def capacity(
     settings: Settings | None = None,
     *,
     quiet: bool = False,
+    say: Callable[[str], None] | None = None,
+    bar: bool = False,
 ) -> dict:
+    """The search, capacity.json and capacity.html in `out`; each run a progress line (`say`,
+    else stdout), a bar on stderr when `bar`."""
     settings = settings or Settings()
     slos = [s for s in parse_slos(scenario.slos, source="slos") if s.percentile is not None]
     if not slos:
         raise InputError("capacity needs percentile SLOs, e.g. slos: {ttft_p90: 1s}", field="slos")
     if scenario.load.load != "closed":
         raise InputError("capacity searches a closed loop's concurrency", field="load.mode")
+    check_ceiling(settings.max_concurrency, scenario)
     measure = _measure(scenario, out, slos, settings.rule, quiet)
-    search = Search(measure, slos, settings, log=(lambda _: None) if quiet else _print)
-    points = search.search()
+    log = (lambda _: None) if quiet else (say or _print)
+    budget_min = None if settings.budget_s is None else settings.budget_s / 60
+    progress = RunsProgress("capacity", None, budget_min, log, bar and not quiet)
+    with progress:
+        search = Search(measure, slos, settings, log=log, progress=progress)
+        points = search.search()
     result = _result(search, points, slos, settings)
     (out / CAPACITY_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     write_capacity_report(result, out)
@@ -213,9 +230,24 @@ def _result(search: Search, points: dict[int, PointVerdict], slos, settings: Set
         },
         "points": [_point(points[c]) for c in sorted(points)],
     }
+    result["ceiling"] = settings.max_concurrency
+    result["at_ceiling"] = high is None and low == settings.max_concurrency
     result["band_text"] = band_sentence(result)
     result["binding_text"] = binding_sentence(result)
     return result
+
+
+def check_ceiling(ceiling: int, scenario: Scenario) -> None:
+    """Refuse, before any run, a ceiling the trace cannot hold (100 tasks per main session)."""
+    from harness.app.build import build_trace
+
+    sessions = len(build_trace(scenario).main_sessions)
+    if ceiling > 100 * max(sessions, 1):
+        raise InputError(
+            f"{ceiling} is above the {100 * sessions} concurrent tasks a trace of {sessions} main "
+            "sessions holds (100 each): raise workload.sessions",
+            field="--max-concurrency",
+        )
 
 
 def _unfixed(search: Search, points) -> list[tuple[int, int]]:

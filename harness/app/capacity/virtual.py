@@ -133,13 +133,17 @@ def capacity_virtual(
     max_concurrency: int = 256,
     point_s: float | None = None,
     quiet: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> dict:
-    """The search, capacity.json and capacity.md in `out`."""
+    """The search, capacity.json and capacity.md in `out`; each point a line (`say`, else
+    stdout)."""
     from harness.app.build import build_trace
+    from harness.app.capacity.search import check_ceiling
 
     slos, rule = slos_of(scenario), Rule()
+    check_ceiling(max_concurrency, scenario)
     trace = build_trace(scenario)  # one trace for every point: the concurrency does not shape it
-    log = (lambda _: None) if quiet else _print
+    log = (lambda _: None) if quiet else (say or _print)
 
     def measure(c: int) -> Point:
         p = measure_point(
@@ -169,15 +173,22 @@ def _result(scenario, search: Search, answer, slos, point_s, wall_s: float) -> d
         "slos": {s.name: s.bound for s in slos},
         "point_s": point_s or scenario.load.max_duration,
         "wall_s": round(wall_s, 1),
-        "band_text": _band_text(answer, first_miss),
+        "ceiling": search.ceiling,
+        "at_ceiling": first_miss is None and answer is not None and answer >= search.ceiling,
+        "band_text": _band_text(answer, first_miss, search.ceiling),
         "points": [asdict(search.points[c]) for c in sorted(search.points)],
     }
 
 
-def _band_text(answer: int | None, first_miss: int | None) -> str:
+def _band_text(answer: int | None, first_miss: int | None, ceiling: int) -> str:
     if answer is None:
         return f"no concurrency met every SLO ({MODELLED})"
-    above = f"; {first_miss} missed" if first_miss is not None else "; the ceiling was met"
+    if first_miss is None and answer >= ceiling:
+        return (
+            f"at least {answer}: every point up to the search's ceiling met every SLO; raise "
+            f"--max-concurrency (now {ceiling}) to search past it ({MODELLED})"
+        )
+    above = f"; {first_miss} missed" if first_miss is not None else ""
     return f"{answer} concurrent tasks met every SLO{above} ({MODELLED})"
 
 

@@ -7,9 +7,10 @@ harness/app/commands/fleet.py; `plan pd` reads two saturation runs (harness/app/
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
-from harness.app.parser import add_format, formatted
+from harness.app.parser import add_format, formatted, printer
 
 
 def register(sub) -> None:
@@ -103,6 +104,7 @@ def _register_capacity(sub) -> None:
     )  # --simulate, --replicas, --routing: the virtual clock's
 
     fleet_commands.add_arguments(cap)
+    add_format(cap, "capacity.json's content (fleet.json's with --replicas); progress on stderr")
     cap.set_defaults(func=_capacity)
 
 
@@ -126,12 +128,12 @@ def _capacity(args: argparse.Namespace) -> int:
 
     make_run_dir(out)
     scenario = load_scenario(args.scenario, args.sets)
-    result = capacity(scenario, out, settings)
-    print(f"capacity: {result['band_text']}")
-    print(f"capacity: {result['binding_text']}")
-    for line in notes(result):
-        print(f"capacity: {line}")
-    print(f"wrote {out / CAPACITY_FILE} and {out / 'capacity.html'}")
+    as_json = args.format == "json"  # stdout holds the one JSON object; progress goes to stderr
+    say = printer(as_json)
+    result = capacity(scenario, out, settings, say=say, bar=sys.stderr.isatty())
+    lines = [result["band_text"], result["binding_text"], *notes(result)]
+    print(formatted(args.format, "\n".join(f"capacity: {line}" for line in lines), result))
+    print(f"wrote {out / CAPACITY_FILE} and {out / 'capacity.html'}", file=sys.stderr)
     return 0
 
 

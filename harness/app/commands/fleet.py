@@ -8,7 +8,10 @@ dispatches here: the exact search on the virtual clock (harness/app/capacity/vir
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from harness.app.parser import formatted, printer
 
 
 def add_arguments(cap: argparse.ArgumentParser) -> None:
@@ -53,11 +56,16 @@ def simulate_capacity(args: argparse.Namespace) -> int:
         return _fleet(args, scenario, out)
     from harness.app.capacity.virtual import CAPACITY_FILE, capacity_virtual
 
+    as_json = args.format == "json"  # stdout holds the one JSON object; the lines go to stderr
     result = capacity_virtual(
-        scenario, out, max_concurrency=args.max_concurrency, point_s=args.point_s
+        scenario, out, max_concurrency=args.max_concurrency, point_s=args.point_s,
+        say=printer(as_json),
+    )  # fmt: skip
+    print(formatted(args.format, f"capacity: {result['band_text']}", result))
+    print(
+        f"wrote {out / CAPACITY_FILE} and {out / 'capacity.md'} in {result['wall_s']} s",
+        file=sys.stderr if as_json else sys.stdout,
     )
-    print(f"capacity: {result['band_text']}")
-    print(f"wrote {out / CAPACITY_FILE} and {out / 'capacity.md'} in {result['wall_s']} s")
     return 0
 
 
@@ -79,7 +87,12 @@ def _fleet(args: argparse.Namespace, scenario, out: Path) -> int:
         policies=policies,
         point_s=args.point_s,
         resolution=args.resolution,
+        say=printer(args.format == "json"),
     )
-    print((out / "fleet.md").read_text(encoding="utf-8"), end="")
-    print(f"wrote {out / FLEET_FILE} and {out / 'fleet.md'} in {result['wall_s']} s")
+    as_json = args.format == "json"
+    print(formatted(args.format, (out / "fleet.md").read_text(encoding="utf-8"), result))
+    print(
+        f"wrote {out / FLEET_FILE} and {out / 'fleet.md'} in {result['wall_s']} s",
+        file=sys.stderr if as_json else sys.stdout,
+    )
     return 0

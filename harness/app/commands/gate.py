@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
 from harness.app.exporting import add_export_flags, exports, mlflow_at_end
 from harness.app.gate.rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
-from harness.app.parser import add_format, formatted
+from harness.app.parser import add_format, formatted, printer
 from harness.errors import InputError
 
 
@@ -212,7 +212,7 @@ def _judge(args: argparse.Namespace, rule, out: Path, arms: dict, history: list[
     key = calibration_key(arms.get("a", arms["b"]), rule)
     calibration, why_none = quoted(key, candidates(given, Path(arms["b"].results_dir)))
     to_stderr = args.format == "json"  # stdout holds the one JSON object
-    say = (lambda _line: None) if args.quiet else _printer(to_stderr)
+    say = (lambda _line: None) if args.quiet else printer(to_stderr)
     with exports(args) as live:
         result = gate(
             arms, out, rule=rule, history=history, budget=Budget(args.budget_min),
@@ -226,11 +226,6 @@ def _judge(args: argparse.Namespace, rule, out: Path, arms: dict, history: list[
     print(formatted(args.format, "\n".join(lines), doc))
     print(f"wrote {path}", file=sys.stderr)
     return 130 if result.stopped_by == "interrupted" else result.exit_code
-
-
-def _printer(to_stderr: bool):
-    stream = sys.stderr if to_stderr else sys.stdout
-    return lambda line: print(line, file=stream, flush=True)
 
 
 def _history(patterns: list[str], out: Path) -> list[Path]:

@@ -151,6 +151,7 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="guidellm: which benchmark of a sweep (0-based)",
     )
+    add_format(p, "the imported run's summary.json, with run_dir, tool and source")
     p.set_defaults(func=_import)
 
 
@@ -219,8 +220,12 @@ def _import(args: argparse.Namespace) -> int:
 
     options = {"benchmark": args.benchmark} if args.benchmark is not None else {}
     run = import_run(args.tool, args.source, args.output, **options)
-    print(summary_table(analyze_run(run)))  # the table lists what the tool defines differently
-    print(f"imported {args.source} ({args.tool}) into {run}")
+    summary = analyze_run(run)
+    data = {**summary, "run_dir": str(run), "tool": args.tool, "source": str(args.source)}
+    # the table lists what the tool defines differently
+    print(formatted(args.format, summary_table(summary), data))
+    done = f"imported {args.source} ({args.tool}) into {run}"
+    print(done, file=sys.stderr if args.format == "json" else sys.stdout)
     return 0
 
 
