@@ -92,9 +92,9 @@ def test_the_gate_logs_each_run_with_its_verdict_to_mlflow(interleaved):
     tags = {
         r.data.tags["harness.run_id"]: r.data.tags for r in client.search_runs([exp.experiment_id])
     }
-    assert sorted(tags) == ["a1", "a2", "b1", "b2"]
+    assert sorted(tags) == ["gate-a1", "gate-a2", "gate-b1", "gate-b2"]  # named by their gate
     for run_id, t in tags.items():
-        role = "baseline" if run_id.startswith("a") else "candidate"
+        role = "baseline" if run_id.rsplit("-", 1)[-1].startswith("a") else "candidate"
         assert (t["harness.verdict"], t["harness.verdict.by"]) == (verdict, "gate")
         assert t["harness.verdict.role"] == role
 

@@ -84,3 +84,15 @@ def test_an_outlier_among_a_side_s_runs_is_left_out(tmp_path, capsys):
     args = ["compare", *(f"--baseline={b}" for b in base), "--run", str(NIGHTS / "night2")]
     main([*args, "--fail-on", GATE])
     assert "baseline: starved-alike left out: an outlier" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_history_is_screened_by_the_limits_a_gate_was_given(nights):
+    from harness.analysis.compare.history import screen
+    from harness.analysis.host_state import Screen
+
+    waited = replace(
+        nights[2], summary={**nights[2].summary, "client": {"run_queue_wait_share": 0.95}}
+    )
+    assert screen([waited], [nights[1]]).kept == []  # the screen's own 0.9
+    assert screen([waited], [nights[1]], host=Screen(max_wait_share=1.0)).kept == [waited]

@@ -27,7 +27,7 @@ from harness.analysis.compare.noise import on_scale
 from harness.analysis.compare.settings import differences, target_config
 from harness.analysis.compare.sides import HEADLINE, Side
 from harness.analysis.ending import run_ending
-from harness.analysis.host_state import busy_reason
+from harness.analysis.host_state import Screen, busy_reason
 from harness.analysis.summary_types import Analysis
 
 OUTLIER_Z = 3.5  # robust z (|x - median| / (1.4826 MAD)) past which a history run is left out
@@ -53,11 +53,12 @@ def screen(
     flagged: Iterable[str] = (),
     *,
     as_baseline: bool = False,
+    host: Screen | None = None,
 ) -> Screened:
     """The history runs that may serve as noise for `baseline` (`flagged`: run paths already
     judged regressed, e.g. by the trend). `as_baseline`: the history is the baseline and
     `baseline` the run judged against it (a gate's history mode), so a reason names each
-    history run first."""
+    history run first. `host`: the host screen's limits (a gate's own; default the screen's)."""
     flagged = set(flagged)
     out = Screened([])
     config = target_config(baseline[0]) if baseline else {}
@@ -67,7 +68,7 @@ def screen(
         elif (why := unlike_reason(a, baseline, config, as_baseline)) is not None:
             out.left_out.append((a.run.name, why))
             out.unlike.append((a.run.name, why))
-        elif (why := disturbed_reason(a)) is not None:
+        elif (why := disturbed_reason(a, host)) is not None:
             out.left_out.append((a.run.name, why))
         else:
             out.kept.append(a)
@@ -88,12 +89,13 @@ def unlike_reason(
     return f"another target configuration, {who}: {diff}" if diff else None
 
 
-def disturbed_reason(a: Analysis) -> str | None:
-    """Why `a` is no evidence although of the configuration: it ended badly, its host was busy."""
+def disturbed_reason(a: Analysis, host: Screen | None = None) -> str | None:
+    """Why `a` is no evidence although of the configuration: it ended badly, its host was busy
+    (by `host`'s limits, else the screen's own)."""
     ending = run_ending(a.run.manifest)
     if ending or a.run.manifest.get("status") not in (None, "complete"):
         return f"ended badly: {ending or a.run.manifest.get('status')}"
-    return busy_reason(a.summary)
+    return (host or Screen()).why(a.summary)
 
 
 def screen_side(

@@ -113,9 +113,9 @@ def gate(
     `judge` and `run` default to the verdict module's judge and `run_arm`. History mode with no
     history (a nightly's first night) records `rule.min_runs` usable runs as the history and
     judges nothing. `bar`: a progress bar on stderr beside the lines `say` prints."""
-    judge = judge or RunJudge()
-    run_one = run or run_arm
     screen = screen or Screen()
+    judge = judge or RunJudge(screen)  # history screened as the gate's own runs are
+    run_one = run or run_arm
     budget = budget or Budget()
     paired = "a" in arms
     first = not paired and not history

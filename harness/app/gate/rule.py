@@ -157,8 +157,9 @@ class RunJudge:
     history.py) is the baseline, and the runs it left out are named in the notes; a history of
     none but other configurations is `not comparable`."""
 
-    def __init__(self) -> None:
+    def __init__(self, screen: Any = None) -> None:
         self._analyses: dict[Path, Any] = {}
+        self.screen = screen  # the gate's host screen (analysis.host_state.Screen), for history
 
     def analysis(self, path: Path) -> Any:
         from harness.analysis.loader import load_run
