@@ -99,3 +99,11 @@ def test_an_unreadable_bundle_in_the_environment_stops_no_http_run():
 def test_a_client_key_without_a_certificate_is_refused():
     with pytest.raises(InputError, match="--client-cert"):
         Network(NetworkSettings(client_key="/k.pem"), {})
+
+
+def test_a_run_that_made_no_tls_connection_names_no_ca_bundle():
+    # an http:// endpoint: the environment's bundle was never used, so no screen names it
+    network = Network(NetworkSettings(), {"SSL_CERT_FILE": "/s.pem"})
+    assert network.describe()["ca_bundle"] is None
+    network.tls_context()
+    assert network.describe()["ca_bundle"] == "/s.pem (from SSL_CERT_FILE)"

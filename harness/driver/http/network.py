@@ -124,7 +124,8 @@ class Network:
         return {
             "proxy": {scheme: p.shown for scheme, p in self._proxies.items()} or None,
             "no_proxy": self._bypass.text or None,
-            "ca_bundle": self._ca_source,
+            # the trust a TLS connection used: none named for a run that made none
+            "ca_bundle": self._ca_source if self._tls is not None else None,
             "client_cert": s.client_cert,
             "insecure": s.insecure,
             "max_redirects": s.max_redirects,
