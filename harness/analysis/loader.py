@@ -153,13 +153,18 @@ def expand_run_dirs(patterns: Iterable[str | Path]) -> list[Path]:
     for pattern in patterns:
         text = str(pattern)
         if glob.has_magic(text):
-            matches = sorted(Path(p) for p in glob.glob(text) if Path(p).is_dir())
+            matches = sorted(Path(p) for p in glob.glob(text) if _run_folder(Path(p)))
             if not matches:
                 raise RunFolderError("the pattern matches no run folder", path=text)
             out.extend(matches)
         else:
             out.append(Path(text))
     return out
+
+
+def _run_folder(path: Path) -> bool:
+    """What a glob may match: a folder with records or a manifest (not `compare/`'s pages)."""
+    return (path / RECORDS_FILE).is_file() or (path / MANIFEST_FILE).is_file()
 
 
 def read_manifest(path: Path, notes: list[str]) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import InputError
+from harness.yamlconf import did_you_mean
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el", "e2el_per_token")
 RATES = ("interactivity",)
@@ -61,8 +62,11 @@ def parse_slo(name: str, value: object, *, source: str = "--slo") -> Slo:
     m = _PATTERN.match(name)
     if m is None or m["metric"] not in LATENCIES + RATES:
         known = ", ".join(LATENCIES + RATES)
+        metric = m["metric"] if m is not None else name
         raise InputError(
-            f"unknown SLO metric {name!r} (known: {known}, optionally with _pQ)", field=source
+            f"unknown SLO metric {name!r} (known: {known}, optionally with _pQ)"
+            + did_you_mean(metric, LATENCIES + RATES),
+            field=source,
         )
     q = float(m["q"]) if m["q"] else None
     if q is not None and not 0 < q <= 100:

@@ -34,6 +34,7 @@ from harness.analysis.client_check import client_check, read_client
 from harness.analysis.ending import run_ending
 from harness.analysis.ideal import rules
 from harness.analysis.ideal.walk import Ideal, with_ideal
+from harness.analysis.in_flight import in_flight
 from harness.analysis.loader import Run, load_run
 from harness.analysis.sessions import tasks as sessions
 from harness.analysis.slo import Slo, goodput, parse_slos
@@ -180,7 +181,16 @@ def _analysis(run, ideal, superseded, measured_window, gpus, slos) -> Analysis:
         ],
     }
     return Analysis(
-        run, ideal, per_request, itl, misses, tables, tasks, graph, cast(Summary, _clean(summary))
+        run,
+        ideal,
+        per_request,
+        itl,
+        misses,
+        tables,
+        tasks,
+        graph,
+        cast(Summary, _clean(summary)),
+        in_flight(run.records),
     )
 
 

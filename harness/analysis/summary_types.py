@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.analysis.ideal.walk import Ideal
+    from harness.analysis.in_flight import InFlight
     from harness.analysis.loader import Run
     from harness.analysis.metrics import InterTokenLatency
     from harness.analysis.sessions.tasks import TaskGraph
@@ -211,6 +212,7 @@ class Analysis:
     tasks: pd.DataFrame  # sessions.task_table of all records
     graph: TaskGraph  # requests and their spawn/join edges, for critical paths
     summary: Summary
+    in_flight: InFlight  # tasks and requests in flight over the run (analysis/in_flight.py)
 
     def histograms(self) -> dict:
         h = {m: histograms.histogram_of(self.per_request[m]) for m in ("ttft", "tpot", "e2el")}

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 # With no between-run spread, "no change detected" needs the change to stay under the threshold
 # even with this many within-run SDs of noise (docs/metrics.md, "Verdicts"): on the recorded
@@ -111,7 +110,7 @@ def spread(
 ) -> Spread:
     """`within`: each run's within-run bootstrap variance of its figure (on the scale)."""
     b = band(base, cand, history)
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    z = _ppf("norm", 1 - alpha / 2)
     within_sd = _within_sd(within)
     half = None
     if b.sd is not None:
@@ -139,7 +138,7 @@ def paired_spread(
     d = cand - base
     sd_d = float(d.std(ddof=1))
     b = Band(sd_d / np.sqrt(2), n - 1, f"paired over {n} pairs", pairs=n)
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    z = _ppf("norm", 1 - alpha / 2)
     within_sd = _within_sd(within)
     half = _t(alpha, n - 1) * sd_d / np.sqrt(n)
     half = max(half, z * within_sd if within_sd is not None else 0.0)
@@ -188,7 +187,7 @@ def adjusted_spread(
     sd_e = float(np.sqrt((resid**2).sum() / (n - 2)))
     se = sd_e * float(np.sqrt(1 / n + x.mean() ** 2 / sxx))
     b = Band(sd_e / np.sqrt(2), n - 2, f"paired over {n} pairs, corrected for CPU waits", pairs=n)
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    z = _ppf("norm", 1 - alpha / 2)
     within_sd = _within_sd(within)
     half = max(_t(alpha, n - 2) * se, z * within_sd if within_sd is not None else 0.0)
     change, half = _guarded(change, float(d.mean()), half)
@@ -212,7 +211,7 @@ def _guarded(change: float, raw: float, half: float) -> tuple[float, float]:
 
 
 def _t(alpha: float, df: int) -> float:
-    return float(stats.t.ppf(1 - alpha / 2, df))
+    return _ppf("t", 1 - alpha / 2, df)
 
 
 def _within_sd(within: tuple[list, list]) -> float | None:
@@ -242,3 +241,11 @@ def runs_needed(s: Spread, distance: float, alpha: float) -> int | None:
         if _t(alpha, df) * sd * np.sqrt(1 / b + 1 / c) < distance:
             return more
     return None
+
+
+def _ppf(distribution: str, q: float, *shape: float) -> float:
+    """A quantile of scipy's `distribution`; scipy.stats (a second's import) only where one is
+    needed, so a page that shows no comparison never imports it."""
+    from scipy import stats
+
+    return float(getattr(stats, distribution).ppf(q, *shape))
