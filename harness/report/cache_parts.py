@@ -6,6 +6,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from harness.analysis.summary_types import CacheSummary
+from harness.report.jinja import join, table, template_module
 from harness.report.numbers import fmt, human
 
 SEGMENT_LABELS = {
@@ -104,9 +105,6 @@ def _text_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def html_tables(runs: list[tuple[str, CacheSummary]]) -> Markup:
     """One segment table and one call-kind table per run."""
-    from harness.report.jinja import join, template_module
-    from harness.report.tables import table  # tables imports text, which imports this module
-
     out = []
     for name, cache in runs:
         info = cache.get("segments") or {}

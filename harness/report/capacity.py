@@ -19,11 +19,11 @@ from markupsafe import Markup
 
 from harness.analysis.capacity import others_load, run_load
 from harness.report.capacity_text import band_sentence, binding_sentence, notes
-from harness.report.html import CSS, _figure_html
-from harness.report.jinja import render
+from harness.report.embed import figure_html
+from harness.report.html import CSS
+from harness.report.jinja import render, table
 from harness.report.numbers import fmt
-from harness.report.plots.base import _figure
-from harness.report.tables import table
+from harness.report.plots.base import figure
 
 CAPACITY_PAGE = "capacity.html"
 
@@ -130,7 +130,7 @@ def _load(host: dict) -> str:
 
 
 def _slo_figure(name: str, points: list[dict]) -> str:
-    fig, ax = _figure(f"{name} by concurrency (dots: runs; bar: 95 % t-interval over runs)")
+    fig, ax = figure(f"{name} by concurrency (dots: runs; bar: 95 % t-interval over runs)")
     for p in points:
         s = p["slos"][name]
         colour = STATE_COLOURS[p["state"]]
@@ -149,7 +149,7 @@ def _slo_figure(name: str, points: list[dict]) -> str:
         ax.axhline(points[0]["slos"][name]["bound"], color="grey", linestyle="--")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrent tasks (load.concurrency); blue met, orange mixed, red missed")
-    return _figure_html(name, fig)
+    return figure_html(name, fig)
 
 
 def _why(result: dict) -> str:

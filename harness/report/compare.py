@@ -7,7 +7,7 @@ import json
 from harness.analysis.compare.changes import MetricChange
 from harness.analysis.compare.notes import interval_text
 from harness.analysis.compare.verdict import Judgement
-from harness.report.text import fmt
+from harness.report.numbers import fmt
 
 HEADER = ("metric", "baseline", "run", "change", "interval", "band (source)", "verdict")
 

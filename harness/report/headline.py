@@ -45,15 +45,18 @@ def _slo_line(summary: Summary, metric: str) -> tuple[str, str]:
     return "no SLO set", "none"
 
 
-def _value(s: Summary, key: str) -> tuple[str, str]:
+def _value(s: Summary, key: str) -> tuple[str, str, str]:
+    """(number, unit, the line under them): the unit smaller, so the two fit one line."""
     if key == "ttft_p90":
         return (
-            f"{fmt(s['ttft_s']['p90'])} s",
+            fmt(s["ttft_s"]["p90"]),
+            "s",
             f"p50 {fmt(s['ttft_s']['p50'])} s · {s['ttft_s']['count']} requests",
         )
     if key == "interactivity_p90":
         return (
-            f"{fmt(s['interactivity_p90'])} tok/s/user",
+            fmt(s["interactivity_p90"]),
+            "tok/s/user",
             "= 1 / p90(TPOT): 90 % of requests reach it",
         )
     if key == "tpgs":
@@ -62,15 +65,17 @@ def _value(s: Summary, key: str) -> tuple[str, str]:
             f"cached {fmt(parts['cached'])} · uncached {fmt(parts['uncached_input'])} · "
             f"output {fmt(parts['output'])}"
         )
-        return f"{fmt(s['tpgs'])} tok/s/GPU", split
+        return fmt(s["tpgs"]), "tok/s/GPU", split
     if key == "misses":
         c = s["cache"]
         missed = sum(v for _, _, v in miss_parts(c["miss_tokens"]))
-        return f"{share(missed, c.get('prompt_tokens'))} missed", (
-            f"{count(missed)} of {count(c.get('prompt_tokens'))} prompt tokens"
+        return (
+            share(missed, c.get("prompt_tokens")),
+            "missed",
+            (f"{count(missed)} of {count(c.get('prompt_tokens'))} prompt tokens"),
         )
     hit, ideal = s["cache_hit_rate"], s["ideal_cache_hit_rate"]
-    return f"{fmt(hit, '.3f')} / {fmt(ideal, '.3f')}", "server / ideal (infinite cache)"
+    return f"{fmt(hit, '.3f')} / {fmt(ideal, '.3f')}", "", "server / ideal (infinite cache)"
 
 
 def miss_parts(miss: dict) -> list[tuple[str, str, float]]:
@@ -122,7 +127,7 @@ def headline_strip(analyses: list[Analysis]) -> Markup:
 
 def _card(a: Analysis, key: str, label: str, slo_metric: str | None) -> dict:
     s = a.summary
-    value, sub = _value(s, key)
+    value, unit, sub = _value(s, key)
     if key == "cache_hit" and (
         a.run.manifest.get("imported") and s["ideal_cache_hit_rate"] in (0, None)
     ):
@@ -137,6 +142,7 @@ def _card(a: Analysis, key: str, label: str, slo_metric: str | None) -> dict:
         "key": key,
         "label": label,
         "value": value,
+        "unit": unit,
         "sub": sub,
         "caveat": tpgs_caveat(s) if key == "tpgs" else None,
         "bar": _miss_bar(s) if key == "misses" else None,

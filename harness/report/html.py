@@ -5,14 +5,18 @@ top down by the questions a reader asks.
    the caveats (simulated timings, imported runs) and every warning, grouped, in one collapsed banner.
 1. The headline strip: TTFT p90, P90 interactivity, TPGS (cached / uncached / output, on which
    device), cache hit vs ideal and where the cache missed, with SLO verdicts (report/headline.py).
-2. Where time went: TTFT and TPOT CDFs on log axes with p50/p90/p99 marked; interactivity.
-3. What the cache did: hit vs ideal by turn, agent and endpoint; the miss categories.
+2. Where time went: TTFT and TPOT CDFs on log axes with p50/p90/p99 marked; interactivity, beside
+   it E2EL's CDF (one run) or TPGS against P90 interactivity with the runs' frontier (several).
+3. What the cache did: hit vs ideal by turn, agent and endpoint; the miss categories as a figure
+   and a small table, what each means and the server rules behind a disclosure.
 4. What load was held: tasks and requests in flight vs target and the rolling hit rate vs ideal,
    over time, the analyzer's measured window shaded and the reason it was chosen stated.
 5. Sessions: swim lanes with the critical path; the slowest tasks.
 6. Full tables, collapsed.
 
-Several runs sit side by side: a strip per run, one line per run in every figure, a
+Every figure is drawn at its column's width on a 1400 px page and fills its column at any
+width (a wide one drawn again for a narrow page), legends under the axes. Several runs sit side
+by side: a strip per run, one colour per run in every figure (report/colors.py), a
 significance-tested comparison of each run against the first. Each figure carries the number of
 data points it drew (`data-points`), and a small inline script marks the page once every figure
 has decoded (`data-figures="loaded/total"`); the browser test reads both.
@@ -20,22 +24,31 @@ has decoded (`data-figures="loaded/total"`); the browser test reads both.
 
 from __future__ import annotations
 
-import base64
-import io
+from typing import TYPE_CHECKING
 
-import matplotlib
 from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis
+from harness.report.cache_parts import html_tables
+from harness.report.embed import figure_html, sentence_html
 from harness.report.headline import headline_strip
 from harness.report.jinja import macro, render, template_module
-from harness.report.notes import banners, miss_note, window_note
-from harness.report.plots.layout import fit
-from harness.report.plots.narrow import narrow_layout
+from harness.report.notes import banners, miss_table, window_note
+from harness.report.plots.base import colors
+from harness.report.plots.cache import cache_by_group, cache_by_turn, miss_categories, outcome_count
+from harness.report.plots.cache_parts import cache_parts, has_parts
+from harness.report.plots.cache_tiers import cache_tiers, has_tiers, tiers_used
+from harness.report.plots.latency import interactivity, latency_cdf
+from harness.report.plots.load import load_held
+from harness.report.plots.pareto import pareto
+from harness.report.plots.sessions import session_timeline
 from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.report.tested import tested_html
 from harness.report.validity import BANNER_CSS, invalid_banner
+
+if TYPE_CHECKING:  # its module imports the comparison's statistics, which one run never needs
+    from harness.analysis.side_by_side import SideBySide
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem auto;max-width:1400px;padding:0 1rem;color:#222}
@@ -50,6 +63,9 @@ thead th{background:#f3f3f3} .note{color:#555;font-size:.85rem} td.bad{backgroun
 .tested dt{font-weight:600;color:#445} .tested dd{margin:0;overflow-wrap:anywhere}
 .tested table{margin:.3rem 0 .6rem;font-size:.9rem} .tested th{background:none;font-weight:600;text-align:left}
 .tested td{text-align:left;max-width:40rem;overflow-wrap:anywhere} .tested tr.differ td{background:#fff7e0}
+.tested tr.outcome th{font-weight:400;color:#667} .tested tbody.outcomes{border-top:2px solid #ccd}
+table.misses{margin:.3rem 0 .4rem} details.rules{font-size:.85rem;color:#444} details.rules summary{font-weight:400}
+details.rules dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem .7rem;margin:.3rem 0} details.rules dt{font-weight:600}
 details.warn{padding:.3rem 1rem} details.warn li{margin:.15rem 0}
 .caveat{font-size:.8rem;color:#7a4b00;margin-top:.2rem}
 .bar{display:flex;height:.7rem;margin:.35rem 0 .2rem;border-radius:3px;overflow:hidden} .bar span{display:block;height:100%}
@@ -59,11 +75,11 @@ ul.legend i{display:inline-block;width:.65rem;height:.65rem;margin-right:.25rem;
 .runname{writing-mode:vertical-rl;transform:rotate(180deg);font-size:.8rem;color:#555;max-height:8rem;overflow:hidden}
 .card{flex:1 1 0;min-width:13rem;border:1px solid #ccd;border-radius:6px;padding:.6rem .9rem;background:#fafbff}
 .card .label{font-size:.8rem;text-transform:uppercase;letter-spacing:.04em;color:#556}
-.card .value{font-size:1.7rem;font-weight:600;margin:.15rem 0}
+.card .value{font-size:1.7rem;font-weight:600;margin:.15rem 0;white-space:nowrap} .card .unit{font-size:.55em;margin-left:.25em}
 .card .sub{font-size:.8rem;color:#555} .slo{font-size:.85rem;margin-top:.3rem;font-weight:600}
 .slo.ok{color:#176b2c} .slo.bad{color:#b00} .slo.none{color:#888;font-weight:400}
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
-figure{margin:.6rem 0} img{max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:.6rem 0} figure img{display:block;width:100%;height:auto;box-sizing:border-box;border:1px solid #eee}
 details{margin:.6rem 0} summary{cursor:pointer;font-weight:600}
 @media (max-width:1100px){.grid{grid-template-columns:1fr}.runname{writing-mode:horizontal-tb;transform:none;flex-basis:100%;max-height:none;font-weight:600}.tested dl{grid-template-columns:max-content 1fr}.card .value{font-size:1.35rem}}
 """
@@ -77,8 +93,9 @@ window.addEventListener("load", function () {
 """
 
 
-def render_report(analyses: list[Analysis]) -> str:
-    many = len(analyses) > 1
+def render_report(analyses: list[Analysis], side: SideBySide | None = None) -> str:
+    """The page of `analyses`; several runs side by side with `side` (analysis/side_by_side.py:
+    each against the first, and their frontier), computed by the caller."""
     return render(
         "report.html",
         names=[a.run.name for a in analyses],
@@ -88,39 +105,39 @@ def render_report(analyses: list[Analysis]) -> str:
         banners=invalid_banner(analyses) + banners(analyses),  # an invalid run says so first
         headline=headline_strip(analyses),
         spec=spec_table(analyses),  # speculative decoding, when a server reported it
-        compare=compare_section(analyses) if many else None,
-        sections=_sections(analyses),
+        compare=compare_section(analyses, side.against_first) if side else None,
+        sections=_sections(analyses, side),
         summary_rows=summary_rows(analyses),
         cache_tables=cache_tables(analyses),
         f=template_module("fragments.html"),
     )
 
 
-def _sections(analyses: list[Analysis]) -> list[Markup]:
-    from harness.report.plots.base import interactivity, latency_cdf, pareto, session_timeline
-    from harness.report.plots.cache import cache_by_group, cache_by_turn
-    from harness.report.plots.load import load_held
-
+def _sections(analyses: list[Analysis], side: SideBySide | None) -> list[Markup]:
     figures = {
-        "ttft": _figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
-        "tpot": _figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT")),
-        "interactivity": _figure_html("Interactivity", interactivity(analyses)),
-        "pareto": _figure_html("Pareto", pareto(analyses)) if len(analyses) > 1 else "",
-        "cache_by_turn": _figure_html("Cache hit by turn", cache_by_turn(analyses)),
-        "cache_by_group": _figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
+        "ttft": figure_html("TTFT", latency_cdf(analyses, "ttft", "TTFT")),
+        "tpot": figure_html("TPOT", latency_cdf(analyses, "tpot", "TPOT")),
+        "interactivity": figure_html("Interactivity", interactivity(analyses)),
+        # beside interactivity: the runs' frontier, or for one run its end-to-end latency
+        "beside": figure_html("Pareto", pareto(analyses, side.frontier))
+        if side
+        else figure_html("E2EL", latency_cdf(analyses, "e2el", "E2EL")),
+        "cache_by_turn": figure_html("Cache hit by turn", cache_by_turn(analyses)),
+        "cache_by_group": figure_html("Cache hit by agent and endpoint", cache_by_group(analyses)),
         "misses": _miss_figure(analyses),
         "parts": _parts_figure(analyses),
         "tiers": _tier_figure(analyses),
-        "load": _figure_html("Load held over time", load_held(analyses)),
+        "load": figure_html("Load held over time", load_held(analyses)),
         "timelines": [
-            _figure_html(f"Session timeline: {a.run.name}", session_timeline(a)) for a in analyses
+            figure_html(f"Session timeline: {a.run.name}", session_timeline(a, color))
+            for a, color in zip(analyses, colors(analyses), strict=False)
         ],
     }
     return [
         render(
             "sections.html",
             fig=figures,
-            miss_note=miss_note(analyses),
+            misses=miss_table(analyses),
             window_note=window_note(analyses),
             tasks=task_tables(analyses),
         )
@@ -129,16 +146,13 @@ def _sections(analyses: list[Analysis]) -> list[Markup]:
 
 def _parts_figure(analyses: list[Analysis]) -> Markup | str:
     """Hit vs ideal by prompt segment and call kind, with their tables."""
-    from harness.report.cache_parts import html_tables
-    from harness.report.plots.cache_parts import cache_parts, has_parts
-
     if not has_parts(analyses):
         return ""
     runs = [(a.run.name, a.summary["cache"]) for a in analyses]
     figures = macro("grid")(
         [
-            _figure_html("Cache hit by prompt segment", cache_parts(analyses, "by_segment")),
-            _figure_html("Cache hit by call kind", cache_parts(analyses, "by_call_kind")),
+            figure_html("Cache hit by prompt segment", cache_parts(analyses, "by_segment")),
+            figure_html("Cache hit by call kind", cache_parts(analyses, "by_call_kind")),
         ]
     )
     tables = macro("details")("By prompt segment and call kind", html_tables(runs), opened=True)
@@ -146,95 +160,18 @@ def _parts_figure(analyses: list[Analysis]) -> Markup | str:
 
 
 def _tier_figure(analyses: list[Analysis]) -> Markup | str:
-    from harness.report.plots.cache_tiers import cache_tiers, has_tiers, tiers_used
-
     if not has_tiers(analyses):
         return ""
     used = tiers_used(analyses)
     if len(used) <= 1:
         where = f"the {used[0]} tier" if used else "no tier (no hits)"
         return sentence_html("Cache hits by tier", f"Every cache hit came from {where}.")
-    return _figure_html("Cache hits by tier", cache_tiers(analyses))
+    return figure_html("Cache hits by tier", cache_tiers(analyses))
 
 
 def _miss_figure(analyses: list[Analysis]) -> Markup:
-    from harness.report.plots.cache import miss_categories, outcome_count
-
     if analyses and outcome_count(analyses) <= 1:
         hit = any(a.summary.get("cache_hit_rate") for a in analyses)
         text = "Every prompt token was a cache hit." if hit else "No prompt token hit the cache."
         return sentence_html("Miss categories", text)
-    return _figure_html("Miss categories", miss_categories(analyses))
-
-
-def data_points(fig) -> int:
-    """How many data points a figure drew: line vertices, bars and scatter points over its axes."""
-    n = 0
-    for ax in fig.axes:
-        n += sum(
-            len(line.get_xdata())
-            for line in ax.get_lines()
-            if line.get_label() and not _is_guide(line)
-        )
-        n += sum(1 for p in ax.patches if p.get_width() and p.get_height())
-        n += sum(_collection_points(c) for c in ax.collections)
-    return n
-
-
-def _collection_points(collection) -> int:
-    """Scatter points, or for a filled area (a histogram drawn as steps) the vertices of its outline."""
-    offsets = len(collection.get_offsets())
-    if offsets > 1:
-        return offsets
-    return sum(len(p.vertices) for p in collection.get_paths()) or offsets
-
-
-def _is_guide(line) -> bool:
-    """axhline/axvline reference lines span the axes in axes coordinates: not data."""
-    return line.get_transform() != line.axes.transData
-
-
-SVG_POINTS = 5_000  # a figure of more data points comes as PNG: its SVG would grow with them
-
-
-def _figure_html(title: str, fig) -> Markup:
-    """The figure as an image, its title in the image only (no caption repeating it); a figure
-    wider than a narrow page also comes drawn at that width, so its text stays readable at 800 px.
-    SVG when it drew at most SVG_POINTS data points: sharp at any zoom, its text text (found by
-    the browser's search, copied as written), and drawn in about half a PNG's time (no glyphs
-    rasterised or turned into paths, no zlib); PNG above that, where an SVG's size would follow
-    the data."""
-    points = data_points(fig)
-    draw = _svg if points <= SVG_POINTS else _png
-    wide = draw(fig)
-    narrow = draw(fig) if narrow_layout(fig) else None
-    return macro("figure")(title, points, wide, narrow)
-
-
-def _svg(fig) -> str:
-    fit(fig)  # margins for its text as it is now (a narrow drawing re-wraps its title)
-    buf = io.BytesIO()
-    # text as text in matplotlib's font stack (DejaVu Sans, then Lucida Grande, Verdana, Arial,
-    # sans-serif: as wide or narrower, so a label laid out for it still fits); anchored at its
-    # alignment point, so centred and right-aligned labels stay put in another font. Fixed ids
-    # and no date: the same analyses give the same page.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "harness"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return _data_uri("svg+xml", buf)
-
-
-def _png(fig) -> str:
-    fit(fig)
-    buf = io.BytesIO()
-    # zlib level 3, not 6: about a third of the encoding's time for a slightly larger page
-    fig.savefig(buf, format="png", pil_kwargs={"compress_level": 3})
-    return _data_uri("png", buf)
-
-
-def _data_uri(kind: str, buf: io.BytesIO) -> str:
-    return f"data:image/{kind};base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def sentence_html(name: str, text: str) -> Markup:
-    """What a figure of one colour would have said, as a sentence in its place."""
-    return macro("sentence")(name, text)
+    return figure_html("Miss categories", miss_categories(analyses))

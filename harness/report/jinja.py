@@ -5,6 +5,7 @@ so no code here escapes by hand. Python prepares the values; the templates hold 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -53,6 +54,11 @@ def template_module(template: str) -> Any:
 def macro(name: str) -> Any:
     """A macro of fragments.html (a table, a figure, collapsed details ...)."""
     return getattr(template_module("fragments.html"), name)
+
+
+def table(header: list[str], rows: Sequence[Sequence[object]], note: str = "") -> Markup:
+    """A table, its note above it; a cell that says "worse" is marked."""
+    return macro("table")(header, rows, note)
 
 
 def join(fragments: list, sep: str = "\n") -> Markup:

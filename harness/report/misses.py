@@ -61,6 +61,13 @@ def missed_line(cache: CacheSummary) -> str:
 
 def rules_line(cache: CacheSummary) -> str:
     """Each server rule the analysis tested: its status and cases (`cache.server_rules`)."""
+    return "; ".join(
+        f"{rule}: {status} ({evidence})" for rule, status, evidence in rule_rows(cache)
+    )
+
+
+def rule_rows(cache: CacheSummary) -> list[tuple[str, str, str]]:
+    """(rule, status, its evidence) of each server rule the analysis tested."""
     out = []
     for name in RULE_ORDER:
         r = (cache.get("server_rules") or {}).get(name)
@@ -71,14 +78,13 @@ def rules_line(cache: CacheSummary) -> str:
         against = f", {r['against']} against" if r["against"] else ""
         cases = "non-zero hits" if name == "granularity" else "cases"
         status = "known from the server's source" if r["status"] == "known" else r["status"]
-        out.append(f"{r['rule']}: {status} ({r['cases']} {cases}{against})")
-    return "; ".join(out)
+        out.append((r["rule"], status, f"{r['cases']} {cases}{against}"))
+    return out
 
 
-def legend(categories=None) -> str:
-    """One sentence per category (those given, in the usual order), for the report's note."""
-    shown = [k for k in LABELS if categories is None or k in categories]
-    return "; ".join(f"{label(k)}: {MEANING[k]}" for k in shown)
+def meanings(categories) -> list[tuple[str, str]]:
+    """(label, meaning) of the categories given, in the usual order."""
+    return [(label(k), MEANING[k]) for k in LABELS if k in categories]
 
 
 def approximate_tag(cache: CacheSummary) -> str:

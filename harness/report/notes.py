@@ -1,6 +1,7 @@
-"""The report's notes and banners, as fragments of templates/notes.html: each run's missed tokens
-and the granularity they are counted in, each run's measured window, and the banners (simulated
-timings, imported runs, every warning in one collapsed banner)."""
+"""The report's notes and banners, as fragments of templates/notes.html: the missed tokens by
+category (a small table; what each means, the granularity and the server rules behind a
+disclosure), each run's measured window, and the banners (simulated timings, imported runs,
+every warning in one collapsed banner)."""
 
 from __future__ import annotations
 
@@ -9,31 +10,56 @@ import re
 from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis
+from harness.report.cache_words import granularity_line, token_space_line
+from harness.report.hosted_cache import hosted_note
 from harness.report.jinja import template_module
+from harness.report.misses import LABELS, approximate_tag, label, meanings, rule_rows
+from harness.report.numbers import count, fmt, share
 
 
-def miss_note(analyses: list[Analysis]) -> Markup:
-    """Each run's missed prompt tokens by category and the cache granularity the ideal is counted in."""
-    from harness.report.hosted_cache import hosted_note
-    from harness.report.misses import approximate_tag, legend, missed_line, rules_line
-    from harness.report.text import granularity_line, token_space_line
+def miss_table(analyses: list[Analysis]) -> Markup:
+    """Missed prompt tokens by category as a small table (a column per run, each share of all
+    prompt tokens); what each category means, the granularity and the server rules behind a
+    disclosure."""
+    present = _present(analyses)
+    categories = [k for k in LABELS if k in present]
+    rows = [[label(k), *(_tokens(a, k) for a in analyses)] for k in categories]
+    rows.append(["all missed", *(_missed(a) for a in analyses)])
+    header = ["missed prompt tokens (share of all)", *(a.run.name for a in analyses)]
+    return _notes().miss_table(header, rows, meanings(present), [_rules(a) for a in analyses])
 
-    runs = []
-    for a in analyses:
-        c = a.summary["cache"]
-        grain = c.get("granularity")
-        runs.append(
-            {
-                "name": a.run.name,
-                "missed": missed_line(c),
-                "approximate": approximate_tag(c),
-                "granularity": f"; granularity {granularity_line(grain)}" if grain else "",
-                "rules": rules_line(c) or "-",
-                "space": token_space_line(c.get("token_space")),
-                "hosted": hosted_note(c),
-            }
-        )
-    return _notes().miss_note(legend(_present(analyses)), runs)
+
+def _tokens(a: Analysis, category: str) -> str:
+    c = a.summary["cache"]
+    tokens = c["miss_tokens"].get(category) or 0.0
+    return f"{count(tokens)} ({_share(tokens, c.get('prompt_tokens'))})"
+
+
+def _missed(a: Analysis) -> str:
+    c = a.summary["cache"]
+    missed, prompt = sum(c["miss_tokens"].values()), c.get("prompt_tokens")
+    return f"{count(missed)} of {count(prompt)} ({_share(missed, prompt)})"
+
+
+def _share(part: float, whole: float | None) -> str:
+    """'2.9 %'; a share too small to show at one decimal is '<0.1 %', not '0.0 %'."""
+    if part and whole and part / whole < 0.0005:
+        return "<0.1 %"
+    return share(part, whole)
+
+
+def _rules(a: Analysis) -> dict:
+    """One run's evidence behind its split: granularity, server rules, token space, hosted rules."""
+    c = a.summary["cache"]
+    grain = c.get("granularity")
+    return {
+        "name": a.run.name,
+        "granularity": granularity_line(grain) if grain else "",
+        "rules": rule_rows(c),
+        "approximate": approximate_tag(c).strip(),
+        "space": token_space_line(c.get("token_space")),
+        "hosted": hosted_note(c),
+    }
 
 
 def _notes():
@@ -53,8 +79,6 @@ def window_note(analyses: list[Analysis]) -> Markup:
 
 
 def _window_row(a: Analysis) -> dict:
-    from harness.report.text import fmt
-
     w = a.summary["window"]
     held = (
         f"; {fmt(w['tasks_in_flight_mean'], '.3g')} tasks in flight of target {w['target_tasks']}"

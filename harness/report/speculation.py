@@ -9,7 +9,7 @@ from markupsafe import Markup
 
 from harness.analysis.summary_types import Analysis, Summary
 from harness.report.jinja import render
-from harness.report.text import fmt
+from harness.report.numbers import fmt
 
 
 def spec_table(analyses: list[Analysis]) -> Markup | str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from harness.report.numbers import fmt as number
+
 
 def render_sweep(sweep: dict) -> str:
-    def fmt(v, spec=".3g"):
-        return "-" if v is None else format(v, spec)
+    def fmt(v, spec=".3g"):  # as the terminal writes numbers: 29.8k, never 2.98e+04
+        return number(v, spec)
 
     lines = [
         f"{'point':<40} {'req/s':>8} {'tok/s':>10} {'TPGS':>10} {'P90 inter.':>10} {'TTFT p90':>9} {'hit':>6} {'ideal':>6} {'tasks':>6}"

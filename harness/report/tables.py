@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
 from harness.analysis.cache import GROUPINGS, MISS_COLUMNS, group_label
+from harness.analysis.compare.notes import interval_text
 from harness.analysis.summary_types import Analysis, Summary
-from harness.report.jinja import join, macro, template_module
+from harness.report.cache_words import granularity_line, server_hit
+from harness.report.jinja import join, table, template_module
 from harness.report.misses import approximate_tag, label, missed_line, rules_line
-from harness.report.text import fmt, granularity_line, server_hit
+from harness.report.numbers import fmt
+
+if TYPE_CHECKING:  # its module imports scipy's statistics, which a one-run page never needs
+    from harness.analysis.compare.verdict import Judgement
 
 ROWS = (
     ("requests ok / failed", lambda s: f"{s['requests_ok']} / {s['requests_failed']}"),
@@ -83,11 +88,6 @@ def _goodput(s: Summary) -> str:
     return f"{fmt(g['requests_per_s'])} ({g['requests_meeting']}/{g['requests']}; {slos})"
 
 
-def table(header: list[str], rows: Sequence[Sequence[object]], note: str = "") -> Markup:
-    """A table, its note above it; a cell that says "worse" is marked."""
-    return macro("table")(header, rows, note)
-
-
 def summary_rows(analyses: list[Analysis]) -> Markup:
     header = ["metric", *(a.run.name for a in analyses)]
     rows = [[label, *(get(a.summary) for a in analyses)] for label, get in ROWS]
@@ -95,13 +95,9 @@ def summary_rows(analyses: list[Analysis]) -> Markup:
     return table(header, rows, note)
 
 
-def compare_section(analyses: list[Analysis]) -> Markup:
+def compare_section(analyses: list[Analysis], results: list[Judgement]) -> Markup:
     """One table: each headline metric of the first run, then each other run's value, its change and
-    the verdict of `compare_analyses` (the rule of `harness compare`) against the first."""
-    from harness.analysis.compare.notes import interval_text
-    from harness.analysis.compare.verdict import compare_analyses
-
-    results = [compare_analyses([analyses[0]], [other]) for other in analyses[1:]]
+    the verdict against the first (`SideBySide.against_first`: the rule of `harness compare`)."""
     header = ["metric", analyses[0].run.name]
     for other in analyses[1:]:
         header += [other.run.name, "change", "interval", "verdict"]

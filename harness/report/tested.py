@@ -1,6 +1,8 @@
 """What was tested, in words: the first lines of the terminal summary and the report's first block
 (summary.json `tested`, harness.analysis.tested). One (label, text) pair per fact; a run
-analyzed before `tested` existed gives none."""
+analyzed before `tested` existed gives none. The configuration comes first; the last rows
+(`OUTCOMES`: how long it ran, how many tasks) are what the run did, so two runs of one
+configuration differ there without being different tests."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ LABELS = (
     "token scale",
     "content",
     "device",
-    "duration",
     "trace",
+    "tasks",
+    "duration",
 )
+OUTCOMES = ("tasks", "duration")
 
 
 def tested_rows(summary: Summary) -> list[tuple[str, str]]:
@@ -36,12 +40,13 @@ def tested_rows(summary: Summary) -> list[tuple[str, str]]:
                 t.get("model") or "-",
                 _api(t),
                 sampling_text(t.get("sampling")),
-                load_text(t, summary.get("sessions") or {}),
+                load_text(t),
                 _scale(t),
                 content_text(t.get("content"), summary.get("speculative_decoding")),
                 device_text(t),
-                _duration(t, summary),
                 _trace(t),
+                tasks_text(summary.get("sessions") or {}),
+                _duration(t, summary),
             ),
             strict=True,
         )
@@ -101,8 +106,8 @@ def content_text(content: dict | None, spec: dict | None) -> str:
     return text
 
 
-def load_text(t: dict, sessions: Sessions) -> str:
-    """'closed loop, concurrency 6, a 6-task trace cycled; 9 tasks ran, 3 complete'."""
+def load_text(t: dict) -> str:
+    """'closed loop, concurrency 6, a 6-task trace cycled, 90 s limit': the load as configured."""
     load, tasks = t.get("load") or {}, (t.get("trace") or {}).get("tasks")
     mode = load.get("mode")
     head = f"{tasks} tasks, " if tasks else ""
@@ -125,11 +130,17 @@ def load_text(t: dict, sessions: Sessions) -> str:
         text = ", ".join(p for p in parts if p) or "as the tool ran it"
     else:
         text = head.rstrip(", ") or "-"
-    if sessions.get("tasks"):
-        done = sessions.get("tasks_complete_by_tool")
-        done = sessions.get("tasks_complete", 0) if done is None else done
-        text += f"; {sessions['tasks']} tasks ran, {done} complete"
-    return text
+    limit = load.get("max_duration_s")
+    return text + (f", {fmt(limit, 'g')} s limit" if limit else "")
+
+
+def tasks_text(sessions: Sessions) -> str:
+    """'19 ran, 13 complete': what the load achieved."""
+    if not sessions.get("tasks"):
+        return "-"
+    done = sessions.get("tasks_complete_by_tool")
+    done = sessions.get("tasks_complete", 0) if done is None else done
+    return f"{sessions['tasks']} ran, {'unknown' if done is None else done} complete"
 
 
 def _scale(t: dict) -> str:
@@ -181,8 +192,9 @@ def _trace(t: dict) -> str:
 
 
 def tested_html(summaries: list[tuple[str, Summary]]) -> Markup | str:
-    """The report's first block: one column per run, a row per fact; rows where runs differ are
-    marked, since those are what a comparison is of."""
+    """The report's first block: one column per run, a row per fact; configuration rows where
+    runs differ are marked, since those are what a comparison is of; the outcome rows below
+    them never are."""
     rows = [tested_rows(s) for _, s in summaries]
     if not any(rows):
         return ""
@@ -193,7 +205,8 @@ def tested_html(summaries: list[tuple[str, Summary]]) -> Markup | str:
     table = []
     for i, label in enumerate(LABELS[:width]):
         values = [r[i][1] for r in rows]
-        table.append((label, values, len(set(values)) > 1))
+        outcome = label in OUTCOMES  # runs of one configuration differ here: never marked
+        table.append((label, values, not outcome and len(set(values)) > 1, outcome))
     return render("tested.html", pairs=None, names=[n for n, _ in summaries], rows=table)
 
 

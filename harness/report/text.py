@@ -5,13 +5,20 @@ from __future__ import annotations
 from typing import Literal
 
 from harness.analysis.client_check import host_line
-from harness.analysis.summary_types import CacheSummary, PercentileKey, ServerCache, Summary
+from harness.analysis.summary_types import PercentileKey, Summary
 from harness.report.cache_parts import text_lines as cache_part_lines
-from harness.report.hosted_cache import cost_line
-from harness.report.hosted_cache import rules_line as hosted_rules
+from harness.report.cache_words import (
+    granularity_line,
+    hosted_lines,
+    moves_line,
+    server_hit,
+    token_space_line,
+)
 from harness.report.misses import approximate_tag, missed_line, rules_line
 from harness.report.numbers import fmt
+from harness.report.speculation import spec_lines
 from harness.report.tested import tested_rows, tpgs_caveat
+from harness.report.validity import context_lines
 
 LATENCY_ROWS: tuple[tuple[str, PercentileKey], ...] = (
     ("TTFT", "ttft_s"),
@@ -48,9 +55,6 @@ def summary_table(s: Summary) -> str:
     head = f"run {s['run_id']}" + (
         "  [timings from a SIMULATED engine]" if s.get("simulated") else ""
     )
-    from harness.report.speculation import spec_lines  # validity first, then spec decoding
-    from harness.report.validity import context_lines
-
     tested = [f"{label + ':':<13}{text}" for label, text in tested_rows(s)]
     lines = [head, *context_lines(s), *tested, *_imported(s.get("imported"))]
     lines += [f"measured requests: {coverage(s)}", *_short(s.get("short_replies")), ""]
@@ -124,12 +128,6 @@ def _headline(s: Summary) -> list[str]:
     return out
 
 
-def hosted_lines(c: CacheSummary) -> list[str]:
-    """A hosted API's cache rules and what caching cost (report/hosted_cache.py)."""
-    lines = (("hosted cache rules", hosted_rules(c)), ("caching cost", cost_line(c)))
-    return [f"{label:<25}{text}" for label, text in lines if text]
-
-
 def _cache(s: Summary) -> list[str]:
     c = s["cache"]
     out = [
@@ -141,7 +139,7 @@ def _cache(s: Summary) -> list[str]:
     ]
     if rules_line(c):
         out.append(f"server rules             {rules_line(c)}")
-    out += hosted_lines(c)
+    out += [f"{label:<25}{text}" for label, text in hosted_lines(c)]
     server = s.get("server_cache")
     if server:
         out.append(f"server /metrics hit rate {server_hit(server)}")
@@ -163,45 +161,6 @@ def _cache(s: Summary) -> list[str]:
 def _token_space(t: dict | None) -> list[str]:
     line = token_space_line(t)
     return [f"token space              {line}"] if line else []
-
-
-def token_space_line(t: dict | None) -> str:
-    """summary.json `cache.token_space` in words; empty for trace tokens the server receives as such."""
-    if not t or not (t["space"] == "server" or t["approximate"]):
-        return ""
-    if t["approximate"] and not t.get("prompt_token_mismatches"):
-        return f"APPROXIMATE, compare rates not token counts: {t['reason']}"
-    line = ("APPROXIMATE, " if t["approximate"] else "") + (
-        f"server's tokens: {t['prompts_checked']} prompt_tokens checked against"
-        f" the local count, {t['prompt_token_mismatches']} differ"
-    )
-    first = t.get("first_mismatch")
-    if first:
-        line += f" (first: request {first['request_id']}, server {first['prompt_tokens']}, local {first['local']})"
-    return line
-
-
-def granularity_line(g: dict) -> str:
-    seen = [
-        f"records {g['from_records'] if g['from_records'] is not None else '-'}"
-        f" ({g['nonzero_samples']} non-zero)",
-        f"/metrics {g['from_metrics'] or '-'}",
-    ]
-    return f"{g['block_size']} tokens from {g['source']}: {g['reason']} [{', '.join(seen)}]"
-
-
-def moves_line(moves: dict) -> str:
-    """`cache.session_moves` in words: each side's requests, its missed tokens by evidence, its hit."""
-
-    def side(m: dict) -> str:
-        tokens = f"misrouted {m.get('misrouted_tokens', 0):.0f}, evicted {m['evicted_tokens']:.0f}"
-        return f"{tokens} missed tokens, hit {fmt(m['cache_hit_rate'], '.3f')}"
-
-    m, st = moves["moved"], moves["stayed"]
-    return (
-        f"{m['requests']} requests moved endpoint: {side(m)}; the {st['requests']} that stayed:"
-        f" {side(st)}"
-    )
 
 
 def _sessions(s: Summary) -> list[str]:
@@ -250,13 +209,3 @@ def _window(s: Summary) -> list[str]:
             + (f"; host {host_line(c['host_load'])}" if c.get("host_load") else "")
         )
     return out
-
-
-def server_hit(server: ServerCache | None) -> str:
-    """The summary's `server_cache` in words."""
-    if not server:
-        return "not scraped"
-    return (
-        f"{fmt(server['hit_rate'], '.3f')} ({server['hits']:.0f} of {server['queries']:.0f} prompt"
-        f" tokens, {server['endpoints_scraped']} endpoint(s))"
-    )

@@ -3,7 +3,6 @@ each run's report.html) and the terminal's regression lines, from `analysis.comp
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
@@ -11,10 +10,12 @@ from markupsafe import Markup
 
 from harness.analysis.compare.notes import interval_text
 from harness.analysis.compare.trend import Trend
+from harness.report.colors import run_colors
+from harness.report.embed import svg_text
 from harness.report.html import CSS, SCRIPT
 from harness.report.jinja import render
 from harness.report.plots.narrow import narrow_layout
-from harness.report.plots.trend import metric_svg, trend_table
+from harness.report.plots.trend import REGRESSED, axis_labels, trend_figure, trend_table
 from harness.schema import REPORT_FILE
 
 
@@ -54,9 +55,12 @@ def verdict_line(result: Trend) -> str:
     return f"trend verdict: {result.verdict} (latest run against the runs before it: {'; '.join(parts)})"
 
 
-def render_trend(result: Trend, base: Path) -> str:
+def render_trend(result: Trend, base: Path, names: list[str]) -> str:
+    """The page; `names`: each series by what sets it apart (analysis/compare/series_names.py)."""
     links = [os.path.relpath(p.path / REPORT_FILE, base) for p in result.points]
     header, rows = trend_table(result, links)
+    ticks = axis_labels(result.points)
+    key = list(zip(run_colors(len(names)), names, strict=False)) if len(names) > 1 else []
     return render(
         "trend.html",
         css=Markup(CSS + TREND_CSS),  # the page's own constants, not data
@@ -68,9 +72,8 @@ def render_trend(result: Trend, base: Path) -> str:
         regressions=[(run, result.labels[k]) for run, k in result.regressions],
         verdict=verdict_line(result),
         ended=[(p.run, p.ended) for p in result.points if p.ended],
-        figures=[
-            _svg_figure(metric_svg(result, k, links), result.labels[k]) for k in result.labels
-        ],
+        figures=[_svg_figure(trend_figure(result, links, ticks), "The key metrics over the runs")],
+        key=key,
         header=header,
         rows=rows,
     )
@@ -79,8 +82,10 @@ def render_trend(result: Trend, base: Path) -> str:
 # A figure's SVG fits its column; a page at most 1100 px wide shows the drawing made at its width
 # (the same point sizes, so its text reads at 800 px as the wide one's does at 1400 px).
 TREND_CSS = (
-    ".trend svg{max-width:100%;height:auto} .trend .narrow{display:none}"
+    ".trend svg{display:block;width:100%;height:auto} .trend .narrow{display:none}"
     "@media (max-width:1100px){.trend .wide{display:none}.trend .narrow{display:block}}"
+    " td.nowrap{white-space:nowrap} ul.legend.trend-key{font-size:.9rem;margin:.6rem 0}"
+    f" ul.legend .regressed{{border-radius:50%;background:{REGRESSED};outline:1px solid #000}}"
 )
 
 
@@ -93,7 +98,5 @@ def _svg_figure(fig, title: str) -> tuple[str, Markup, Markup | None]:
 
 
 def _svg(fig) -> Markup:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
+    svg = svg_text(fig)
     return Markup(svg[svg.index("<svg") :])  # matplotlib's own SVG, without its XML prolog

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.frontier import pareto_frontier
 from harness.app.cli import main
 from harness.app.reporting import write_report
-from harness.report.html import SCRIPT, SVG_POINTS, _figure_html
-from harness.report.plots.base import pareto_frontier
+from harness.report.embed import SVG_POINTS, figure_html
+from harness.report.html import SCRIPT
 from tests.analysis import browser
 from tests.analysis.golden import GOLDEN_TRACE, write_run
 from tests.analysis.synthetic import write_synthetic_run
@@ -175,7 +176,7 @@ def test_a_figure_comes_as_svg_unless_it_drew_more_than_the_limit(points, kind):
     fig = Figure(figsize=(6.6, 3.6), dpi=100)
     ax = fig.subplots()
     ax.plot(range(points), range(points), label="requests")
-    html = str(_figure_html("a figure", fig))
+    html = str(figure_html("a figure", fig))
     assert f'data-points="{points}"' in html
     assert re.findall(r'src="data:image/([a-z+]+);base64,', html) == [kind]
     if kind == "svg+xml":  # text as text (searchable), with no date: the same page every time

@@ -8,10 +8,12 @@ import matplotlib.pyplot as plt
 import pytest
 
 from harness.analysis.loader import load_run
+from harness.analysis.side_by_side import side_by_side
 from harness.analysis.summary import analyze
 from harness.report import colors
+from harness.report.embed import figure_html
 from harness.report.headline import headline_strip
-from harness.report.html import _figure_html, render_report
+from harness.report.html import render_report
 from harness.report.plots.cache import miss_categories
 from harness.report.plots.cache_tiers import cache_tiers
 from tests.analysis import browser
@@ -43,7 +45,8 @@ def crowded(tmp_path) -> list:
 def page(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("layout")
     path = tmp / "report.html"
-    path.write_text(render_report(crowded(tmp)), encoding="utf-8")
+    analyses = crowded(tmp)
+    path.write_text(render_report(analyses, side_by_side(analyses)), encoding="utf-8")
     return path
 
 
@@ -72,7 +75,7 @@ def test_the_check_finds_a_legend_cut_at_the_edge(tmp_path):
     ax.plot([0, 1], [0, 1], label="a legend entry long enough to be cut at the figure's edge")
     ax.legend(loc="center left", bbox_to_anchor=(0.9, 0.5))
     path = tmp_path / "cut.html"
-    path.write_text(f"<!DOCTYPE html><html><body>{_figure_html('cut', fig)}</body></html>")
+    path.write_text(f"<!DOCTYPE html><html><body>{figure_html('cut', fig)}</body></html>")
     found = browser.layout(path, 1400)
     assert found["figures"][0]["edgeInk"] > 0
 

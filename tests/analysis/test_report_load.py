@@ -50,7 +50,8 @@ def test_the_hit_panel_draws_the_rolling_server_and_ideal_hit_rate(analysis):
         hit = fig.axes[2]
         lines = {line.get_linestyle(): line for line in hit.get_lines()}  # the run by its colour
         assert set(lines) == {"-", "--"}
-        assert [t.get_text() for t in hit.get_legend().get_texts()] == ["server hit", "ideal hit"]
+        key = [t.get_text() for t in fig.legends[0].get_texts()]  # one legend, under the panels
+        assert {"server hit", "ideal hit", "tasks in flight", "target"} <= set(key)
         lines = {"r server hit": lines["-"], "r ideal hit": lines["--"]}
         tl = analysis.summary["timeline"]
         t0 = float(analysis.run.records["t_sent"].min())

@@ -18,7 +18,7 @@ from harness.app.reporting import write_report
 from harness.report.headline import headline_strip, miss_parts
 from harness.report.html import render_report
 from harness.report.numbers import count, fmt, human
-from harness.report.plots.base import timeline_task
+from harness.report.plots.sessions import timeline_task
 from harness.report.tested import tpgs_caveat
 from tests.analysis.golden import MANIFEST
 from tests.analysis.synthetic import synthetic_records, write_run
@@ -87,7 +87,7 @@ def test_report_of_several_runs_leaves_each_runs_own_report_unchanged(tmp_path, 
     assert main(["report", str(a), str(b)]) == 0
     out = capsys.readouterr().out.strip()
     assert own.read_bytes() == before
-    written = tmp_path / "report-a-vs-b.html"
+    written = tmp_path / "compare" / "a-vs-b.html"  # where a run glob (tmp/*) matches no page
     assert out == f"wrote {written} (2 runs side by side)"
     assert 'data-tested="model"' in written.read_text()
 
@@ -141,7 +141,11 @@ def test_the_miss_tile_is_on_the_first_screen(tmp_path):
     a.summary["cache"]["prompt_tokens"] = 1000.0
     strip = headline_strip([a])
     tile = strip[strip.index('data-metric="misses"') :]
-    assert "15.0 % missed" in tile and "cold 10.0 %" in tile and "server rule 5.0 %" in tile
+    assert (
+        '15.0 %<span class="unit">missed</span>' in tile
+        and "cold 10.0 %" in tile
+        and "server rule 5.0 %" in tile
+    )
     assert "shares of all prompt tokens" in tile
 
 
@@ -200,8 +204,8 @@ URL = "http://gateway.inference.internal.example:18002/v1"
 
 
 def _figures(analyses):
-    from harness.report.plots.base import interactivity, latency_cdf
     from harness.report.plots.cache import cache_by_group, cache_by_turn, miss_categories
+    from harness.report.plots.latency import interactivity, latency_cdf
     from harness.report.plots.load import load_held
 
     return [
@@ -219,13 +223,10 @@ def test_no_figure_text_is_clipped_with_long_run_names_and_endpoints(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from harness.report.plots.layout import fit
-
     runs = [endpoint_run(tmp_path / f"r{i}", f"{LONG}-{i}", endpoints=(URL,)) for i in (1, 2)]
     for analyses in ([analyze(load_run(runs[0]))], [analyze(load_run(r)) for r in runs]):
         for fig in _figures(analyses):
-            fit(fig)  # as the report lays a figure out before it draws the PNG
-            FigureCanvasAgg(fig).draw()
+            FigureCanvasAgg(fig).draw()  # constrained layout places the text as it draws
             box = fig.bbox
             texts = [fig._suptitle] + [
                 t for ax in fig.axes for t in (ax.xaxis.label, ax.title, *ax.get_yticklabels())
@@ -237,16 +238,15 @@ def test_no_figure_text_is_clipped_with_long_run_names_and_endpoints(tmp_path):
 
 
 @pytest.mark.slow
-def test_legends_name_each_run_once_and_none_for_a_single_run(tmp_path):
+def test_legends_sit_outside_the_data_and_name_each_run_once(tmp_path):
     import matplotlib.pyplot as plt
 
     runs = [endpoint_run(tmp_path / n, n) for n in ("alpha", "beta")]
     for analyses in ([analyze(load_run(runs[0]))], [analyze(load_run(r)) for r in runs]):
         for fig in _figures(analyses):
-            for ax in fig.axes:
-                legend = ax.get_legend()
-                entries = [t.get_text() for t in legend.get_texts()] if legend else []
-                for a in analyses:
-                    named = sum(a.run.name in e for e in entries)
-                    assert named <= (0 if len(analyses) == 1 else 1), entries
+            assert all(ax.get_legend() is None for ax in fig.axes)  # none inside an axes
+            entries = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+            for a in analyses:
+                named = sum(a.run.name in e for e in entries)
+                assert named <= (0 if len(analyses) == 1 else 1), entries
             plt.close(fig)

@@ -5,34 +5,36 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from harness.analysis.cache import group_label
 from harness.analysis.summary_types import Analysis
 from harness.report.colors import IDEAL, outcome_color
 from harness.report.misses import label
-from harness.report.plots.axes import legend_below
-from harness.report.plots.base import HALF, _figure, _legend, colors, series_label, short, style_key
+from harness.report.plots.base import (
+    HALF,
+    colors,
+    figure,
+    legend_below,
+    no_data,
+    run_handles,
+    short,
+    style_handles,
+)
 
 
 def cache_by_turn(analyses: list[Analysis]) -> Figure:
-    fig, ax = _figure("Prefix-cache hit rate by turn index: server (solid) vs ideal (dashed)")
+    fig, ax = figure("Prefix-cache hit rate by turn index: server (solid) vs ideal (dashed)")
     for a, color in zip(analyses, colors(analyses), strict=False):
         table = a.tables["turn"]
-        ax.plot(
-            table.index,
-            table["hit_rate"],
-            marker="o",
-            ms=3,
-            color=color,
-            label=series_label(analyses, a),
-        )
+        ax.plot(table.index, table["hit_rate"], marker="o", ms=3, color=color)
         ax.plot(table.index, table["ideal_hit_rate"], ls="--", color=color)
     ax.set_xlabel("turn index")
     ax.set_ylabel("hit rate")
     ax.set_ylim(0, 1.02)
-    style_key(
-        ax, [("server", {"marker": "o", "ms": 3}), ("ideal", {"ls": "--"})], loc="lower right"
-    )
+    handles, labels = run_handles(analyses)
+    more, names = style_handles([("server", {"marker": "o", "ms": 3}), ("ideal", {"ls": "--"})])
+    legend_below(fig, [*handles, *more], [*labels, *names])
     return fig
 
 
@@ -51,7 +53,7 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
                 server.append(row["hit_rate"])
                 ideal.append(row["ideal_hit_rate"])
                 run_of.append(i)
-    fig, ax = _figure(
+    fig, ax = figure(
         "Hit rate by agent and endpoint (bar: server; tick: ideal), over the requests whose"
         " server reported cached tokens",
         width=HALF,
@@ -65,21 +67,23 @@ def cache_by_group(analyses: list[Analysis]) -> Figure:
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
     ax.set_xlabel("hit rate")
-    if len(analyses) > 1:
-        from matplotlib.patches import Patch
-
-        legend_below(  # below the axes: the bars run to the right edge
-            fig, [Patch(color=c) for c in palette], [short(a.run.name, 36) for a in analyses]
-        )
+    legend_below(fig, *_ideal_key(analyses))  # below the axes: the bars run to the right edge
     if not labels:
-        ax.text(0.5, 0.5, "no ok requests to plot", ha="center", transform=ax.transAxes)
+        no_data(ax)
     return fig
+
+
+def _ideal_key(analyses: list[Analysis]) -> tuple[list, list[str]]:
+    """Each run's bar colour (several runs), then the ideal's tick."""
+    handles, labels = run_handles(analyses)
+    tick = Line2D([], [], color=IDEAL, marker="|", ms=12, ls="none")
+    return [*handles, tick], [*labels, "ideal (infinite cache)"]
 
 
 def miss_categories(analyses: list[Analysis]) -> Figure:
     """Prompt tokens of each run split into hit and each miss category summary.json reports
     (those that are 0 in every run left out, evicted kept: its 0 is a finding)."""
-    fig, ax = _figure(
+    fig, ax = figure(
         "Prompt tokens: hit and each miss category (share of prompt tokens)", width=HALF
     )
     names = [short(a.run.name) for a in analyses]
@@ -102,7 +106,7 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     if analyses:  # below the bars, not over them; hit first
         legend_below(fig, *ax.get_legend_handles_labels())
     else:
-        _legend(ax)
+        no_data(ax)
     return fig
 
 

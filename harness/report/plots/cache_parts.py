@@ -7,10 +7,12 @@ from typing import Literal
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from harness.analysis.summary_types import Analysis
 from harness.report.cache_parts import CALL_LABELS, SEGMENT_LABELS
-from harness.report.plots.base import _figure, colors, short
+from harness.report.colors import IDEAL
+from harness.report.plots.base import colors, figure, legend_below, no_data, run_handles
 
 
 def has_parts(analyses: list[Analysis]) -> bool:
@@ -28,7 +30,7 @@ def cache_parts(analyses: list[Analysis], key: Literal["by_segment", "by_call_ki
     side on a wide page, one above the other on a narrow one: no second drawing for either)."""
     names, title = PANELS[key]
     labels, server, ideal, run_of = _bars(analyses, key, names)
-    fig, ax = _figure(
+    fig, ax = figure(
         f"Hit rate by {title} (bar: server; tick: ideal), over the requests whose server"
         " reported cached tokens",
         height=max(3.6, 1.2 + 0.3 * len(labels)),
@@ -36,24 +38,16 @@ def cache_parts(analyses: list[Analysis], key: Literal["by_segment", "by_call_ki
     palette = colors(analyses)
     y = np.arange(len(labels))
     ax.barh(y, np.nan_to_num(server), color=[palette[i] for i in run_of], height=0.6)
-    ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color="black", zorder=3)
+    ax.scatter(np.nan_to_num(ideal), y, marker="|", s=300, color=IDEAL, zorder=3)
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
     ax.set_xlabel(f"hit rate, by {title}")
     if not labels:
-        ax.text(0.5, 0.5, "not known for this run", ha="center", transform=ax.transAxes)
-    if len(analyses) > 1:
-        from matplotlib.patches import Patch
-
-        fig.legend(
-            [Patch(color=c) for c in palette],
-            [short(a.run.name, 36) for a in analyses],
-            fontsize="small",
-            loc="outside lower center",
-            ncol=2,
-            frameon=False,
-        )
+        no_data(ax, "not known for this run")
+    handles, runs = run_handles(analyses)
+    tick = Line2D([], [], color=IDEAL, marker="|", ms=12, ls="none")
+    legend_below(fig, [*handles, tick], [*runs, "ideal (infinite cache)"])
     return fig
 
 

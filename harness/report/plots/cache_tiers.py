@@ -8,8 +8,7 @@ from matplotlib.lines import Line2D
 
 from harness.analysis.summary_types import Analysis
 from harness.report.colors import IDEAL, tier_color
-from harness.report.plots.axes import legend_below
-from harness.report.plots.base import HALF, _figure, short
+from harness.report.plots.base import HALF, figure, legend_below, short
 
 TIERS = ("device", "cpu", "disk", "remote")
 
@@ -30,7 +29,7 @@ def tiers_used(analyses: list[Analysis]) -> list[str]:
 
 def cache_tiers(analyses: list[Analysis]) -> Figure:
     """Each run's hit rate (requests that report a split) stacked by tier, the ideal marked."""
-    fig, ax = _figure("Cache hits by tier (where the cached KV came from)", width=HALF)
+    fig, ax = figure("Cache hits by tier (where the cached KV came from)", width=HALF)
     names = [short(a.run.name) for a in analyses]
     left = np.zeros(len(analyses))
     for tier in TIERS:

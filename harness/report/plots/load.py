@@ -1,19 +1,25 @@
 """What load the run held, over time: the output token rate; tasks and requests in flight against
 the target; the rolling server-side hit rate against the ideal. The analyzer's measured window
 (summary.json `window`, harness.analysis.window) is shaded in every panel, and the in-flight
-counts and hit rates are the analyzer's own (`window.task_spans`, summary.json `timeline`), so
+counts and hit rates are the analyzer's own (`Analysis.in_flight`, summary.json `timeline`), so
 the figure shows exactly what the window was chosen from."""
 
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.patches import Patch
 
-from harness.analysis import window
 from harness.analysis.summary_types import Analysis
-from harness.report.numbers import human
-from harness.report.plots.base import WIDE, colors, figure_title, series_label, style_key
+from harness.report.plots.axes import StepFormatter
+from harness.report.plots.base import (
+    WIDE,
+    colors,
+    figure_title,
+    legend_below,
+    run_handles,
+    style_handles,
+)
 from harness.schema import ReplaySettings
 
 
@@ -37,13 +43,14 @@ def measured_span(a: Analysis) -> tuple[float, float] | None:
 
 
 def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
-    fig = Figure(figsize=(WIDE, 7.2), dpi=100, layout="constrained")
+    fig = Figure(figsize=(WIDE, 7.6), dpi=100, layout="constrained")
     rate, held, hit = fig.subplots(3, 1, sharex=True, height_ratios=(1, 1.6, 1.2))
     figure_title(
         fig,
         "Load held over time: output rate; tasks and requests in flight vs target; rolling hit"
         " rate vs ideal. Shaded: the analyzer's measured window",
     )
+    targets: dict[tuple[str, float], str] = {}
     for a, color in zip(analyses, colors(analyses), strict=False):
         recs = a.run.records
         if recs["t_sent"].notna().sum() == 0:
@@ -52,50 +59,65 @@ def load_held(analyses: list[Analysis], bins: int = 60) -> Figure:
         span = measured_span(a)
         if span:
             for ax in (rate, held, hit):
-                ax.axvspan(span[0] - t0, span[1] - t0, color=color, alpha=0.08)
-        _rate(rate, a, t0, color, bins, series_label(analyses, a))
-        _in_flight(held, a, t0, color, series_label(analyses, a))
-        _hit(hit, a, t0, color, series_label(analyses, a))
+                ax.axvspan(span[0] - t0, span[1] - t0, color=color, alpha=0.08, lw=0)
+        _rate(rate, a, t0, color, bins)
+        _in_flight(held, a, t0, color)
+        _hit(hit, a, t0, color)
+        target = load_target(a.run.manifest)
+        if target:
+            held.axhline(target[1], color=color, ls=":", lw=1.4)
+            targets.setdefault(target, color)
+    _target_labels(held, targets)
     rate.set_ylabel("output tok/s")
-    rate.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v)))
+    rate.yaxis.set_major_formatter(StepFormatter())
     held.set_ylabel("in flight")
     hit.set_ylabel("hit rate (rolling)")
     hit.set_ylim(-0.02, 1.02)
     hit.set_xlabel("seconds since the run's first send")
-    style_key(
-        held,
-        [("tasks", {"lw": 1.6}), ("requests", {"lw": 0.7}), ("target", {"ls": ":", "lw": 1.4})],
-        loc="upper right",
-        ncol=2,
-    )
-    style_key(hit, [("server hit", {"lw": 1.4}), ("ideal hit", {"ls": "--"})], loc="best")
-    if len(analyses) > 1:
-        rate.legend(loc="upper right", fontsize="small")
+    legend_below(fig, *_key(analyses))
     return fig
 
 
-def _in_flight(ax, a: Analysis, t0: float, color, label: str) -> None:
-    """Tasks (thick) and requests (thin) in flight; the target dotted (the run by its colour)."""
-    recs = a.run.records
-    times, tasks = window.level(*window.task_spans(recs))
-    ax.step(times - t0, tasks, where="post", color=color, lw=1.6, label=label)
-    times, reqs = window.level(*window.request_spans(recs))
-    ax.step(times - t0, reqs, where="post", color=color, lw=0.7, alpha=0.8)
-    target = load_target(a.run.manifest)
-    if target:
-        ax.axhline(target[1], color=color, ls=":", lw=1.4)
+def _key(analyses: list[Analysis]) -> tuple[list, list[str]]:
+    """The runs' colours (several runs), then what each line style and the shading mean."""
+    handles, labels = run_handles(analyses)
+    styles: list[tuple[str, dict]] = [
+        ("tasks in flight", {"lw": 1.6}),
+        ("requests in flight", {"lw": 0.7}),
+        ("target", {"ls": ":", "lw": 1.4}),
+        ("server hit", {"lw": 1.4}),
+        ("ideal hit", {"ls": "--"}),
+    ]
+    more, names = style_handles(styles)
+    shade = Patch(facecolor="dimgrey", alpha=0.15)
+    return [*handles, *more, shade], [*labels, *names, "measured window"]
+
+
+def _target_labels(ax, targets: dict[tuple[str, float], str]) -> None:
+    """Each target's value beside the axes' right edge, level with its line: never under the
+    data, and read at any width."""
+    for (kind, n), color in targets.items():
         ax.annotate(
-            f"target {target[1]:g} {target[0]}",
-            (0.0, target[1]),
+            f"target {n:g} {kind}",
+            (1.0, n),
             xycoords=("axes fraction", "data"),
-            xytext=(4, 3),
+            xytext=(4, 0),
             textcoords="offset points",
-            fontsize="x-small",
+            va="center",
+            fontsize="small",
             color=color,
+            annotation_clip=False,
         )
 
 
-def _hit(ax, a: Analysis, t0: float, color, label: str) -> None:
+def _in_flight(ax, a: Analysis, t0: float, color) -> None:
+    """Tasks (thick) and requests (thin) in flight: the analyzer's step functions."""
+    f = a.in_flight
+    ax.step(f.task_times - t0, f.tasks, where="post", color=color, lw=1.6)
+    ax.step(f.request_times - t0, f.requests, where="post", color=color, lw=0.7, alpha=0.8)
+
+
+def _hit(ax, a: Analysis, t0: float, color) -> None:
     """summary.json `timeline`: the hit rate of the requests sent in the trailing bins."""
     tl = a.summary.get("timeline") or {}
     t = np.asarray(tl.get("t") or [], dtype=float) - t0
@@ -108,11 +130,10 @@ def _hit(ax, a: Analysis, t0: float, color, label: str) -> None:
                 ls=style,
                 color=color,
                 lw=1.4 if style == "-" else 1.0,
-                label=label if style == "-" else "_nolegend_",
             )
 
 
-def _rate(ax, a: Analysis, t0: float, color, bins: int, label: str) -> None:
+def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:
     ok = a.run.ok
     if ok.empty:
         return
@@ -125,4 +146,4 @@ def _rate(ax, a: Analysis, t0: float, color, bins: int, label: str) -> None:
         )
         / width
     )
-    ax.step(np.arange(bins) * width, per_bin, where="post", color=color, label=label)
+    ax.step(np.arange(bins) * width, per_bin, where="post", color=color)

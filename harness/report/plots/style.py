@@ -10,18 +10,7 @@ from typing import Any
 import matplotlib
 from cycler import cycler
 
-DEEP = [  # seaborn's "deep" palette
-    (0.298, 0.447, 0.690),
-    (0.867, 0.518, 0.322),
-    (0.333, 0.659, 0.408),
-    (0.769, 0.306, 0.322),
-    (0.506, 0.447, 0.702),
-    (0.576, 0.471, 0.376),
-    (0.855, 0.545, 0.765),
-    (0.549, 0.549, 0.549),
-    (0.800, 0.725, 0.455),
-    (0.392, 0.710, 0.804),
-]
+from harness.report.colors import RUNS
 
 WHITEGRID: dict[str, Any] = {
     "axes.axisbelow": True,
@@ -30,7 +19,7 @@ WHITEGRID: dict[str, Any] = {
     "axes.labelcolor": ".15",
     "axes.labelsize": 12.0,
     "axes.linewidth": 1.25,
-    "axes.prop_cycle": cycler("color", DEEP),
+    "axes.prop_cycle": cycler("color", RUNS),
     "axes.titlesize": 12.0,
     "font.sans-serif": [
         "Arial",
@@ -72,7 +61,3 @@ def apply() -> None:
     # what `matplotlib.style.use(WHITEGRID)` does for a dict of style keys, without importing
     # matplotlib.style (which reads every style file matplotlib ships)
     matplotlib.rcParams.update(WHITEGRID)  # type: ignore[arg-type]
-
-
-def palette(n: int) -> list[tuple[float, float, float]]:
-    return [DEEP[i % len(DEEP)] for i in range(max(n, 1))]
