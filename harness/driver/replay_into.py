@@ -139,8 +139,10 @@ async def _replay(
             shape = getattr(target, "probe_like", None)  # a preflight that sends the run's shape
             if shape is not None:
                 shape(replay.first_tools())
-            await target.start()
-            if show_progress:  # from the replay's start: a target that fails to start shows none
+            name, done = progress.starting(target.describe().get("kind"))
+            with progress.step(name, show=show_progress, done=done):
+                await target.start()
+            if show_progress:
                 stopped = lambda: replay.sending_stopped  # noqa: E731
                 shown = asyncio.create_task(progress.show(replay.stats, plan, stopped))
             folder.update(**started_fields(target.describe(), folder.manifest))

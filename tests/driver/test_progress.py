@@ -41,8 +41,44 @@ def test_a_timed_run_shows_its_phase_share_and_eta():
     assert progress.render(stats, 5.0, plan).startswith("warm-up: 5 s of 1:30 (6%), ETA 1:25")
     assert progress.render(stats, 45.0, plan).startswith("measuring: 45 s of 1:30 (50%), ETA 45 s")
     assert progress.render(stats, 85.0, plan).startswith("cool-down: 1:25 of 1:30 (94%), ETA 5 s")
-    drained = progress.render(stats, 95.0, plan, sending_stopped=True)
-    assert drained.startswith("draining: 1:35 of 1:30 (100%), draining")
+    draining = progress.render(ReplayStats(done=40, in_flight=3), 95.0, plan, sending_stopped=True)
+    assert draining.startswith("draining: waiting for 3 requests in flight, at most 55 s more |")
+    drained = progress.render(stats, 97.0, plan, sending_stopped=True)
+    assert drained.startswith("draining: nothing left in flight |")
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_the_bars_counters_fit_the_terminal_dropping_whole_fields(width):
+    """At 80 columns the counters used to be cut mid-word ('in fl'): now the lowest-priority
+    fields go whole, failures before the rate, and nothing runs past the room left."""
+    stats = ReplayStats(in_flight=5, done=1271, failed=3, output_tokens=9040)
+    stats.recent_ttft.extend([0.069])
+    plan = progress.Plan(duration_s=90.0)
+    middle = progress.where(plan, 80.0, stats, False)
+    room = width - progress.PHASE_W - progress._bar_width(width) - len(middle) - 4
+    counts = progress.brief(stats, 80.0, room)
+    assert len(counts) <= room
+    fields = ["1,271 done", "3 failed", "5 in flight", "113 tok/s", "TTFT 69 ms"]
+    shown = counts.split(", ")
+    assert shown == fields[: len(shown)], counts  # a prefix: whole fields, in priority order
+    assert "failed" in counts  # failures outrank the rate, the in-flight count and TTFT
+    assert progress.brief(stats, 80.0, 200) == ", ".join(fields)
+
+
+def test_the_bar_is_drawn_in_a_neutral_colour_not_an_errors_red():
+    from rich.progress import BarColumn
+
+    bar = next(c for c in progress._columns(80) if isinstance(c, BarColumn))
+    assert {bar.complete_style, bar.finished_style} == {"cyan"}
+
+
+def test_a_phase_before_the_replay_has_its_own_line_from_its_first_second(capsys, monkeypatch):
+    """The engine's start: a line as it begins (a log shows it at once) and how long it took."""
+    monkeypatch.setattr(progress, "_is_terminal", lambda: False)
+    name, done = progress.starting("engine-inprocess")
+    with progress.step(name, done=done):
+        assert capsys.readouterr().err == "progress: starting the reference engine…\n"
+    assert capsys.readouterr().err.startswith("progress: starting the reference engine done (")
 
 
 def test_a_run_bounded_by_requests_takes_its_eta_from_the_rate_so_far():
@@ -84,8 +120,11 @@ async def test_plain_lines_when_stderr_is_not_a_terminal(server, tmp_path, monke
     _, err = await asyncio.wait_for(proc.communicate(), HANG_S)
     lines = [x for x in err.decode().splitlines() if x.startswith("progress: ")]
     assert proc.returncode == 0, err
-    assert len(lines) >= 3, err
-    assert "of 2 s" in lines[0] and "ETA" in lines[0] and "measuring" in lines[0]
+    assert len(lines) >= 5, err
+    assert lines[:2] == ["progress: checking the endpoints…", lines[1]], err  # from the start
+    assert lines[1].startswith("progress: checking the endpoints done (")
+    assert lines[2].startswith("progress: measuring: 0 s of 2 s (0%), ETA 2 s")  # at once
+    assert "of 2 s" in lines[3] and "ETA" in lines[3] and "measuring" in lines[3]
     assert lines[-1].startswith("progress: draining")
 
 

@@ -1,9 +1,12 @@
-"""Progress of a run: a bar with elapsed / planned time (or requests of the total), an ETA and the
-phase (warm-up, measuring, cool-down, draining, then analysing and writing the report).
+"""Progress of a run, from its first second: the target's start (an engine loading its model) as
+a phase of its own, then a bar with elapsed / planned time (or requests of the total), an ETA
+and the phase (warm-up, measuring, cool-down, draining: what it waits for), then analysing and
+writing the report.
 
-On a terminal it is a rich bar on stderr; when stderr is not a terminal (a `2>&1 | tee` log, CI)
-it is one plain line every `PLAIN_EVERY_S` seconds with the same ETA. Off with --quiet. It only
-reads counters, so it costs the driver one small render every half second.
+On a terminal it is a rich bar on stderr, its counters fitted to the terminal's width (fields
+dropped whole, lowest priority first); when stderr is not a terminal (a `2>&1 | tee` log, CI) it
+is a plain line at once and every `PLAIN_EVERY_S` seconds with the same ETA. Off with --quiet.
+It only reads counters, so it costs the driver one small render every half second.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ class Plan:
             cooldown_s=config.cooldown_s,
             drain_s=config.drain_s if config.max_duration else 0.0,
         )
+
+
+def starting(kind: str | None) -> tuple[str, str]:
+    """The start phase of a target by its `describe()` kind: (while, when done)."""
+    if kind == "engine-inprocess":
+        return "starting the reference engine", "started the reference engine"
+    return "checking the endpoints", "checked the endpoints"
 
 
 def wanted(quiet: bool) -> bool:
@@ -105,13 +115,25 @@ def counters(stats: ReplayStats, elapsed: float) -> str:
     )
 
 
-def brief(stats: ReplayStats, elapsed: float) -> str:
-    """The counters for the bar's line, short enough for an 80-column terminal."""
+def brief(stats: ReplayStats, elapsed: float, width: int = 80) -> str:
+    """The counters for the bar's line in at most `width` columns: whole fields in priority
+    order (requests done, failures, in flight, output rate, recent TTFT), the lowest dropped
+    first, never one cut mid-word."""
     ttft = statistics.median(stats.recent_ttft) * 1000 if stats.recent_ttft else None
     rate = stats.output_tokens / elapsed if elapsed > 0 else 0.0
-    recent = f", TTFT {ttft:.0f} ms" if ttft is not None else ""
-    failed = f", {stats.failed} failed" if stats.failed else ""
-    return f"{stats.done} done{failed}, {stats.in_flight} in flight, {rate:,.0f} tok/s{recent}"
+    fields = [
+        f"{stats.done:,} done",
+        f"{stats.failed:,} failed" if stats.failed else "",
+        f"{stats.in_flight} in flight",
+        f"{rate:,.0f} tok/s",
+        f"TTFT {ttft:.0f} ms" if ttft is not None else "",
+    ]
+    shown: list[str] = []
+    for field in (f for f in fields if f):
+        if len(", ".join([*shown, field])) > width:
+            break
+        shown.append(field)
+    return ", ".join(shown)
 
 
 def of_plan(plan: Plan, elapsed: float, stats: ReplayStats) -> str:
@@ -123,18 +145,34 @@ def of_plan(plan: Plan, elapsed: float, stats: ReplayStats) -> str:
     return clock(elapsed)
 
 
-def render(
-    stats: ReplayStats, elapsed: float, plan: Plan | None = None, sending_stopped: bool = False
-) -> str:
-    """The plain line: phase, where in the plan, ETA, then the counters."""
-    plan = plan or Plan()
+def waiting(plan: Plan, elapsed: float, stats: ReplayStats) -> str:
+    """What draining waits for: the requests still in flight, and how long it may take."""
+    if not stats.in_flight:
+        return "nothing left in flight"
+    what = f"waiting for {stats.in_flight} request{'s' if stats.in_flight != 1 else ''} in flight"
+    if plan.duration_s is not None and plan.drain_s:
+        left = max(0.0, plan.duration_s + plan.drain_s - elapsed)
+        return f"{what}, at most {clock(left)} more"
+    return what
+
+
+def where(plan: Plan, elapsed: float, stats: ReplayStats, sending_stopped: bool) -> str:
+    """The middle of the line: where in the plan and the ETA, or while draining what it waits for."""
+    if phase(plan, elapsed, stats, sending_stopped) == "draining":
+        return waiting(plan, elapsed, stats)
     done = fraction(plan, elapsed, stats)
     share = f" ({100 * done:.0f}%)" if done is not None else ""
     left = eta_s(plan, elapsed, stats)
-    eta = "draining" if left == 0 and sending_stopped else f"ETA {clock(left)}"
-    head = f"{phase(plan, elapsed, stats, sending_stopped)}: {of_plan(plan, elapsed, stats)}{share}"
-    if left is not None:
-        head += f", {eta}"
+    return of_plan(plan, elapsed, stats) + share + ("" if left is None else f", ETA {clock(left)}")
+
+
+def render(
+    stats: ReplayStats, elapsed: float, plan: Plan | None = None, sending_stopped: bool = False
+) -> str:
+    """The plain line: phase, where in the plan and the ETA (or what draining waits for), then
+    the counters."""
+    plan = plan or Plan()
+    head = f"{phase(plan, elapsed, stats, sending_stopped)}: {where(plan, elapsed, stats, sending_stopped)}"
     return f"{head} | {counters(stats, elapsed)}"
 
 
@@ -155,32 +193,44 @@ async def show(
 
 
 async def _plain(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: float) -> None:
+    """A line at once, then one every PLAIN_EVERY_S, and one at the end."""
     try:
         while True:
-            await asyncio.sleep(PLAIN_EVERY_S)
             line = render(stats, run_clock.now() - t0, plan, stopped())
             print(f"progress: {line}", file=sys.stderr, flush=True)
+            await asyncio.sleep(PLAIN_EVERY_S)
     finally:
         line = render(stats, run_clock.now() - t0, plan, stopped())
         print(f"progress: {line}", file=sys.stderr, flush=True)
 
 
-def _columns():
-    """Phase, bar, plan and ETA keep their width; the counters give way on a narrow terminal."""
+PHASE_W = 10  # "measuring", "cool-down", "draining"
+
+
+def _bar_width(columns: int) -> int:
+    return 20 if columns >= 110 else 12
+
+
+def _columns(columns: int):
+    """Phase, bar, where and counters; the counters are fitted to what the rest leaves
+    (`brief`), so nothing is cut mid-word. The bar in a neutral colour: red says error."""
     from rich.progress import BarColumn, TextColumn
     from rich.table import Column
 
-    def kept(width: int) -> Column:
+    def kept(width: int = 0) -> Column:
         return Column(no_wrap=True, min_width=width)
 
     return (
-        TextColumn("{task.fields[phase]}", table_column=kept(10)),
-        BarColumn(bar_width=20, table_column=kept(20)),
-        TextColumn("{task.fields[where]}", table_column=kept(30)),
-        TextColumn(
-            "[dim]{task.fields[counts]}",
-            table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+        TextColumn("{task.fields[phase]}", table_column=kept(PHASE_W)),
+        BarColumn(
+            bar_width=_bar_width(columns),
+            style="bar.back",
+            complete_style="cyan",
+            finished_style="cyan",
+            pulse_style="cyan",
         ),
+        TextColumn("{task.fields[where]}", table_column=kept()),
+        TextColumn("[dim]{task.fields[counts]}", table_column=kept()),
     )
 
 
@@ -188,20 +238,22 @@ async def _bar(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: 
     from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(*_columns(), console=Console(stderr=True), auto_refresh=False) as bar:
+    console = Console(stderr=True)
+    with Progress(*_columns(console.width), console=console, auto_refresh=False) as bar:
         task = bar.add_task("replay", total=1.0, phase="", where="", counts="")
 
         def update() -> None:
-            elapsed = run_clock.now() - t0
-            done, left = fraction(plan, elapsed, stats), eta_s(plan, elapsed, stats)
+            elapsed, halted = run_clock.now() - t0, stopped()
+            done = fraction(plan, elapsed, stats)
+            middle = where(plan, elapsed, stats, halted)
+            room = console.width - PHASE_W - _bar_width(console.width) - len(middle) - 4
             bar.update(
                 task,
                 completed=done if done is not None else 0.0,
                 total=1.0 if done is not None else None,
-                phase=phase(plan, elapsed, stats, stopped()),
-                where=of_plan(plan, elapsed, stats)
-                + ("" if left is None else f", ETA {clock(left)}"),
-                counts=brief(stats, elapsed),
+                phase=phase(plan, elapsed, stats, halted),
+                where=middle,
+                counts=brief(stats, elapsed, max(room, 0)),
             )
             bar.refresh()
 
@@ -214,19 +266,34 @@ async def _bar(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: 
 
 
 @contextlib.contextmanager
-def step(name: str, show: bool = True) -> Iterator[None]:
-    """A phase after the replay ('analysing', 'writing the report'): a spinner on a terminal, one
-    plain line otherwise, with how long it took."""
+def step(name: str, show: bool = True, done: str | None = None) -> Iterator[None]:
+    """A phase outside the replay ('starting the reference engine', 'analysing'), shown from its
+    first second: a spinner with the seconds so far on a terminal, a plain line otherwise. With
+    `done` it leaves a line of its own when it ends ('started the reference engine in 28 s');
+    without, the spinner goes (a plain log always says how long it took)."""
     if not show:
         yield
         return
     t0 = time.perf_counter()
     if _is_terminal():
-        from rich.console import Console
-
-        with Console(stderr=True).status(f"{name}…"):
+        with _spinner(name):
             yield
+        if done:
+            print(f"{done} in {clock(time.perf_counter() - t0)}", file=sys.stderr, flush=True)
         return
     print(f"progress: {name}…", file=sys.stderr, flush=True)
     yield
     print(f"progress: {name} done ({clock(time.perf_counter() - t0)})", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _spinner(name: str) -> Iterator[None]:
+    """rich's spinner and elapsed time, refreshed by its own thread: it moves while the event
+    loop is busy starting an engine."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(style="cyan"), TextColumn(f"{name}…"), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as spinner:
+        spinner.add_task(name, total=None)
+        yield
