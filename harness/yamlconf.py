@@ -86,7 +86,8 @@ def line_of(root: yaml.Node | None, loc: tuple) -> int | None:
     return node.start_mark.line + 1 if node is not None else None
 
 
-def _overridden(loc: tuple, overrides: tuple[str, ...]) -> bool:
+def overridden(loc: tuple, overrides: tuple[str, ...]) -> bool:
+    """Whether the value at `loc` came from an override (`--set`), not from the file."""
     dotted = ".".join(str(p) for p in loc)
     return any(
         dotted == o or dotted.startswith(o + ".") or o.startswith(dotted + ".") for o in overrides
@@ -118,7 +119,7 @@ def validate_model(
         if err["type"] == "extra_forbidden":
             msg = "unknown key" + did_you_mean(str(loc[-1]), known_keys(model, loc[:-1]))
         field = ".".join(str(p) for p in loc) or None
-        line = None if _overridden(loc, overrides) else line_of(root, loc)
+        line = None if overridden(loc, overrides) else line_of(root, loc)
         raise error(msg, path=source, line=line, field=field) from None
 
 

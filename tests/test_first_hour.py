@@ -37,6 +37,10 @@ def test_the_quickstart_without_torch_is_one_line_naming_the_extra(tmp_path, mon
         (["trace", "stat", "x"], "did you mean 'stats'?"),
         (["analyze", "r", "--josn"], "did you mean '--json'?"),
         (["replay", "t", "--concurency", "2"], "did you mean '--concurrency'?"),
+        (["run", "s.yaml", "--concurency", "3"], "--set: --set load.concurrency=3"),
+        (["run", "s.yaml", "--concurrency", "3"], "--set: --set load.concurrency=3"),
+        (["run", "s.yaml", "--max-duration=30"], "--set: --set load.max_duration_s=30"),
+        (["simulate", "s.yaml", "--max-request", "40"], "--set: --set load.max_requests=40"),
     ],
 )
 def test_a_typo_gets_one_line_with_the_closest_word(argv, hint, capsys):
@@ -52,6 +56,24 @@ def test_a_mistyped_yaml_key_gets_the_closest_key(tmp_path, capsys):
     assert main(["run", str(path), "--validate-only"]) == 2
     err = capsys.readouterr().err
     assert "s.yaml:2: field 'workload.sesions': unknown key; did you mean 'sessions'?" in err
+
+
+@pytest.mark.parametrize(
+    ("slos", "line", "field"),
+    [
+        ("slos:\n  ttft_p90: 1s\n  interactivty_p90: 20\n", 6, "slos.interactivty_p90"),
+        ("slos:\n  ttft_p90: fast\n", 5, "slos.ttft_p90"),
+    ],
+)
+def test_a_bad_slo_points_at_its_own_line_and_names_its_field_once(
+    tmp_path, capsys, slos, line, field
+):
+    path = tmp_path / "s.yaml"
+    head = "name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\ntarget: {kind: engine}\n"
+    path.write_text(head + slos)
+    assert main(["run", str(path), "--validate-only"]) == 2
+    err = capsys.readouterr().err
+    assert f"s.yaml:{line}: field '{field}': " in err and err.count("field '") == 1, err
 
 
 def test_replay_without_model_names_the_flag_in_one_line(tmp_path, capsys):

@@ -8,6 +8,7 @@ verb the line named (`harness replay --concurency 4`).
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from typing import NoReturn
 
@@ -18,6 +19,9 @@ _CHOICE = re.compile(r"invalid choice: '([^']*)'")
 
 class Parser(argparse.ArgumentParser):
     argv: list[str] = []  # the words being parsed, for an error raised inside a verb's parser
+    # a verb that sets scenario fields with --set: flag -> field (`harness replay`'s flags), so a
+    # flag it lacks gets the --set that does the same
+    scenario_fields: dict[str, str] = {}
 
     def error(self, message: str) -> NoReturn:
         bad = _CHOICE.search(message)
@@ -45,8 +49,24 @@ class Parser(argparse.ArgumentParser):
             leaf = self._leaf(list(args) if args is not None else _argv())
             flag = next((e.split("=")[0] for e in extras if e.startswith("-")), "")
             hint = did_you_mean(flag, leaf._option_string_actions) if flag else ""
+            if flag and isinstance(leaf, Parser) and leaf.scenario_fields:
+                hint = leaf.set_hint(flag, extras) or hint
             leaf.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
+
+    def set_hint(self, flag: str, extras: list[str]) -> str:
+        """'; harness run sets scenario fields with --set: --set load.concurrency=3' for a flag
+        that is (or nearly is) one of `harness replay`'s, on a verb that takes --set instead,
+        when it is nearer to that than to a flag of the verb's own; '' otherwise."""
+        close = difflib.get_close_matches(flag, list(self.scenario_fields), n=1, cutoff=0.6)
+        own = difflib.get_close_matches(flag, list(self._option_string_actions), n=1, cutoff=0.6)
+        if not close or own and _likeness(flag, own[0]) >= _likeness(flag, close[0]):
+            return ""
+        at = next(i for i, e in enumerate(extras) if e.split("=")[0] == flag)
+        given = extras[at].partition("=")[2] or (extras[at + 1 : at + 2] or ["VALUE"])[0]
+        value = "VALUE" if given.startswith("-") else given
+        field = self.scenario_fields[close[0]]
+        return f"; {self.prog} sets scenario fields with --set: --set {field}={value}"
 
     def _verbs(self) -> list[str]:
         return [name for a in self._subparsers_actions() for name in a.choices]
@@ -63,6 +83,10 @@ class Parser(argparse.ArgumentParser):
             if chosen is not None:
                 parser = chosen
         return parser
+
+
+def _likeness(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
 
 
 def _argv() -> list[str]:
@@ -96,6 +120,17 @@ def printer(to_stderr: bool):
         print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)
 
     return say
+
+
+def add_verbose(p: argparse.ArgumentParser) -> None:
+    """`--verbose`: the terminal summary with every figure, not the short one."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print every figure of the summary (default: about 15 lines; summary.json and the"
+        " report have them all)",
+    )
 
 
 def formatted(fmt: str, table: str, data: object) -> str:

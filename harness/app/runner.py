@@ -25,6 +25,7 @@ from harness.app.build import (
 )
 from harness.app.exporting import watch_run
 from harness.app.scenario import Scenario, dump_scenario
+from harness.app.verb_output import shown_path
 from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.driver.runfolder import make_run_dir
 from harness.errors import InputError
@@ -65,16 +66,17 @@ def run_scenario(
     quiet: bool = False,
     fmt: str = "table",
     live: MetricsServer | None = None,
+    verbose: bool = False,
 ) -> RunResult:
-    """`fmt` is how each point's summary table prints: table, markdown (fenced), json (not:
-    the caller prints the result as one object). `live`: the endpoint that serves each point's
-    live metrics."""
+    """`fmt` is how each point's summary prints: table, markdown (fenced), json (not: the caller
+    prints the result as one object); `verbose`: every figure, not the short summary. `live`:
+    the endpoint that serves each point's live metrics."""
     run_dir = Path(out) if out else default_run_dir(scenario)
     points = scenario.points()
     for _, point_scenario in points:  # a point that needs torch fails before anything is written
         check_installed(point_scenario)
     if len(points) == 1 and not scenario.sweep:
-        point = run_point(scenario, run_dir, quiet=quiet, fmt=fmt, live=live)
+        point = run_point(scenario, run_dir, quiet=quiet, fmt=fmt, live=live, verbose=verbose)
         return RunResult(run_dir, [point], interrupted=point.status == RunStatus.INTERRUPTED)
     make_run_dir(run_dir)
     dump_scenario(scenario, run_dir / SCENARIO_FILE)
@@ -82,7 +84,9 @@ def run_scenario(
     for label, point_scenario in points:
         if not quiet:
             print(f"== sweep point {label}", flush=True)
-        result = run_point(point_scenario, run_dir / label, quiet=quiet, fmt=fmt, live=live)
+        result = run_point(
+            point_scenario, run_dir / label, quiet=quiet, fmt=fmt, live=live, verbose=verbose
+        )
         results.append(result)
         if result.status == RunStatus.INTERRUPTED:
             break
@@ -106,6 +110,7 @@ def run_point(
     quiet: bool = False,
     fmt: str = "table",
     live: MetricsServer | None = None,
+    verbose: bool = False,
 ) -> PointResult:
     if run_dir.exists() and run_dir.is_dir() and any(run_dir.iterdir()):
         raise InputError(
@@ -117,7 +122,7 @@ def run_point(
     result = replay_point(scenario, trace, run_dir, show_progress=not quiet, live=live)
     try:
         with interrupt_on_signals():
-            summary = analyze_point(scenario, run_dir, quiet=quiet, fmt=fmt)
+            summary = analyze_point(run_dir, quiet=quiet, fmt=fmt, verbose=verbose)
     except Interrupted as exc:  # the run folder is closed already: only the analysis is lost
         raise Interrupted(
             f"{exc} during the analysis; `harness analyze {run_dir}` redoes it"
@@ -163,10 +168,11 @@ def replay_point(
             live.ended()
 
 
-def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = "table") -> dict:
+def analyze_point(run_dir: Path, *, quiet: bool, fmt: str = "table", verbose: bool = False) -> dict:
     from harness.app.parser import formatted
     from harness.app.reporting import write_analyses
     from harness.driver.live.progress import step
+    from harness.report.brief import brief
     from harness.report.text import summary_table
 
     with collector.held_back(collector.ANALYSIS_GEN0):
@@ -177,8 +183,9 @@ def analyze_point(scenario: Scenario, run_dir: Path, *, quiet: bool, fmt: str = 
     summary = analysis.summary
     if not quiet:
         if fmt != "json":  # json: the caller prints the summary as one object
-            print(formatted(fmt, summary_table(summary), summary))
-        print(f"report: {report}")
+            table = summary_table(summary) if verbose else brief(summary)
+            print(formatted(fmt, table, summary))
+        print(f"report: {shown_path(report)}")
     return dict(summary)  # a sweep's point keeps it as a plain mapping
 
 

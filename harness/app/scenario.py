@@ -12,6 +12,7 @@ applied to the raw document before validation, so they are checked like the file
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from harness import yamlconf
 from harness.driver.config import Load, Sending
 from harness.driver.endpoint import parse_endpoint
 from harness.driver.http import HTTPSettings
-from harness.errors import ScenarioError
+from harness.errors import InputError, ScenarioError
 from harness.yamlconf import Strict
 
 
@@ -284,18 +285,23 @@ def validate(
     scenario = yamlconf.validate_model(
         Scenario, doc, ScenarioError, source=source, root=root, what="scenario", overrides=overrides
     )
-    _check_parts(scenario, source, root)
+    _check_parts(scenario, source, root, overrides)
     return scenario
 
 
-def _check_parts(scenario: Scenario, source: str, root: yaml.Node | None) -> None:
-    """Fields checked by the parts that own them: engine options and SLOs."""
-    from harness.analysis.slo import parse_slos
+def _check_parts(
+    scenario: Scenario, source: str, root: yaml.Node | None, overrides: tuple[str, ...]
+) -> None:
+    """Fields checked by the parts that own them: each SLO, the engine options. An error names
+    the field the part found wrong (`slos.ttft_p90`, `target.engine.options.block_size`) once,
+    at its own line (none when an override set it)."""
+    from harness.analysis.slo import parse_slo
     from harness.engine.config import EngineConfig
     from harness.errors import HarnessError
 
     checks: list[tuple[tuple[str, ...], Callable[[], object]]] = [
-        (("slos",), lambda: parse_slos(scenario.slos, source="slos"))
+        (("slos", name), functools.partial(parse_slo, name, value, source=f"slos.{name}"))
+        for name, value in scenario.slos.items()
     ]
     if scenario.target.kind == "engine":
         options = dict(scenario.target.engine.options)
@@ -304,9 +310,24 @@ def _check_parts(scenario: Scenario, source: str, root: yaml.Node | None) -> Non
         try:
             check()
         except HarnessError as exc:
-            raise ScenarioError(
-                str(exc), path=source, line=yamlconf.line_of(root, loc), field=".".join(loc)
-            ) from None
+            at, reason = _found_at(loc, exc)
+            line = None if yamlconf.overridden(at, overrides) else yamlconf.line_of(root, at)
+            raise ScenarioError(reason, path=source, line=line, field=".".join(at)) from None
+
+
+def _found_at(loc: tuple[str, ...], exc: Exception) -> tuple[tuple[str, ...], str]:
+    """The field a part's error is about (its own field, under `loc`) and its reason alone: an
+    InputError's field, or the `field 'x': ...` an EngineConfig error opens with."""
+    if isinstance(exc, InputError) and exc.field:
+        field, reason = tuple(exc.field.split(".")), exc.reason
+    elif named := _NAMED.match(str(exc)):
+        field, reason = (named[1],), named[2]
+    else:
+        return loc, str(exc)
+    return (field if field[: len(loc)] == loc else (*loc, *field)), reason
+
+
+_NAMED = re.compile(r"field '([^']+)': (.*)", re.S)
 
 
 def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:

@@ -9,6 +9,16 @@ from pathlib import Path
 from harness.app.parser import formatted
 
 
+def shown_path(path: str | Path) -> str:
+    """A path as every verb prints it: relative to the working folder when it lies under it
+    (as `-o` and run globs are usually given), else as it is."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
 def print_run(fmt: str, result) -> None:
     """`harness run`'s result. The table was printed per point as it finished (analyze_point);
     json prints one object on stdout: the point's summary.json, or a sweep's {"points": [...]}

@@ -85,7 +85,10 @@ def test_cli_import_then_analyze_and_report(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "TTFT" in printed and "vLLM's ITL is every gap" in printed
     assert analyze_run(out)["requests_ok"] == 24
-    assert main(["analyze", str(out)]) == 0  # the terminal table lists the import notes too
+    assert main(["analyze", str(out)]) == 0  # the short summary counts the import's notes
+    short = capsys.readouterr().out
+    assert "from vllm-bench;" in short and "defined differently or missing (--verbose)" in short
+    assert main(["analyze", str(out), "--verbose"]) == 0  # and every figure lists them
     table = capsys.readouterr().out
     assert "imported from vllm-bench" in table and "vLLM's ITL is every gap" in table
     assert (

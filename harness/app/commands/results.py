@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.app.parser import add_format, formatted
+from harness.app.parser import add_format, add_verbose, formatted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,6 +53,7 @@ def _register_analyze(sub: argparse._SubParsersAction) -> None:
         "text prompts counted in its tokens (default: the run's tokenizer setting)",
     )
     add_format(p, "summary.json")
+    add_verbose(p)
     p.set_defaults(func=_analyze)
 
 
@@ -160,6 +161,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from harness.analysis.loader import ARROW
     from harness.analysis.summary import analyze_run
+    from harness.report.brief import brief
     from harness.report.text import summary_table
 
     if ARROW and Path(args.run_dir).is_dir():  # the [parquet] extra: a typed copy to load fast
@@ -176,7 +178,8 @@ def _analyze(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         window_mode=args.window,
     )
-    print(formatted(args.format, summary_table(summary), summary))
+    table = summary_table(summary) if args.verbose else brief(summary)
+    print(formatted(args.format, table, summary))
     return 0
 
 
@@ -232,18 +235,18 @@ def _import(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from harness.analysis.loader import expand_run_dirs
     from harness.app.reporting import write_report
-    from harness.app.verb_output import print_report
+    from harness.app.verb_output import print_report, shown_path
 
     runs = [str(r) for r in expand_run_dirs(args.run_dirs)]
     if not args.trend:
         path = write_report(args.run_dirs, args.output)
         side = f" ({len(runs)} runs side by side)" if len(runs) > 1 else ""
         data: dict[str, object] = {
-            "report": str(path),
+            "report": shown_path(path),
             "kind": "compare" if len(runs) > 1 else "run",
             "runs": runs,
         }
-        print_report(args.format, data, [f"wrote {path}{side}"])
+        print_report(args.format, data, [f"wrote {shown_path(path)}{side}"])
         return 0
     from harness.app.reporting import write_trend
     from harness.report.trend import trend_regressions  # scipy's statistics: --trend only
@@ -251,11 +254,11 @@ def _report(args: argparse.Namespace) -> int:
     path, result = write_trend(args.run_dirs, args.output or "trend.html")
     regressions = list(trend_regressions(result))
     data = {
-        "report": str(path),
+        "report": shown_path(path),
         "kind": "trend",
         "runs": runs,
         "regressions": regressions,
         "exit_code": result.exit_code,
     }
-    print_report(args.format, data, [*regressions, f"wrote {path}"])
+    print_report(args.format, data, [*regressions, f"wrote {shown_path(path)}"])
     return result.exit_code

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.app.exporting import add_export_flags, exports, mlflow_at_end
-from harness.app.parser import add_format, formatted
+from harness.app.parser import add_format, add_verbose, formatted
 
 
 def register(sub) -> None:
@@ -56,6 +56,8 @@ def register(sub) -> None:
     _add_max_failures(run)
     add_export_flags(run)
     add_format(run, 'the point\'s summary.json ({"points": [...]} for a sweep)')
+    add_verbose(run)
+    run.scenario_fields = scenario_fields()
     run.set_defaults(func=_run)
 
     _register_simulate(sub)
@@ -89,7 +91,16 @@ def _register_simulate(sub) -> None:
     _add_max_failures(sim)
     add_export_flags(sim)
     add_format(sim, 'the point\'s summary.json ({"points": [...]} for a sweep)')
+    add_verbose(sim)
+    sim.scenario_fields = scenario_fields()
     sim.set_defaults(func=_run, workers=None, ray_address=None, validate_only=False, simulate=True)
+
+
+def scenario_fields() -> dict[str, str]:
+    """`harness replay`'s flags and the scenario field each sets: for a "use --set" hint."""
+    from harness.app.flags import FLAGS
+
+    return {f.option: f.field for f in FLAGS}
 
 
 def _add_max_failures(parser) -> None:
@@ -227,7 +238,12 @@ def _run(args: argparse.Namespace) -> int:
     with redirect_stdout(sys.stderr) if json_out else nullcontext():
         with exports(args) as live:
             result = run_scenario(
-                scenario, out=args.output, quiet=args.quiet, fmt=args.format, live=live
+                scenario,
+                out=args.output,
+                quiet=args.quiet,
+                fmt=args.format,
+                live=live,
+                verbose=args.verbose,
             )
         print(summary_line(result))
         mlflow_at_end(args, [p.run_dir for p in result.points])
