@@ -42,7 +42,9 @@ def _missed(a: Analysis) -> str:
 
 
 def _share(part: float, whole: float | None) -> str:
-    """'2.9 %'; a share too small to show at one decimal is '<0.1 %', not '0.0 %'."""
+    """'2.9 %'; none is '0 %', and a share too small to show at one decimal '<0.1 %'."""
+    if whole and not part:
+        return "0 %"
     if part and whole and part / whole < 0.0005:
         return "<0.1 %"
     return share(part, whole)

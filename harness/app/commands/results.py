@@ -153,6 +153,7 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         help="guidellm: which benchmark of a sweep (0-based)",
     )
     add_format(p, "the imported run's summary.json, with run_dir, tool and source")
+    add_verbose(p)
     p.set_defaults(func=_import)
 
 
@@ -219,14 +220,15 @@ def _compare(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from harness.analysis.summary import analyze_run
     from harness.importers import import_run
+    from harness.report.brief import brief
     from harness.report.text import summary_table
 
     options = {"benchmark": args.benchmark} if args.benchmark is not None else {}
     run = import_run(args.tool, args.source, args.output, **options)
-    summary = analyze_run(run)
+    summary = analyze_run(run)  # --verbose lists what the tool defines differently
     data = {**summary, "run_dir": str(run), "tool": args.tool, "source": str(args.source)}
-    # the table lists what the tool defines differently
-    print(formatted(args.format, summary_table(summary), data))
+    table = summary_table(summary) if args.verbose else brief(summary)
+    print(formatted(args.format, table, data))
     done = f"imported {args.source} ({args.tool}) into {run}"
     print(done, file=sys.stderr if args.format == "json" else sys.stdout)
     return 0
