@@ -180,7 +180,7 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
         ),
         (
             "name: x\nworkload: {profile: workloads/agentx-cpu.yaml}\nslos: {ttft_p90: fast}\n",
-            "field 'slos'",
+            "field 'slos.ttft_p90'",
         ),
         ("name: x\nworkload: {trace: missing.jsonl}\n", "missing.jsonl"),
     ],

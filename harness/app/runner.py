@@ -25,7 +25,7 @@ from harness.app.build import (
 )
 from harness.app.exporting import watch_run
 from harness.app.scenario import Scenario, dump_scenario
-from harness.app.verb_output import shown_path
+from harness.app.verb_output import shown_path, summary_width
 from harness.driver.live.signals import Interrupted, interrupt_on_signals
 from harness.driver.runfolder import make_run_dir
 from harness.errors import InputError
@@ -171,7 +171,7 @@ def replay_point(
 def analyze_point(run_dir: Path, *, quiet: bool, fmt: str = "table", verbose: bool = False) -> dict:
     from harness.app.parser import formatted
     from harness.app.reporting import write_analyses
-    from harness.driver.live.progress import step
+    from harness.driver.live.steps import step
     from harness.report.brief import brief
     from harness.report.text import summary_table
 
@@ -183,7 +183,7 @@ def analyze_point(run_dir: Path, *, quiet: bool, fmt: str = "table", verbose: bo
     summary = analysis.summary
     if not quiet:
         if fmt != "json":  # json: the caller prints the summary as one object
-            table = summary_table(summary) if verbose else brief(summary)
+            table = summary_table(summary) if verbose else brief(summary, summary_width())
             print(formatted(fmt, table, summary))
         print(f"report: {shown_path(report)}")
     return dict(summary)  # a sweep's point keeps it as a plain mapping

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 from harness.app.parser import formatted
+from harness.report.brief import WIDTH as BRIEF_WIDTH
 
 
 def shown_path(path: str | Path) -> str:
@@ -17,6 +19,14 @@ def shown_path(path: str | Path) -> str:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(p)
+
+
+def summary_width() -> int:
+    """The terminal summary's width: under 100 columns, and under the terminal's when it is
+    narrower (an 80-column terminal gets lines of at most 79)."""
+    if not sys.stdout.isatty():
+        return BRIEF_WIDTH
+    return max(60, min(BRIEF_WIDTH, shutil.get_terminal_size((100, 24)).columns - 1))
 
 
 def print_run(fmt: str, result) -> None:

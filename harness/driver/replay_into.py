@@ -15,7 +15,7 @@ from harness import collector
 from harness.driver import clock
 from harness.driver.config import ReplayConfig
 from harness.driver.context_limit import ContextLimit
-from harness.driver.live import progress
+from harness.driver.live import progress, steps
 from harness.driver.live.selfcheck import LoopProbe, write_client_check
 from harness.driver.live.signals import Signals
 from harness.driver.live.stats import ReplayStats
@@ -139,8 +139,9 @@ async def _replay(
             shape = getattr(target, "probe_like", None)  # a preflight that sends the run's shape
             if shape is not None:
                 shape(replay.first_tools())
-            name, done = progress.starting(target.describe().get("kind"))
-            with progress.step(name, show=show_progress, done=done):
+            name, done = steps.starting(target.describe().get("kind"))
+            # a log hears of it after a second: a preflight that fails at once is its one line
+            with steps.step(name, show=show_progress, done=done, after_s=1.0):
                 await target.start()
             if show_progress:
                 stopped = lambda: replay.sending_stopped  # noqa: E731

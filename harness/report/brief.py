@@ -29,8 +29,9 @@ LATENCY: tuple[tuple[str, PercentileKey, str], ...] = (
 COLUMNS: tuple[Literal["p50", "p90", "p99"], ...] = ("p50", "p90", "p99")
 
 
-def brief(s: Summary) -> str:
-    """The summary, every line under 100 columns (a long one wrapped under its label)."""
+def brief(s: Summary, width: int = WIDTH) -> str:
+    """The summary, every line at most `width` columns (a long one wrapped under its label; an
+    80-column terminal passes 79)."""
     lines = [
         *_ran(s),
         "",
@@ -38,20 +39,20 @@ def brief(s: Summary) -> str:
         "",
         *_throughput(s),
         *_cache(s),
-        *_warnings(s.get("warnings") or []),
+        *_warnings(s.get("warnings") or [], width),
         "more: --verbose, summary.json or the report",
     ]
-    return "\n".join(line for text in lines for line in _wrap(text))
+    return "\n".join(line for text in lines for line in _wrap(text, width))
 
 
 def _line(name: str, text: str) -> str:
     return f"{name:<{LABEL}}{text}"
 
 
-def _wrap(text: str) -> list[str]:
-    if len(text) <= WIDTH:
+def _wrap(text: str, width: int = WIDTH) -> list[str]:
+    if len(text) <= width:
         return [text]
-    return textwrap.wrap(text, WIDTH, subsequent_indent=" " * LABEL, break_on_hyphens=False)
+    return textwrap.wrap(text, width, subsequent_indent=" " * LABEL, break_on_hyphens=False)
 
 
 def _ran(s: Summary) -> list[str]:
@@ -158,20 +159,22 @@ def _cache(s: Summary) -> list[str]:
     ]
 
 
-def _warnings(warnings: list[str]) -> list[str]:
+def _warnings(warnings: list[str], width: int) -> list[str]:
     """Up to WARNINGS warnings, each in at most WARNING_LINES lines (cut with '…': --verbose and
     the report have them whole), then how many more there are."""
     if not warnings:
         return [_line("warnings", "none")]
-    out = [line for w in warnings[:WARNINGS] for line in _cut(_wrap(_line("warning", w)))]
+    out = [
+        line for w in warnings[:WARNINGS] for line in _cut(_wrap(_line("warning", w), width), width)
+    ]
     more = len(warnings) - WARNINGS
     if more > 0:
         out.append(_line("", f"and {more} more warning{'s' if more > 1 else ''} (--verbose)"))
     return out
 
 
-def _cut(lines: list[str]) -> list[str]:
+def _cut(lines: list[str], width: int) -> list[str]:
     if len(lines) <= WARNING_LINES:
         return lines
     last = lines[WARNING_LINES - 1]
-    return [*lines[: WARNING_LINES - 1], last[: WIDTH - 1].rsplit(" ", 1)[0] + " …"]
+    return [*lines[: WARNING_LINES - 1], last[: width - 1].rsplit(" ", 1)[0] + " …"]

@@ -42,6 +42,11 @@ def test_it_fits_a_screen_in_the_order_a_person_asks(summary):
     assert len(summary_table(summary).splitlines()) > len(lines)  # --verbose has the rest
 
 
+def test_an_80_column_terminal_gets_lines_that_fit_it(summary):
+    lines = brief(summary, width=79).splitlines()
+    assert max(len(line) for line in lines) <= 79 and len(lines) <= MAX_LINES + 4
+
+
 def test_each_slo_sits_on_its_metrics_row_with_its_verdict(summary):
     rows = {line.split()[0]: line for line in brief(summary).splitlines() if line.strip()}
     assert rows["TTFT"].endswith("p90 <= 0.001 s: MISSED")

@@ -162,6 +162,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from harness.analysis.loader import ARROW
     from harness.analysis.summary import analyze_run
+    from harness.app.verb_output import summary_width
     from harness.report.brief import brief
     from harness.report.text import summary_table
 
@@ -179,7 +180,7 @@ def _analyze(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         window_mode=args.window,
     )
-    table = summary_table(summary) if args.verbose else brief(summary)
+    table = summary_table(summary) if args.verbose else brief(summary, summary_width())
     print(formatted(args.format, table, summary))
     return 0
 
@@ -219,6 +220,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from harness.analysis.summary import analyze_run
+    from harness.app.verb_output import summary_width
     from harness.importers import import_run
     from harness.report.brief import brief
     from harness.report.text import summary_table
@@ -227,7 +229,7 @@ def _import(args: argparse.Namespace) -> int:
     run = import_run(args.tool, args.source, args.output, **options)
     summary = analyze_run(run)  # --verbose lists what the tool defines differently
     data = {**summary, "run_dir": str(run), "tool": args.tool, "source": str(args.source)}
-    table = summary_table(summary) if args.verbose else brief(summary)
+    table = summary_table(summary) if args.verbose else brief(summary, summary_width())
     print(formatted(args.format, table, data))
     done = f"imported {args.source} ({args.tool}) into {run}"
     print(done, file=sys.stderr if args.format == "json" else sys.stdout)

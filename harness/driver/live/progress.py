@@ -1,7 +1,6 @@
-"""Progress of a run, from its first second: the target's start (an engine loading its model) as
-a phase of its own, then a bar with elapsed / planned time (or requests of the total), an ETA
-and the phase (warm-up, measuring, cool-down, draining: what it waits for), then analysing and
-writing the report.
+"""Progress of a replay: a bar with elapsed / planned time (or requests of the total), an ETA and
+the phase (warm-up, measuring, cool-down, draining: what it waits for). The phases around it
+(the target's start, analysing, writing the report) are live/steps.py's.
 
 On a terminal it is a rich bar on stderr, its counters fitted to the terminal's width (fields
 dropped whole, lowest priority first); when stderr is not a terminal (a `2>&1 | tee` log, CI) it
@@ -12,11 +11,9 @@ It only reads counters, so it costs the driver one small render every half secon
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import statistics
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.driver import clock as run_clock
@@ -49,13 +46,6 @@ class Plan:
             cooldown_s=config.cooldown_s,
             drain_s=config.drain_s if config.max_duration else 0.0,
         )
-
-
-def starting(kind: str | None) -> tuple[str, str]:
-    """The start phase of a target by its `describe()` kind: (while, when done)."""
-    if kind == "engine-inprocess":
-        return "starting the reference engine", "started the reference engine"
-    return "checking the endpoints", "checked the endpoints"
 
 
 def wanted(quiet: bool) -> bool:
@@ -176,7 +166,7 @@ def render(
     return f"{head} | {counters(stats, elapsed)}"
 
 
-def _is_terminal() -> bool:
+def is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
@@ -186,7 +176,7 @@ async def show(
     """Refresh until cancelled: a bar on a terminal, a plain line every PLAIN_EVERY_S otherwise."""
     plan = plan or Plan()
     t0 = run_clock.now()
-    if not _is_terminal():
+    if not is_terminal():
         await _plain(stats, plan, stopped, t0)
         return
     await _bar(stats, plan, stopped, t0)
@@ -263,37 +253,3 @@ async def _bar(stats: ReplayStats, plan: Plan, stopped: Callable[[], bool], t0: 
                 await asyncio.sleep(REFRESH_S)
         finally:
             update()
-
-
-@contextlib.contextmanager
-def step(name: str, show: bool = True, done: str | None = None) -> Iterator[None]:
-    """A phase outside the replay ('starting the reference engine', 'analysing'), shown from its
-    first second: a spinner with the seconds so far on a terminal, a plain line otherwise. With
-    `done` it leaves a line of its own when it ends ('started the reference engine in 28 s');
-    without, the spinner goes (a plain log always says how long it took)."""
-    if not show:
-        yield
-        return
-    t0 = time.perf_counter()
-    if _is_terminal():
-        with _spinner(name):
-            yield
-        if done:
-            print(f"{done} in {clock(time.perf_counter() - t0)}", file=sys.stderr, flush=True)
-        return
-    print(f"progress: {name}…", file=sys.stderr, flush=True)
-    yield
-    print(f"progress: {name} done ({clock(time.perf_counter() - t0)})", file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def _spinner(name: str) -> Iterator[None]:
-    """rich's spinner and elapsed time, refreshed by its own thread: it moves while the event
-    loop is busy starting an engine."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    columns = (SpinnerColumn(style="cyan"), TextColumn(f"{name}…"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as spinner:
-        spinner.add_task(name, total=None)
-        yield
