@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 from harness.analysis.compare.series_names import series_names
 from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
-from harness.app.sweep import render_sweep
 from harness.report import tested
 from harness.report.plots.axes import StepFormatter, honest_ylim, log_span
+from harness.report.sweep import render_sweep
 from tests.analysis.test_report_screen import E_NOTATION, endpoint_run
 
 
