@@ -53,6 +53,15 @@ FORBIDDEN_LIBRARIES = {"analysis": {"matplotlib", "seaborn"}}
 ADAPTERS = {"harness.driver.engine_target": {"engine", "serving"}}
 
 
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A made-up harness/ tree (file -> text) for a check to run on; its root."""
+    pkg = tmp_path / "harness"
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    return pkg
+
+
 def _module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -141,21 +150,21 @@ def test_every_package_has_a_row():
 
 
 def test_a_planted_upward_import_is_reported(tmp_path):
-    pkg = tmp_path / "harness"
-    for name, text in {
-        "__init__.py": "",
-        "errors.py": "",
-        "engine/__init__.py": "",
-        "engine/core.py": "from harness.errors import X\n\ndef f():\n    from harness.driver import target\n",
-        "serving/__init__.py": "",
-        "serving/server.py": "from ..engine import core\nfrom harness import trace\n",
-        "driver/__init__.py": "",
-        "driver/engine_target.py": "from harness.serving import server\n",
-        "driver/replay.py": "from harness.serving import server\n",
-        "runner.py": "from harness.driver import replay\nfrom harness.serving import server\n",
-    }.items():
-        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / name).write_text(text)
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "engine/__init__.py": "",
+            "engine/core.py": "from harness.errors import X\n\ndef f():\n    from harness.driver import target\n",
+            "serving/__init__.py": "",
+            "serving/server.py": "from ..engine import core\nfrom harness import trace\n",
+            "driver/__init__.py": "",
+            "driver/engine_target.py": "from harness.serving import server\n",
+            "driver/replay.py": "from harness.serving import server\n",
+            "runner.py": "from harness.driver import replay\nfrom harness.serving import server\n",
+        },
+    )
     found = violations(pkg)
     assert [v.split(": ", 1)[1].split(" (")[0] for v in found] == [
         "harness.driver.replay imports harness.serving",
@@ -167,17 +176,17 @@ def test_a_planted_upward_import_is_reported(tmp_path):
 
 def test_analysis_never_presents(tmp_path):
     """A plotting import in the computing package, or an import of the presenting one, is reported."""
-    pkg = tmp_path / "harness"
-    for name, text in {
-        "__init__.py": "",
-        "analysis/__init__.py": "",
-        "analysis/metrics.py": "def f():\n    import seaborn\n",
-        "analysis/summary.py": "from matplotlib import pyplot\nfrom harness.report import html\n",
-        "report/__init__.py": "",
-        "report/html.py": "import matplotlib\nfrom harness.analysis import summary\n",
-    }.items():
-        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / name).write_text(text)
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "analysis/__init__.py": "",
+            "analysis/metrics.py": "def f():\n    import seaborn\n",
+            "analysis/summary.py": "from matplotlib import pyplot\nfrom harness.report import html\n",
+            "report/__init__.py": "",
+            "report/html.py": "import matplotlib\nfrom harness.analysis import summary\n",
+        },
+    )
     found = [v.split(": ", 1)[1].split(" (")[0] for v in violations(pkg)]
     assert found == [
         "harness.analysis imports seaborn",
@@ -208,13 +217,15 @@ def test_the_root_holds_only_the_ground():
 def _module_level(tree: ast.Module):
     """Import statements that run when the module is imported (not inside a function, not under
     `if TYPE_CHECKING:`)."""
-    for node in tree.body:
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
         if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            continue
-        if isinstance(node, ast.Import | ast.ImportFrom):
+            todo += node.orelse
+        elif isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        elif isinstance(node, ast.If | ast.Try | ast.With):
-            yield from (n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom))
+        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]
 
 
 def _ancestors(module: str) -> list[str]:
@@ -239,13 +250,16 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def _targets(node, module: str, is_package: bool, paths) -> list[str]:
+    """The modules one import statement names: `from pkg import sub` names `pkg.sub` (and `pkg`
+    only for the names that are not its submodules)."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     base = node.module or ""
     if node.level:
         anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
         base = ".".join(anchor + ([node.module] if node.module else []))
-    return [base, *(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in paths)]
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in paths]
+    return subs if len(subs) == len(node.names) else [base, *subs]
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -283,18 +297,18 @@ def test_no_module_level_import_cycle():
 
 def test_a_cycle_through_a_package_init_is_found(tmp_path):
     """The knot the HTTP wing once hid: a module imports a package whose `__init__` leads back."""
-    pkg = tmp_path / "harness"
-    for name, text in {
-        "__init__.py": "",
-        "driver/__init__.py": "",
-        "driver/config.py": "from harness.driver.http.apis import APIS\n",
-        "driver/http/__init__.py": "from harness.driver.http.target import T\n",
-        "driver/http/target.py": "from harness.driver.config import C\n",
-        "driver/http/apis.py": "APIS = {}\n",
-        "driver/ok.py": "def f():\n    from harness.driver.config import C\n",
-    }.items():
-        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / name).write_text(text)
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "driver/__init__.py": "",
+            "driver/config.py": "from harness.driver.http.apis import APIS\n",
+            "driver/http/__init__.py": "from harness.driver.http.target import T\n",
+            "driver/http/target.py": "from harness.driver.config import C\n",
+            "driver/http/apis.py": "APIS = {}\n",
+            "driver/ok.py": "def f():\n    from harness.driver.config import C\n",
+        },
+    )
     assert cycles(import_graph(pkg)) == [
         ["harness.driver.config", "harness.driver.http", "harness.driver.http.target"]
     ]
@@ -310,3 +324,73 @@ def test_no_lazy_loader():
         if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
     ]
     assert found == []
+
+
+# Where a lazy import of a harness module is the point: the verbs import their heavy modules in
+# their handlers (`harness --help` stays fast), and a module that needs an optional extra's
+# library is imported only on the path that needs it (the base install lacks it).
+COMMAND_LAYER = "harness.app"
+
+
+def _optional_libraries() -> set[str]:
+    from harness.app.extras import EXTRAS
+
+    return set(EXTRAS)
+
+
+def lazy_imports(root: Path = ROOT) -> list[str]:
+    """`path:line: module -> imported` for each function-local import of a harness module outside
+    the command layer, unless the imported module needs an optional extra's library at its top."""
+    paths = {_module_name(p, root): p for p in root.rglob("*.py")}
+    optional = _optional_libraries()
+    needs_extra = {
+        module
+        for module, path in paths.items()
+        for node in _module_level(ast.parse(path.read_text(encoding="utf-8")))
+        for name in _targets(node, module, path.name == "__init__.py", paths)
+        if name.split(".")[0] in optional
+    }
+    found = []
+    for module, path in sorted(paths.items()):
+        if module == COMMAND_LAYER or module.startswith(COMMAND_LAYER + "."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        local = {
+            n
+            for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Import | ast.ImportFrom)
+        }
+        for node in sorted(local, key=lambda n: n.lineno):
+            for name in _targets(node, module, path.name == "__init__.py", paths):
+                if name in paths and name != module and name not in needs_extra:
+                    rel = path.relative_to(root.parent)
+                    found.append(f"{rel}:{node.lineno}: {module} -> {name}")
+    return found
+
+
+def test_no_lazy_import_of_a_harness_module_outside_the_verbs():
+    assert lazy_imports() == []
+
+
+def test_the_lazy_import_check_can_fail(tmp_path):
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "analysis/__init__.py": "",
+            "analysis/a.py": "def f():\n    from harness.analysis import b\n",
+            "analysis/b.py": "X = 1\n",
+            "analysis/c.py": "def f():\n    from harness.analysis import arrowy\n",
+            "analysis/arrowy.py": "import pyarrow\n",
+            "app/__init__.py": "",
+            "app/verb.py": "def f():\n    from harness.analysis import b\n",
+            "engine/__init__.py": "",
+            "engine/e.py": "if True:\n    def g():\n        import harness.analysis.b\n",
+        },
+    )
+    assert lazy_imports(pkg) == [
+        "harness/analysis/a.py:2: harness.analysis.a -> harness.analysis.b",
+        "harness/engine/e.py:3: harness.engine.e -> harness.analysis.b",
+    ]
