@@ -232,7 +232,8 @@ def test_endpoint_paths_with_or_without_v1_keep_their_query_string():
     )
     assert endpoint_url("http://h:1?k=1", "completions") == "http://h:1/v1/completions?k=1"
     assert (
-        endpoint_url("http://h:1/v1/completions?k=1", "x", "/models") == "http://h:1/v1/models?k=1"
+        endpoint_url("http://h:1/v1/completions?k=1", "chat", "/models")
+        == "http://h:1/v1/models?k=1"
     )
 
 

@@ -10,8 +10,18 @@ from __future__ import annotations
 from harness.driver.apis import messages, openai, responses
 from harness.driver.apis.api import API, RequestForm
 from harness.driver.apis.stream import StreamDecoder, error_message
+from harness.driver.apis.urls import Root, server_root
 
-__all__ = ["API", "APIS", "RequestForm", "StreamDecoder", "api_named", "error_message"]
+__all__ = [
+    "API",
+    "APIS",
+    "RequestForm",
+    "Root",
+    "StreamDecoder",
+    "api_named",
+    "error_message",
+    "server_root",
+]
 
 APIS: dict[str, API] = {
     api.name: api

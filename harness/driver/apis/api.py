@@ -1,4 +1,4 @@
-"""One API the HTTP target speaks, as its registry entry: its path, its request form, its own
+"""One API the HTTP target speaks, as its registry entry: its URL, its request form, its own
 settings and how a server counts its prompts. Every other place reads these, never the name."""
 
 from __future__ import annotations
@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     from harness.driver.apis.stream import StreamDecoder
+    from harness.driver.apis.urls import Root
     from harness.driver.http import HTTPTargetConfig
     from harness.driver.target import RequestSpec
 
@@ -38,7 +40,7 @@ class API:
     """An API's registry entry (apis/__init__.py lists them)."""
 
     name: str  # the scenario's `target.api`
-    path: str  # under /v1
+    path: str  # under `version`; "{model}" stands for the model's name (Gemini's URLs hold it)
     form: Callable[[HTTPTargetConfig], RequestForm]
     # Prompts are chat messages the server renders with its chat template (else token ids or
     # text, tokenized as they are).
@@ -54,6 +56,26 @@ class API:
     server_history: str | None = None
     # `target.sampling` settings the API has no field for (not sent, the manifest says so).
     not_carried: tuple[str, ...] = ()
+    # The version segment its path and its model list sit under.
+    version: str = "/v1"
+    # Added to the query of every request URL (Gemini's `alt=sse`: a stream of server-sent events).
+    query: str = ""
+
+    def url(self, root: Root, model: str) -> str:
+        """Where this API's requests for `model` go on the server at `root` (urls.py); an
+        endpoint that is already this API's URL is used as it is."""
+        if root.given == self.name:
+            return root.at(root.given_path, self.query)
+        path = self.path.replace("{model}", quote(model, safe=""))
+        return root.at(root.path + self.version + path, self.query)
+
+    def models_url(self, root: Root) -> str:
+        """Where the server at `root` lists its models for this API."""
+        return self.resource_url(root, "/models")
+
+    def resource_url(self, root: Root, resource: str) -> str:
+        """`resource` (e.g. "/models") under this API's version segment on the server at `root`."""
+        return root.at(root.path + self.version + resource)
 
     def keeps_history(self, settings: object) -> bool:
         """Whether the server keeps the history under `settings` (a config with the options)."""

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.driver.apis import APIS, api_named
+from harness.driver.apis import APIS, api_named, server_root
 from harness.driver.config import Sending
 from harness.driver.http.cache_rules import CacheRules, Prices
 from harness.driver.http.network import NetworkSettings
@@ -142,31 +142,27 @@ class HTTPTargetConfig(HTTPSettings, Sending):
 PER_EVENT_USAGE = ("vllm", "agentic-harness")
 
 
-def endpoint_url(base: str, api: str, resource: str | None = None) -> str:
-    """The URL of `api`'s path (or `resource`, e.g. "/models") under `base`, with or without
-    /v1, its query string kept (a key some gateways take there). A `base` that already ends in
-    an API's path is that API's URL."""
-    parts = urlsplit(base)
-    path = parts.path.rstrip("/")
-    given = next((a.path for a in APIS.values() if path.endswith(a.path)), None)
-    if given is not None:
-        if resource is None:
-            return base
-        path = path[: -len(given)]
-    path = (path if path.endswith("/v1") else path + "/v1") + (resource or api_named(api).path)
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+def endpoint_url(base: str, api: str, resource: str | None = None, model: str = "") -> str:
+    """Where `api`'s requests for `model` go under the endpoint `base` (or `resource`, e.g.
+    "/models", under the API's version segment): the entry builds it on the server's root
+    (apis/urls.py: a base with or without a version segment, or an API's own URL; its query
+    string kept)."""
+    entry = api_named(api)
+    root = server_root(base, APIS.values())
+    return entry.url(root, model) if resource is None else entry.resource_url(root, resource)
+
+
+def models_url(base: str, api: str) -> str:
+    """Where the server at the endpoint `base` lists its models for `api` (the entry says)."""
+    return api_named(api).models_url(server_root(base, APIS.values()))
 
 
 def metrics_url(base: str) -> str:
     """The Prometheus /metrics URL of the server at `base` (any endpoint form: with or without
-    /v1, or an API's own URL): /metrics at the server's root, its query string kept."""
-    parts = urlsplit(base)
-    path = parts.path.rstrip("/")
-    given = next((a.path for a in APIS.values() if path.endswith(a.path)), None)
-    if given is not None:
-        path = path[: -len(given)]
-    path = path.removesuffix("/v1") + "/metrics"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    a version segment, or an API's own URL): /metrics at the server's root, its query string
+    kept."""
+    root = server_root(base, APIS.values())
+    return root.at(root.path + "/metrics")
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:

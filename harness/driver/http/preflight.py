@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from harness.driver.context_limit import model_len
-from harness.driver.http.config import endpoint_url, redact
+from harness.driver.http.config import models_url, redact
 from harness.driver.http.wire import WireError
 from harness.driver.manifest import redact_url
 from harness.driver.target import Event, Failure, RequestSpec
@@ -44,7 +44,7 @@ async def preflight(target: HTTPTarget, i: int, base: str) -> None:
 async def list_models(target: HTTPTarget, base: str) -> dict[str, dict]:
     """The models /models lists, by id (empty when it lists none or does not parse)."""
     c = target.config
-    url = endpoint_url(base, c.api, "/models")
+    url = models_url(base, c.api)
     try:
         status, body = await target.client().get(url, target.base_headers)
     except WireError as exc:

@@ -67,7 +67,7 @@ class HTTPTarget:
         self._session_headers = session_headers(config.session_headers)
         # Records name endpoints without user info or query strings (they may hold secrets).
         self.endpoints: Sequence[str] = tuple(redact_url(e) for e in config.endpoints)
-        self._urls = [endpoint_url(e, config.api) for e in config.endpoints]
+        self._urls = [endpoint_url(e, config.api, model=config.model) for e in config.endpoints]
         self._secrets = config.secrets()
         self.network = Network(config.network)  # the environment's proxy and trust, read once
         self._client: HTTPClient | None = None
