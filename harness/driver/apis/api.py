@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
+from harness.driver.apis.model_list import openai_models
+
 if TYPE_CHECKING:
     from harness.driver.apis.stream import StreamDecoder
     from harness.driver.apis.urls import Root
@@ -60,6 +62,9 @@ class API:
     version: str = "/v1"
     # Added to the query of every request URL (Gemini's `alt=sse`: a stream of server-sent events).
     query: str = ""
+    # Its server's model list (the parsed JSON of `models_url`) as cards by model name, each
+    # with the name under `id` (model_list.py).
+    model_list: Callable[[object], dict[str, dict]] = openai_models
 
     def url(self, root: Root, model: str) -> str:
         """Where this API's requests for `model` go on the server at `root` (urls.py); an

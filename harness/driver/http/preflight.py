@@ -42,7 +42,8 @@ async def preflight(target: HTTPTarget, i: int, base: str) -> None:
 
 
 async def list_models(target: HTTPTarget, base: str) -> dict[str, dict]:
-    """The models /models lists, by id (empty when it lists none or does not parse)."""
+    """The models the server lists, by name, as the API's entry reads its list (empty when it
+    lists none or does not parse)."""
     c = target.config
     url = models_url(base, c.api)
     try:
@@ -51,10 +52,10 @@ async def list_models(target: HTTPTarget, base: str) -> dict[str, dict]:
         message = redact(f"{exc.error_class}: {exc}", c.secrets())
         raise TargetError(f"cannot reach endpoint {redact_url(base)}: {message}") from None
     try:
-        data = orjson.loads(body).get("data") if status == 200 else None
-        return {m["id"]: m for m in data if isinstance(m, dict) and "id" in m} if data else {}
-    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        listing = orjson.loads(body) if status == 200 else None
+    except orjson.JSONDecodeError:
         return {}
+    return target.api.model_list(listing)
 
 
 _IDENTITY_KEYS = ("engine", "runner", "simulated", "device", "modelled_device", "preset")

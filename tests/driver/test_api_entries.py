@@ -1,16 +1,36 @@
-"""Each API entry builds its own URL and its model list's on the endpoint's server root
-(harness/driver/apis/urls.py): the registry's four, and a made-up entry whose URL holds the
-model under another version segment with a query of its own, added with nothing else told."""
+"""What each API entry says for itself, with nothing else in the harness told: its URL and
+its model list's on the endpoint's server root (harness/driver/apis/urls.py), and how its
+model list reads. The registry's four, and a made-up entry whose URL holds the model under
+another version segment with a query of its own, and whose server lists models its own way."""
 
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
 
 from harness.driver.apis import API, APIS
 from harness.driver.http.config import endpoint_url, metrics_url, models_url
+from harness.errors import TargetError
+from tests.driver.helpers import target
 from tests.driver.toy_api.request import ToyRequest
 
-ODD = API("odd", "/m/{model}:go", ToyRequest, chat_template=False, version="/v9", query="alt=sse")
+
+def listed_as_names(listing: object) -> dict[str, dict]:
+    """`{"models": [{"name": "models/<id>", ...}]}`: the cards by the name after models/."""
+    models = listing.get("models") if isinstance(listing, dict) else None
+    cards = [m for m in models or () if isinstance(m, dict) and "name" in m]
+    return {m["name"].removeprefix("models/"): {**m, "id": m["name"][7:]} for m in cards}
+
+
+ODD = API(
+    "odd",
+    "/m/{model}:go",
+    ToyRequest,
+    chat_template=False,
+    version="/v9",
+    query="alt=sse",
+    model_list=listed_as_names,
+)
 
 
 @pytest.fixture
@@ -64,3 +84,29 @@ def test_an_entry_with_the_model_in_its_url_and_a_query_of_its_own(odd):
     )
     # a /v1 endpoint names the server's root: the entry's own version goes on it
     assert endpoint_url("http://h:1/v1", "odd", model="x") == "http://h:1/v9/m/x:go?alt=sse"
+
+
+@pytest.fixture
+async def odd_server():
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": "models/big-1", "owned_by": "odd"}]})
+
+    app = web.Application()
+    app.router.add_get("/v9/models", models)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    await runner.cleanup()
+
+
+async def test_the_preflight_reads_the_entrys_own_model_list(odd, odd_server):
+    listed = target(odd_server, api="odd", model="big-1")
+    await listed.start()
+    assert listed.served == {odd_server: {"owned_by": "odd"}}
+    await listed.close()
+    other = target(odd_server, api="odd", model="other", preflight=True)
+    with pytest.raises(TargetError, match="does not serve model 'other'; it serves: big-1"):
+        await other.start()
+    await other.close()
