@@ -7,9 +7,10 @@ The rules come from the manifest (`target.cache_rules`, harness/driver/http/cach
   tokens are ineligible, whatever else the walk saw;
 - step: OpenAI serves hits in 128-token steps: the ideal hit's tail past the last step is the
   server's granularity;
-- expired: a prefix lives `ttl_s` after its last use (each use refreshes it). The prompts of the
-  run are walked in send order over the trace's segments, each prompt at or above the minimum
-  touching its path at its send time. A request's prefix is *written* as far as such prompts had
+- expired: a prefix lives `ttl_s` after its last use (each use refreshes it; null where the
+  API publishes no lifetime: then nothing expires). The prompts of the run are walked in send
+  order over the trace's segments, each prompt at or above the minimum touching its path at
+  its send time. A request's prefix is *written* as far as such prompts had
   it, and *alive* as far as they touched it within the TTL. Of the missed tokens the walk named
   evicted (or left unexplained), those past the written prefix are ineligible (only shorter
   prompts had them), those past the alive one expired: the cache did what it promises, the
@@ -215,7 +216,8 @@ def held_entries(
         return None
     order = np.argsort(ok["t_sent"].to_numpy(dtype=float), kind="stable")
     prompts = ok["prompt_tokens"].to_numpy(dtype=float)
-    ttl, least = float(rules["ttl_s"]), float(rules["min_tokens"])
+    ttl = float(rules["ttl_s"]) if rules.get("ttl_s") is not None else np.inf  # none published
+    least = float(rules["min_tokens"])
     walk = _TouchWalk(trace, salt)
     counts = np.zeros((3, len(ok)))  # alive, written, shared: trace tokens
     sids, turns = ok["session_id"].tolist(), ok["turn"].astype(int).tolist()

@@ -13,7 +13,7 @@ def rules_line(cache: CacheSummary) -> str | None:
     rules = hosted.get("rules")
     if not rules:
         return None
-    ttl = f"{fmt(rules['ttl_s'], 'g')} s"
+    ttl = f"{fmt(rules['ttl_s'], 'g')} s" if rules.get("ttl_s") is not None else "not published"
     step = f", {rules['step_tokens']}-token steps" if (rules.get("step_tokens") or 1) > 1 else ""
     return (
         f"{rules['kind']} (min {rules['min_tokens']} tokens, TTL {ttl}{step}): ideal under the "

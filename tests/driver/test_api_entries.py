@@ -1,17 +1,25 @@
 """What each API entry says for itself, with nothing else in the harness told: its URL and
-its model list's on the endpoint's server root (harness/driver/apis/urls.py), and how its
-model list reads. The registry's four, and a made-up entry whose URL holds the model under
-another version segment with a query of its own, and whose server lists models its own way."""
+its model list's on the endpoint's server root (harness/driver/apis/urls.py), how its model
+list reads, the hosted prompt cache it can be under. The registry's four, and a made-up entry
+whose URL holds the model under another version segment with a query of its own, whose server
+lists models its own way, and whose hosted cache publishes no lifetime."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import pandas as pd
 import pytest
 from aiohttp import web
 
-from harness.driver.apis import API, APIS
+from harness.analysis.hosted_cache import held_entries
+from harness.driver.apis import API, APIS, HostedCache
+from harness.driver.http import CacheRules
 from harness.driver.http.config import endpoint_url, metrics_url, models_url
 from harness.errors import TargetError
-from tests.driver.helpers import target
+from harness.report.hosted_cache import rules_line
+from tests.driver.helpers import sess, target, trace
 from tests.driver.toy_api.request import ToyRequest
 
 
@@ -110,3 +118,52 @@ async def test_the_preflight_reads_the_entrys_own_model_list(odd, odd_server):
     with pytest.raises(TargetError, match="does not serve model 'other'; it serves: big-1"):
         await other.start()
     await other.close()
+
+
+# a hosted cache that publishes no lifetime (ttl_s None), with a minimum per model and steps
+NOTED = HostedCache("noted", hosts=("odd.example",), minimums=(("big", 2048),), default_min=512,
+                    step_tokens=64)  # fmt: skip
+
+
+@pytest.fixture
+def noted(monkeypatch):
+    monkeypatch.setitem(APIS, ODD.name, dataclasses.replace(ODD, hosted=(NOTED,)))
+
+
+def test_an_entrys_hosted_cache_is_a_kind_of_cache_rules(noted):
+    assert CacheRules().resolved("odd", ["https://api.odd.example/v9"]).kind == "noted"
+    assert CacheRules().resolved("odd", ["http://127.0.0.1:1"]).kind == "none"
+    assert CacheRules().resolved("chat", ["https://api.odd.example"]).kind == "none"
+    rules = CacheRules(kind="noted")
+    assert rules.profile("big-1") == {
+        "kind": "noted",
+        "min_tokens": 2048,
+        "step_tokens": 64,
+        "ttl_s": None,
+        "prices": None,
+    }
+    assert rules.profile("small")["min_tokens"] == 512 and rules.step_tokens() == 64
+    with pytest.raises(ValueError, match="cache_rules noted needs api 'odd', not 'chat'"):
+        rules.check("chat")
+    with pytest.raises(ValueError, match="one of auto, none, openai, anthropic, noted, got 'x'"):
+        CacheRules(kind="x")
+
+
+def test_a_cache_that_publishes_no_lifetime_lets_nothing_expire():
+    tr = trace(sess("a", [(3000, 2, 0), (100, 2, 0)], system=16))
+    ok = pd.DataFrame(
+        {
+            "t_sent": [0.0, 1e5],  # a day later
+            "prompt_tokens": [3016.0, 3118.0],
+            "session_id": ["a", "a"],
+            "turn": [0, 1],
+            "ideal_shared_tokens": [0.0, 3018.0],
+        }
+    )
+    rules = {"kind": "noted", "min_tokens": 1024, "step_tokens": 64, "ttl_s": None}
+    assert held_entries(tr, ok, rules).alive[1] == np.inf  # all of it alive
+    assert held_entries(tr, ok, rules | {"ttl_s": 3600.0}).alive[1] == 0.0
+    hosted = {"rules": rules, "ideal_hit_rate_under_rules": 0.5, "requests_below_minimum": 0}
+    hosted |= {"ineligible_tokens": 0.0, "expired_tokens": 0.0}
+    line = rules_line({"hosted": hosted})  # type: ignore[typeddict-item]
+    assert line is not None and line.startswith("noted (min 1024 tokens, TTL not published, 64-")

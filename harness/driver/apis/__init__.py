@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from harness.driver.apis import messages, openai, responses
 from harness.driver.apis.api import API, RequestForm
+from harness.driver.apis.hosted_cache import HostedCache
 from harness.driver.apis.stream import StreamDecoder, error_message
 from harness.driver.apis.urls import Root, server_root
 
 __all__ = [
     "API",
     "APIS",
+    "HostedCache",
     "RequestForm",
     "Root",
     "StreamDecoder",

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from harness.driver.apis.model_list import openai_models
 
 if TYPE_CHECKING:
+    from harness.driver.apis.hosted_cache import HostedCache
     from harness.driver.apis.stream import StreamDecoder
     from harness.driver.apis.urls import Root
     from harness.driver.http import HTTPTargetConfig
@@ -65,6 +66,9 @@ class API:
     # Its server's model list (the parsed JSON of `models_url`) as cards by model name, each
     # with the name under `id` (model_list.py).
     model_list: Callable[[object], dict[str, dict]] = openai_models
+    # The hosted prompt caches this API can be under (`target.cache_rules` names one by kind;
+    # `auto` picks one by the endpoints' hosts): hosted_cache.py.
+    hosted: tuple[HostedCache, ...] = ()
 
     def url(self, root: Root, model: str) -> str:
         """Where this API's requests for `model` go on the server at `root` (urls.py); an

@@ -1,16 +1,18 @@
 """The hosted APIs' prompt-cache rules (`target.cache_rules`): what a request asks of the cache,
 and the profile the manifest keeps for the analyzer (docs/driver.md, "Hosted cache rules").
 
+A kind is a hosted cache an API entry declares (`API.hosted`, harness/driver/apis/
+hosted_cache.py: its hosts, its minimum cacheable prompt per model, its step, its lifetime);
+this file reads them, and sends what two of them ask of each request:
+
 - anthropic: `cache_control` breakpoints where Claude Code places them (the last tool, the system
   prompt's last block, the last block of each of the two newest turns: at most four), or the one
-  top-level `cache_control` marker; the TTL asked for (`5m` or `1h`); a minimum cacheable length
-  per model (the table in docs/driver.md, read from Anthropic's prompt-caching page).
-- openai: `prompt_cache_key` (the session's routing key) and `prompt_cache_retention`; prompts of
-  1,024 tokens or more are cached, hits come in 128-token steps.
+  top-level `cache_control` marker; the TTL asked for (`5m` or `1h`).
+- openai: `prompt_cache_key` (the session's routing key) and `prompt_cache_retention`.
 - none: nothing asked, nothing modelled (self-hosted servers).
 
-`auto` (the default) is anthropic for the messages API on an anthropic.com endpoint, openai for
-chat or responses on an openai.com endpoint, else none.
+`auto` (the default) is the kind of the API's hosted cache whose hosts every endpoint's host
+ends in (anthropic.com for messages, openai.com for chat or responses), else none.
 """
 
 from __future__ import annotations
@@ -18,32 +20,22 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from harness.driver.apis import APIS, HostedCache, api_named
 from harness.yamlconf import Strict
 
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
-# OpenAI keeps an in-memory prefix 5 to 10 minutes idle and never past an hour; `24h` up to a day
-RETENTION_SECONDS = {"in-memory": 3600.0, "24h": 86400.0}
-OPENAI_MIN_TOKENS, OPENAI_STEP_TOKENS = 1024, 128
 MAX_BREAKPOINTS = 4
+_NOT_HOSTED = ("auto", "none")
 
-# Anthropic's minimum cacheable prompt length by model name prefix (docs/driver.md cites the
-# page and the date read); the first prefix that matches wins, so longer names come first.
-ANTHROPIC_MIN_TOKENS = (
-    ("claude-opus-4-6", 4096),
-    ("claude-opus-4-5", 4096),
-    ("claude-haiku-4-5", 4096),
-    ("claude-sonnet-4-6", 1024),
-    ("claude-sonnet-4-5", 1024),
-    ("claude-opus-4-1", 1024),
-    ("claude-opus-4", 1024),
-    ("claude-sonnet-4", 1024),
-    ("claude-3-7-sonnet", 1024),
-    ("claude-3-5-haiku", 2048),
-    ("claude-3-haiku", 2048),
-)
-ANTHROPIC_DEFAULT_MIN = 1024  # a model not in the table
+
+def hosted_named(kind: str) -> HostedCache | None:
+    """The hosted cache of that kind an API entry declares (None: none does)."""
+    return next((h for a in APIS.values() for h in a.hosted if h.kind == kind), None)
+
+
+def _kinds() -> list[str]:
+    return list(dict.fromkeys(h.kind for a in APIS.values() for h in a.hosted))
 
 
 class Prices(Strict):
@@ -61,9 +53,14 @@ class Prices(Strict):
 
 
 class CacheRules(Strict):
-    """`target.cache_rules`: a kind (`anthropic`, `openai`, `none`, `auto`) or its options."""
+    """`target.cache_rules`: a kind (`auto`, `none`, or a hosted cache's: `anthropic`,
+    `openai`...) or its options."""
 
-    kind: Literal["auto", "anthropic", "openai", "none"] = "auto"
+    kind: str = Field(
+        "auto",
+        description="auto, none, or the kind of a hosted cache an API declares (anthropic, "
+        "openai...: harness/driver/apis/)",
+    )
     ttl: Literal["5m", "1h"] = Field("5m", description="anthropic: the TTL asked for")
     top_level: bool = Field(
         False,
@@ -83,6 +80,14 @@ class CacheRules(Strict):
         "retention asked for); for a server that keeps them otherwise, e.g. a test's fake",
     )
 
+    @field_validator("kind")
+    @classmethod
+    def _a_known_kind(cls, kind: str) -> str:
+        if kind not in _NOT_HOSTED and hosted_named(kind) is None:
+            known = ", ".join([*_NOT_HOSTED, *_kinds()])
+            raise ValueError(f"cache_rules must be one of {known}, got {kind!r}")
+        return kind
+
     @model_validator(mode="before")
     @classmethod
     def _kind_alone(cls, value: Any) -> Any:
@@ -94,52 +99,51 @@ class CacheRules(Strict):
         return self.kind if not self.model_fields_set - {"kind"} else super().__str__()
 
     def check(self, api: str) -> None:
-        """The kind's API: anthropic's rules are the messages API's, openai's any OpenAI API's."""
-        if self.kind == "anthropic" and api != "messages":
-            raise ValueError(f"cache_rules anthropic needs api 'messages', not {api!r}")
-        if self.kind == "openai" and api == "messages":
-            raise ValueError("cache_rules openai is for api chat, completions or responses")
+        """The kind is one of the API's hosted caches (anthropic's is the messages API's)."""
+        if self.kind in _NOT_HOSTED or self.kind in {h.kind for h in api_named(api).hosted}:
+            return
+        under = [f"{a.name!r}" for a in APIS.values() if any(h.kind == self.kind for h in a.hosted)]
+        either = " or ".join(filter(None, [", ".join(under[:-1]), under[-1]]))
+        raise ValueError(f"cache_rules {self.kind} needs api {either}, not {api!r}")
 
     def resolved(self, api: str, endpoints: tuple[str, ...] | list[str]) -> CacheRules:
-        """The rules with `auto` decided from the API and the endpoints' hosts."""
+        """The rules with `auto` decided from the API's hosted caches and the endpoints' hosts."""
         if self.kind != "auto":
             return self
         hosts = [urlsplit(e).hostname or "" for e in endpoints]
-        kind = "none"
-        if hosts and all(h.endswith("anthropic.com") for h in hosts) and api == "messages":
-            kind = "anthropic"
-        elif (
-            hosts and all(h.endswith("openai.com") for h in hosts) and api in ("chat", "responses")
-        ):
-            kind = "openai"
-        return self.model_copy(update={"kind": kind})
+        entry = APIS.get(api)
+        found = [
+            h.kind
+            for h in (entry.hosted if entry is not None else ())
+            if hosts and all(any(x.endswith(s) for s in h.hosts) for x in hosts)
+        ]
+        return self.model_copy(update={"kind": found[0] if found else "none"})
 
     def profile(self, model: str, prices: Prices | None = None) -> dict | None:
         """The manifest's `target.cache_rules`: what the analyzer models (None for none)."""
-        if self.kind in ("none", "auto"):
+        hosted = hosted_named(self.kind)
+        if hosted is None:
             return None
         out: dict = {"kind": self.kind, "min_tokens": self.minimum(model)}
-        if self.kind == "anthropic":
-            asked = TTL_SECONDS[self.ttl]
-            out |= {"ttl": self.ttl, "top_level": self.top_level}
-        else:
-            asked = RETENTION_SECONDS[self.retention or "in-memory"]
-            out |= {"retention": self.retention or "in-memory"}
-        out["step_tokens"], out["ttl_s"] = self.step_tokens(), self.ttl_s or asked
+        asked = getattr(self, hosted.ttl_option) if hosted.ttl_option else None
+        for name in hosted.options:
+            value = getattr(self, name)
+            out[name] = (value or next(iter(hosted.ttls))) if name == hosted.ttl_option else value
+        out["step_tokens"] = hosted.step_tokens
+        out["ttl_s"] = self.ttl_s or hosted.lifetime(asked)  # None: the API publishes none
         out["prices"] = prices.model_dump() if prices is not None else None
         return out
 
     def step_tokens(self) -> int | None:
         """The hosted cache's granularity: Anthropic caches at any breakpoint, OpenAI in steps."""
-        return {"anthropic": 1, "openai": OPENAI_STEP_TOKENS}.get(self.kind)
+        hosted = hosted_named(self.kind)
+        return hosted.step_tokens if hosted is not None else None
 
     def minimum(self, model: str) -> int:
         if self.min_tokens is not None:
             return self.min_tokens
-        if self.kind == "openai":
-            return OPENAI_MIN_TOKENS
-        name = model.lower()
-        return next((n for p, n in ANTHROPIC_MIN_TOKENS if p in name), ANTHROPIC_DEFAULT_MIN)
+        hosted = hosted_named(self.kind)
+        return hosted.minimum(model) if hosted is not None else 0
 
     def marker(self) -> dict:
         """The `cache_control` value: the TTL is sent only when it is not the API's default."""

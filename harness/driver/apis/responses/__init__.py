@@ -1,6 +1,7 @@
 """OpenAI Responses (`/v1/responses`): bodies from chat messages, stream decoding."""
 
 from harness.driver.apis.api import API
+from harness.driver.apis.openai.cache import OPENAI
 from harness.driver.apis.responses.request import ResponsesRequest
 
 RESPONSES = API(
@@ -15,4 +16,5 @@ RESPONSES = API(
     special_tokens=True,
     options=("previous_response_id",),
     server_history="previous_response_id",
+    hosted=(OPENAI,),
 )
