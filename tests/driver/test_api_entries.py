@@ -167,3 +167,15 @@ def test_a_cache_that_publishes_no_lifetime_lets_nothing_expire():
     hosted |= {"ineligible_tokens": 0.0, "expired_tokens": 0.0}
     line = rules_line({"hosted": hosted})  # type: ignore[typeddict-item]
     assert line is not None and line.startswith("noted (min 1024 tokens, TTL not published, 64-")
+
+
+async def test_an_entrys_running_usage_and_its_fields_not_carried(monkeypatch, odd_server):
+    running = dataclasses.replace(ODD, running_usage=True, not_carried=("min_tokens", "seed"))
+    monkeypatch.setitem(APIS, ODD.name, running)
+    t = target(odd_server, api="odd", model="big-1", sampling={"seed": 3})
+    await t.start()
+    described = t.describe()
+    await t.close()
+    assert described["token_placement"] == "usage per event" and t.config.continuous_usage
+    assert described["min_tokens"] is False and described["ignore_eos"] is True
+    assert described["sampling"]["not_carried"] == ["seed"]

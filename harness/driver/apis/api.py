@@ -52,12 +52,16 @@ class API:
     special_tokens: bool = False
     # Usage on every event when asked (vLLM's stream_options.continuous_usage_stats).
     usage_per_event: bool = False
+    # The running usage on every event, unasked, whatever the server (Gemini's usageMetadata):
+    # each event's output tokens are exact, none are placed by text.
+    running_usage: bool = False
     # The target settings of this API alone: refused with another, in the manifest with it.
     options: tuple[str, ...] = ()
     # The option under which the server keeps a session's history: the prompts sent are then
     # only the new items, and the preflight checks that a second request can build on a first.
     server_history: str | None = None
-    # `target.sampling` settings the API has no field for (not sent, the manifest says so).
+    # Settings the API has no field for (not sent, the manifest says so): `target.sampling`'s,
+    # and the forced length's (`min_tokens`, `ignore_eos`: vLLM's and SGLang's extensions).
     not_carried: tuple[str, ...] = ()
     # The version segment its path and its model list sit under.
     version: str = "/v1"

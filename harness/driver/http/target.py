@@ -134,16 +134,17 @@ class HTTPTarget:
         c = self.config
         if c.continuous_usage == "auto":
             said = [self.served.get(e, {}).get("owned_by") for e in self.endpoints]
-            on = self.api.usage_per_event and all(s in PER_EVENT_USAGE for s in said)
+            asked = self.api.usage_per_event and all(s in PER_EVENT_USAGE for s in said)
+            on = self.api.running_usage or asked
             self.config = c = c.model_copy(update={"continuous_usage": on})
             self.form = self.api.form(c)
-        if c.tokenizer is not None and not c.continuous_usage:
+        if c.tokenizer is not None and not (c.continuous_usage is True or self.api.running_usage):
             self._count = load_hf_token_counter(c.tokenizer)
 
     def token_placement(self) -> str:
         """How each event's output tokens are known (the manifest's `token_placement`)."""
         c = self.config
-        if c.continuous_usage is True:
+        if c.continuous_usage is True or self.api.running_usage:
             return "usage per event"
         if self._count is not None:
             return f"by text: events counted one token each, the rest placed by their text with {c.tokenizer}"
@@ -172,8 +173,8 @@ class HTTPTarget:
             "api": c.api,
             "header_names": sorted(c.headers),  # values may be secrets
             "authorization": c.api_key is not None,
-            "min_tokens": c.send_min_tokens,
-            "ignore_eos": c.send_ignore_eos,
+            "min_tokens": c.send_min_tokens and "min_tokens" not in self.api.not_carried,
+            "ignore_eos": c.send_ignore_eos and "ignore_eos" not in self.api.not_carried,
             "continuous_usage": c.continuous_usage,
             "token_placement": self.token_placement(),
             "session_id_field": c.session_id_field,
