@@ -37,6 +37,7 @@ ODD = API(
     chat_template=False,
     version="/v9",
     query="alt=sse",
+    models_query="all=1",
     model_list=listed_as_names,
 )
 
@@ -84,7 +85,11 @@ def test_an_entry_with_the_model_in_its_url_and_a_query_of_its_own(odd):
     )
     given = "http://h:1/v9/m/other:go?alt=sse"  # already its URL: used as it is, no second alt
     assert endpoint_url(given, "odd", model="big-1") == given
-    assert models_url(given, "odd") == models_url("http://h:1/v9", "odd") == "http://h:1/v9/models"
+    assert (
+        models_url(given, "odd")
+        == models_url("http://h:1/v9", "odd")
+        == ("http://h:1/v9/models?all=1")
+    )
     assert (
         metrics_url("http://h:1/v9?key=K")
         == metrics_url(given + "&key=K")

@@ -67,6 +67,8 @@ class API:
     version: str = "/v1"
     # Added to the query of every request URL (Gemini's `alt=sse`: a stream of server-sent events).
     query: str = ""
+    # Added to the query of its models URL (Gemini's `pageSize`: all of them on one page).
+    models_query: str = ""
     # Its server's model list (the parsed JSON of `models_url`) as cards by model name, each
     # with the name under `id` (model_list.py).
     model_list: Callable[[object], dict[str, dict]] = openai_models
@@ -84,7 +86,7 @@ class API:
 
     def models_url(self, root: Root) -> str:
         """Where the server at `root` lists its models for this API."""
-        return self.resource_url(root, "/models")
+        return root.at(root.path + self.version + "/models", self.models_query)
 
     def resource_url(self, root: Root, resource: str) -> str:
         """`resource` (e.g. "/models") under this API's version segment on the server at `root`."""
