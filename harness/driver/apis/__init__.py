@@ -27,7 +27,12 @@ __all__ = [
 
 APIS: dict[str, API] = {
     api.name: api
-    for api in (openai.CHAT, openai.COMPLETIONS, messages.MESSAGES, responses.RESPONSES)
+    for api in (
+        openai.CHAT,
+        openai.COMPLETIONS,
+        messages.MESSAGES,
+        responses.RESPONSES,
+    )
 }
 
 
