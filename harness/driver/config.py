@@ -136,9 +136,9 @@ class Sending(Strict):
 
     api: str = Field(
         "completions",
-        description="the API requests are sent in: chat (/v1/chat/completions), completions "
-        "(/v1/completions: token ids or text), messages (Anthropic's /v1/messages) or responses "
-        "(OpenAI's /v1/responses); the HTTP target's registry (harness/driver/apis/)",
+        description="the API requests are sent in: an entry of the HTTP target's registry "
+        "(harness/driver/apis/; docs/driver.md, \"APIs\"): chat, completions (token ids or "
+        "text), messages (Anthropic's), responses (OpenAI's)...",
     )
     prompt_format: Literal["tokens", "text"] = Field(
         "tokens", description="completions API: token-id prompts or text prompts"
