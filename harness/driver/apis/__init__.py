@@ -7,7 +7,7 @@ A leaf of the driver: it imports the Target protocol's events and nothing of the
 
 from __future__ import annotations
 
-from harness.driver.apis import messages, openai, responses
+from harness.driver.apis import gemini, messages, openai, responses
 from harness.driver.apis.api import API, RequestForm
 from harness.driver.apis.hosted_cache import HostedCache
 from harness.driver.apis.stream import StreamDecoder, error_message
@@ -32,6 +32,7 @@ APIS: dict[str, API] = {
         openai.COMPLETIONS,
         messages.MESSAGES,
         responses.RESPONSES,
+        gemini.GEMINI,
     )
 }
 
