@@ -137,7 +137,7 @@ class Sending(Strict):
     api: str = Field(
         "completions",
         description="the API requests are sent in: an entry of the HTTP target's registry "
-        "(harness/driver/apis/; docs/driver.md, \"APIs\"): chat, completions (token ids or "
+        '(harness/driver/apis/; docs/driver.md, "APIs"): chat, completions (token ids or '
         "text), messages (Anthropic's), responses (OpenAI's)...",
     )
     prompt_format: Literal["tokens", "text"] = Field(

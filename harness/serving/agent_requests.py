@@ -1,6 +1,7 @@
-"""Anthropic Messages and OpenAI Responses request bodies -> the chat body they stand for, as
-vLLM's own routes turn them into chat requests (its `entrypoints/anthropic` and
-`entrypoints/openai/responses`), so the chat template renders the same conversation:
+"""Anthropic Messages, OpenAI Responses and Google Gemini request bodies -> the chat body they
+stand for, as vLLM's own routes turn the first two into chat requests (its
+`entrypoints/anthropic` and `entrypoints/openai/responses`), so the chat template renders the
+same conversation:
 
 - Messages: `system` (a string or text blocks, joined) -> the system message; text blocks ->
   content (one block: its text); `tool_use` -> assistant `tool_calls` (arguments: the input as
@@ -9,6 +10,12 @@ vLLM's own routes turn them into chat requests (its `entrypoints/anthropic` and
 - Responses: `instructions` -> the system message; message items -> messages; `function_call`
   -> `tool_calls` of the assistant message before it (or a new one); `function_call_output` ->
   a `tool` message; tools `{type: function, name, ...}` -> chat tools; `max_output_tokens`.
+- Gemini: `systemInstruction` parts -> the system message; `user` / `model` contents ->
+  user / assistant messages (text parts joined as Messages' blocks are); `functionCall` parts
+  -> the assistant's `tool_calls` (arguments: the args as JSON); `functionResponse` parts ->
+  `tool` messages before the content's text (content: `response.output`, else the response as
+  JSON); `functionDeclarations` -> chat tools; `generationConfig.maxOutputTokens`,
+  `temperature`; the model is the URL's, streamed or not as the URL's method says.
 
 Streamed or not, as the body asks (`stream`); usage is always reported, as the APIs always do.
 """
@@ -47,6 +54,22 @@ def responses_chat_body(body: dict) -> dict:
     out = _common(body, chat, _tools(body.get("tools"), "parameters"))
     if body.get("max_output_tokens") is not None:
         out["max_tokens"] = body["max_output_tokens"]
+    return out
+
+
+def gemini_chat_body(body: dict, model: str, stream: bool) -> dict:
+    system = (body.get("systemInstruction") or {}).get("parts") or []
+    chat = _system([{"text": p.get("text") or ""} for p in system if isinstance(p, dict)])
+    for content in _list(body, "contents"):
+        chat += _gemini_turn(content)
+    declared = [d for t in body.get("tools") or () for d in t.get("functionDeclarations") or ()]
+    config = body.get("generationConfig") or {}
+    passed = {"model": model, "stream": stream}
+    if config.get("temperature") is not None:
+        passed["temperature"] = config["temperature"]
+    out = _common(passed, chat, _tools(declared, "parametersJsonSchema"))
+    if config.get("maxOutputTokens") is not None:
+        out["max_tokens"] = config["maxOutputTokens"]
     return out
 
 
@@ -107,6 +130,30 @@ def _message(message: dict) -> list[dict]:
     if calls:
         turn["tool_calls"] = calls
     return out + [turn] if len(turn) > 1 else out
+
+
+def _gemini_turn(content: dict) -> list[dict]:
+    """One Gemini content as chat messages: function responses first, then the turn itself."""
+    if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+        raise bad("a content's 'parts' must be an array", "contents")
+    blocks = []
+    for part in content["parts"]:
+        if part.get("text") and not part.get("thought"):
+            blocks.append({"type": "text", "text": part["text"]})
+        elif isinstance(part.get("functionCall"), dict):
+            call = part["functionCall"]
+            name = call.get("name") or ""
+            blocks.append({"type": "tool_use", "id": call.get("id") or name, "name": name,
+                           "input": call.get("args") or {}})  # fmt: skip
+        elif isinstance(part.get("functionResponse"), dict):
+            reply = part["functionResponse"]
+            response = reply.get("response")
+            output = response.get("output") if isinstance(response, dict) else None
+            text = output if isinstance(output, str) else json.dumps(response)
+            blocks.append({"type": "tool_result", "tool_use_id": reply.get("id") or
+                           reply.get("name"), "content": text})  # fmt: skip
+    role = "assistant" if content.get("role") == "model" else "user"
+    return _message({"role": role, "content": blocks})
 
 
 def _item(item: dict, chat: list[dict]) -> None:

@@ -1,7 +1,9 @@
 """The framing of an answer per API: OpenAI chat chunks (`data: {...}` ... `[DONE]`),
-Anthropic Messages events (`message_start` ... `message_stop`) and OpenAI Responses events
-(`response.created` ... `response.completed`), each from the same engine outputs; and, for a
-request that did not ask to stream, the one body each API answers with (`whole`).
+Anthropic Messages events (`message_start` ... `message_stop`), OpenAI Responses events
+(`response.created` ... `response.completed`) and Gemini `GenerateContentResponse` chunks (the
+running `usageMetadata` on each, `finishReason` on the last), each from the same engine
+outputs; and, for a request that did not ask to stream, the one body each API answers with
+(`whole`).
 
 A framing gives the bytes for the stream's opening, for each engine output, for a failure after
 the stream began, and for its end (with usage).
@@ -144,3 +146,44 @@ class ResponsesFraming(ChatFraming):
                 "total_tokens": out.prompt_tokens + out.completion_tokens,
             }
         return final
+
+
+class GeminiFraming(ChatFraming):
+    """Google's Gemini: a chunk per output with its text and the running usage (zero counts left
+    out, as protobuf's JSON does), a last one with `finishReason`; no `[DONE]`."""
+
+    def opening(self) -> list[bytes]:
+        return []
+
+    def output(self, out: RequestOutput) -> list[bytes]:
+        text = self.build.add(out)
+        return [sse(self._chunk([{"text": text}], None))] if text else []
+
+    def failure(self, err: ApiError) -> list[bytes]:
+        status = "INVALID_ARGUMENT" if err.status < 500 else "INTERNAL"
+        return [sse({"error": {"code": err.status, "message": err.message, "status": status}})]
+
+    def closing(self) -> list[bytes]:
+        return [sse(self._chunk([{"text": ""}], self._finish()))]
+
+    def whole(self) -> dict:
+        return self._chunk([{"text": self.build.text}], self._finish())
+
+    def _finish(self) -> str:
+        return "MAX_TOKENS" if self.build.finish_reason == "length" else "STOP"
+
+    def _chunk(self, parts: list[dict], finish: str | None) -> dict:
+        candidate: dict = {"content": {"role": "model", "parts": parts}, "index": 0}
+        if finish is not None:
+            candidate["finishReason"] = finish
+        chunk: dict = {"candidates": [candidate], "modelVersion": self.build.model}
+        out = self.build.last
+        if out is not None:
+            usage = {
+                "promptTokenCount": out.prompt_tokens,
+                "candidatesTokenCount": out.completion_tokens,
+                "totalTokenCount": out.prompt_tokens + out.completion_tokens,
+                "cachedContentTokenCount": out.cached_tokens,
+            }
+            chunk["usageMetadata"] = {k: v for k, v in usage.items() if v}
+        return chunk | {"responseId": self.build.request_id}

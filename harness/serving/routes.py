@@ -4,7 +4,8 @@
     POST /v1/chat/completions  messages, rendered by `chat_template`
     POST /v1/messages          Anthropic Messages, answered as the chat request it stands for
     POST /v1/responses         OpenAI Responses, likewise
-    GET  /v1/models  /health  /metrics  /version
+    POST /v1beta/models/{model}:streamGenerateContent (or :generateContent)  Gemini, likewise
+    GET  /v1/models  /v1beta/models (Gemini's list)  /health  /metrics  /version
 
 Streaming is Server-Sent Events (`data: {...}` chunks, `data: [DONE]`), as OpenAI and vLLM send it;
 a request that does not ask to stream gets its API's one JSON body (`agent_streams`'s `whole`).
@@ -33,8 +34,17 @@ from harness import __version__
 from harness.engine.config import EngineConfig
 from harness.errors import EngineError
 from harness.serving import exposition
-from harness.serving.agent_requests import messages_chat_body, responses_chat_body
-from harness.serving.agent_streams import ChatFraming, MessagesFraming, ResponsesFraming
+from harness.serving.agent_requests import (
+    gemini_chat_body,
+    messages_chat_body,
+    responses_chat_body,
+)
+from harness.serving.agent_streams import (
+    ChatFraming,
+    GeminiFraming,
+    MessagesFraming,
+    ResponsesFraming,
+)
 from harness.serving.async_engine import AsyncEngine, EngineRequestError, RequestOutput
 from harness.serving.protocol import (
     ApiError,
@@ -107,7 +117,9 @@ def build_app(engine: AsyncEngine, *, ready: bool = True) -> web.Application:
     app.router.add_post("/v1/chat/completions", _chat_completions)
     app.router.add_post("/v1/messages", _messages)
     app.router.add_post("/v1/responses", _responses)
+    app.router.add_post("/v1beta/models/{target}", _gemini)
     app.router.add_get("/v1/models", _models)
+    app.router.add_get("/v1beta/models", _gemini_models)
     app.router.add_get("/health", _health)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/version", _version)
@@ -140,6 +152,20 @@ async def _responses(request: web.Request) -> web.StreamResponse:
     return await _generate(
         request, parse_chat(body, state.model, state.tokenizer), ResponsesFraming
     )
+
+
+async def _gemini(request: web.Request) -> web.StreamResponse:
+    """Gemini's `{model}:streamGenerateContent` (or `:generateContent`), answered as the chat
+    request it stands for (agent_requests.py)."""
+    state = request.app[STATE_KEY]
+    model, _, method = request.match_info["target"].partition(":")
+    if method not in ("streamGenerateContent", "generateContent"):
+        raise ApiError(
+            404, f"{method!r}: this server answers streamGenerateContent, generateContent"
+        )
+    stream = method == "streamGenerateContent"
+    body = gemini_chat_body(parse_json(await request.read()), model, stream)
+    return await _generate(request, parse_chat(body, state.model, state.tokenizer), GeminiFraming)
 
 
 async def _generate(
@@ -257,6 +283,13 @@ async def _models(request: web.Request) -> web.Response:
         "metadata": request.app[ENGINE_KEY].identity(),
     }
     return web.json_response({"object": "list", "data": [card]}, dumps=_dumps)
+
+
+async def _gemini_models(request: web.Request) -> web.Response:
+    state = request.app[STATE_KEY]
+    card = {"name": f"models/{state.model.name}", "inputTokenLimit": state.model.max_model_len,
+            "supportedGenerationMethods": ["generateContent", "streamGenerateContent"]}  # fmt: skip
+    return web.json_response({"models": [card]}, dumps=_dumps)
 
 
 def _check_ready(state: ServerState) -> None:

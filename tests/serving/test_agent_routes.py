@@ -1,6 +1,7 @@
-"""The reference server's /v1/messages and /v1/responses: the official openai client reads its
-Responses stream, and the harness's own targets replay a trace through both routes with the
-same prompt lengths and cache hits as through chat (one rendered conversation)."""
+"""The reference server's /v1/messages, /v1/responses and Gemini's streamGenerateContent: the
+official openai client reads its Responses stream, and the harness's own targets replay a trace
+through each route with the same prompt lengths and cache hits as through chat (one rendered
+conversation)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,31 @@ def test_a_messages_stream_in_anthropics_order_with_its_usage(server):
     assert usage["input_tokens"] == events[0]["message"]["usage"]["input_tokens"]
 
 
+def test_a_gemini_stream_with_its_running_usage(server):
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server.url}/v1beta/models", timeout=60) as resp:
+        listed = orjson.loads(resp.read())["models"]
+    assert [m["name"] for m in listed] == [f"models/{MODEL}"]
+    body = {
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "read it"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "read", "args": {"p": "a"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "read",
+                                                            "response": {"output": "x = 1"}}}]},
+        ],
+        "tools": [{"functionDeclarations": [{"name": "read", "parametersJsonSchema": {}}]}],
+        "generationConfig": {"maxOutputTokens": 4},
+    }  # fmt: skip
+    chunks = _post(server, f"/v1beta/models/{MODEL}:streamGenerateContent?alt=sse", body)
+    counts = [c["usageMetadata"]["candidatesTokenCount"] for c in chunks]
+    assert counts == sorted(counts) and 0 < counts[-1] <= 4  # running; EOS may end it early
+    assert chunks[-1]["candidates"][0]["finishReason"] in ("STOP", "MAX_TOKENS")
+    assert all("finishReason" not in c["candidates"][0] for c in chunks[:-1])
+    assert chunks[-1]["usageMetadata"]["promptTokenCount"] > 0
+
+
 @pytest.mark.slow
 def test_non_streamed_requests_get_their_apis_body(server):
     """As vLLM answers them: a Messages message and a Responses response, with usage, read by
@@ -117,7 +143,7 @@ def test_non_streamed_requests_get_their_apis_body(server):
     assert response.usage.input_tokens == total
 
 
-@pytest.mark.parametrize("api", ["messages", "responses"])
+@pytest.mark.parametrize("api", ["messages", "responses", "gemini"])
 @pytest.mark.slow
 def test_a_replay_through_the_route_matches_chat(server, tmp_path, api):
     runs = {}
@@ -130,6 +156,7 @@ def test_a_replay_through_the_route_matches_chat(server, tmp_path, api):
         runs[name] = sorted(load_records(tmp_path / name), key=lambda r: r["turn"])
     for chat, other in zip(runs["chat"], runs[api], strict=True):
         assert other["status"] == "ok" and other["completion_tokens"] == chat["completion_tokens"]
+        assert sum(other["chunk_tokens"]) == other["completion_tokens"]
         assert other["prompt_tokens"] == chat["prompt_tokens"]  # one rendered conversation
         assert other["cached_tokens"] == chat["cached_tokens"]
     assert runs[api][-1]["cached_tokens"] > 0
