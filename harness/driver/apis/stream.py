@@ -3,8 +3,8 @@
 The HTTP target reads each response through one of these (`RequestForm.decoder`): `read` takes
 one network read's SSE payloads and returns their output tokens; `finish` gives the events that
 end a stream which closed without an error. An API's decoder subclasses `StreamDecoder`
-(apis/openai/decode.py), or `TypedEventDecoder` (apis/typed_events.py) for streams whose events
-are told apart by a `type` field.
+(apis/openai/decode.py, apis/gemini/decode.py), or `TypedEventDecoder` (apis/typed_events.py)
+for streams whose events are told apart by a `type` field.
 """
 
 from __future__ import annotations

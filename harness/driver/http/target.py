@@ -1,5 +1,6 @@
-"""The HTTP target: any API of the registry (apis/: OpenAI's `/v1/chat/completions` and
-`/v1/completions`, Anthropic's `/v1/messages`, OpenAI's `/v1/responses`), streamed.
+"""The HTTP target: any API of the registry (harness/driver/apis/: OpenAI's chat and
+completions, Anthropic's Messages, OpenAI's Responses, Google's Gemini...), streamed, each to
+the URL its entry builds.
 
 Requests go out on the wire's own keep-alive pool (wire.py, pool.py: HTTP/1.1, parsed by
 httptools as the bytes arrive), sized to the load, through the user's network (network.py:
