@@ -36,6 +36,7 @@ from harness.engine.tiers.cpu import CpuTier
 from harness.engine.tiers.stack import KVTiers
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
+SELECTIVE = ("interval+selective", "replay+junction")  # retention that keeps junctions
 
 
 class BlockPool:
@@ -216,7 +217,7 @@ class BlockPool:
     def free(self, req: Request) -> None:
         """Release a finished or preempted request's pages, tail first."""
         self.num_frees += 1
-        if self.hybrid and self.retention != "none":
+        if self.hybrid and self.retention not in ("none", "replay+junction"):
             self.retain_window(req, req.num_computed_tokens // self.block_size)  # a turn end
         if len(req.block_tables) == 1 and not self.hybrid:  # one group: either order is one
             self._release_full(reversed(req.block_table))  # one group, no NULL_BLOCK in it
@@ -308,12 +309,15 @@ class BlockPool:
         self.num_snapshots += 1
 
     def _plan_snapshots(self, req: Request, hit: PrefixHit) -> None:
-        """Interval: the end of the prompt (a turn end). Selective (Marconi): a prefix the full
-        layers hold beyond the window-aware hit has been seen before -- keep its state this time."""
+        """Interval: the end of the prompt (a turn end; `replay+junction`, vLLM's: its aligned
+        prompt - 1, where a resend's hit stops). Selective (Marconi; vLLM's junction): a prefix
+        the full layers hold beyond the window-aware hit has been seen before -- keep its state
+        this time."""
         if not self.hybrid or self.retention == "none":
             return
-        points = {req.num_prompt_tokens // self.block_size}
-        if self.retention == "interval+selective" and hit.num_full_blocks > hit.num_blocks:
+        vllm = self.retention == "replay+junction"
+        points = {(req.num_prompt_tokens - vllm) // self.block_size}
+        if self.retention in SELECTIVE and hit.num_full_blocks > hit.num_blocks:
             points.add(hit.num_full_blocks)
         req.snapshot_points = sorted(p for p in points if p > hit.num_blocks)
 

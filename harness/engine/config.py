@@ -20,8 +20,10 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 RUNNERS = ("torch", "simulated")
 FULL, SLIDING = "full", "sliding"  # attention kinds of a layer (and of a KV group)
 # Which sliding-window states outlive the requests that computed them (docs/engine.md).
-# `all`: vLLM's own behaviour, every sliding page given back keeps its content until evicted.
-RETENTION_POLICIES = ("none", "interval", "interval+selective", "all")
+# `all`: earlier vLLM's, every sliding page given back keeps its content until evicted;
+# `replay+junction`: vLLM 0.32's, the window at a prompt's aligned `prompt - 1` and at a shared
+# prefix's junction only, none at a request's end.
+RETENTION_POLICIES = ("none", "interval", "interval+selective", "replay+junction", "all")
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DEVICES = ("auto", "cpu", "cuda")
 CLOCKS = ("wall", "virtual")  # virtual: simulated time, the run in one process (docs/engine.md)

@@ -116,3 +116,30 @@ def test_snapshots_are_counted_and_reported():
     s = e.stats()
     assert s.kv_snapshots_total >= 2 and s.kv_snapshot_blocks > 0
     assert s.kv_blocks_full == s.kv_blocks_sliding == 0  # nothing running
+
+
+@pytest.mark.parametrize(
+    ("policy", "after_whole", "resent", "after_long_reply"),
+    [
+        # The window at each prompt's end and each request's end: the next turn hits both, but a
+        # resend of a whole-block prompt, capped at prompt - 1, finds no window at all.
+        ("interval+selective", 1024, 0, 1024),
+        # vLLM 0.32: the window at the aligned prompt - 1 only (replay_boundaries): a resend hits
+        # it; a whole-block prompt's last block and a reply's blocks are computed again.
+        ("replay+junction", 1008, 1008, 992),
+    ],
+)
+@pytest.mark.slow
+def test_vllm_keeps_the_window_at_prompt_minus_one_only(
+    policy, after_whole, resent, after_long_reply
+):
+    e = gemma(prefix_cache_retention=policy, debug_checks=True)
+    whole = ids(5, 1024)  # 64 whole blocks
+    e.add_request("w1", whole, greedy(4))
+    reply = drain(e)["w1"][0]
+    assert cached(e, "w2", whole + reply + ids(6, 300)) == after_whole
+    assert cached(e, "w1again", whole) == resent
+    turn1 = ids(7, 1000)
+    e.add_request("l1", turn1, greedy(40))  # a reply that fills two more blocks
+    reply = drain(e)["l1"][0]
+    assert cached(e, "l2", turn1 + reply + ids(8, 300)) == after_long_reply
