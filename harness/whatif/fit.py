@@ -1,17 +1,21 @@
 """The what-if's time model, fitted to the run itself.
 
-TTFT against the work the server had to do for a request's uncached tokens: `n = prompt -
-cached` tokens computed over `cached` ones attend `n*cached + n(n+1)/2` (query, key) pairs, so
+A step costs `decode_s` (the run's median gap between streamed tokens: what a step of decodes
+took there) plus `b` per uncached prompt token computed and `c` per (query, key) pair those
+tokens attend: `n = prompt - cached` tokens over `cached` ones attend `n*cached + n(n+1)/2`.
+The replay's engines step on the cost model this makes, so a request queued behind others waits
+for their steps, as it did on the server.
 
-    ttft = a + b * n + c * pairs
-
-(non-negative least squares over the run's measured requests, weighted by 1/ttft: relative error,
-a 5 ms TTFT counting as much as a 0.5 s one, as `harness.engine.runners.cost_model.calibrate` fits).
-The replay's engines step on the cost model this makes: a step costs `decode_s` (the run's median
-gap between streamed tokens: what a step of decodes took there) plus `b` per token computed and
-`c` per pair attended, so a prefill costs what the run's own TTFTs say prefills cost, and a
-request queued behind others waits for their steps. With nearly every prompt cached, `n` varies
-little but `cached` does: the pair term is what lets the fit extrapolate to evicted prompts.
+`b` and `c` come from the run's own step times where its streams show them (`steps.py`: the
+step that ran a prefill, read from another stream's gap ending at its first token, or the TTFT
+of a request alone on the server): `step - decode_s = b * n + c * pairs`, non-negative least
+squares, absolute error (a step's seconds are what the replay adds up). Only where the streams
+show fewer than MIN_POINTS such steps (one request at a time, or no chunk times) is the fit made
+to TTFTs instead, `ttft = a + b * n + c * pairs` (weighted by 1/ttft: relative error): a TTFT
+holds the request's wait for the server as well as its prefill, and where pages are scarce that
+wait grows with `n`, so such a fit over-prices a prefill, and the replay, queueing again on top,
+runs far behind the run (a vLLM run at 110 pages replayed at its own sends: TTFT p50 99 s against
+6.4 s measured with the TTFT fit, 6.4 s with its steps; docs/measurements/whatif-vllm.md).
 
 A real server's steps are not that regular: on a shared host one decode step takes a few per cent
 more or less than the next with the same batch. Where pages are scarce, which blocks a request
@@ -34,6 +38,7 @@ import pandas as pd
 
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import InputError
+from harness.whatif.steps import step_samples
 
 MIN_POINTS = 8
 _DECODE_ONLY = 1.5  # a gap under this x the median gap: a step that ran no prefill
@@ -42,12 +47,13 @@ _EXACT_BELOW = 1e-3  # a sigma under 0.1 %: exact steps, stamped to the microsec
 
 @dataclass(frozen=True)
 class TtftFit:
-    intercept_s: float  # a
+    intercept_s: float  # a (the step fit: decode_s, a prefill step's fixed part)
     per_token_s: float  # b: seconds per uncached prompt token
     per_pair_s: float  # c: seconds per (query, key) pair those tokens attend
     decode_s: float  # median gap between streamed tokens
     points: int
     r2: float
+    source: str = "ttft"  # "steps": the run's step times; "ttft": its TTFTs
 
     def ttft(self, prompt: np.ndarray, cached: np.ndarray) -> np.ndarray:
         n = prompt - cached
@@ -76,11 +82,29 @@ class TtftFit:
             "decode_step_s": self.decode_s,
             "points": self.points,
             "r2": self.r2,
+            "source": self.source,
         }
 
 
 def pairs(n: np.ndarray, cached: np.ndarray) -> np.ndarray:
     return n * cached + n * (n + 1) / 2
+
+
+def fit_time(ok: pd.DataFrame, chunk: int) -> TtftFit:
+    """The run's step times (module docstring): from its streams where they show MIN_POINTS
+    prefill steps, else from its TTFTs. `chunk`: the server's token budget of a step."""
+    ttft = fit_ttft(ok)
+    n, pairs_, seconds = step_samples(ok, chunk, ttft.decode_s)
+    if len(n) < MIN_POINTS:
+        return ttft
+    from scipy.optimize import nnls
+
+    x = np.c_[n, pairs_]
+    y = np.clip(seconds - ttft.decode_s, 0.0, None)
+    (b, c), _ = nnls(x, y)
+    ss = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float(((y - x @ [b, c]) ** 2).sum()) / ss if ss > 0 else 1.0
+    return TtftFit(ttft.decode_s, float(b), float(c), ttft.decode_s, len(n), r2, "steps")
 
 
 def fit_ttft(ok: pd.DataFrame) -> TtftFit:

@@ -30,7 +30,8 @@ from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import EngineError, InputError
-from harness.whatif.fit import TtftFit, fit_ttft, step_noise
+from harness.whatif.fit import TtftFit, fit_time, step_noise
+from harness.whatif.regime import interval, regime
 from harness.whatif.replay import Outcome, Replay
 from harness.whatif.requests import Prompts, ReplayRequest, replay_requests
 
@@ -45,7 +46,7 @@ REPLAYS = 8  # jittered replays of a noisy run (module docstring)
 # on the real vLLM").
 LIKE: dict[str, dict[str, Any]] = {
     "vllm": {
-        "prefix_cache_retention": "interval+selective",
+        "prefix_cache_retention": "replay+junction",
         "cache_at_schedule": True,
         "free_order": "group",
         "null_block": True,
@@ -125,7 +126,7 @@ def whatif(
     base = Setup(_base_config(run, grain.block_size, server), _replicas(run), _routing(run))
     target = base.changed(changes)
     requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
-    fit = fit_ttft(run.ok)
+    fit = fit_time(run.ok, base.config.max_num_batched_tokens)
     prompts = Prompts(run.trace, run.replay.salt)
     stop = _stop_sending_at(run)
     draws = Draws.of(run, replays, jitter)
@@ -147,10 +148,19 @@ def whatif(
         "time_model": source,
         "draws": draws.as_dict(),
         "measured": _measured(run),
-        "predicted_self": {**own, "setup": _describe(base)},
-        "predicted_self_at_measured_sends": {**at_sends, "setup": _describe(base)},
-        "predicted": {**other, "setup": _describe(target)},
+        "predicted_self": _banded(own, base, requests, prompts),
+        "predicted_self_at_measured_sends": _banded(at_sends, base, requests, prompts),
+        "predicted": _banded(other, target, requests, prompts),
     }
+
+
+def _banded(pred: dict, setup: Setup, requests: list[ReplayRequest], prompts: Prompts) -> dict:
+    """A prediction with its setup, its pool's regime and its hit's interval (`regime.py`)."""
+    r = regime(setup.config, requests, prompts)
+    out = {**pred, "setup": _describe(setup), "regime": r.as_dict()}
+    if pred["cache_hit_rate"] is not None:
+        out["interval"] = interval(pred["cache_hit_rate"], pred.get("cache_hit_rate_sd", 0.0), r)
+    return out
 
 
 def _at_measured_sends(requests: list[ReplayRequest]) -> list[ReplayRequest]:
@@ -162,11 +172,17 @@ def _at_measured_sends(requests: list[ReplayRequest]) -> list[ReplayRequest]:
 
 def _time_model(run: Run, fit: TtftFit, choice: str) -> tuple[CostModel, str]:
     """The replay's step times: a simulated run's own cost model (its step times were that
-    model's, exactly), else the one fitted to its TTFT (`fit.py`); `fitted` forces the fit."""
+    model's, exactly), else the one fitted to its step times (`fit.py`); `fitted` forces it."""
     engine = (run.manifest.get("target") or {}).get("engine") or {}
     if choice == "auto" and run.simulated and engine.get("runner") == "simulated":
         return CostModel.load(engine.get("cost_model")), "the run's own cost model (simulated)"
-    return fit.cost_model(), "fitted to the run's TTFT"
+    return fit.cost_model(), _fitted(fit)
+
+
+def _fitted(fit: TtftFit) -> str:
+    if fit.source == "steps":
+        return f"fitted to the run's step times ({fit.points} prefill steps)"
+    return "fitted to the run's TTFT (its streams show too few prefill steps)"
 
 
 def _calibrated(
@@ -179,10 +195,10 @@ def _calibrated(
     draws: Draws,
 ) -> tuple[CostModel, str]:
     """The fitted step times with their prefill terms scaled so the run, replayed as itself,
-    gives its own TTFT p50. The fit prices a prefill by the run's TTFTs, which hold the run's own
-    queueing; the replay queues again on top of it. A few replays (secant steps on the scale)."""
+    gives its own TTFT p50 (what a step does not hold: the server's time outside its steps, or
+    a TTFT fit's queueing). A few replays (secant steps on the scale)."""
     if not measured_p50:
-        return fit.cost_model(), "fitted to the run's TTFT (no TTFT to calibrate on)"
+        return fit.cost_model(), f"{_fitted(fit)} (no TTFT to calibrate on)"
     scale, p50 = 1.0, None
     for _ in range(CALIBRATION_STEPS):
         cost = fit.scaled(scale).cost_model()
@@ -190,7 +206,7 @@ def _calibrated(
         if not p50 or abs(p50 / measured_p50 - 1) < CALIBRATION_TOLERANCE:
             break
         scale = min(max(scale * measured_p50 / p50, 0.02), 50.0)
-    how = f"fitted to the run's TTFT, prefill x{scale:.3g} so the run replays at its TTFT p50"
+    how = f"{_fitted(fit)}, prefill x{scale:.3g} so the run replays at its TTFT p50"
     return fit.scaled(scale).cost_model(), how
 
 

@@ -23,6 +23,7 @@ def lines(doc: dict) -> list[str]:
             f"{name:22} {_pct(r['cache_hit_rate']):>9} {_spread(r):>24} {_ms(r['ttft_p50_s']):>10} "
             f"{r['requests_ok']:>6} {r['requests_refused']:>8}  {setting}"
         )
+    out += _band(new)
     draws = doc["draws"]
     if draws["replays"] > 1:
         out.append(
@@ -31,6 +32,19 @@ def lines(doc: dict) -> list[str]:
         )
     out.append(f"note: {doc['note']}")
     return out
+
+
+def _band(r: dict) -> list[str]:
+    """The what-if's interval and its regime in words (older whatif.json: none)."""
+    if "interval" not in r:
+        return []
+    band, regime = r["interval"], r["regime"]
+    lo, hi = band["cache_hit_rate"]
+    return [
+        f"{'  interval':22} {100 * lo:.2f}-{100 * hi:.2f} %  (+-{band['half_width_pp']:.1f} pp: "
+        f"draws' 2 sd {band['draws_pp']:.1f} pp, regime {band['regime_pp']:.1f} pp)",
+        f"{'  regime':22} {regime['words']}",
+    ]
 
 
 def _spread(r: dict) -> str:

@@ -66,7 +66,7 @@ def test_whatif_fitted_time_model_and_bad_keys(ample, tmp_path, capsys):
     argv = ["whatif", str(ample), "-o", str(tmp_path), "--time-model", "fitted"]
     assert main([*argv, "--set", "target.engine.options.num_gpu_blocks=20000"]) == 0
     text = capsys.readouterr().out
-    assert "the run, as replayed" in text and "fitted to the run's TTFT" in text
+    assert "the run, as replayed" in text and "fitted to the run's step times" in text
     assert "  at measured sends" in text
     doc = json.loads((tmp_path / "whatif.json").read_text())
     assert doc["ttft_fit"]["per_attended_pair_s"] >= 0
@@ -148,3 +148,47 @@ def test_like_vllm_sets_its_rules_and_server_keys_override_them(ample, tmp_path)
     doc = json.loads((tmp_path / "a" / "whatif.json").read_text())
     assert doc["server"] == {**LIKE["vllm"], "free_order": "block"}
     assert main([*argv[:4], "--like", "sglang", "-o", str(tmp_path / "b")]) == 2
+
+
+@pytest.fixture(scope="module")
+def scarce(tmp_path_factory) -> Path:
+    """The quickstart where its pool is scarce (120 blocks: requests wait for pages)."""
+    out = tmp_path_factory.mktemp("whatif") / "scarce"
+    _simulate(out, 120)
+    return out
+
+
+@pytest.mark.slow
+def test_step_times_are_read_from_the_streams_where_ttfts_hold_waits(scarce, tmp_path):
+    # A TTFT fit here charges a prefill token ~1.9x what the simulated steps cost: a request
+    # with more to compute also waits longer for pages. The streams show the steps themselves.
+    from harness.analysis.loader import load_run
+    from harness.engine.runners.cost_model import CostModel
+    from harness.whatif.fit import fit_time
+
+    fit, cost = fit_time(load_run(scarce).ok, 2048), CostModel.load(None)
+    assert fit.source == "steps" and fit.points >= 50
+    assert fit.per_token_s == pytest.approx(cost.per_token_s, rel=0.1)
+    assert fit.per_pair_s == pytest.approx(cost.per_attended_s, rel=0.1)
+    doc = _whatif(scarce, tmp_path, "target.engine.options.num_gpu_blocks=120")
+    assert doc["ttft_fit"]["source"] == "steps"
+    at_sends = doc["predicted_self_at_measured_sends"]
+    assert at_sends["ttft_p50_s"] == pytest.approx(doc["measured"]["ttft_p50_s"], rel=0.1)
+
+
+def test_whatif_json_holds_the_regime_and_the_interval(ample, tmp_path, capsys):
+    argv = ["whatif", str(ample), "-o", str(tmp_path)]
+    assert main([*argv, "--set", "target.engine.options.num_gpu_blocks=110"]) == 0
+    text = capsys.readouterr().out
+    doc = json.loads((tmp_path / "whatif.json").read_text())
+    regime, band = doc["predicted"]["regime"], doc["predicted"]["interval"]
+    assert regime["pool_pages"] == 110 and regime["largest_request_pages"] > 0
+    assert regime["pool_over_largest_request"] == pytest.approx(
+        110 / regime["largest_request_pages"]
+    )
+    lo, hi = band["cache_hit_rate"]
+    assert lo <= doc["predicted"]["cache_hit_rate"] <= hi
+    assert regime["thrashing"] and band["regime_pp"] > 0  # 110 blocks: near the largest request
+    assert "prediction unreliable below ~1.5x the largest request" in text
+    own = doc["predicted_self"]
+    assert not own["regime"]["thrashing"] and own["interval"]["regime_pp"] == 0
