@@ -46,6 +46,7 @@ from harness.report.speculation import spec_table
 from harness.report.tables import cache_tables, compare_section, summary_rows, task_tables
 from harness.report.tested import tested_html
 from harness.report.validity import BANNER_CSS, invalid_banner
+from harness.report.whatif import whatif_section
 
 if TYPE_CHECKING:  # its module imports the comparison's statistics, which one run never needs
     from harness.analysis.side_by_side import SideBySide
@@ -109,6 +110,7 @@ def render_report(analyses: list[Analysis], side: SideBySide | None = None) -> s
         sections=_sections(analyses, side),
         summary_rows=summary_rows(analyses),
         cache_tables=cache_tables(analyses),
+        whatif=whatif_section(analyses),
         f=template_module("fragments.html"),
     )
 

@@ -192,3 +192,19 @@ def test_whatif_json_holds_the_regime_and_the_interval(ample, tmp_path, capsys):
     assert "prediction unreliable below ~1.5x the largest request" in text
     own = doc["predicted_self"]
     assert not own["regime"]["thrashing"] and own["interval"]["regime_pp"] == 0
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_whatif_of_its_run(ample, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(ample, run)
+    assert main(["whatif", str(run), "--set", "target.engine.options.num_gpu_blocks=110"]) == 0
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert "What-if: this run at another pool (modelled, not measured)" in page
+    assert '<p class="warn">Regime: thrashing: the pool is' in page
+    doc = json.loads((run / "whatif" / "whatif.json").read_text())
+    lo, hi = doc["predicted"]["interval"]["cache_hit_rate"]
+    assert f"{100 * lo:.2f}-{100 * hi:.2f} %" in page

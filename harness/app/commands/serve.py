@@ -125,8 +125,8 @@ _CHOICE_FLAGS = (
         "prefix_cache_retention",
         RETENTION_POLICIES,
         "sliding-window states kept past their request: none, interval (turn ends), "
-        "interval+selective (also prefixes seen twice), all (every given-back page kept, as vLLM"
-        " does) (interval+selective)",
+        "interval+selective (also prefixes seen twice), replay+junction (vLLM 0.32's: prompt - 1 "
+        "and junctions), all (every given-back page kept, as earlier vLLM) (interval+selective)",
     ),
     (
         "--free-order",
