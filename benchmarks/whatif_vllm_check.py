@@ -139,11 +139,13 @@ def run_scenario(out: Path, port: int, seed: int, max_prompt: int) -> dict:
     }
 
 
-def whatif(run: Path, out: Path, pages: int, server_pages: int, max_len: int) -> dict:
+def whatif(run: Path, out: Path, pages: int, server: tuple[int, int], max_len: int) -> dict:
+    """`harness whatif --like vllm` of `run` (whose server had `server` = (pages, max length))
+    at `pages` and `max_len`."""
     args = ["whatif", str(run), "-o", str(out), "--format", "json", "--like", "vllm"]
     args += ["--set", f"target.engine.options.num_gpu_blocks={pages}"]
     args += ["--set", f"target.engine.options.max_model_len={max_len}"]
-    server = {**SERVER, "num_gpu_blocks": server_pages}
+    server = {**SERVER, "num_gpu_blocks": server[0], "max_model_len": server[1]}
     for key, value in server.items():
         args += ["--server", f"{key}={value}"]
     harness(*args)
@@ -229,12 +231,14 @@ def main() -> int:
 def predict_all(check: dict, base: Path, out: Path, ratios: list[float], log: Log) -> None:
     """The pools from the base run, and every prediction at them, before any run there."""
     max_len = check["max_model_len"] = longest(base)
-    own = whatif(base, out / "w-base", check["base_pool"], check["base_pool"], max_len)
+    served = (check["base_pool"], BASE_MAX_MODEL_LEN)
+    own = whatif(base, out / "w-base", check["base_pool"], served, BASE_MAX_MODEL_LEN)
     largest = own["predicted"]["regime"]["largest_request_pages"]
+    check["base"]["decode_step_s"] = own["ttft_fit"]["decode_step_s"]
     check["largest_request_pages"] = largest
     check["pools"] = pools(largest, ratios, vllm_minimum(max_len))
     for row in check["pools"]:
-        doc = whatif(base, out / f"w{row['pages']}", row["pages"], check["base_pool"], max_len)
+        doc = whatif(base, out / f"w{row['pages']}", row["pages"], served, max_len)
         row["predicted"], row["predicted_at"] = doc["predicted"], datetime.now(UTC).isoformat()
         log(f"predicted {row['pages']} pages: {doc['predicted']['cache_hit_rate']:.4f}")
 
@@ -245,8 +249,9 @@ def measure(row: dict, args: argparse.Namespace, check: dict, log: Log) -> None:
         run = args.out / f"p{row['pages']}-r{k}"
         got = run_scenario(run, args.port, check["seed"], args.max_prompt)
         pages, max_len = row["pages"], check["max_model_len"]
-        own = whatif(run, run / "whatif", pages, pages, max_len)
+        own = whatif(run, run / "whatif", pages, (pages, max_len), max_len)
         got["self_at_measured_sends"] = own["predicted_self_at_measured_sends"]
+        got["decode_step_s"] = own["ttft_fit"]["decode_step_s"]  # the host's speed then
         row["measured"].append(got)
         log(f"p{pages}-r{k}: {got['cache_hit_rate']:.4f}, TTFT p50 {got['ttft_p50_s']:.3f} s")
 
@@ -257,7 +262,8 @@ def table(check: dict) -> list[str]:
     lines = [
         f"seed {check['seed']} ({check['seed_source']}); largest request "
         f"{check['largest_request_pages']} pages; base {check['base_pool']} pages: hit "
-        f"{_pct(check['base']['cache_hit_rate'])}, TTFT p50 {check['base']['ttft_p50_s']:.3f} s",
+        f"{_pct(check['base']['cache_hit_rate'])}, TTFT p50 {check['base']['ttft_p50_s']:.3f} s, "
+        f"decode step {check['base']['decode_step_s']:.3f} s",
         "",
         "| pool (pages) | predicted hit (sd over draws) | interval | measured r1, r2 | error vs mean "
         "| in the interval | predicted TTFT p50 | measured | error | regime |",
@@ -267,8 +273,8 @@ def table(check: dict) -> list[str]:
     lines += [
         "",
         "| run | measured hit | replayed at its sends | error | measured TTFT p50 "
-        "| replayed | error | preemptions |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| replayed | error | preemptions | decode step (the host's speed) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [_self_row(row, m) for row in check["pools"] for m in row["measured"]]
     return lines
@@ -283,7 +289,7 @@ def _row(row: dict) -> str:
     inside = sum(lo <= h <= hi for h in hits)
     return (
         f"| {row['pages']} ({row['ratio']:g}x) | {_pct(pred['cache_hit_rate'])} "
-        f"({100 * pred.get('cache_hit_rate_sd', 0):.2f} pp) | {_pct(lo)}-{_pct(hi)} "
+        f"({100 * pred.get('cache_hit_rate_sd', 0):.2f} pp) | {100 * lo:.2f}-{_pct(hi)} "
         f"| {', '.join(_pct(h) for h in hits)} | {100 * (pred['cache_hit_rate'] - mean):+.2f} pp "
         f"| {inside} of {len(hits)} | {pred['ttft_p50_s']:.3f} s "
         f"| {', '.join(f'{p:.3f}' for p in p50s)} s | {100 * (pred['ttft_p50_s'] / p50 - 1):+.0f} % "
@@ -297,7 +303,8 @@ def _self_row(row: dict, m: dict) -> str:
         f"| p{row['pages']} {Path(m['run']).name} | {_pct(m['cache_hit_rate'])} "
         f"| {_pct(own['cache_hit_rate'])} | {100 * (own['cache_hit_rate'] - m['cache_hit_rate']):+.2f} pp "
         f"| {m['ttft_p50_s']:.3f} s | {own['ttft_p50_s']:.3f} s "
-        f"| {100 * (own['ttft_p50_s'] / m['ttft_p50_s'] - 1):+.0f} % | {m['preemptions']} |"
+        f"| {100 * (own['ttft_p50_s'] / m['ttft_p50_s'] - 1):+.0f} % | {m['preemptions']} "
+        f"| {m['decode_step_s']:.3f} s |"
     )
 
 

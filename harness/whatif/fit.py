@@ -38,7 +38,7 @@ import pandas as pd
 
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import InputError
-from harness.whatif.steps import step_samples
+from harness.whatif.steps import decode_step, step_samples
 
 MIN_POINTS = 8
 _DECODE_ONLY = 1.5  # a gap under this x the median gap: a step that ran no prefill
@@ -94,17 +94,18 @@ def fit_time(ok: pd.DataFrame, chunk: int) -> TtftFit:
     """The run's step times (module docstring): from its streams where they show MIN_POINTS
     prefill steps, else from its TTFTs. `chunk`: the server's token budget of a step."""
     ttft = fit_ttft(ok)
-    n, pairs_, seconds = step_samples(ok, chunk, ttft.decode_s)
+    decode = decode_step(ok) or ttft.decode_s
+    n, pairs_, seconds = step_samples(ok, chunk, decode)
     if len(n) < MIN_POINTS:
         return ttft
     from scipy.optimize import nnls
 
     x = np.c_[n, pairs_]
-    y = np.clip(seconds - ttft.decode_s, 0.0, None)
+    y = np.clip(seconds - decode, 0.0, None)
     (b, c), _ = nnls(x, y)
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float(((y - x @ [b, c]) ** 2).sum()) / ss if ss > 0 else 1.0
-    return TtftFit(ttft.decode_s, float(b), float(c), ttft.decode_s, len(n), r2, "steps")
+    return TtftFit(decode, float(b), float(c), decode, len(n), r2, "steps")
 
 
 def fit_ttft(ok: pd.DataFrame) -> TtftFit:

@@ -36,7 +36,7 @@ from harness.whatif.requests import Prompts, ReplayRequest
 THRASHING_BELOW = 1.5  # x the largest request: where the what-if's prediction is unreliable
 Z = 2.0  # draws' sds in the interval
 LARGEST_PP = 8.0  # regime term at a pool of 1.0x the largest request, hit-rate points
-WORKING_SET_PP = 2.0  # ... at a pool of none of the working set
+WORKING_SET_PP = 10.0  # ... at a pool of none of the working set
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,22 @@ def step_samples(
     return arr[:, 0], arr[:, 1], arr[:, 2]
 
 
+def decode_step(ok: pd.DataFrame) -> float | None:
+    """The median gap between two tokens of a stream where the step ended no other request's
+    prefill (no first token arrived with it): a step of decodes alone. None without gaps."""
+    first = np.sort(ok["t_first_token"].dropna().to_numpy(dtype=float))
+    gaps = []
+    for times in ok["chunk_times"]:
+        t = np.asarray(times, dtype=float)
+        if len(t) < 2:
+            continue
+        k = np.clip(np.searchsorted(first, t[1:]), 1, max(len(first) - 1, 1))
+        near = np.minimum(np.abs(first[k] - t[1:]), np.abs(first[k - 1] - t[1:]))
+        gaps.append(np.diff(t)[near > TOLERANCE] if len(first) > 1 else np.diff(t))
+    flat = np.concatenate(gaps) if gaps else np.empty(0)
+    return float(np.median(flat)) if len(flat) else None
+
+
 def _steps(first: np.ndarray, tol: float) -> list[np.ndarray]:
     """Requests whose first tokens arrived together (within `tol` of the previous one)."""
     order = np.argsort(first, kind="stable")

@@ -168,8 +168,11 @@ def test_step_times_are_read_from_the_streams_where_ttfts_hold_waits(scarce, tmp
 
     fit, cost = fit_time(load_run(scarce).ok, 2048), CostModel.load(None)
     assert fit.source == "steps" and fit.points >= 50
-    assert fit.per_token_s == pytest.approx(cost.per_token_s, rel=0.1)
-    assert fit.per_pair_s == pytest.approx(cost.per_attended_s, rel=0.1)
+    for n, cached in ((200, 0), (500, 1000), (1500, 3000)):  # a step that runs this prefill
+        pairs = n * cached + n * (n + 1) / 2
+        fitted = fit.decode_s + fit.per_token_s * n + fit.per_pair_s * pairs
+        true = cost.fixed_s + cost.per_token_s * n + cost.per_attended_s * pairs
+        assert fitted == pytest.approx(true + cost.per_sample_s, rel=0.1)
     doc = _whatif(scarce, tmp_path, "target.engine.options.num_gpu_blocks=120")
     assert doc["ttft_fit"]["source"] == "steps"
     at_sends = doc["predicted_self_at_measured_sends"]
