@@ -13,12 +13,14 @@
 
 Both come from the run's own requests at their measured send times; neither replays anything.
 
-The interval (`interval`) around a predicted hit rate holds two things the draws' spread does not:
-its half-width is `Z` draws' sds combined (root of the sum of squares) with a regime term that
-grows as the pool nears the largest request (`LARGEST_PP` at 1.0x, none from
-`THRASHING_BELOW`x up) and as it falls under the working set (`WORKING_SET_PP` at none of it,
-none at 1.0x). Near the largest request a real server's runs spread as the draws do, but the
-model also misses by several points in either direction (docs/measurements/whatif-vllm.md).
+The interval (`interval`) around a predicted hit rate holds what the draws' spread does not: its
+half-width is `Z` draws' sds combined (root of the sum of squares) with a floor (`FLOOR_PP`: the
+cache model's own error and a real server's run-to-run spread where nothing thrashes, half a
+point each on the checks so far) and a regime term that grows as the pool nears the largest
+request (`LARGEST_PP` at 1.0x, none from `THRASHING_BELOW`x up) and as it falls under the working
+set (`WORKING_SET_PP` at none of it, none at 1.0x). Near the largest request a real server's runs
+spread as the draws do, but the model also misses by several points in either direction
+(docs/measurements/whatif-vllm.md).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from harness.whatif.requests import Prompts, ReplayRequest
 
 THRASHING_BELOW = 1.5  # x the largest request: where the what-if's prediction is unreliable
 Z = 2.0  # draws' sds in the interval
+FLOOR_PP = 1.0  # hit-rate points, at any pool
 LARGEST_PP = 8.0  # regime term at a pool of 1.0x the largest request, hit-rate points
 WORKING_SET_PP = 10.0  # ... at a pool of none of the working set
 
@@ -132,15 +135,16 @@ def _chain(ids: np.ndarray, block_size: int) -> list[bytes]:
 
 
 def interval(mean: float, sd: float, r: Regime) -> dict:
-    """The predicted hit's interval: `Z` draws' sds combined with the regime term (module
-    docstring), clipped to [0, 1]; each part in hit-rate points."""
+    """The predicted hit's interval: `Z` draws' sds combined with the floor and the regime term
+    (module docstring), clipped to [0, 1]; each part in hit-rate points."""
     near = min(max((THRASHING_BELOW - r.over_largest) / (THRASHING_BELOW - 1), 0.0), 1.0)
     under = min(max(1.0 - r.over_working_set, 0.0), 1.0)
     regime_pp = LARGEST_PP * near + WORKING_SET_PP * under
-    half = math.hypot(Z * 100 * sd, regime_pp)
+    half = math.hypot(Z * 100 * sd, regime_pp, FLOOR_PP)
     return {
         "cache_hit_rate": [max(mean - half / 100, 0.0), min(mean + half / 100, 1.0)],
         "draws_pp": Z * 100 * sd,
         "regime_pp": regime_pp,
+        "floor_pp": FLOOR_PP,
         "half_width_pp": half,
     }

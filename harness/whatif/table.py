@@ -42,7 +42,8 @@ def _band(r: dict) -> list[str]:
     lo, hi = band["cache_hit_rate"]
     return [
         f"{'  interval':22} {100 * lo:.2f}-{100 * hi:.2f} %  (+-{band['half_width_pp']:.1f} pp: "
-        f"draws' 2 sd {band['draws_pp']:.1f} pp, regime {band['regime_pp']:.1f} pp)",
+        f"draws' 2 sd {band['draws_pp']:.1f} pp, regime {band['regime_pp']:.1f} pp, "
+        f"floor {band.get('floor_pp', 0):.1f} pp)",
         f"{'  regime':22} {regime['words']}",
     ]
 

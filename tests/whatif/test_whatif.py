@@ -195,6 +195,8 @@ def test_whatif_json_holds_the_regime_and_the_interval(ample, tmp_path, capsys):
     assert "prediction unreliable below ~1.5x the largest request" in text
     own = doc["predicted_self"]
     assert not own["regime"]["thrashing"] and own["interval"]["regime_pp"] == 0
+    lo, hi = own["interval"]["cache_hit_rate"]  # exact steps, one replay: the floor alone
+    assert hi - lo == pytest.approx(2 * own["interval"]["floor_pp"] / 100)
 
 
 @pytest.mark.slow
