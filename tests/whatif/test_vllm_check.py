@@ -1,0 +1,58 @@
+"""benchmarks/whatif_vllm_check.py's choices, held out by construction: the seed it draws, the
+pools it takes from the base run, and the table it prints from check.json."""
+
+from __future__ import annotations
+
+from benchmarks import whatif_vllm_check as check
+
+
+def test_a_drawn_seed_is_never_one_the_model_was_developed_on(monkeypatch):
+    draws = iter([check.DEVELOPMENT_SEEDS[1] - 3, 41 - 3])  # the first draw hits seed 2
+    monkeypatch.setattr(check.secrets, "randbelow", lambda n: next(draws))
+    assert check.draw_seed(None) == (41, "drawn by the command")
+    assert check.draw_seed(2) == (2, "given")  # said so in check.json and the table
+
+
+def test_pools_are_ratios_of_the_largest_request_and_vllm_can_start_at_each():
+    assert check.vllm_minimum(2048) == 16 + 5 * 17 + 1  # Gemma 3: SlidingWindowSpec's bound, null
+    rows = check.pools(97, [2.0, 1.5, 1.1, 1.0], floor=check.vllm_minimum(2048))
+    assert [r["pages"] for r in rows] == [194, 146, 107, 102]  # 97 pages: under vLLM's floor
+
+
+def _run(hit: float, own: float) -> dict:
+    return {
+        "run": "/out/p107-r1",
+        "cache_hit_rate": hit,
+        "ttft_p50_s": 2.0,
+        "preemptions": 1.0,
+        "decode_step_s": 0.15,
+        "self_at_measured_sends": {"cache_hit_rate": own, "ttft_p50_s": 2.2},
+    }
+
+
+def test_the_table_says_whether_the_runs_are_inside_the_interval():
+    predicted = {
+        "cache_hit_rate": 0.40,
+        "cache_hit_rate_sd": 0.02,
+        "ttft_p50_s": 2.5,
+        "interval": {"cache_hit_rate": [0.31, 0.49]},
+        "regime": {"words": "thrashing: the pool is 1.10x the largest request"},
+    }
+    doc = {
+        "seed": 41,
+        "seed_source": "drawn by the command",
+        "largest_request_pages": 97,
+        "base_pool": 2730,
+        "base": {"cache_hit_rate": 0.9, "ttft_p50_s": 0.7, "decode_step_s": 0.1},
+        "pools": [
+            {"ratio": 1.1, "pages": 107, "predicted": predicted, "measured": [_run(0.45, 0.44)]}
+        ],
+    }
+    doc["pools"][0]["measured"].append({**_run(0.52, 0.51), "run": "/out/p107-r2"})
+    text = "\n".join(check.table(doc))
+    assert "seed 41 (drawn by the command); largest request 97 pages" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 107 (1.1x)"))
+    assert "45.00 %, 52.00 %" in row and "| 1 of 2 |" in row and "| -8.50 pp |" in row
+    assert "| thrashing |" in row and "| +25 % |" in row
+    assert "| p107 p107-r2 | 52.00 % | 51.00 % | -1.00 pp |" in text
+    assert check.table(doc) == check.table(doc)  # a pure function of check.json
