@@ -1,21 +1,23 @@
 """The what-if's time model, fitted to the run itself.
 
-A step costs `decode_s` (the run's median gap between streamed tokens: what a step of decodes
-took there) plus `b` per uncached prompt token computed and `c` per (query, key) pair those
-tokens attend: `n = prompt - cached` tokens over `cached` ones attend `n*cached + n(n+1)/2`.
-The replay's engines step on the cost model this makes, so a request queued behind others waits
-for their steps, as it did on the server.
+The replay's engines step on a cost model of the simulated runner's form: a step costs `fixed`
+plus `per_token` for every token it computes, `per_attended` for every (query, key) pair those
+tokens attend (`n` uncached tokens over `cached` ones attend `n*cached + n(n+1)/2`; a decode one
+token over its context) and `per_sample` for every request it advances, so a request queued
+behind others waits for their steps, as it did on the server.
 
-`b` and `c` come from the run's own step times where its streams show them (`steps.py`: the
-step that ran a prefill, read from another stream's gap ending at its first token, or the TTFT
-of a request alone on the server): `step - decode_s = b * n + c * pairs`, non-negative least
-squares, absolute error (a step's seconds are what the replay adds up). Only where the streams
-show fewer than MIN_POINTS such steps (one request at a time, or no chunk times) is the fit made
-to TTFTs instead, `ttft = a + b * n + c * pairs` (weighted by 1/ttft: relative error): a TTFT
-holds the request's wait for the server as well as its prefill, and where pages are scarce that
-wait grows with `n`, so such a fit over-prices a prefill, and the replay, queueing again on top,
-runs far behind the run (a vLLM run at 110 pages replayed at its own sends: TTFT p50 99 s against
-6.4 s measured with the TTFT fit, 6.4 s with its steps; docs/measurements/whatif-vllm.md).
+The four terms come from the run's own steps where its streams show them (`steps.py`: the token
+arrivals of all streams grouped into the server's steps, each shaped and timed by a gap of one
+of its streams; a request alone on the server gives its TTFT as its prefill step): non-negative
+least squares, absolute error (a step's seconds are what the replay adds up). On a simulated run
+this gives back the cost model that made it (a test). Only where the streams show fewer than
+MIN_POINTS steps that ran a prefill (one request at a time, or no chunk times) is the fit made to
+TTFTs instead, `ttft = a + b * n + c * pairs` (weighted by 1/ttft: relative error), a step then
+costing the run's median gap between streamed tokens plus `b` and `c`. A TTFT holds the
+request's wait for the server as well as its prefill, and where pages are scarce that wait grows
+with `n`: such a fit over-prices a prefill and the replay, queueing again on top, runs far behind
+the run (a vLLM run at 110 pages replayed at its own sends: TTFT p50 99 s against 6.4 s measured;
+with its steps, 5.0 s; docs/measurements/whatif-vllm.md).
 
 A real server's steps are not that regular: on a shared host one decode step takes a few per cent
 more or less than the next with the same batch. Where pages are scarce, which blocks a request
@@ -38,7 +40,7 @@ import pandas as pd
 
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import InputError
-from harness.whatif.steps import decode_step, step_samples
+from harness.whatif.steps import step_shapes
 
 MIN_POINTS = 8
 _DECODE_ONLY = 1.5  # a gap under this x the median gap: a step that ran no prefill
@@ -47,13 +49,14 @@ _EXACT_BELOW = 1e-3  # a sigma under 0.1 %: exact steps, stamped to the microsec
 
 @dataclass(frozen=True)
 class TtftFit:
-    intercept_s: float  # a (the step fit: decode_s, a prefill step's fixed part)
-    per_token_s: float  # b: seconds per uncached prompt token
+    intercept_s: float  # a: a prefill alone's fixed cost (the TTFT fit's, or a step's)
+    per_token_s: float  # b: seconds per token computed
     per_pair_s: float  # c: seconds per (query, key) pair those tokens attend
-    decode_s: float  # median gap between streamed tokens
+    decode_s: float  # a step's fixed cost (the TTFT fit: the median gap between tokens)
     points: int
     r2: float
     source: str = "ttft"  # "steps": the run's step times; "ttft": its TTFTs
+    per_sample_s: float = 0.0  # seconds per request a step advances (the step fit)
 
     def ttft(self, prompt: np.ndarray, cached: np.ndarray) -> np.ndarray:
         n = prompt - cached
@@ -70,8 +73,8 @@ class TtftFit:
             fixed_s=self.decode_s,
             per_token_s=self.per_token_s,
             per_attended_s=self.per_pair_s,
-            per_sample_s=0.0,
-            meta={"device": "fitted to the run's TTFT (what-if)"},
+            per_sample_s=self.per_sample_s,
+            meta={"device": f"fitted to the run's {self.source} (what-if)"},
         )
 
     def as_dict(self) -> dict:
@@ -80,6 +83,7 @@ class TtftFit:
             "per_uncached_token_s": self.per_token_s,
             "per_attended_pair_s": self.per_pair_s,
             "decode_step_s": self.decode_s,
+            "per_sample_s": self.per_sample_s,
             "points": self.points,
             "r2": self.r2,
             "source": self.source,
@@ -90,22 +94,21 @@ def pairs(n: np.ndarray, cached: np.ndarray) -> np.ndarray:
     return n * cached + n * (n + 1) / 2
 
 
-def fit_time(ok: pd.DataFrame, chunk: int) -> TtftFit:
+def fit_time(ok: pd.DataFrame) -> TtftFit:
     """The run's step times (module docstring): from its streams where they show MIN_POINTS
-    prefill steps, else from its TTFTs. `chunk`: the server's token budget of a step."""
-    ttft = fit_ttft(ok)
-    decode = decode_step(ok) or ttft.decode_s
-    n, pairs_, seconds = step_samples(ok, chunk, decode)
-    if len(n) < MIN_POINTS:
-        return ttft
+    steps that ran a prefill, else from its TTFTs."""
+    shapes = step_shapes(ok)
+    tokens, attended, samples, seconds = shapes.T
+    if int((tokens > samples).sum()) < MIN_POINTS:
+        return fit_ttft(ok)
     from scipy.optimize import nnls
 
-    x = np.c_[n, pairs_]
-    y = np.clip(seconds - decode, 0.0, None)
-    (b, c), _ = nnls(x, y)
-    ss = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - float(((y - x @ [b, c]) ** 2).sum()) / ss if ss > 0 else 1.0
-    return TtftFit(decode, float(b), float(c), decode, len(n), r2, "steps")
+    x = np.c_[np.ones_like(tokens), tokens, attended, samples]
+    coef, _ = nnls(x, seconds)
+    fixed, b, c, per_sample = map(float, coef)
+    ss = float(((seconds - seconds.mean()) ** 2).sum())
+    r2 = 1.0 - float(((seconds - x @ coef) ** 2).sum()) / ss if ss > 0 else 1.0
+    return TtftFit(fixed + per_sample, b, c, fixed, len(shapes), r2, "steps", per_sample)
 
 
 def fit_ttft(ok: pd.DataFrame) -> TtftFit:

@@ -126,7 +126,7 @@ def whatif(
     base = Setup(_base_config(run, grain.block_size, server), _replicas(run), _routing(run))
     target = base.changed(changes)
     requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
-    fit = fit_time(run.ok, base.config.max_num_batched_tokens)
+    fit = fit_time(run.ok)
     prompts = Prompts(run.trace, run.replay.salt)
     stop = _stop_sending_at(run)
     draws = Draws.of(run, replays, jitter)
@@ -181,7 +181,7 @@ def _time_model(run: Run, fit: TtftFit, choice: str) -> tuple[CostModel, str]:
 
 def _fitted(fit: TtftFit) -> str:
     if fit.source == "steps":
-        return f"fitted to the run's step times ({fit.points} prefill steps)"
+        return f"fitted to the run's step times ({fit.points} steps)"
     return "fitted to the run's TTFT (its streams show too few prefill steps)"
 
 

@@ -1,14 +1,18 @@
-"""A run's step times, read from its streams: what a step that ran a prefill took on the server.
+"""A run's steps, read from its streams: when each of the server's steps ended, what it computed,
+and how long it took.
 
 A server's step ends with an output to every request it advanced, and those outputs reach their
-open streams within a few milliseconds of each other. So where a request's first token arrives
-while another stream is decoding, that stream's gap ending at the same instant is the step that
-computed the prefill (vLLM schedules a prefill and the running decodes in one step): its length,
-against the uncached tokens of every first token that arrived with it, prices a prefill with no
-queueing in it. A request sent to an idle server (nothing else in flight until its first token)
-gives a second kind of sample: its TTFT is its own prefill step.
+open streams within a few milliseconds of each other. So the token arrivals of all streams,
+grouped where they come together (within `TOLERANCE`, or a quarter of a step on a fast server),
+are the run's steps: each holds a first token for every prefill it finished (its request's
+uncached tokens, attending `n * cached + n(n+1)/2` pairs) and a token for every decode (one
+token attending its context), and where one of its streams had a token before, that gap is the
+step's length. A request sent to an idle server (nothing else in flight until its first token)
+gives one more: its TTFT is its prefill step. These are the shapes the simulated runner prices
+(`engine/runners/cost_model.py`: tokens, attended pairs, samples), so the cost model is fitted to
+the steps themselves, with no queueing in them.
 
-A TTFT fit cannot give this where the pool is scarce: there a request's TTFT holds its wait for
+A TTFT fit cannot do this where the pool is scarce: there a request's TTFT holds its wait for
 pages, which grows with the very uncached tokens the fit prices, so the fit charged 6.8 ms a
 token on a vLLM run at 110 pages whose steps took 4.3 (docs/measurements/whatif-vllm.md).
 """
@@ -19,80 +23,57 @@ import numpy as np
 import pandas as pd
 
 TOLERANCE = 0.01  # seconds: outputs of one step reach every stream within this
-TOLERANCE_OF_STEP = 0.25  # ... and within this share of a decode step (a fast server's steps)
+TOLERANCE_OF_STEP = 0.25  # ... and within this share of a step (a fast server's steps)
 
 
-def step_samples(
-    ok: pd.DataFrame, chunk: int, decode_s: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(uncached tokens, attended pairs, seconds) of each step seen to run prefills whose first
-    tokens it produced, the prefills' tokens summed; steps of more than `chunk` prefill tokens
-    (a chunked prefill's last step holds part of them) are left out. `decode_s`: the run's
-    decode step, which bounds how far apart one step's outputs may arrive."""
-    tol = min(TOLERANCE, TOLERANCE_OF_STEP * decode_s)
+def step_shapes(ok: pd.DataFrame) -> np.ndarray:
+    """One row per step seen: (tokens, attended pairs, samples, seconds)."""
     rows = ok[ok["cached_tokens"].notna() & ok["t_first_token"].notna()]
-    first = rows["t_first_token"].to_numpy(dtype=float)
-    n = (rows["prompt_tokens"] - rows["cached_tokens"]).to_numpy(dtype=float)
+    times = [np.asarray(c, dtype=float) for c in rows["chunk_times"]]
+    if not any(len(t) for t in times):
+        return np.empty((0, 4))
+    when = np.concatenate(times)
+    req = np.concatenate([np.full(len(t), i) for i, t in enumerate(times)])
+    nth = np.concatenate([np.arange(len(t)) for t in times])
+    order = np.argsort(when, kind="stable")
+    when, req, nth = when[order], req[order], nth[order]
+    prompt = rows["prompt_tokens"].to_numpy(dtype=float)
     cached = rows["cached_tokens"].to_numpy(dtype=float)
-    pairs = n * cached + n * (n + 1) / 2
-    gap = _gaps_ending_at(rows, first, tol)
-    alone = _alone(rows, first)
-    out: list[tuple[float, float, float]] = []
-    for members in _steps(first, tol):
-        seen = gap[members][~np.isnan(gap[members])]
-        seconds = float(seen.min()) if len(seen) else float("nan")
-        if np.isnan(seconds) and len(members) == 1 and alone[members[0]]:
-            seconds = first[members[0]] - rows["t_sent"].to_numpy(dtype=float)[members[0]]
-        tokens = float(n[members].sum())
-        if not np.isnan(seconds) and 0 < tokens <= chunk:
-            out.append((tokens, float(pairs[members].sum()), float(seconds)))
-    arr = np.array(out, dtype=float).reshape(-1, 3)
-    return arr[:, 0], arr[:, 1], arr[:, 2]
+    n = prompt - cached
+    steps = _steps(when, req, nth, prompt, cached, _tolerance(times))
+    alone = _alone(rows, rows["t_first_token"].to_numpy(dtype=float))
+    ttft = (rows["t_first_token"] - rows["t_sent"]).to_numpy(dtype=float)
+    lone = [
+        (n[i], n[i] * cached[i] + n[i] * (n[i] + 1) / 2, 1.0, ttft[i])
+        for i in np.flatnonzero(alone)
+    ]
+    return np.array(steps + lone, dtype=float).reshape(-1, 4)
 
 
-def decode_step(ok: pd.DataFrame) -> float | None:
-    """The median gap between two tokens of a stream where the step ended no other request's
-    prefill (no first token arrived with it): a step of decodes alone. None without gaps."""
-    first = np.sort(ok["t_first_token"].dropna().to_numpy(dtype=float))
-    gaps = []
-    for times in ok["chunk_times"]:
-        t = np.asarray(times, dtype=float)
-        if len(t) < 2:
-            continue
-        k = np.clip(np.searchsorted(first, t[1:]), 1, max(len(first) - 1, 1))
-        near = np.minimum(np.abs(first[k] - t[1:]), np.abs(first[k - 1] - t[1:]))
-        gaps.append(np.diff(t)[near > TOLERANCE] if len(first) > 1 else np.diff(t))
-    flat = np.concatenate(gaps) if gaps else np.empty(0)
-    return float(np.median(flat)) if len(flat) else None
+def _tolerance(times: list[np.ndarray]) -> float:
+    gaps = [np.diff(t) for t in times if len(t) > 1]
+    step = float(np.median(np.concatenate(gaps))) if gaps else TOLERANCE / TOLERANCE_OF_STEP
+    return min(TOLERANCE, TOLERANCE_OF_STEP * step)
 
 
-def _steps(first: np.ndarray, tol: float) -> list[np.ndarray]:
-    """Requests whose first tokens arrived together (within `tol` of the previous one)."""
-    order = np.argsort(first, kind="stable")
-    cuts = np.flatnonzero(np.diff(first[order]) > tol) + 1
-    return np.split(order, cuts)
-
-
-def _gaps_ending_at(rows: pd.DataFrame, first: np.ndarray, tol: float) -> np.ndarray:
-    """Per request, the gap of another stream that ends nearest its first token, within `tol`
-    (NaN: no stream was decoding then)."""
-    ends, starts, owner = [], [], []
-    for i, times in enumerate(rows["chunk_times"]):
-        t = np.asarray(times, dtype=float)
-        ends.append(t[1:])
-        starts.append(t[:-1])
-        owner.append(np.full(max(len(t) - 1, 0), i))
-    end, start, who = (np.concatenate(x) if x else np.empty(0) for x in (ends, starts, owner))
-    order = np.argsort(end, kind="stable")
-    end, start, who = end[order], start[order], who[order]
-    lo = np.searchsorted(end, first - tol)
-    hi = np.searchsorted(end, first + tol, side="right")
-    out = np.full(len(first), np.nan)
-    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
-        keep = np.flatnonzero(who[a:b] != i) + a
-        if len(keep):
-            j = keep[np.argmin(np.abs(end[keep] - first[i]))]
-            out[i] = float(end[j] - start[j])
+def _steps(when, req, nth, prompt, cached, tol: float) -> list[tuple[float, ...]]:
+    """The arrivals grouped into steps; those with a gap to time them, shaped."""
+    out: list[tuple[float, ...]] = []
+    last: dict[int, float] = {}
+    for members in np.split(np.arange(len(when)), np.flatnonzero(np.diff(when) > tol) + 1):
+        tokens = attended = 0.0
+        gaps = []
+        for j in members.tolist():
+            r, k = int(req[j]), int(nth[j])
+            if k == 0:  # a first token: the request's prefill ended here
+                n = prompt[r] - cached[r]
+                tokens, attended = tokens + n, attended + n * cached[r] + n * (n + 1) / 2
+            else:  # a decode, over the prompt and the tokens before it
+                tokens, attended = tokens + 1, attended + prompt[r] + k
+                gaps.append(when[j] - last[r])
+            last[r] = when[j]
+        if gaps:
+            out.append((tokens, attended, float(len(members)), min(gaps)))
     return out
 
 
