@@ -47,7 +47,7 @@ def _one(name: str, doc: dict) -> Markup:
     regime = new.get("regime")
     if not regime:
         return table(HEADER, rows, note)
-    kind = "warn" if regime["thrashing"] else "note"
+    kind = "warn" if regime["thrashing"] or regime.get("crowded") else "note"
     words = Markup('<p class="{}">Regime: {}.</p>').format(kind, regime["words"])
     return words + table(HEADER, rows, note)
 
