@@ -38,7 +38,7 @@ from harness.engine.prefix_lookup import ROOT_HASH, block_hash
 from harness.whatif.requests import Prompts, ReplayRequest
 
 THRASHING_BELOW = 1.5  # x the largest request: where the what-if's prediction is unreliable
-CROWDED_BELOW = 1.3  # x the working set: where which prefixes survive turns on timing
+CROWDED_BELOW = 1.2  # x the working set: where which prefixes survive turns on timing
 Z = 2.0  # draws' sds in the interval
 FLOOR_PP = 1.0  # hit-rate points, at any pool
 LARGEST_PP = 8.0  # regime term at a pool of 1.0x the largest request, hit-rate points
