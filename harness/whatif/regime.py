@@ -112,28 +112,27 @@ def regime(config: EngineConfig, requests: list[ReplayRequest], prompts: Prompts
 
 def working_set(config: EngineConfig, requests: list[ReplayRequest], prompts: Prompts) -> int:
     """The most pages the live sessions' latest prompts hold at once (module docstring)."""
-    if not requests:
-        return 0
     kinds = [g.kind for g in config.model.kv_groups]
-    full, sliding = kinds.count(FULL), len(kinds) - kinds.count(FULL)
+    groups = (kinds.count(FULL), len(kinds) - kinds.count(FULL))
     window = -(-(config.model.sliding_window - 1) // config.block_size)
-    chains = [_chain(prompts.token_ids(r.session, r.turn), config.block_size) for r in requests]
-    first: dict[str, float] = {}
     last: dict[str, float] = {}
     for r in requests:
-        first.setdefault(r.session, r.t_sent)
         last[r.session] = max(last.get(r.session, r.t_sent), r.t_sent)
-    order = np.argsort([r.t_sent for r in requests], kind="stable")
     latest: dict[str, list[bytes]] = {}
     peak = 0
-    for i in order.tolist():
-        r = requests[i]
-        latest[r.session] = chains[i]
+    for r in sorted(requests, key=lambda r: r.t_sent):
+        latest[r.session] = _chain(prompts.token_ids(r.session, r.turn), config.block_size)
         live = [c for s, c in latest.items() if last[s] >= r.t_sent]
-        blocks = {h for c in live for h in c}
-        tails = {h for c in live for h in c[-window:]} if window else set()
-        peak = max(peak, full * len(blocks) + sliding * len(tails))
+        peak = max(peak, _pages(live, groups, window))
     return peak
+
+
+def _pages(chains: list[list[bytes]], groups: tuple[int, int], window: int) -> int:
+    """Pages that keep these prompts cached: each distinct block once in every full-attention
+    group, each distinct window block once in every sliding one."""
+    blocks = {h for c in chains for h in c}
+    tails = {h for c in chains for h in c[-window:]} if window else set()
+    return groups[0] * len(blocks) + groups[1] * len(tails)
 
 
 def _chain(ids: np.ndarray, block_size: int) -> list[bytes]:
