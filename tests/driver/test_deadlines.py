@@ -44,7 +44,9 @@ async def test_total_runs_from_the_send_whatever_the_other_deadlines(
 ):
     r = await _one(make_server, tmp_path, tm, **server)
     assert (r["status"], r["error"]["class"]) == ("timeout", "TotalTimeout"), (why, r["error"])
-    assert r["t_done"] - r["t_sent"] >= tm.total - 0.01, why
+    # the deadline runs from the request's start, before the connect that t_sent (the write)
+    # follows: a loaded machine's slow connect put t_done - t_sent at 0.466 of 0.5 once
+    assert r["t_done"] - r["t_scheduled"] >= tm.total - 0.01, why
     assert len(r["chunk_times"]) < 40, why  # cut: the server had more to send
     if why == "no token":
         assert r["t_first_token"] is None
