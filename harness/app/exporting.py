@@ -20,39 +20,6 @@ if TYPE_CHECKING:  # the verbs import this module for its flags: nothing heavy a
     from harness.trace.model import Trace
 
 
-def add_export_flags(p: argparse.ArgumentParser, *, mlflow: bool = True) -> None:
-    """`--metrics-port`, `--metrics-host` and (`mlflow`) `--mlflow-tracking-uri`,
-    `--mlflow-experiment`: the flags of every verb that drives runs."""
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        metavar="PORT",
-        help="serve live Prometheus metrics of the run(s) on this port while they go (0: any "
-        "free port, printed); needs the [metrics] extra; docs/export.md",
-    )
-    p.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="the address the metrics endpoint listens on (default: loopback only)",
-    )
-    if mlflow:
-        p.add_argument(
-            "--mlflow-tracking-uri",
-            default=None,
-            metavar="URI",
-            help="log each run folder to this MLflow tracking store at the end "
-            "(as `harness export mlflow`); needs the [mlflow] extra",
-        )
-        p.add_argument(
-            "--mlflow-experiment",
-            default=None,
-            metavar="NAME",
-            help="the MLflow experiment (default: agentic-harness)",
-        )
-
-
 @contextmanager
 def exports(args: argparse.Namespace) -> Iterator[MetricsServer | None]:
     """The command's metrics endpoint while its runs go (None without --metrics-port); first,

@@ -13,6 +13,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
+from harness.app.commands.options import add_sets
 from harness.errors import HarnessError, InputError
 
 UNSET = argparse.SUPPRESS  # a flag not given is absent from the namespace: the scenario decides
@@ -168,13 +169,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         metavar="K:V",
         help="extra HTTP header; repeatable (values are never written to the run folder)",
     )
-    groups["content"].add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="set any other scenario field, e.g. target.headers.X-Team=bench "
+    add_sets(
+        groups["content"],
+        "set any other scenario field, e.g. target.headers.X-Team=bench "
         "(repeatable; applied after the flags)",
     )
 

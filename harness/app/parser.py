@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from typing import NoReturn
 
 from harness.yamlconf import did_you_mean
@@ -90,53 +91,4 @@ def _likeness(a: str, b: str) -> float:
 
 
 def _argv() -> list[str]:
-    import sys
-
     return sys.argv[1:]
-
-
-FORMATS = ("table", "json", "markdown")
-
-
-def add_format(p: argparse.ArgumentParser, json_help: str = "print one JSON object") -> None:
-    """`--format {table,json,markdown}` (default table), with `--json` kept as its alias."""
-    p.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="table",
-        help=f"table: for a terminal; json: {json_help}; markdown: the table in a fenced block"
-        " (a CI job summary, a pull request)",
-    )
-    p.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="= --format json"
-    )
-
-
-def printer(to_stderr: bool):
-    """A verb's progress lines: stdout, or stderr where stdout holds one JSON object."""
-    import sys
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)
-
-    return say
-
-
-def add_verbose(p: argparse.ArgumentParser) -> None:
-    """`--verbose`: the terminal summary with every figure, not the short one."""
-    p.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="print every figure of the summary (default: about 15 lines; summary.json and the"
-        " report have them all)",
-    )
-
-
-def formatted(fmt: str, table: str, data: object) -> str:
-    """The result as --format asked: the table, its JSON, or the table fenced for Markdown."""
-    if fmt == "json":
-        import json
-
-        return json.dumps(data, indent=2)
-    return f"```text\n{table.rstrip()}\n```" if fmt == "markdown" else table

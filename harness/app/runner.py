@@ -23,6 +23,7 @@ from harness.app.build import (
     simulated,
     virtual_clock,
 )
+from harness.app.commands.options import formatted
 from harness.app.exporting import watch_run
 from harness.app.scenario import Scenario, dump_scenario
 from harness.app.verb_output import shown_path, summary_width
@@ -169,7 +170,6 @@ def replay_point(
 
 
 def analyze_point(run_dir: Path, *, quiet: bool, fmt: str = "table", verbose: bool = False) -> dict:
-    from harness.app.parser import formatted
     from harness.app.reporting import write_analyses
     from harness.driver.live.steps import step
     from harness.report.brief import brief

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from harness.app.parser import formatted
+from harness.app.commands.options import formatted
 from harness.report.brief import WIDTH as BRIEF_WIDTH
 
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
-from harness.app.parser import add_format, formatted, printer
+from harness.app.commands.options import add_format, add_output, add_sets, formatted, printer
 
 
 def register(sub) -> None:
@@ -40,10 +40,8 @@ def _register_capacity(sub) -> None:
         "share that met. Writes capacity.json (capacity and band) and capacity.html.",
     )
     cap.add_argument("scenario", help="scenario YAML with percentile slos (e.g. ttft_p90: 1s)")
-    cap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    cap.add_argument(
-        "-o", "--output", required=True, help="the folder for capacity.json and the runs"
-    )
+    add_sets(cap, "override any scenario field (repeatable)")
+    add_output(cap, "the folder for capacity.json and the runs", required=True)
     cap.add_argument("--max-concurrency", type=int, default=256, help="stop doubling here")
     cap.add_argument(
         "--resolution",

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.app.commands.options import add_output
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -58,7 +60,7 @@ def _register_schema(verbs) -> None:
         description="Write summary.v<N>.schema.json and record.v<N>.schema.json, generated from "
         "the harness's typed definitions (the repository keeps them in schemas/).",
     )
-    s.add_argument("-o", "--output", default="schemas", help="folder (default: schemas)")
+    add_output(s, "folder (default: schemas)", default="schemas")
     s.add_argument(
         "--check",
         action="store_true",

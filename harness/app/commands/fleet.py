@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.app.parser import formatted, printer
+from harness.app.commands.options import formatted, printer
 
 
 def add_arguments(cap: argparse.ArgumentParser) -> None:

@@ -12,9 +12,18 @@ from functools import partial
 from pathlib import Path
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
-from harness.app.exporting import add_export_flags, exports, mlflow_at_end
+from harness.app.commands.options import (
+    add_export_flags,
+    add_fail_on,
+    add_format,
+    add_output,
+    add_quiet,
+    add_sets,
+    formatted,
+    printer,
+)
+from harness.app.exporting import exports, mlflow_at_end
 from harness.app.gate.rule import DEFAULT_FAIL_ON, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
-from harness.app.parser import add_format, formatted, printer
 from harness.errors import InputError
 
 
@@ -35,21 +44,24 @@ def register(sub) -> None:
     )
     p.add_argument("scenario", help="the baseline scenario YAML (or the only one, with --history)")
     p.add_argument("candidate", nargs="?", help="the candidate scenario (default: the baseline)")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field on both sides (repeatable)",
-    )
-    p.add_argument(
-        "--candidate-set",
+    _add_sides(p)
+    _add_rule(p)
+    _add_screen(p)
+    _add_calibration(p)
+    add_quiet(p, "only the verdict lines")
+    add_export_flags(p)
+    add_format(p, "gate.json's content (progress lines go to stderr)")
+    p.set_defaults(func=_gate)
+
+
+def _add_sides(p: argparse.ArgumentParser) -> None:
+    """What is compared: the overrides of both sides and the candidate's, or a history."""
+    add_sets(p, "override a field on both sides (repeatable)")
+    add_sets(
+        p,
+        "override a field on the candidate only (repeatable)",
+        flag="--candidate-set",
         dest="candidate_sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field on the candidate only (repeatable)",
     )
     p.add_argument(
         "--history",
@@ -58,19 +70,12 @@ def register(sub) -> None:
         metavar="GLOB",
         help="earlier runs to judge one configuration against (e.g. 'results/nightly-*')",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="DIR",
-        help="a new folder for the runs and gate.json",
-    )
-    p.add_argument(
-        "--fail-on",
-        default=DEFAULT_FAIL_ON,
-        metavar="SPEC",
-        help="the regressions that fail the gate (default: %(default)s)",
-    )
+    add_output(p, "a new folder for the runs and gate.json", required=True, metavar="DIR")
+
+
+def _add_rule(p: argparse.ArgumentParser) -> None:
+    """The rule: what fails, how many runs, the budget, the error rate and the smallest change."""
+    add_fail_on(p, "the regressions that fail the gate (default: %(default)s)", DEFAULT_FAIL_ON)
     p.add_argument(
         "--min-runs",
         type=int,
@@ -103,6 +108,10 @@ def register(sub) -> None:
         default=None,
         help="smallest relative change called significant (the verdict's default)",
     )
+
+
+def _add_screen(p: argparse.ArgumentParser) -> None:
+    """The host screen: when a run is left out as run on a busy host."""
     p.add_argument(
         "--max-host-load",
         type=float,
@@ -119,6 +128,10 @@ def register(sub) -> None:
         help="leave a run out when its threads waited for a CPU more than this share of the "
         "time they wanted one (%(default)s)",
     )
+
+
+def _add_calibration(p: argparse.ArgumentParser) -> None:
+    """The calibration quoted, or (--calibrate) measured instead of a verdict."""
     p.add_argument(
         "--calibration",
         default=None,
@@ -143,10 +156,6 @@ def register(sub) -> None:
         action="store_true",
         help="--calibrate: DIR holds an earlier calibration's cycles; run only the rest",
     )
-    p.add_argument("--quiet", action="store_true", help="only the verdict lines")
-    add_export_flags(p)
-    add_format(p, "gate.json's content (progress lines go to stderr)")
-    p.set_defaults(func=_gate)
 
 
 def _gate(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness import exit_codes
 from harness.app import flags
+from harness.app.commands.options import add_format, add_output
 from harness.errors import InputError
 
 
@@ -37,12 +38,8 @@ def register(sub) -> None:
         help="OpenAI-compatible base URL, with or without /v1 (http://127.0.0.1:8000)",
     )
     cache.add_argument("--model", required=True, help="served model name")
-    cache.add_argument(
-        "-o", "--output", required=True, help="folder for probe.json, probe.txt, probe.png"
-    )
-    cache.add_argument(
-        "--format", choices=("table", "json"), default="table", help="stdout (table)"
-    )
+    add_output(cache, "folder for probe.json, probe.txt, probe.png", required=True)
+    add_format(cache, "probe.json's content", choices=("table", "json"))
     cache.add_argument(
         "--pool-tokens", type=int, default=None, help="advertised pool (default: /metrics)"
     )

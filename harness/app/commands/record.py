@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from harness.app.commands.options import add_output
 from harness.errors import InputError
 
 
@@ -26,7 +27,7 @@ def register(sub) -> None:
         "as a replayable trace (content replaced by keyed stand-ins unless --keep-content).",
     )
     p.add_argument("--upstream", help="where requests go, e.g. https://api.openai.com/v1")
-    p.add_argument("-o", "--output", type=Path, help="the recording folder (made if missing)")
+    add_output(p, "the recording folder (made if missing)", type=Path)
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (loopback)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     p.add_argument(

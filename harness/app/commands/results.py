@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.app.parser import add_format, add_verbose, formatted
+from harness.app.commands.options import add_fail_on, add_format, add_output, add_verbose, formatted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,21 +78,16 @@ def _register_compare(sub: argparse._SubParsersAction) -> None:
         metavar="GLOB",
         help="earlier runs of the same scenario (e.g. 'results/nightly-*'): their spread is noise",
     )
-    p.add_argument(
-        "--fail-on",
-        default=None,
-        metavar="SPEC",
-        help="e.g. 'ttft_p90:+10%%,tpgs:-5%%,cache_hit_rate:-0.02': exit 1 on a significant change past it",
+    add_fail_on(
+        p,
+        "e.g. 'ttft_p90:+10%%,tpgs:-5%%,cache_hit_rate:-0.02': exit 1 on a significant change past it",
     )
     p.add_argument(
         "--allow-unclosed",
         action="store_true",
         help="let --fail-on judge a run that crashed, was not closed or failed (refused otherwise)",
     )
-    p.add_argument("--format", choices=("table", "markdown", "json"), default="table")
-    p.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="--format json"
-    )
+    add_format(p, "the comparison's rows and verdict")
     p.add_argument(
         "--alpha",
         type=float,
@@ -114,11 +109,9 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
         "report", help="write a self-contained report.html (several runs: side by side)"
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or globs")
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        help="output file (default: one run: RUN_DIR/report.html; several: report-A-vs-B.html beside"
+    add_output(
+        p,
+        "output file (default: one run: RUN_DIR/report.html; several: report-A-vs-B.html beside"
         " the first run's folder, each run's own report untouched; with --trend: trend.html here)",
     )
     p.add_argument(
@@ -138,13 +131,7 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("tool", choices=("aiperf", "vllm-bench", "guidellm"))
     p.add_argument("source", metavar="PATH", help="the export: a file, or the tool's output folder")
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="RUN",
-        help="the run folder to write (must not hold records)",
-    )
+    add_output(p, "the run folder to write (must not hold records)", required=True, metavar="RUN")
     p.add_argument(
         "--benchmark",
         type=int,

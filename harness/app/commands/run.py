@@ -11,8 +11,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.app.exporting import add_export_flags, exports, mlflow_at_end
-from harness.app.parser import add_format, add_verbose, formatted
+from harness.app.commands.options import (
+    add_export_flags,
+    add_format,
+    add_output,
+    add_quiet,
+    add_sets,
+    add_verbose,
+    formatted,
+)
+from harness.app.exporting import exports, mlflow_at_end
 
 
 def register(sub) -> None:
@@ -24,21 +32,9 @@ def register(sub) -> None:
         "everything it started (also on Ctrl-C). A sweep runs one sub-folder per point.",
     )
     run.add_argument("scenario", help="scenario YAML (see scenarios/)")
-    run.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any scenario field, e.g. load.concurrency=8 (repeatable)",
-    )
-    run.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        help="run folder (default: results/<timestamp>-<scenario>-<id>)",
-    )
-    run.add_argument("--quiet", action="store_true", help="no progress display or summary table")
+    add_sets(run, "override any scenario field, e.g. load.concurrency=8 (repeatable)")
+    add_output(run, "run folder (default: results/<timestamp>-<scenario>-<id>)")
+    add_quiet(run, "no progress display or summary table")
     run.add_argument(
         "--workers",
         type=int,
@@ -78,16 +74,9 @@ def _register_simulate(sub) -> None:
         "Writes the same run folder (manifest clock: virtual). Timings are modelled, not measured.",
     )
     sim.add_argument("scenario", help="scenario YAML with an in-process engine target")
-    sim.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any scenario field (after the two the verb sets; repeatable)",
-    )
-    sim.add_argument("-o", "--output", default=None, help="run folder (default: as `harness run`)")
-    sim.add_argument("--quiet", action="store_true", help="no progress display or summary table")
+    add_sets(sim, "override any scenario field (after the two the verb sets; repeatable)")
+    add_output(sim, "run folder (default: as `harness run`)")
+    add_quiet(sim, "no progress display or summary table")
     _add_max_failures(sim)
     add_export_flags(sim)
     add_format(sim, 'the point\'s summary.json ({"points": [...]} for a sweep)')
@@ -145,19 +134,11 @@ def _register_replay(sub) -> None:
         "preflight or a failed write; 3 partial or not closed; 130 interrupted. See docs/driver.md.",
     )
     p.add_argument("trace", help="trace file (native JSONL, Mooncake or Weka/AgentX; detected)")
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="RUN_DIR",
-        help="run folder to create (must not hold records yet)",
+    add_output(
+        p, "run folder to create (must not hold records yet)", required=True, metavar="RUN_DIR"
     )
     flags.add_flags(p)
-    p.add_argument(
-        "--quiet",
-        action="store_true",
-        help="no live progress display (it is also off when stderr is not a terminal)",
-    )
+    add_quiet(p, "no live progress display (it is also off when stderr is not a terminal)")
     _add_max_failures(p)
     add_export_flags(p)
     add_format(p, "status, stopped_by, requests, by_status, sessions, duration_s, run_dir")

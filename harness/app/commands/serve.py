@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.app.commands.options import add_output
 from harness.engine.config import (
     DEVICES,
     DTYPES,
@@ -246,7 +247,7 @@ def register(subparsers) -> None:
         metavar="DIR",
         help="where to time the disk tier's block files (the system's temporary folder)",
     )
-    calibrate.add_argument("-o", "--output", required=True, help="cost model file to write (JSON)")
+    add_output(calibrate, "cost model file to write (JSON)", required=True)
     calibrate.set_defaults(func=_calibrate)
     _register_kv_store(subparsers)
 

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.app.commands.options import add_format, add_output, add_sets
 from harness.errors import InputError
 
 
@@ -44,17 +45,8 @@ def _register_generate(verbs) -> None:
         default=None,
         help="multiply every token count by this (e.g. 0.01 for a CPU)",
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a profile field by dotted key, value read as YAML (repeatable)",
-    )
-    p.add_argument(
-        "-o", "--output", type=Path, required=True, help="native trace file to write (JSONL)"
-    )
+    add_sets(p, "override a profile field by dotted key, value read as YAML (repeatable)")
+    add_output(p, "native trace file to write (JSONL)", type=Path, required=True)
     p.set_defaults(func=cmd_generate)
 
 
@@ -63,13 +55,7 @@ def _register_convert(verbs) -> None:
     p.add_argument(
         "input", type=Path, help="trace file (or a directory of Weka/AgentX files) to read"
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        type=Path,
-        required=True,
-        help="file to write (Weka: a directory, or a .jsonl file)",
-    )
+    add_output(p, "file to write (Weka: a directory, or a .jsonl file)", type=Path, required=True)
     p.add_argument(
         "--from",
         dest="src",
@@ -129,15 +115,7 @@ def _register_stats(verbs) -> None:
         choices=["auto", "native", "mooncake", "weka"],
         help="input format (default: detect)",
     )
-    p.add_argument(
-        "--format",
-        choices=("table", "json", "markdown"),
-        default="table",
-        help="table: for a terminal; json: one JSON object; markdown: the tables in a fenced block",
-    )
-    p.add_argument(
-        "--json", dest="format", action="store_const", const="json", help="= --format json"
-    )
+    add_format(p, "one JSON object")
     p.add_argument(
         "--block-size",
         type=int,
@@ -175,7 +153,7 @@ def _register_fit(verbs) -> None:
         "fit", help="fit a workload profile to a trace (a recording): more of the same traffic"
     )
     p.add_argument("trace", type=Path, help="trace to fit (a recording's trace.jsonl, any format)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
+    add_output(p, "profile YAML to write", type=Path, required=True)
     p.add_argument("--name", default=None, help="the profile's name (default: fit-<file>)")
     p.add_argument(
         "--check-sessions",

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from harness.app.commands.options import add_format, add_output, add_sets
 from harness.errors import InputError
 
 
@@ -27,23 +28,17 @@ def register(sub) -> None:
         "reproduce the measured run first. Modelled, not measured.",
     )
     p.add_argument("run_dir", help="a run folder (records.jsonl, manifest.json, trace.jsonl)")
-    p.add_argument(
-        "--set",
-        dest="changes",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a setting to predict at, e.g. target.engine.options.num_gpu_blocks=300",
+    add_sets(
+        p, "a setting to predict at, e.g. target.engine.options.num_gpu_blocks=300", dest="changes"
     )
-    p.add_argument(
-        "--server",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="the measured server's own setting the folder lacks, e.g. num_gpu_blocks=1000",
+    add_sets(
+        p,
+        "the measured server's own setting the folder lacks, e.g. num_gpu_blocks=1000",
+        flag="--server",
+        dest="server",
     )
-    p.add_argument("-o", "--output", default=None, help="folder for whatif.json (RUN_DIR/whatif)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    add_output(p, "folder for whatif.json (RUN_DIR/whatif)")
+    add_format(p, "whatif.json's content", choices=("table", "json"))
     p.add_argument(
         "--time-model",
         choices=("auto", "fitted", "calibrated"),
