@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.app.commands.options import add_format, add_output, add_sets
 from harness.errors import InputError
+from harness.trace.formats import FORMATS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,18 +57,12 @@ def _register_convert(verbs) -> None:
         "input", type=Path, help="trace file (or a directory of Weka/AgentX files) to read"
     )
     add_output(p, "file to write (Weka: a directory, or a .jsonl file)", type=Path, required=True)
-    p.add_argument(
-        "--from",
-        dest="src",
-        default="auto",
-        choices=["auto", "native", "mooncake", "weka"],
-        help="input format (default: detect)",
-    )
+    _add_from(p)
     p.add_argument(
         "--to",
         dest="dst",
         default="native",
-        choices=["native", "mooncake", "weka"],
+        choices=FORMATS,
         help="output format (default: native)",
     )
     p.add_argument(
@@ -99,6 +94,16 @@ def _register_convert(verbs) -> None:
     p.set_defaults(func=cmd_convert)
 
 
+def _add_from(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from",
+        dest="src",
+        default="auto",
+        choices=("auto", *FORMATS),
+        help="input format (default: detect)",
+    )
+
+
 def _register_stats(verbs) -> None:
     p = verbs.add_parser(
         "stats", help="fidelity table, distributions and prefix-cache hit of a trace"
@@ -108,13 +113,7 @@ def _register_stats(verbs) -> None:
         type=Path,
         help="trace file (native, Mooncake or Weka/AgentX) or a directory of Weka/AgentX files",
     )
-    p.add_argument(
-        "--from",
-        dest="src",
-        default="auto",
-        choices=["auto", "native", "mooncake", "weka"],
-        help="input format (default: detect)",
-    )
+    _add_from(p)
     add_format(p, "one JSON object")
     p.add_argument(
         "--block-size",

@@ -42,6 +42,21 @@ DEFAULT_TRANSFER = {
 }
 
 
+def transfer_seconds(
+    transfer: Mapping[str, Mapping[str, float]],
+    moves: Mapping[tuple[str, str], int],
+    page_bytes: int,
+) -> float:
+    """Seconds to move `moves` blocks of `page_bytes` ((tier, "in"|"out") -> blocks) at the
+    tiers' costs: `transfer`'s, else DEFAULT_TRANSFER's."""
+    total = 0.0
+    for (tier, direction), blocks in moves.items():
+        cost = {**DEFAULT_TRANSFER[tier], **transfer.get(tier, {})}
+        gb_s = cost["write_gb_s" if direction == "in" else "read_gb_s"]
+        total += blocks * (cost["latency_s"] + page_bytes / (gb_s * 1e9))
+    return total
+
+
 @dataclass(frozen=True)
 class StepShape:
     tokens: int
@@ -91,12 +106,7 @@ class CostModel:
 
     def transfer_seconds(self, moves: Mapping[tuple[str, str], int], page_bytes: int) -> float:
         """Seconds to move `moves` blocks of `page_bytes` ((tier, "in"|"out") -> blocks)."""
-        total = 0.0
-        for (tier, direction), blocks in moves.items():
-            cost = {**DEFAULT_TRANSFER[tier], **self.transfer.get(tier, {})}
-            gb_s = cost["write_gb_s" if direction == "in" else "read_gb_s"]
-            total += blocks * (cost["latency_s"] + page_bytes / (gb_s * 1e9))
-        return total
+        return transfer_seconds(self.transfer, moves, page_bytes)
 
     @classmethod
     def load(cls, path: str | None = None) -> CostModel:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from harness.engine import devices
 from harness.engine.devices import Device, Shape
-from harness.engine.runners.cost_model import DEFAULT_TRANSFER, StepShape
+from harness.engine.runners.cost_model import StepShape, transfer_seconds
 
 
 @dataclass(frozen=True)
@@ -103,12 +103,7 @@ class RooflineCost:
         return 2 * self.shape.layers * (self.allreduce_latency_s + ring)
 
     def transfer_seconds(self, moves: Mapping[tuple[str, str], int], page_bytes: int) -> float:
-        total = 0.0
-        for (tier, direction), blocks in moves.items():
-            cost = {**DEFAULT_TRANSFER[tier], **self.transfer.get(tier, {})}
-            gb_s = cost["write_gb_s" if direction == "in" else "read_gb_s"]
-            total += blocks * (cost["latency_s"] + page_bytes / (gb_s * 1e9))
-        return total
+        return transfer_seconds(self.transfer, moves, page_bytes)
 
     def kv_bytes_per_block(self, block_size: int) -> int:
         return int(self.shape.kv_bytes_per_token * block_size)
