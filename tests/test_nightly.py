@@ -17,11 +17,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scenarios" / "nightly.sh"
 # Sized for a test: the CPU profile, 3 s runs, a strict level so night 2 cannot be a false alarm
-# (at most 0.1 %), every run kept whatever the host (the recipe is under test, not the screen).
+# (at most 0.1 %), runs kept whatever their CPU waits (the recipe is under test, not the screen;
+# a run whose CPU time was stolen is still left out, so a night may need a few more runs).
 SIZED = (
     "--set workload.profile=workloads/agentx-cpu.yaml --set workload.sessions=4 "
     "--set load.concurrency=4 --set load.max_duration_s=3 --set load.warmup_s=0 "
-    "--set load.cooldown_s=0 --max-runs 4 --alpha 0.001 --max-wait-share 1"
+    "--set load.cooldown_s=0 --min-runs 2 --max-runs 6 --alpha 0.001 --max-wait-share 1"
 )
 
 
@@ -61,7 +62,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 10 to 11 runs of 3 s and their start-up: minutes on a busy host
+@pytest.mark.timeout(900)  # 6 to 18 runs of 3 s and their start-up: minutes on a busy host
 def test_three_nights_recorded_passed_and_regressed(workdir):
     proc, url = serve()
     try:
@@ -79,11 +80,12 @@ def test_three_nights_recorded_passed_and_regressed(workdir):
     assert (code1, gate1["verdict"]) == (0, "history recorded"), out1
     assert "first run of this history" in out1 and "nightly: passed" in out1
     assert gate2["verdict"] in ("no change detected", "inconclusive") and code2 == 0, out2
-    baseline = gate2["judgement"]["baseline"]  # night 1's runs, screened, named by their night
-    assert baseline and set(baseline) <= {f"nightly-2026-12-01-b{i}" for i in (1, 2, 3)}
+    night1 = {f"nightly-2026-12-01-{Path(r['path']).name}" for r in gate1["runs"]}
+    baseline = (gate2["judgement"] or {"baseline": []})["baseline"]  # no look: screened out
+    assert set(baseline) <= night1  # night 1's runs, screened, named by their night
     assert (code3, gate3["verdict"]) == (1, "regressed"), out3
     assert "::error::nightly: REGRESSED" in out3
-    assert re.search(r"gate: 3 of at most \d+ runs, at most ~[\d.]+ min left", out3)
+    assert re.search(r"gate: 2 of at most \d+ runs, at most ~[\d.]+ min left", out3)
 
 
 def test_the_readme_shows_the_script_as_it_is():
