@@ -170,3 +170,17 @@ def test_an_endpoint_gate_says_a_calibration_needs_the_engine(tmp_path):
     )
     found, why = quoted(key, [])
     assert found is None and key["runner"] == "endpoint" and "target.kind: engine" in why
+
+
+def test_every_two_arms_run_in_each_order_as_often_in_any_window():
+    from itertools import combinations
+
+    from harness.app.gate.calibration import ARMS, cycle_order
+
+    orders = [cycle_order(i) for i in range(19)]
+    assert all(sorted(o) == sorted(ARMS) for o in orders)
+    for start in range(19):
+        for end in range(start + 2, 20):
+            for x, y in combinations(ARMS, 2):
+                first = sum(o.index(x) < o.index(y) for o in orders[start:end])
+                assert abs(2 * first - (end - start)) <= 1, (start, end, x, y)

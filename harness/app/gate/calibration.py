@@ -2,8 +2,9 @@
 
 Four arms of one scenario on the bundled engine: `a` and `a2` (the same configuration twice),
 `s10` and `s30` (`target.engine.options.step_time_scale` 1.1 and 1.3: every engine step 10 % and
-30 % longer). They run in cycles of one run each, the order rotating from cycle to cycle, so a
-host that drifts weighs on every arm alike. A *comparison* is the gate's stopping rule
+30 % longer). They run in cycles of one run each, an order and its reverse in turn (`cycle_order`),
+so a host that drifts weighs on every arm alike and every two arms swap order from one cycle to
+the next, as a gate's pairs do. A *comparison* is the gate's stopping rule
 (harness/app/gate/rule.py) replayed on a window of consecutive cycles, exactly as `harness gate`
 applies it live: pair after pair, busy runs left out, until decisive or `max_runs` a side.
 Window j uses cycles j, j+1, ...: windows share runs (said in calibration.json `sharing`), and
@@ -34,6 +35,7 @@ from harness.app.scenario import Scenario
 from harness.errors import InputError
 
 ARMS = {"a": 1.0, "a2": 1.0, "s10": 1.1, "s30": 1.3}
+ORDER = ("s10", "a", "a2", "s30")  # a cycle's runs; the next cycle's reversed
 KINDS = {  # kind -> (baseline arm, candidate arm) of each comparison
     "false_alarm": (("a", "a2"), ("a2", "a")),
     "detect_+10%": (("a", "s10"), ("a2", "s10")),
@@ -71,9 +73,8 @@ def collect(
     read back, not run again."""
     arms = arm_scenarios(scenario)
     done = _read_cycles(out)
-    names = list(ARMS)
     for i in range(len(done), cycles):
-        order = names[i % len(names) :] + names[: i % len(names)]
+        order = cycle_order(i)
         cycle = {}
         for arm in order:
             shutil.rmtree(out / f"c{i + 1}-{arm}", ignore_errors=True)  # a cut-short cycle's
@@ -88,6 +89,15 @@ def collect(
         done.append(cycle)
         _write_cycles(out, done)
     return done
+
+
+def cycle_order(i: int) -> list[str]:
+    """The arms of cycle `i`: `ORDER` and its reverse in turn, so every two arms swap order from
+    one cycle to the next, as a gate's pairs do (a1 b1, b2 a2, ...), and in any window of cycles
+    ran in each order as often, give or take one; `a` and `a2` sit in the middle both ways. A
+    rotation put `a` before `a2` in three cycles of four; a torch A/A window whose `a` ran first
+    in four of its five cycles was called regressed (5 pairs, each `a` 14-30 % slower)."""
+    return list(ORDER) if i % 2 == 0 else list(reversed(ORDER))
 
 
 def _write_cycles(out: Path, cycles: list[dict[str, GateRun]]) -> None:
