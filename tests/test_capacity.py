@@ -271,3 +271,21 @@ def test_the_wall_clock_search_at_its_ceiling_says_raise_it():
         and "raise --max-concurrency (now 8)" in (result["band_text"])
     )
     assert result["binding_text"].endswith("(raise --max-concurrency to find the one that binds)")
+
+
+@pytest.mark.slow
+def test_a_run_on_the_virtual_clock_is_never_on_a_busy_host(tmp_path):
+    out = tmp_path / "cap"
+    args = [
+        "capacity",
+        "scenarios/quickstart.yaml",
+        "--set",
+        "target.engine.options.runner=simulated",
+    ]
+    args += ["--set", "target.engine.options.clock=virtual", "--set", "load.max_duration_s=4"]
+    # --busy-load 0.001: every run whose host was sampled is busy; the cost model's are not
+    args += ["--busy-load", "0.001", "--min-tasks", "1", "--max-concurrency", "2"]
+    assert main([*args, "-o", str(out)]) == 0
+    result = json.loads((out / "capacity.json").read_text())
+    runs = [r for p in result["points"] for r in p["runs"]]
+    assert runs and not any(r["busy"] for r in runs) and "busy host" not in str(result)
