@@ -91,3 +91,15 @@ def test_three_nights_recorded_passed_and_regressed(workdir):
 def test_the_readme_shows_the_script_as_it_is():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"```bash\n{SCRIPT.read_text(encoding='utf-8')}```" in readme
+
+
+@pytest.mark.slow  # one harness start-up, a few seconds
+def test_a_pasted_copy_returns_to_its_shell(workdir):
+    # bad input (exit 2 before any run): the shell the block was pasted into goes on
+    pasted = SCRIPT.read_text(encoding="utf-8") + 'echo "shell still here: $?"\n'
+    env = {**os.environ, "MODEL": "m", "NIGHTLY_SET": "--set load.concurrency=many"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    done = subprocess.run(
+        ["bash", "-c", pasted], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "shell still here: 2" in done.stdout, done.stdout + done.stderr
