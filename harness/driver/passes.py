@@ -4,7 +4,7 @@ own salt: harness.trace.cycles), held while a pass has families running.
 A pass whose families have all ended, once a later pass has started, sends nothing more (tasks
 come in order): its source goes, with its content caches. All passes share the first pass's word
 and text caches (a segment's words do not depend on the salt). A cycled soak holds the passes in
-flight, not every pass so far (it grew ~1 MB a pass: docs/driver.md, "Soak").
+flight, not every pass so far (it grew ~1 MB a pass: docs/measurements/soak.md).
 """
 
 from __future__ import annotations

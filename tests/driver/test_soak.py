@@ -1,5 +1,5 @@
 """A cycled closed loop holds the passes over the trace that are in flight, not every pass so
-far: the soak's memory creep (docs/driver.md "Soak")."""
+far: the soak's memory creep (docs/measurements/soak.md)."""
 
 import asyncio
 

@@ -2,11 +2,11 @@
 them, and opens them: directly, through a proxy, over TLS).
 
 The HTTP target streams every request through here, not through aiohttp's client session
-(docs/driver.md, "Driver overhead": aiohttp's request and response objects cost ~180 µs a
-request on the 2-core machine, more than all of the replay's own work); so do the harness's
-plain requests (client.py: the preflight, the /metrics scrape, `harness probe`). A request goes
-out whole: its head and its body's pieces in one `writelines`, stamped (`t_write`: the request's
-TTFT counts from there). The answer is parsed by httptools (llhttp, the parser Node.js uses) in
+(docs/measurements/driver.md, "the target's own wire": aiohttp's request and response objects
+cost ~150 µs a request on the 2-core machine, more than any part of the replay); so do the
+harness's plain requests (client.py: the preflight, the /metrics scrape, `harness probe`). A
+request goes out whole: its head and its body's pieces in one `writelines`, stamped (`t_write`:
+the request's TTFT counts from there). The answer is parsed by httptools (llhttp, the parser Node.js uses) in
 the connection's `data_received`, the event loop's I/O callback: each read is stamped when the
 loop read it, and the body's bytes go to the request's consumer (`take`) right there, before any
 task runs. The task that sent the request wakes once, when the response has ended.
