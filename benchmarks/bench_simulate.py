@@ -10,7 +10,7 @@ interleaved per repeat. `--agentx` replays full-scale AgentX (scenarios/agentx-s
 142k-token contexts) instead, scaled by whole sessions: 1x, 4x and 16x `--base` sessions
 (`workload.sessions`, one closed-loop worker each), every session run to its end. The first N
 sessions of a trace are the same whatever its length (harness.trace.strata), so each size holds
-the smaller ones' sessions; their context lengths still differ by size (docs/engine.md), so
+the smaller ones' sessions; their context lengths still differ by size (docs/measurements/simulate.md), so
 compare CPU per prompt token too (the records' `prompt_tokens`) before reading the ratio. For each it times the replay alone (wall and CPU seconds: trace building, analysis and the report are
 left out) and reads the simulated seconds from the manifest. Printed: per size, the median and
 range over the repeats of wall seconds, wall milliseconds per request, and the speed-up
