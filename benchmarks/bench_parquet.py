@@ -11,7 +11,7 @@ records.parquet up to date as `harness analyze` does, then times each load in a 
   - plain `pandas.read_parquet`, what a notebook that skips the loader would pay.
 The goal: a million records load from Parquet in about a second; the ratio is JSON Lines / Parquet.
 Last it prints `read_parquet`'s and `load_run`'s CPU and wall against `pandas.read_parquet` in the
-same run (target: read_parquet <= 1.5x its CPU; docs/metrics.md "Loading a run").
+same run (target: read_parquet <= 1.5x its CPU; docs/measurements/parquet.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A records frame holds them in one of two forms: Python lists per row (object dtype; records.jsonl
 and frames built in code) or Arrow lists (`pd.ArrowDtype`; records.parquet, whose loader keeps the
 flat values and offsets because building a million Python lists per column was nearly all of its
-time, docs/metrics.md "Loading a run"). Every reader of those columns goes through `flat` here, so
+time, docs/measurements/parquet.md). Every reader of those columns goes through `flat` here, so
 both forms give the same figures; `rows` turns either back into Python lists where a row is needed.
 """
 
