@@ -200,5 +200,5 @@ def check(profile: Profile, fitted: dict, *, sessions: int, seed: int) -> tuple[
 
 def profile_yaml(profile: Profile, source: str) -> str:
     """The profile as a workload file (every field written), with where it came from."""
-    head = f'# Fitted by `harness trace fit` to {source} (docs/record.md, "Fit a profile").\n'
+    head = f'# Fitted by `harness trace fit` to {source} (docs/record.md, "Replay and fit").\n'
     return head + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)

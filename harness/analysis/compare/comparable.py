@@ -22,7 +22,7 @@ from harness.analysis.compare.settings import (
 from harness.analysis.compare.sides import HEADLINE
 from harness.analysis.summary_types import Analysis
 
-# Figures another tool defines otherwise than we do (docs/metrics.md, "The same figures").
+# Figures another tool defines otherwise than we do (docs/metrics.md, "The same names in other tools").
 DEFINED_OTHERWISE = (
     "tpot_p50",
     "tpot_p90",
