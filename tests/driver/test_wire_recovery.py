@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from harness.driver.http import HTTPClient, Network, NetworkSettings
+from harness.driver.http.wire import WireError
 from harness.driver.recorder import OutcomeCounts, collect
 from harness.schema import new_record
 from tests.driver.helpers import target
@@ -126,3 +129,24 @@ async def test_the_plain_client_follows_a_get_through_302(raw):
         passed_on = await http.request("GET", f"{url}/old-metrics", follow=False)
         assert passed_on.status == 302 and passed_on.headers["location"] == "/metrics"
         passed_on.close()
+
+
+async def test_the_plain_client_sends_again_fresh_when_a_reused_connection_closed_unanswered(raw):
+    # tinyproxy and servers closing an idle connection: the preflight, /metrics, `harness probe`
+    # and `harness record`'s upstream go through the plain client, which must resend as the
+    # target does
+    body = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    srv, url = await raw(lambda n: [None] if n == 2 else [body])
+    async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
+        for _ in range(2):
+            resp = await http.request("POST", f"{url}/v1/completions", body=b"{}")
+            assert await resp.read() == b"hello"
+    assert srv.connections == 2 and len(srv.heads) == 3
+
+
+async def test_the_plain_client_does_not_resend_on_a_fresh_connection(raw):
+    srv, url = await raw(lambda n: [None])
+    async with HTTPClient(Network(NetworkSettings(proxy="none"))) as http:
+        with pytest.raises(WireError, match="closed"):
+            await http.request("POST", f"{url}/v1/completions", body=b"{}")
+    assert len(srv.heads) == 1

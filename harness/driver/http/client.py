@@ -102,13 +102,25 @@ class HTTPClient:
     async def _once(
         self, method: str, url: str, headers: dict[str, str], body: bytes, raw: bool = False
     ) -> ClientResponse:
+        """One exchange; once more on a fresh connection when the reused one it went on closed
+        before any byte came back (the server never read it), as the HTTP target does."""
         sent = {k: v for k, v in headers.items() if k.lower() != "content-length"}
         if body or method not in ("GET", "HEAD"):
             sent["Content-Length"] = str(len(body))
         ep = Endpoint(url, sent, self.network, method)
+        out = await self._attempt(ep, url, body, raw, fresh=False)
+        if out is None:
+            out = await self._attempt(ep, url, body, raw, fresh=True)
+        assert out is not None  # a fresh connection is never stale
+        return out
+
+    async def _attempt(
+        self, ep: Endpoint, url: str, body: bytes, raw: bool, *, fresh: bool
+    ) -> ClientResponse | None:
+        """The response once its head came; None when a reused connection closed unanswered."""
         try:
             async with asyncio.timeout(self.timeout):
-                conn = await self._pool.acquire(ep)
+                conn = await self._pool.acquire(ep, fresh)
         except TimeoutError:
             raise WireError("ConnectTimeout", f"no connection to {ep.where} in time") from None
         out = ClientResponse(self._pool, conn, url)
@@ -121,6 +133,11 @@ class HTTPClient:
             raise WireError(
                 "TTFTTimeout", f"no answer from {ep.where} within {self.timeout}s"
             ) from None
+        except WireError:
+            out.close()
+            if not fresh and out.stale:
+                return None
+            raise
         except BaseException:
             out.close()
             raise
@@ -160,6 +177,12 @@ class ClientResponse:
         if resp.status == 0:
             self.close()
             raise resp.error or WireError("ConnectionClosed", "the server sent no answer")
+
+    @property
+    def stale(self) -> bool:
+        """Sent on a reused connection that closed before any byte came back."""
+        resp = self._resp
+        return resp is not None and resp.reused and not resp.answered
 
     @property
     def status(self) -> int:
