@@ -101,32 +101,59 @@ class MessagesFraming(ChatFraming):
 
 
 class ResponsesFraming(ChatFraming):
-    """OpenAI Responses: one message item of output text; usage on the final response."""
+    """OpenAI Responses: one message item of output text, announced (item, then content part)
+    before its deltas and closed after them, as OpenAI and vLLM do (the openai SDK's stream
+    helper refuses a delta it has no item for); usage on the final response."""
+
+    ITEM = {"item_id": "msg_0", "output_index": 0}
 
     def __init__(self, build: ResponseBuilder) -> None:
         super().__init__(build)
         self.response: dict = {"id": f"resp_{uuid.uuid4().hex}", "object": "response"}
         self.response |= {"model": build.model, "status": "in_progress", "output": []}
+        self.sequence = 0
+
+    def _event(self, kind: str, data: dict) -> bytes:
+        self.sequence += 1
+        return event(kind, data | {"sequence_number": self.sequence - 1})
 
     def opening(self) -> list[bytes]:
-        return [event("response.created", {"response": self.response})]
+        item = {"type": "message", "id": "msg_0", "status": "in_progress", "role": "assistant"}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return [
+            self._event("response.created", {"response": self.response}),
+            self._event("response.in_progress", {"response": self.response}),
+            self._event(
+                "response.output_item.added", {"output_index": 0, "item": item | {"content": []}}
+            ),
+            self._event(
+                "response.content_part.added", self.ITEM | {"content_index": 0, "part": part}
+            ),
+        ]
 
     def output(self, out: RequestOutput) -> list[bytes]:
         text = self.build.add(out)
-        delta = {"item_id": "msg_0", "output_index": 0, "content_index": 0, "delta": text}
-        return [event("response.output_text.delta", delta)] if text else []
+        delta = self.ITEM | {"content_index": 0, "delta": text, "logprobs": []}
+        return [self._event("response.output_text.delta", delta)] if text else []
 
     def failure(self, err: ApiError) -> list[bytes]:
         error = {"code": err.code or err.type, "message": err.message}
-        return [
-            event(
-                "response.failed",
-                {"response": self.response | {"status": "failed", "error": error}},
-            )
-        ]
+        failed = self.response | {"status": "failed", "error": error}
+        return [self._event("response.failed", {"response": failed})]
 
     def closing(self) -> list[bytes]:
-        return [event("response.completed", {"response": self.whole()})]
+        final = self.whole()
+        (message,) = final["output"]
+        (part,) = message["content"]
+        text = self.ITEM | {"content_index": 0, "text": part["text"], "logprobs": []}
+        return [
+            self._event("response.output_text.done", text),
+            self._event(
+                "response.content_part.done", self.ITEM | {"content_index": 0, "part": part}
+            ),
+            self._event("response.output_item.done", {"output_index": 0, "item": message}),
+            self._event("response.completed", {"response": final}),
+        ]
 
     def whole(self) -> dict:
         b, out = self.build, self.build.last

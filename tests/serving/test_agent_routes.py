@@ -50,6 +50,25 @@ def test_the_openai_client_reads_a_responses_stream(server):
     assert usage.input_tokens_details.cached_tokens == 0
 
 
+@pytest.mark.slow
+def test_the_openai_stream_helper_builds_the_response_as_it_streams(server):
+    # responses.stream() accumulates the output item by item: it refuses a text delta before
+    # its output item and content part were announced, as OpenAI and vLLM announce them
+    import openai
+
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
+        with client.responses.stream(
+            model=MODEL,
+            input=[{"role": "user", "content": "hello there"}],
+            max_output_tokens=5,
+            extra_body={"ignore_eos": True},
+        ) as stream:
+            deltas = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+            final = stream.get_final_response()
+    assert deltas and final.output_text == deltas
+    assert final.usage is not None and final.usage.output_tokens == 5
+
+
 def _post(server, path: str, body: dict) -> list[dict]:
     import urllib.request
 
