@@ -96,8 +96,9 @@ class Proxy:
                         return self._left(ex, resp)
                 if ex is not None:
                     ex.end("ok" if ex.status == 200 else "http_error")
-                if not await _write(resp, None):
-                    return self._left(ex, resp)
+                # every byte of the body was passed on: a client gone before its end (an SDK
+                # closes on [DONE]) had the whole answer, and the request stays in the trace
+                await _write(resp, None)
         except (WireError, OSError) as exc:
             return self._failed(ex, exc, request, resp)
         return resp

@@ -204,3 +204,45 @@ def test_the_recording_keeps_usage_cache_fields_and_failures(proxied):
     assert messages[-1]["diagnostics"]["cache_miss_reason"]["type"] == "tools_changed"
     for path in folder.rglob("*"):
         assert API_KEY.encode() not in path.read_bytes()
+
+
+def _lingering_upstream() -> web.Application:
+    """A chat stream whose end (the chunked terminator) comes a while after its [DONE]."""
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
+        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n")
+        await asyncio.sleep(0.5)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def test_a_client_that_leaves_after_the_whole_stream_is_recorded_ok(tmp_path):
+    # SDKs close the connection on [DONE]; if that beats the upstream's own end, the client
+    # still had every byte, and the request belongs in the trace
+    import socket
+    from urllib.parse import urlsplit
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "u"}]})
+    body = body[:-1] + ', "stream": true}'
+    with BackgroundApp(_lingering_upstream()) as up:
+        rec = recording(up, tmp_path / "rec", tmp_path / "salt")
+        with BackgroundRecorder(rec) as url:
+            where = urlsplit(url)
+            with socket.create_connection((where.hostname, where.port), timeout=30) as s:
+                s.sendall(
+                    f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    f"application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+                )
+                got = b""
+                while b"[DONE]" not in got:
+                    got += s.recv(65536)
+    (done,) = _done_lines(tmp_path / "rec")
+    assert done["outcome"] == "ok"
