@@ -45,10 +45,13 @@ class Exchange:
         self.reply += data
 
     def end(self, outcome: Outcome, error: str | None = None) -> None:
-        """The exchange ended (its first end counts: the upstream's last byte, stamped before
-        the proxy passes it on, so the agent's next request is always sent after it)."""
+        """The exchange ended (its first end counts). A body read whole ended at its last
+        byte, stamped before the proxy passed it on, so the agent's next request is always
+        sent after it (an SDK sends on [DONE], while the upstream's chunked end may be on
+        its way still)."""
         if self.t_end is None:
-            self.t_end = time.perf_counter()
+            whole = outcome in ("ok", "http_error") and self.t_last_byte is not None
+            self.t_end = self.t_last_byte if whole else time.perf_counter()
         if self.outcome == "ok":
             self.outcome, self.error = outcome, error
 

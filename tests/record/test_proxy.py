@@ -224,25 +224,34 @@ def _lingering_upstream() -> web.Application:
     return app
 
 
-def test_a_client_that_leaves_after_the_whole_stream_is_recorded_ok(tmp_path):
-    # SDKs close the connection on [DONE]; if that beats the upstream's own end, the client
-    # still had every byte, and the request belongs in the trace
+def _send_until_done(url: str, messages: list[dict]) -> None:
+    """A chat stream read up to its [DONE], as an SDK reads it; then the connection closes."""
     import socket
     from urllib.parse import urlsplit
 
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "u"}]})
-    body = body[:-1] + ', "stream": true}'
+    body = json.dumps({"model": "m", "messages": messages, "stream": True})
+    where = urlsplit(url)
+    with socket.create_connection((where.hostname, where.port), timeout=30) as s:
+        s.sendall(
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            f"application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        got = b""
+        while b"[DONE]" not in got:
+            got += s.recv(65536)
+
+
+def test_a_client_that_leaves_after_the_whole_stream_is_recorded_ok(tmp_path):
+    # SDKs close the connection on [DONE]; if that beats the upstream's own end, the client
+    # still had every byte: the request belongs in the trace, and it ended when its last byte
+    # was passed on, so the agent's next turn, sent at once, continues its session
+    first = [{"role": "user", "content": "u"}]
+    then = first + [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}]
     with BackgroundApp(_lingering_upstream()) as up:
         rec = recording(up, tmp_path / "rec", tmp_path / "salt")
         with BackgroundRecorder(rec) as url:
-            where = urlsplit(url)
-            with socket.create_connection((where.hostname, where.port), timeout=30) as s:
-                s.sendall(
-                    f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                    f"application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
-                )
-                got = b""
-                while b"[DONE]" not in got:
-                    got += s.recv(65536)
-    (done,) = _done_lines(tmp_path / "rec")
-    assert done["outcome"] == "ok"
+            _send_until_done(url, first)
+            _send_until_done(url, then)
+    assert [d["outcome"] for d in _done_lines(tmp_path / "rec")] == ["ok", "ok"]
+    described = json.loads((tmp_path / "rec" / "recording.json").read_text())
+    assert list(described["turns"].values()) == [[0, 1]]
