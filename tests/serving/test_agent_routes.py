@@ -56,15 +56,12 @@ def test_the_openai_stream_helper_builds_the_response_as_it_streams(server):
     # its output item and content part were announced, as OpenAI and vLLM announce them
     import openai
 
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0) as client:
-        with client.responses.stream(
-            model=MODEL,
-            input=[{"role": "user", "content": "hello there"}],
-            max_output_tokens=5,
-            extra_body={"ignore_eos": True},
-        ) as stream:
-            deltas = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
-            final = stream.get_final_response()
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    ask = {"model": MODEL, "input": [{"role": "user", "content": "hello there"}]}
+    ask |= {"max_output_tokens": 5, "extra_body": {"ignore_eos": True}}
+    with client, client.responses.stream(**ask) as stream:
+        deltas = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        final = stream.get_final_response()
     assert deltas and final.output_text == deltas
     assert final.usage is not None and final.usage.output_tokens == 5
 
