@@ -146,7 +146,7 @@ def test_ctrl_c_stops_the_engine_and_leaves_a_valid_run(tmp_path):
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     records = out / "records.jsonl"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         if records.exists() and records.read_text().count("\n") >= 10:
             break
@@ -239,7 +239,7 @@ def test_kill_9_leaves_no_server_and_a_harness_folder_in_cwd_shadows_nothing(tmp
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     records = out / "records.jsonl"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and not (records.exists() and records.stat().st_size):
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.1)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from functools import cache
 
+from tests.waits import HANG_S
+
 
 @cache
 def netns_problem() -> str | None:
@@ -18,7 +20,7 @@ def netns_problem() -> str | None:
         ["unshare", "-n", "sh", "-c", "ip link set lo up && ip -o link show | wc -l"],
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=HANG_S,
         check=False,
     )
     if probe.returncode != 0:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waits import HANG_S
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -35,7 +37,7 @@ def program(name: str) -> str:
 
 
 def wait_listening(port: int, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG_S  # a guard: a dead process fails at once
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"exited {proc.returncode}: {log.read_text()[-800:]}")

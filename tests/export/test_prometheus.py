@@ -18,6 +18,7 @@ import pytest
 
 from harness.app.cli import main
 from harness.export.catalog import LATENCY_BUCKETS
+from tests.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = ROOT / "dashboards" / "harness-live.grafana.json"
@@ -76,7 +77,8 @@ class Prometheus:
         self._ready()
 
     def _ready(self) -> None:
-        for _ in range(300):
+        deadline = time.monotonic() + HANG_S  # a guard: a dead process fails at once
+        while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited {self.proc.returncode}")
             try:

@@ -15,6 +15,7 @@ import pytest
 from harness.trace.formats import load_trace
 from tests.record.agents import MARKER, OUT, responses_task
 from tests.record.conftest import API_KEY, record_tasks
+from tests.waits import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +165,7 @@ def test_trace_stats_reads_it_as_any_trace(recorded):
         ],
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=HANG_S,
         text=True,
     ).stdout
     stats = json.loads(out)

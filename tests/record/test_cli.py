@@ -13,6 +13,7 @@ import pytest
 
 from harness.trace.formats import load_trace
 from tests.record.conftest import API_KEY
+from tests.waits import HANG_S
 
 
 def _start(args: list[str]) -> tuple[subprocess.Popen, str]:
@@ -54,7 +55,7 @@ def test_ctrl_c_leaves_a_valid_trace_and_rebuild_makes_it_again(sim_server, tmp_
                 messages=[{"role": "user", "content": "hello there"}],
             )
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err
     assert "recorded 2 requests (2 in the trace" in err
     assert load_trace(folder / "trace.jsonl").num_requests == 2
@@ -63,7 +64,7 @@ def test_ctrl_c_leaves_a_valid_trace_and_rebuild_makes_it_again(sim_server, tmp_
         [sys.executable, "-m", "harness", "record", "--rebuild", str(folder)],
         check=True,
         capture_output=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert load_trace(folder / "trace.jsonl").num_requests == 2
     summary = json.loads((folder / "recording.json").read_text())

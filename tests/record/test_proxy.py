@@ -5,6 +5,7 @@ keeps the usage and cache fields, the failures, and never the key."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import threading
 import urllib.error
@@ -153,8 +154,6 @@ def test_errors_and_other_paths_pass_through(upstream, proxied):
 
 
 def test_a_cut_stream_is_cut_for_the_client_too(proxied):
-    import http.client
-
     with pytest.raises(http.client.IncompleteRead):  # the body ends before its end
         _raw(f"{proxied[0]}/v1/completions", {"model": "m", "prompt": "x", "stream": True})
 
@@ -174,7 +173,12 @@ def _done_lines(folder: Path) -> list[dict]:
 
 
 def test_the_recording_keeps_usage_cache_fields_and_failures(proxied):
+    """Each outcome it checks is made here: under xdist the module's other tests may run in
+    another worker, with a proxy and recording of their own."""
     url, folder, background = proxied
+    assert _raw(f"{url}/v1/responses", {"model": "m", "input": "x"})[0] == 429
+    with pytest.raises(http.client.IncompleteRead):
+        _raw(f"{url}/v1/completions", {"model": "m", "prompt": "x", "stream": True})
     with _openai(url) as client:
         list(
             client.chat.completions.create(
