@@ -5,6 +5,7 @@ cause, then warnings. About 15 lines, each under 100 columns; `--verbose` prints
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Literal
 
@@ -49,10 +50,16 @@ def _line(name: str, text: str) -> str:
     return f"{name:<{LABEL}}{text}"
 
 
+KEEP = "\x00"  # a space no line breaks at: a figure and its unit stay together
+UNIT = re.compile(r"(?<=\d) (?=(?:%|s|ms|tok/s|tok/s/user|tok/s/GPU)\b|%)")
+
+
 def _wrap(text: str, width: int = WIDTH) -> list[str]:
     if len(text) <= width:
         return [text]
-    return textwrap.wrap(text, width, subsequent_indent=" " * LABEL, break_on_hyphens=False)
+    kept = UNIT.sub(KEEP, text)
+    lines = textwrap.wrap(kept, width, subsequent_indent=" " * LABEL, break_on_hyphens=False)
+    return [line.replace(KEEP, " ") for line in lines]
 
 
 def _ran(s: Summary) -> list[str]:

@@ -47,6 +47,16 @@ def test_an_80_column_terminal_gets_lines_that_fit_it(summary):
     assert max(len(line) for line in lines) <= 79 and len(lines) <= MAX_LINES + 4
 
 
+def test_a_wrapped_line_keeps_each_figure_with_its_unit():
+    # the quickstart at 80 columns ended its cache line "... most cold (3.7" / "%)"
+    from harness.report.brief import _wrap
+
+    text = "cache hit  0.956 vs ideal 0.957 · 4.4 % of prompt tokens missed, most cold (3.7 %)"
+    lines = _wrap(text, 79)
+    assert len(lines) == 2 and lines[1].strip() == "(3.7 %)", lines
+    assert all(len(line) <= 79 for line in lines)
+
+
 def test_each_slo_sits_on_its_metrics_row_with_its_verdict(summary):
     rows = {line.split()[0]: line for line in brief(summary).splitlines() if line.strip()}
     assert rows["TTFT"].endswith("p90 <= 0.001 s: MISSED")
