@@ -108,3 +108,26 @@ def test_card_and_figures_colour_each_category_from_one_table(tmp_path):
     bars = [p.get_facecolor() for p in fig.axes[0].patches]
     assert to_rgba(colors.tier_color("cpu")) in [tuple(b) for b in bars]
     plt.close(fig)
+
+
+def test_a_legend_below_fits_the_narrow_drawing_of_a_wide_figure():
+    # the quickstart's "Load held" at 800 px: six entries in one row at 13.6 in, still one row
+    # at 7.6 in, its first handle drawn left of the image
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from harness.report.plots.base import WIDE, legend_below
+    from harness.report.plots.narrow import narrow_layout
+
+    fig = Figure(figsize=(WIDE, 4), dpi=100, layout="constrained")
+    fig.subplots().plot([0, 1], [0, 1])
+    names = ["tasks in flight", "requests in flight", "target", "server hit", "ideal hit"]
+    legend_below(fig, [Line2D([], []) for _ in names + ["x"]], [*names, "measured window"])
+    assert narrow_layout(fig)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    box, (legend,) = fig.bbox, fig.legends
+    inside = legend.get_window_extent(renderer)
+    assert box.x0 <= inside.x0 and inside.x1 <= box.x1, (inside, box)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from harness.report.plots.base import figure_title
+from harness.report.plots.base import figure_title, legend_below
 
 NARROW = 7.6  # inches at 100 dpi: the figure column of an 800 px page
 WIDER_THAN = 8.0  # figures at least this wide get a narrow drawing too
@@ -17,6 +17,11 @@ def narrow_layout(fig: Figure) -> bool:
     if width < WIDER_THAN:
         return False
     fig.set_size_inches(NARROW, height)
+    for legend in list(fig.legends):  # legend_below's, its rows laid out again at this width
+        labels = [t.get_text() for t in legend.get_texts()]
+        handles = legend.legend_handles
+        legend.remove()
+        legend_below(fig, handles, labels)
     title = fig.get_suptitle()
     if title:
         figure_title(fig, " ".join(title.split()))
