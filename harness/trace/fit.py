@@ -23,6 +23,7 @@ import math
 import numpy as np
 import yaml
 
+from harness.trace import tool_set
 from harness.trace.generate import generate
 from harness.trace.model import Session, Trace
 from harness.trace.profile import Profile, validate_profile
@@ -116,6 +117,17 @@ def _prompt_max(trace: Trace) -> int:
     return longest
 
 
+def system_tokens(values, tools: bool) -> dict:
+    """The system prompts' sizes; with tool-shaped turns, none under the least that holds a
+    tool schema (a one-line instruction the agent sent as its system part is raised to it),
+    so a profile fitted to a recording always draws."""
+    fitted = dist(values)
+    if tools:
+        least = float(tool_set.least_system_tokens())
+        fitted = {k: max(v, least) if k != "sigma" else v for k, v in fitted.items()}
+    return fitted
+
+
 def fit_profile(trace: Trace, *, name: str, source: str) -> Profile:
     mains = trace.main_sessions
     if not mains:
@@ -133,7 +145,7 @@ def fit_profile(trace: Trace, *, name: str, source: str) -> Profile:
         f"{trace.num_requests} requests",
         "sessions": len(mains),
         "arrival": _arrival(mains),
-        "system_prompts": {"count": len(systems), "tokens": dist(systems.values())},
+        "system_prompts": {"count": len(systems), "tokens": system_tokens(systems.values(), tools)},
         **shape,
         "max_context_tokens": max(1, 2 * _prompt_max(trace)),
         "subagents": _subagents(trace, mains, shape["turns"]),

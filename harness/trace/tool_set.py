@@ -17,6 +17,7 @@ bare schema is refused in one line (`ToolSetError`).
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 
 from harness.errors import ProfileError
@@ -87,6 +88,13 @@ def _scaled(seed: int, system_id: str, system_tokens: int) -> str:
         )
     order = [t["function"]["name"] for t in tools]  # the catalog's order, as the full set has
     return json.dumps(sorted(kept, key=lambda t: order.index(t["function"]["name"])))
+
+
+def least_system_tokens() -> int:
+    """The smallest system prompt every tool set fits one schema into: each set holds the core
+    tools, so the smallest core tool in its bare form within `TOOLS_SHARE` of it."""
+    core = [t for t in tool_calls.CATALOG if t["function"]["name"] in tool_calls.CORE]
+    return math.ceil(min(cost([shaped(t, "bare")]) for t in core) / TOOLS_SHARE)
 
 
 def system_tools(seed: int, system_id: str, system_tokens: int) -> list[dict]:

@@ -64,3 +64,17 @@ def test_the_verb_writes_a_workload_file_and_the_table(source, tmp_path, capsys)
     profile = load_profile(tmp_path / "p.yaml")
     assert profile.name == "fit-t"
     assert generate(profile, seed=1, sessions=3).num_requests > 0
+
+
+def test_a_fit_with_tool_calls_draws_even_where_a_system_prompt_was_tiny(source):
+    # a recorded agent whose task came with a one-line instruction (a Responses request's
+    # "be brief", a completions prompt): its fitted system prompts were too small for one tool
+    # schema, and `harness trace fit` failed drawing from its own profile (ToolSetError)
+    from harness.trace.fit import system_tokens
+    from harness.trace.profile import validate_profile
+
+    doc = fit_profile(source, name="fit", source="test").model_dump(mode="json")
+    doc |= {"turn_form": "tools", "content": "code"}
+    doc["system_prompts"] = {"count": 3, "tokens": system_tokens([12, 52, 3000], tools=True)}
+    generate(validate_profile(doc, source="test"), seed=3, sessions=40)
+    assert system_tokens([12, 52, 3000], tools=False)["min"] == 12  # plain turns: as recorded
