@@ -8,7 +8,7 @@ import pytest
 
 from harness.analysis.capacity import MET, MISSED
 from harness.app.capacity.fleet import fleet
-from harness.app.capacity.virtual import Point, Search, capacity_virtual
+from harness.app.capacity.virtual import Point, Search, capacity_virtual, most_points
 from harness.app.cli import main
 from harness.app.commands.run import SIMULATE_SETS
 from harness.app.scenario import load_scenario
@@ -39,6 +39,14 @@ def test_a_search_from_a_guess_steps_down_to_a_bracket():
 def test_no_point_met_and_the_ceiling_met():
     assert Search(_threshold(0, []), 256).run() is None
     assert Search(_threshold(1000, []), 64).run() == 64
+
+
+def test_the_progress_bound_holds_every_search():
+    for ceiling in (1, 2, 3, 7, 8, 100, 256, 600):
+        for limit in range(0, ceiling + 2, max(1, ceiling // 40)):
+            seen: list[int] = []
+            Search(_threshold(limit, seen), ceiling).run()
+            assert len(seen) <= most_points(ceiling), (ceiling, limit, seen)
 
 
 def _scenario(name: str, *sets: str):
@@ -111,3 +119,23 @@ def test_a_ceiling_the_trace_cannot_hold_is_refused_before_any_run(tmp_path, cap
     assert main([*args, "-o", str(tmp_path / "c")]) == 2
     assert "raise workload.sessions" in capsys.readouterr().err
     assert not list((tmp_path / "c").glob("c*"))
+
+
+@pytest.mark.slow
+def test_a_scenario_on_the_virtual_clock_is_searched_exactly_and_past_its_ceiling(tmp_path, capsys):
+    """The issue's command: --set clock=virtual without --simulate is the exact search (one run a
+    point, its progress counted), says "at least N" at its ceiling, and a raised one goes past."""
+    args = ["capacity", "scenarios/quickstart.yaml", *(f"--set={s}" for s in SIMULATE_SETS)]
+    args += ["--set", "load.max_duration_s=20", "--format", "json"]  # 1 and 2: too few tasks
+    found = {}
+    for ceiling in (8, 16):
+        out = str(tmp_path / f"at{ceiling}")
+        assert main([*args, "--max-concurrency", str(ceiling), "-o", out]) == 0
+        captured = capsys.readouterr()
+        found[ceiling] = json.loads(captured.out)
+        assert f"of at most {most_points(ceiling)} runs" in captured.err
+    at8, at16 = found[8], found[16]
+    assert at8["clock"] == "virtual" and at8["at_ceiling"] and at8["capacity"] == 8
+    assert "at least 8: " in at8["band_text"] and "(now 8)" in at8["band_text"]
+    assert [p["concurrency"] for p in at16["points"]] == [1, 2, 4, 8, 16]
+    assert at16["capacity"] == 16

@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.analysis.capacity import MET, MISSED, Rule
 from harness.analysis.capacity import outcome as run_outcome
 from harness.analysis.slo import Slo, parse_slos
+from harness.app.runs_progress import RunsProgress
 from harness.app.scenario import Scenario
 from harness.errors import InputError
 from harness.trace.model import Trace
@@ -134,9 +135,11 @@ def capacity_virtual(
     point_s: float | None = None,
     quiet: bool = False,
     say: Callable[[str], None] | None = None,
+    bar: bool = False,
 ) -> dict:
-    """The search, capacity.json and capacity.md in `out`; each point a line (`say`, else
-    stdout)."""
+    """The search, capacity.json and capacity.md in `out`; each point a progress line (`say`,
+    else stdout): points done of the most the search can take, the time left at most, the
+    answer so far; `bar`: a progress bar on stderr too."""
     from harness.app.build import build_trace
     from harness.app.capacity.search import check_ceiling
 
@@ -144,21 +147,43 @@ def capacity_virtual(
     check_ceiling(max_concurrency, scenario)
     trace = build_trace(scenario)  # one trace for every point: the concurrency does not shape it
     log = (lambda _: None) if quiet else (say or _print)
+    progress = RunsProgress(
+        "capacity (simulated)", most_points(max_concurrency), None, log, bar and not quiet
+    )
 
     def measure(c: int) -> Point:
         p = measure_point(
             at(scenario, concurrency=c, point_s=point_s), trace, out / f"c{c}", slos, rule
         )
-        log(f"capacity (simulated): concurrency {c}: {p.state}, {_figures(p)}, {p.wall_s} s wall")
+        line = f"concurrency {c}: {p.state}, {_figures(p)}, {p.wall_s} s wall"
+        progress.done(line, p.wall_s, _so_far(search, p))  # `search`: bound below
         return p
 
-    began = time.perf_counter()
     search = Search(measure, max_concurrency)
-    answer = search.run()
+    began = time.perf_counter()
+    with progress:
+        answer = search.run()
     result = _result(scenario, search, answer, slos, point_s, time.perf_counter() - began)
     (out / CAPACITY_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (out / "capacity.md").write_text(capacity_markdown(result), encoding="utf-8")
     return result
+
+
+def most_points(ceiling: int) -> int:
+    """The most points the search can run: doubling from 1 to `ceiling`, then bisecting the
+    last doubling's gap (or halving down from 1's miss: none)."""
+    doublings = max(1, ceiling - 1).bit_length()
+    return doublings + 1 + max(1, ceiling // 2).bit_length()
+
+
+def _so_far(search: Search, p: Point) -> str:
+    """The answer so far: the highest point met below every miss, and the first miss above it."""
+    misses = [c for c, q in search.points.items() if q.state == MISSED]
+    misses += [p.concurrency] if p.state == MISSED else []
+    first_miss = min(misses, default=None)
+    met = [c for c, q in [*search.points.items(), (p.concurrency, p)] if q.state == MET]
+    best = max((c for c in met if first_miss is None or c < first_miss), default=None)
+    return f"capacity {best or 'none yet'}, band {best or 0}-{first_miss or '?'}"
 
 
 def _result(scenario, search: Search, answer, slos, point_s, wall_s: float) -> dict:

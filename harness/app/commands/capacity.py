@@ -114,7 +114,7 @@ def _capacity(args: argparse.Namespace) -> int:
     from harness.errors import InputError
     from harness.report.capacity_text import notes
 
-    if args.simulate:  # the exact search on the virtual clock (harness/app/capacity/virtual.py)
+    if args.simulate or _virtual(args):  # the exact search (harness/app/capacity/virtual.py)
         from harness.app.commands.fleet import simulate_capacity
 
         return simulate_capacity(args)
@@ -133,6 +133,15 @@ def _capacity(args: argparse.Namespace) -> int:
     print(formatted(args.format, "\n".join(f"capacity: {line}" for line in lines), result))
     print(f"wrote {out / CAPACITY_FILE} and {out / 'capacity.html'}", file=sys.stderr)
     return 0
+
+
+def _virtual(args: argparse.Namespace) -> bool:
+    """Whether the scenario, --set included, runs on the virtual clock: its figures are the cost
+    model's, exactly, so the exact search runs (one run a point), not the wall clock's repeats."""
+    from harness.app.build import virtual_clock
+    from harness.app.scenario import load_scenario
+
+    return virtual_clock(load_scenario(args.scenario, args.sets))
 
 
 def _capacity_settings(args: argparse.Namespace):

@@ -59,7 +59,7 @@ def simulate_capacity(args: argparse.Namespace) -> int:
     as_json = args.format == "json"  # stdout holds the one JSON object; the lines go to stderr
     result = capacity_virtual(
         scenario, out, max_concurrency=args.max_concurrency, point_s=args.point_s,
-        say=printer(as_json),
+        say=printer(as_json), bar=sys.stderr.isatty(),
     )  # fmt: skip
     print(formatted(args.format, f"capacity: {result['band_text']}", result))
     print(
