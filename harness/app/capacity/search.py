@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.analysis import capacity_band as curve
@@ -272,10 +272,7 @@ def _point(v: PointVerdict) -> dict:
 
 def _measure(scenario: Scenario, out: Path, slos: list[Slo], rule: Rule, quiet: bool) -> Measure:
     from harness.analysis.summary import analyze_run
-    from harness.app.build import virtual_clock
     from harness.app.runner import build_trace, replay_point
-
-    virtual = virtual_clock(scenario)  # the cost model's figures: the host is in none of them
 
     def measure(c: int, k: int) -> RunOutcome:
         point = scenario.model_copy(
@@ -288,8 +285,7 @@ def _measure(scenario: Scenario, out: Path, slos: list[Slo], rule: Rule, quiet: 
         summary = analyze_run(run_dir)  # summary.json; `harness report RUN` draws the run's page
         host["after"] = list(os.getloadavg())
         wall = time.perf_counter() - began
-        done = run_outcome(c, str(run_dir), summary, slos, host, rule, round(wall, 1))
-        return replace(done, busy=False) if virtual else done
+        return run_outcome(c, str(run_dir), summary, slos, host, rule, round(wall, 1))
 
     return measure
 
