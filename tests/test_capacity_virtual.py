@@ -8,7 +8,7 @@ import pytest
 
 from harness.analysis.capacity import MET, MISSED
 from harness.app.capacity.fleet import fleet
-from harness.app.capacity.virtual import Point, Search, capacity_virtual, most_points
+from harness.app.capacity.virtual import Point, Search, capacity_virtual, missed_slos, most_points
 from harness.app.cli import main
 from harness.app.commands.run import SIMULATE_SETS
 from harness.app.scenario import load_scenario
@@ -139,3 +139,13 @@ def test_a_scenario_on_the_virtual_clock_is_searched_exactly_and_past_its_ceilin
     assert "at least 8: " in at8["band_text"] and "(now 8)" in at8["band_text"]
     assert [p["concurrency"] for p in at16["points"]] == [1, 2, 4, 8, 16]
     assert at16["capacity"] == 16
+
+
+def test_a_missed_point_names_the_slo_that_binds():
+    from harness.analysis.slo import parse_slos
+
+    slos = parse_slos({"ttft_p90": "1s", "interactivity_p90": 20}, source="slos")
+    point = Point(282, MISSED, {"ttft_p90": 1.018, "interactivity_p90": 28.85}, None, 0, 0, 0.0, "")
+    assert missed_slos(point, slos) == ["ttft_p90 1.018 > 1"]
+    slow = Point(9, MISSED, {"ttft_p90": 0.5, "interactivity_p90": 12.0}, None, 0, 0, 0.0, "")
+    assert missed_slos(slow, slos) == ["interactivity_p90 12 < 20"]

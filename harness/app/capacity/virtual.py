@@ -189,6 +189,7 @@ def _so_far(search: Search, p: Point) -> str:
 def _result(scenario, search: Search, answer, slos, point_s, wall_s: float) -> dict:
     misses = [c for c, p in search.points.items() if p.state == MISSED and c > (answer or 0)]
     first_miss = min(misses, default=None)
+    binding = None if first_miss is None else missed_slos(search.points[first_miss], slos)
     return {
         "capacity": answer,
         "band": [answer, first_miss],
@@ -200,12 +201,25 @@ def _result(scenario, search: Search, answer, slos, point_s, wall_s: float) -> d
         "wall_s": round(wall_s, 1),
         "ceiling": search.ceiling,
         "at_ceiling": first_miss is None and answer is not None and answer >= search.ceiling,
-        "band_text": _band_text(answer, first_miss, search.ceiling),
+        "binding": binding,
+        "band_text": _band_text(answer, first_miss, search.ceiling, binding),
         "points": [asdict(search.points[c]) for c in sorted(search.points)],
     }
 
 
-def _band_text(answer: int | None, first_miss: int | None, ceiling: int) -> str:
+def missed_slos(p: Point, slos: list[Slo]) -> list[str]:
+    """The SLOs a point missed, each with its figure against its bound: 'ttft_p90 1.02 > 1'."""
+    out = []
+    for s in slos:
+        v = p.figures.get(s.name)
+        if v is not None and (v > s.bound if s.is_upper else v < s.bound):
+            out.append(f"{s.name} {_g(v)} {'>' if s.is_upper else '<'} {_g(s.bound)}")
+    return out
+
+
+def _band_text(
+    answer: int | None, first_miss: int | None, ceiling: int, binding: list[str] | None
+) -> str:
     if answer is None:
         return f"no concurrency met every SLO ({MODELLED})"
     if first_miss is None and answer >= ceiling:
@@ -213,7 +227,8 @@ def _band_text(answer: int | None, first_miss: int | None, ceiling: int) -> str:
             f"at least {answer}: every point up to the search's ceiling met every SLO; raise "
             f"--max-concurrency (now {ceiling}) to search past it ({MODELLED})"
         )
-    above = f"; {first_miss} missed" if first_miss is not None else ""
+    why = f" ({', '.join(binding)})" if binding else ""
+    above = f"; {first_miss} missed{why}" if first_miss is not None else ""
     return f"{answer} concurrent tasks met every SLO{above} ({MODELLED})"
 
 
