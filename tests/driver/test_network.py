@@ -123,9 +123,15 @@ async def test_an_untrusted_certificate_names_the_options_that_fix_it(
         monkeypatch.delenv("REQUESTS_CA_BUNDLE")
         monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
         by_openssl_variable, _ = await replay(nginx.url, 1)
+        (tmp_path / "other").mkdir()
+        other = Certificates(tmp_path / "other")  # another private CA
+        monkeypatch.setenv("CURL_CA_BUNDLE", str(other.ca))  # outranks SSL_CERT_FILE
+        outranked, _ = await replay(nginx.url, 1)
     (rec,) = untrusted
     assert rec["error"]["class"] == "TLSError"
     assert "--ca-bundle" in rec["error"]["message"] and "--insecure" in rec["error"]["message"]
+    assert "not trusted by the system's CA store" in rec["error"]["message"]
+    assert f"not trusted by {other.ca} (from CURL_CA_BUNDLE)" in outranked[0]["error"]["message"]
     assert statuses(insecure) == statuses(by_requests_variable) == ["ok"]
     assert statuses(by_openssl_variable) == ["ok"]
     assert described["network"]["insecure"] is True

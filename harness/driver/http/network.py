@@ -118,6 +118,11 @@ class Network:
                 raise InputError(str(exc), field="target.network") from None
         return self._tls
 
+    @property
+    def trusted(self) -> str:
+        """The CAs a certificate is checked against, and where that came from."""
+        return self._ca_source or "the system's CA store"
+
     def describe(self) -> dict:
         """For the manifest and the first screen: the proxies, the trust, mTLS, redirects."""
         s = self.settings

@@ -77,7 +77,7 @@ class Pool:
             raise WireError("ConnectTimeout", why) from None
         except ssl.SSLError as exc:
             conn.abort()
-            raise tls_error(exc, f"TLS to {ep.where}") from None
+            raise tls_error(exc, f"TLS to {ep.where}", self.network.trusted) from None
         except OSError as exc:
             conn.abort()
             why = exc.strerror or str(exc) or type(exc).__name__

@@ -340,15 +340,17 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
-def tls_error(exc: ssl.SSLError, where: str) -> WireError:
-    """A TLS failure as one line naming the option that fixes it."""
+def tls_error(exc: ssl.SSLError, where: str, trusted: str | None = None) -> WireError:
+    """A TLS failure as one line naming the option that fixes it (and the CAs it was checked
+    against: REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE set elsewhere outrank SSL_CERT_FILE)."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         why = exc.verify_message or exc.reason or str(exc)
+        against = f" by {trusted}" if trusted else ""
         fix = (
             "trust its CA with --ca-bundle FILE (target.network.ca_bundle, or REQUESTS_CA_BUNDLE"
             " / SSL_CERT_FILE), or skip the check with --insecure"
         )
-        return WireError("TLSError", f"{where}: certificate not trusted ({why}); {fix}")
+        return WireError("TLSError", f"{where}: certificate not trusted{against} ({why}); {fix}")
     reason = exc.reason or str(exc)
     fix = ""
     if "CERTIFICATE_REQUIRED" in reason or "HANDSHAKE_FAILURE" in reason:
