@@ -236,16 +236,18 @@ def _ancestors(module: str) -> list[str]:
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """Module -> the harness modules importing it runs at once: each module it imports at its
     top, and the packages above those (their `__init__` runs first), but not the packages the
-    importer itself lives in (they are already being imported)."""
+    importer itself lives in (they are already being imported) unless it takes a name from one
+    (`from harness.pkg import name` in pkg/sub.py needs pkg's `__init__` to have defined it)."""
     paths = {_module_name(p, root): p for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for module, path in paths.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        edges = set()
+        edges, named = set(), set()
         for node in _module_level(tree):
             for name in _targets(node, module, path.name == "__init__.py", paths):
                 edges |= {a for a in [*_ancestors(name), name] if a in paths}
-        graph[module] = edges - {module, *_ancestors(module)}
+                named.add(name)
+        graph[module] = edges - {module, *(set(_ancestors(module)) - named)}
     return graph
 
 
@@ -312,6 +314,21 @@ def test_a_cycle_through_a_package_init_is_found(tmp_path):
     assert cycles(import_graph(pkg)) == [
         ["harness.driver.config", "harness.driver.http", "harness.driver.http.target"]
     ]
+
+
+def test_a_cycle_through_the_importers_own_package_is_found(tmp_path):
+    """A submodule taking a name from its own package, whose `__init__` imports that submodule:
+    importing either fails on a partially initialized module."""
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "trace/__init__.py": "from harness.trace.tools import read\n\ndef run():\n    pass\n",
+            "trace/tools.py": "from harness.trace import run\n\ndef read():\n    pass\n",
+            "trace/ok.py": "from harness.trace import tools\nfrom . import tools as t\n",
+        },
+    )
+    assert cycles(import_graph(pkg)) == [["harness.trace", "harness.trace.tools"]]
 
 
 def test_no_lazy_loader():
