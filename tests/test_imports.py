@@ -379,11 +379,30 @@ def lazy_imports(root: Path = ROOT) -> list[str]:
             for n in ast.walk(fn)
             if isinstance(n, ast.Import | ast.ImportFrom)
         }
+        rel = path.relative_to(root.parent)
         for node in sorted(local, key=lambda n: n.lineno):
             for name in _targets(node, module, path.name == "__init__.py", paths):
                 if name in paths and name != module and name not in needs_extra:
-                    rel = path.relative_to(root.parent)
                     found.append(f"{rel}:{node.lineno}: {module} -> {name}")
+        found += [f"{rel}:{line}: {module} -> {name}" for line, name in _loaded_by_name(tree)]
+    return found
+
+
+def _loaded_by_name(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each `import_module("harness...")` or `__import__("harness...")`: a
+    harness module loaded by a string the import checks cannot follow."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        first = node.args[0]
+        if isinstance(first, ast.JoinedStr) and first.values:
+            first = first.values[0]
+        text = first.value if isinstance(first, ast.Constant) else None
+        if called in ("import_module", "__import__") and str(text).startswith("harness"):
+            found.append((node.lineno, ast.unparse(node.args[0])))
     return found
 
 
@@ -405,9 +424,13 @@ def test_the_lazy_import_check_can_fail(tmp_path):
             "app/verb.py": "def f():\n    from harness.analysis import b\n",
             "engine/__init__.py": "",
             "engine/e.py": "if True:\n    def g():\n        import harness.analysis.b\n",
+            "trace/t.py": "from importlib import import_module\n\n"
+            "def f(n):\n    return import_module(f'harness.trace.{n}')\n",
+            "app/cli.py": "import importlib\nimportlib.import_module('harness.app.verb')\n",
         },
     )
     assert lazy_imports(pkg) == [
         "harness/analysis/a.py:2: harness.analysis.a -> harness.analysis.b",
         "harness/engine/e.py:3: harness.engine.e -> harness.analysis.b",
+        "harness/trace/t.py:4: harness.trace.t -> f'harness.trace.{n}'",
     ]

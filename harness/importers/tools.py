@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.importers import aiperf, guidellm, vllm_bench
 from harness.importers.common import Imported
 
-TOOLS = {"aiperf": "aiperf", "vllm-bench": "vllm_bench", "guidellm": "guidellm"}  # name -> module
+TOOLS = {"aiperf": aiperf, "vllm-bench": vllm_bench, "guidellm": guidellm}  # name -> its reader
 
 
 def read_export(tool: str, source, **options) -> Imported:
@@ -17,4 +17,4 @@ def read_export(tool: str, source, **options) -> Imported:
     path = Path(source)
     if not path.exists():
         raise InputError("no such file or folder", path=path)
-    return import_module(f"harness.importers.{TOOLS[tool]}").read(path, **options)
+    return TOOLS[tool].read(path, **options)
