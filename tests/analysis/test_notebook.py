@@ -23,44 +23,13 @@ NOTEBOOK = ROOT / "dashboards" / "compare.ipynb"
 FIXTURES = ROOT / "tests" / "analysis" / "fixtures"
 
 
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    [
-        (None, "baseline -> candidate"),
-        (f"{FIXTURES / 'golden'}{os.pathsep}{FIXTURES / 'baseline'}", "golden -> baseline"),
-    ],
-)
-def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch, env, expected):
-    if env is None:
-        monkeypatch.delenv("HARNESS_COMPARE_RUNS", raising=False)
-    else:
-        monkeypatch.setenv("HARNESS_COMPARE_RUNS", env)
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(
-        nb,
-        timeout=HANG_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    ).execute()
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
-    ]
-    assert errors == []
-    text = "\n".join(
-        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-    )
-    assert expected in text and "TTFT p90 (s)" in text
-    images = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-        if "image/png" in o.get("data", {})
-    ]
-    assert len(images) >= 3
+def test_compare_notebook_executes_and_reproduces_the_comparison(monkeypatch):
+    """Its own runs when $HARNESS_COMPARE_RUNS is unset; the variable's forms are below."""
+    monkeypatch.delenv("HARNESS_COMPARE_RUNS", raising=False)
+    nb = _executed(NOTEBOOK)
+    text = _text(nb)
+    assert "baseline -> candidate" in text and "TTFT p90 (s)" in text
+    assert _images(nb) >= 3
 
 
 def test_compare_notebook_resolves_relative_run_paths(monkeypatch, tmp_path):
@@ -71,7 +40,10 @@ def test_compare_notebook_resolves_relative_run_paths(monkeypatch, tmp_path):
     )
     monkeypatch.setenv("HARNESS_COMPARE_RUNS", relative)
     monkeypatch.setenv("PWD", str(tmp_path))  # not the repo: only the repo root resolves them
-    assert "golden -> baseline" in _execute(NOTEBOOK)
+    nb = _executed(NOTEBOOK)
+    text = _text(nb)
+    assert "golden -> baseline" in text and "TTFT p90 (s)" in text
+    assert _images(nb) >= 3
     for name in ("baseline", "candidate"):
         shutil.copytree(FIXTURES / name, tmp_path / "here" / name)
     monkeypatch.setenv("HARNESS_COMPARE_RUNS", os.pathsep.join(("baseline", "candidate")))
@@ -91,7 +63,8 @@ def test_committed_fixtures_are_what_the_generator_writes(tmp_path):
 TREND = ROOT / "dashboards" / "trend.ipynb"
 
 
-def _execute(path: Path) -> str:
+def _executed(path: Path):
+    """The notebook after nbclient ran it, every cell without an error."""
     nb = nbformat.read(path, as_version=4)
     NotebookClient(
         nb,
@@ -99,45 +72,45 @@ def _execute(path: Path) -> str:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     ).execute()
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
-    ]
+    errors = [o for o in _outputs(nb) if o.output_type == "error"]
     assert errors == []
-    images = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-        if "image/png" in o.get("data", {})
-    ]
-    assert images
+    return nb
+
+
+def _outputs(nb) -> list:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+
+
+def _text(nb) -> str:
     return "\n".join(
-        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in _outputs(nb)
     )
 
 
+def _images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for o in _outputs(nb))
+
+
+def _execute(path: Path) -> str:
+    """The text it printed; it drew at least one figure."""
+    nb = _executed(path)
+    assert _images(nb)
+    return _text(nb)
+
+
 def test_trend_notebook_marks_the_injected_regression(monkeypatch, tmp_path):
+    """Also the glob's relative form: relative to where jupyter started ($PWD); the absolute
+    form is the changed-load test's."""
     from tests.analysis.test_trend import SLOW_NIGHT, _nightly
 
     for night in range(1, 6):
         _nightly(tmp_path, night)
-    monkeypatch.setenv("HARNESS_TREND_RUNS", str(tmp_path / "nightly-*"))
+    monkeypatch.setenv("HARNESS_TREND_RUNS", "nightly-*")
+    monkeypatch.setenv("PWD", str(tmp_path))
     text = _execute(TREND)
+    assert "nightly-2026-11-03" in text
     regressions = [line for line in text.splitlines() if line.startswith("regression:")]
     assert regressions and all(f"nightly-2026-11-0{SLOW_NIGHT}" in line for line in regressions)
-
-
-def test_trend_notebook_resolves_a_relative_glob(monkeypatch, tmp_path):
-    from tests.analysis.test_trend import _nightly
-
-    for night in range(1, 4):
-        _nightly(tmp_path, night)
-    monkeypatch.setenv("HARNESS_TREND_RUNS", "nightly-*")  # relative to where jupyter started
-    monkeypatch.setenv("PWD", str(tmp_path))
-    assert "nightly-2026-11-03" in _execute(TREND)
 
 
 def test_trend_notebook_runs_on_the_fixtures(monkeypatch):
