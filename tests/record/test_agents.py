@@ -6,6 +6,7 @@ lengths and gives its prefix reuse as the ideal."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,10 +106,17 @@ def _replay(trace: Path, url: str, out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
 
-def test_the_replay_sends_the_recorded_prompt_lengths(recorded, sim_server, tmp_path):
+@pytest.fixture(scope="module")
+def replayed(recorded, sim_server, tmp_path_factory) -> tuple[Path, list[dict]]:
+    """One replay of the recording, read by the tests below (nothing of it is changed)."""
+    out = tmp_path_factory.mktemp("replayed") / "run"
+    return out, _replay(recorded.folder / "trace.jsonl", sim_server.url, out)
+
+
+def test_the_replay_sends_the_recorded_prompt_lengths(recorded, replayed):
     """The server counts each replayed prompt as it counted the recorded one: same structure,
     same roles and calls, every text of the same length in its tokenizer."""
-    records = _replay(recorded.folder / "trace.jsonl", sim_server.url, tmp_path / "run")
+    records = replayed[1]
     assert len(records) == 13 and {r["status"] for r in records} == {"ok"}
     turns = json.loads((recorded.folder / "recording.json").read_text())["turns"]
     done = {x["id"]: x["tokens"]["prompt_tokens"] for x in _lines(recorded.folder, "done")}
@@ -120,15 +128,16 @@ def test_the_replay_sends_the_recorded_prompt_lengths(recorded, sim_server, tmp_
     }
 
 
-def test_the_replay_ideal_is_the_recorded_reuse(recorded, sim_server, tmp_path):
-    _replay(recorded.folder / "trace.jsonl", sim_server.url, tmp_path / "run")
+def test_the_replay_ideal_is_the_recorded_reuse(recorded, replayed, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(replayed[0], run)  # analyze writes its summary into the folder
     subprocess.run(
-        [sys.executable, "-m", "harness", "analyze", str(tmp_path / "run")],
+        [sys.executable, "-m", "harness", "analyze", str(run)],
         check=True,
         capture_output=True,
         timeout=300,
     )
-    ideal = json.loads((tmp_path / "run" / "summary.json").read_text())["cache"]
+    ideal = json.loads((run / "summary.json").read_text())["cache"]
     reuse = json.loads((recorded.folder / "recording.json").read_text())["prefix_reuse"]
     assert abs(ideal["ideal_cache_hit_rate"] - reuse["block_16"]) <= 0.005, (ideal, reuse)
 
