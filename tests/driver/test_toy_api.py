@@ -5,14 +5,20 @@ API")."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
+import harness.driver.apis as apis
 from harness.driver.apis import APIS
 from harness.driver.config import ReplayConfig
 from harness.driver.http import HTTPTarget, HTTPTargetConfig, endpoint_url
 from tests.driver.helpers import TEST_TIMEOUTS, replay, sess, trace
+from tests.driver.test_http_wing import leaf_breaches
 from tests.driver.toy_api import TOY
 from tests.driver.toy_server import MODEL, ToyServer
+from tests.test_imports import cycles, import_graph
 
 
 @pytest.fixture
@@ -61,3 +67,25 @@ def test_an_api_not_in_the_registry_is_refused():
         ReplayConfig(api="toy")
     with pytest.raises(ValueError, match="got 'toy'"):
         HTTPTargetConfig(endpoints=("http://h:1",), model="m", api="toy", timeouts=TEST_TIMEOUTS)
+
+
+def test_the_toy_folder_moved_into_the_wing_keeps_its_rules(tmp_path):
+    """CONTRIBUTING.md points at tests/driver/toy_api/ as the way to add an API: copied into
+    harness/driver/apis/toy/ and registered, it must import nothing of the HTTP wing at run time
+    and take `API` from its module, not from the registry that imports it (a cycle)."""
+    wing = tmp_path / "harness" / "driver" / "apis"
+    shutil.copytree(Path(apis.__file__).parent, wing, ignore=shutil.ignore_patterns("__pycache__"))
+    for parent in (wing.parent, wing.parent.parent):
+        (parent / "__init__.py").write_text("")
+    (wing / "toy").mkdir()
+    for path in (Path(__file__).parent / "toy_api").glob("*.py"):
+        text = path.read_text().replace("tests.driver.toy_api", "harness.driver.apis.toy")
+        (wing / "toy" / path.name).write_text(text)
+    registry = wing / "__init__.py"
+    text = registry.read_text().replace("import gemini,", "import gemini, toy,")
+    registry.write_text(
+        text.replace("        gemini.GEMINI,\n", "        gemini.GEMINI,\n        toy.TOY,\n")
+    )
+    assert "toy.TOY" in registry.read_text()
+    assert leaf_breaches(tmp_path / "harness") == []
+    assert cycles(import_graph(tmp_path / "harness")) == []

@@ -5,7 +5,7 @@ The Toy format: `POST /v1/toy` with `{"model", "tokens": [ids] , "limit": n, "st
 the stream is `data: {"type": "piece", "text": ...}` per output token, then
 `data: {"type": "tally", "prompt": P, "output": n, "cached": C}` (tests/driver/toy_server.py)."""
 
-from harness.driver.apis import API
+from harness.driver.apis.api import API
 from tests.driver.toy_api.request import ToyRequest
 
 TOY = API("toy", "/toy", ToyRequest, chat_template=False)

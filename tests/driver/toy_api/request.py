@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import orjson
 
-from harness.driver.http import HTTPTargetConfig
 from harness.driver.target import RequestSpec
 from tests.driver.toy_api.decode import ToyDecoder
+
+if TYPE_CHECKING:  # the API wing imports nothing of the HTTP transport at run time
+    from harness.driver.http import HTTPTargetConfig
 
 
 class ToyRequest:
