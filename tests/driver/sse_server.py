@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -74,6 +75,9 @@ class ServerConfig:
 class SSETestServer:
     config: ServerConfig = field(default_factory=ServerConfig)
     log: list[dict] = field(default_factory=list)
+    # awaited after each event with the tokens written so far: a test paces the stream on what
+    # its client received (order, not timing)
+    pace: Callable[[int], Awaitable[None]] | None = None
 
     def __post_init__(self) -> None:
         self._blocks: dict[int, None] = {}  # in least recently used order
@@ -274,6 +278,8 @@ class SSETestServer:
             await resp.write(_event(ev))
             if delay:
                 await asyncio.sleep(delay)
+            if self.pace is not None:
+                await self.pace(end)
         final: dict = {"id": "x", "object": "chunk", "choices": [], "usage": usage}
         if self.config.spec_tokens:
             mine = self.spec.request(n, self.config.spec_accepted)

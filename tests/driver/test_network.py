@@ -4,6 +4,9 @@ CA (mTLS too) and its own 502 page, for the replay's streams and the one plain c
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from harness.driver.http import HTTPClient, Network, NetworkSettings, WireError
@@ -13,6 +16,8 @@ from harness.errors import HarnessWarning
 from harness.schema import new_record
 from tests.driver.helpers import target
 from tests.driver.real_programs import Certificates, Nginx, Tinyproxy, free_port
+from tests.driver.sse_server import ServerConfig, SSETestServer
+from tests.waits import HANG_S
 
 pytestmark = pytest.mark.slow  # real programs started per test
 
@@ -174,30 +179,56 @@ async def test_the_plain_client_takes_the_same_proxy_and_trust(server, tmp_path,
     assert refused.value.error_class == "TLSError" and proxy.requests() == 2
 
 
-async def test_a_stream_nginx_buffered_is_told_apart_from_one_it_passed_on(make_server, tmp_path):
+async def test_a_stream_nginx_buffered_is_told_apart_from_one_it_passed_on(tmp_path):
+    """Passed on, the upstream writes each token only once the client has read the one before
+    (a late process cannot merge two into one read); buffered, nginx holds them all."""
     import pandas as pd
 
     from harness.analysis import buffering
 
-    upstream = await make_server(token_delay=0.004)
     found = {}
     for on in (True, False):
         (tmp_path / str(on)).mkdir()
+        rec: dict = {}
+        upstream = SSETestServer(ServerConfig(token_delay=0.004), pace=None if on else read(rec))
+        await upstream.start()
         nginx = Nginx(tmp_path / str(on), upstream.url, buffering=on)
-        with nginx.start():
-            tgt = target(nginx.url, api="completions")
-            await tgt.start(check=False)
-            try:
-                recs = [
-                    await collect(tgt, spec(i, max_tokens=12), new_record(), 0.0) for i in range(6)
-                ]
-            finally:
-                await tgt.close()
+        try:
+            with nginx.start():
+                recs = await replay_into(nginx.url, rec, 6)
+        finally:
+            await upstream.stop()
         assert statuses(recs) == ["ok"] * 6
         found[on] = buffering.streaming(pd.DataFrame(recs))
     assert found[True]["buffered"] and found[True]["reads_per_reply_p50"] <= 2, found
     assert not found[False]["buffered"] and found[False]["reads_per_reply_p50"] >= 6
     assert buffering.warnings(found[True])[0].startswith(buffering.WARNING)
+
+
+def read(rec: dict):
+    """Waits until the record being filled (`rec["now"]`) holds `tokens` tokens."""
+
+    async def wait(tokens: int) -> None:
+        deadline = time.monotonic() + HANG_S  # a guard: a client that stopped reading hangs
+        while sum(rec["now"]["chunk_tokens"]) < tokens:
+            assert time.monotonic() < deadline, "the client stopped reading"
+            await asyncio.sleep(0.001)
+
+    return wait
+
+
+async def replay_into(url: str, rec: dict, n: int) -> list[dict]:
+    """`n` requests of 12 tokens in turn, each record in `rec["now"]` while it is filled."""
+    tgt = target(url, api="completions")
+    await tgt.start(check=False)
+    recs = []
+    try:
+        for i in range(n):
+            rec["now"] = new_record()
+            recs.append(await collect(tgt, spec(i, max_tokens=12), rec["now"], 0.0))
+    finally:
+        await tgt.close()
+    return recs
 
 
 async def test_a_host_only_the_proxy_could_reach_fails_naming_the_proxy(tmp_path, monkeypatch):
