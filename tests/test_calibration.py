@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.app.gate.calibration import arm_scenarios, evaluate, rate, replay_rule
+from harness.analysis.detection_rates import rate
+from harness.app.gate.calibration import arm_scenarios, evaluate, replay_rule
 from harness.app.gate.loop import GateRun
 from harness.app.gate.rule import Rule
 from harness.app.scenario import load_scenario

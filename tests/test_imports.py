@@ -46,8 +46,13 @@ ALLOWED = {
     "record": {"driver", "trace"},
 }
 
-# Third-party libraries a package must never import: computing stays apart from presenting.
-FORBIDDEN_LIBRARIES = {"analysis": {"matplotlib", "seaborn"}}
+# Third-party libraries a package must never import: computing stays apart from presenting, and
+# the statistics (scipy's) stay in the computing package.
+FORBIDDEN_LIBRARIES = {
+    "analysis": {"matplotlib", "seaborn"},
+    "app": {"scipy"},
+    "report": {"scipy"},
+}
 
 # The one adapter that lets the driver run the reference engine in-process.
 ADAPTERS = {"harness.driver.engine_target": {"engine", "serving"}}
@@ -133,7 +138,8 @@ def violations(root: Path = ROOT) -> list[str]:
 def _forbidden_libraries(path: Path, source: str, imports: list[tuple[int, str]]) -> list[str]:
     banned = FORBIDDEN_LIBRARIES.get(source, set())
     return [
-        f"{path}:{line}: harness.{source} imports {name} (it computes; harness.report presents)"
+        f"{path}:{line}: harness.{source} imports {name} "
+        f"({'it computes; harness.report presents' if source == 'analysis' else 'statistics live in harness.analysis'})"
         for line, name in imports
         if name.split(".")[0] in banned
     ]
@@ -185,6 +191,9 @@ def test_analysis_never_presents(tmp_path):
             "analysis/summary.py": "from matplotlib import pyplot\nfrom harness.report import html\n",
             "report/__init__.py": "",
             "report/html.py": "import matplotlib\nfrom harness.analysis import summary\n",
+            "report/z.py": "def f():\n    from scipy.stats import t\n",
+            "app/__init__.py": "",
+            "app/rates.py": "def f():\n    from scipy.stats import binomtest\n",
         },
     )
     found = [v.split(": ", 1)[1].split(" (")[0] for v in violations(pkg)]
@@ -192,6 +201,8 @@ def test_analysis_never_presents(tmp_path):
         "harness.analysis imports seaborn",
         "harness.analysis imports matplotlib",
         "harness.analysis.summary imports harness.report",
+        "harness.app imports scipy.stats",
+        "harness.report imports scipy.stats",
     ]
 
 

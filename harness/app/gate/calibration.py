@@ -25,8 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from harness.analysis.detection_rates import host_summary, rate
 from harness.analysis.host_state import Screen
 from harness.app.gate.calibrations import calibration_key
 from harness.app.gate.loop import CALIBRATION_FILE, GateRun, host_words, run_arm
@@ -166,48 +165,6 @@ def evaluate(
     return {"rates": {k: rate(v) for k, v in comparisons.items()}, "comparisons": comparisons}
 
 
-def host_summary(cycles: list[dict[str, GateRun]]) -> dict:
-    """Min, median and max over the runs of the load average and the wait share they saw."""
-    out = {}
-    for key in ("load_average", "wait_share", "others_load_per_cpu"):
-        values = [r.host.get(key) for c in cycles for r in c.values()]
-        v = np.array([x for x in values if x is not None], dtype=float)
-        out[key] = None if not v.size else [round(float(q), 3) for q in np.quantile(v, [0, 0.5, 1])]
-    return out
-
-
-def rate(results: list[dict]) -> dict:
-    """Share of comparisons that said `regressed`, with its 95 % Clopper-Pearson interval."""
-    from scipy.stats import binomtest
-
-    n = len(results)
-    hits = sum(r["verdict"] == "regressed" for r in results)
-    verdicts = {
-        v: sum(r["verdict"] == v for r in results)
-        for v in ("regressed", "no change detected", "inconclusive")
-    }
-    ci = binomtest(hits, n).proportion_ci(0.95) if n else None
-    smallest = _median_smallest(results)
-    return {
-        "hits": hits,
-        "n": n,
-        "rate": hits / n if n else None,
-        "interval_95": None if ci is None else [round(ci.low, 4), round(ci.high, 4)],
-        "verdicts": verdicts,
-        "runs_used_mean": float(np.mean([sum(r["runs_used"]) for r in results])) if n else None,
-        "smallest_detectable_median": smallest,
-    }
-
-
-def _median_smallest(results: list[dict]) -> dict[str, float]:
-    per: dict[str, list[float]] = {}
-    for r in results:
-        for key, value in (r["smallest_detectable"] or {}).items():
-            if value is not None and np.isfinite(value):
-                per.setdefault(key, []).append(float(value))
-    return {k: round(float(np.median(v)), 4) for k, v in per.items()}
-
-
 def calibrate(
     scenario: Scenario,
     out: Path,
@@ -230,7 +187,7 @@ def calibrate(
         "max_duration_s": scenario.load.max_duration,
         "rule": rule.to_json(),
         "screen": screen.to_json(),
-        "host": host_summary(cycles),
+        "host": host_summary([r.host for c in cycles for r in c.values()]),
         "cycles": n_cycles,
         "runs": 4 * n_cycles,
         "runs_left_out": sum(not usable(r, screen) for c in cycles for r in c.values()),
