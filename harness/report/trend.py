@@ -35,24 +35,47 @@ def trend_regressions(result: Trend) -> list[str]:
             )
     lines += result.series[1:]
     lines += [f"ended badly: {p.run}: {p.ended}" for p in result.points if p.ended]
-    return lines + [verdict_line(result)]
+    return lines + verdict_lines(result)
+
+
+def verdict_lines(result: Trend) -> list[str]:
+    """The trend's verdict in a line, then each series' latest run's (a reason on a line of its
+    own): lines a terminal does not wrap."""
+    latest = _latest_verdicts(result)
+    if not latest:
+        return ["no series has two runs: nothing to judge"]
+    lines = [
+        f"trend verdict: {result.verdict} (the latest run of each series against the runs before it)"
+    ]
+    for run, verdict, why in latest:
+        lines += [f"  {run}: {verdict}"] + ([f"    {why}"] if why else [])
+    return lines
 
 
 def verdict_line(result: Trend) -> str:
     """The latest run's verdict (the worst over the series), as the nightly job sees it."""
-    latest = {p.series: p for p in result.points}.values()
-    judged = [p for p in latest if p.verdict is not None]
-    if not judged:
+    latest = _latest_verdicts(result)
+    if not latest:
         return "no series has two runs: nothing to judge"
-    parts = []
-    for p in judged:
-        more = f", about {p.runs_needed} more run(s) would decide it" if p.runs_needed else ""
+    parts = "; ".join(
+        f"{run}: {verdict}" + (f": {why}" if why else "") for run, verdict, why in latest
+    )
+    return f"trend verdict: {result.verdict} (latest run against the runs before it: {parts})"
+
+
+def _latest_verdicts(result: Trend) -> list[tuple[str, str, str]]:
+    """Each series' latest judged run: its name, its verdict and why (not comparable: the
+    reason; inconclusive: the runs that would decide it)."""
+    latest = [p for p in {p.series: p for p in result.points}.values() if p.verdict is not None]
+    out = []
+    for p in latest:
+        why = f"about {p.runs_needed} more run(s) would decide it" if p.runs_needed else ""
         if p.verdict == "not comparable":
-            more = f": {p.why_not_comparable}"
+            why = (p.why_not_comparable or "").removeprefix(f"{p.run} ")
         elif p.verdict != "inconclusive":
-            more = ""
-        parts.append(f"{p.run}: {p.verdict}{more}")
-    return f"trend verdict: {result.verdict} (latest run against the runs before it: {'; '.join(parts)})"
+            why = ""
+        out.append((p.run, str(p.verdict), why))
+    return out
 
 
 def render_trend(result: Trend, base: Path, names: list[str]) -> str:

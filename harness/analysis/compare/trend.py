@@ -179,6 +179,6 @@ def how_it_differs(reference: Analysis, other: Analysis) -> str:
 
 def _new_series(before: Analysis, a: Analysis) -> str:
     return (
-        f"{a.run.name} starts a new series, the run before it vs this one: "
-        f"{how_it_differs(before, a)}"
+        f"{a.run.name} starts a new series: {how_it_differs(before, a)} "
+        "(the run before it vs this one)"
     )
