@@ -3,6 +3,9 @@ each request, on log axes limited to where the data is (the share left out said 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import cast
+
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
@@ -45,7 +48,9 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
         v = v[v > 0]
         if v.size:
             ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=color)
-            _mark_percentiles(ax, _values(a, column), color, named=len(analyses) == 1)
+            _mark_percentiles(
+                ax, cast(Mapping, a.summary)[f"{column}_s"], color, named=len(analyses) == 1
+            )
     log_x(ax, span)
     for q, _, style in PERCENTILES:
         ax.axhline(q, color="grey", lw=0.6, ls=style)
@@ -60,11 +65,14 @@ def latency_cdf(analyses: list[Analysis], column: str, label: str) -> Figure:
     return fig
 
 
-def _mark_percentiles(ax: Axes, full: np.ndarray, color: str, named: bool) -> None:
-    """A dot where the curve crosses each percentile; with one run, its value beside it (with
-    several, the strip and the tables give them)."""
+def _mark_percentiles(ax: Axes, figures: Mapping, color: str, named: bool) -> None:
+    """A dot where the curve crosses each percentile, at the analysis's figure (summary.json's,
+    the tables' own); with one run, its value beside it (with several, the strip and the tables
+    give them)."""
     for q, name, _ in PERCENTILES:
-        x = float(np.percentile(full, q * 100))
+        if figures.get(name) is None:
+            continue
+        x = float(figures[name])
         ax.plot([x], [q], marker="o", color=color, ms=5, ls="none")
         if named:
             ax.annotate(
