@@ -3,7 +3,10 @@ could disagree with the tables beside it)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from harness.analysis.loader import load_run
+from harness.analysis.output_rate import output_rate
 from harness.analysis.summary import analyze
 from harness.report.plots.latency import latency_cdf
 from tests.analysis.test_report_screen import endpoint_run
@@ -20,3 +23,10 @@ def test_a_cdfs_percentile_dots_are_the_analysis_figures(tmp_path):
     ]
     notes = [t.get_text() for t in fig.axes[0].texts]
     assert "p50 0.0123 s" in notes and "p90 0.0456 s" in notes
+
+
+def test_the_output_rate_counts_each_request_in_the_bin_it_ended_in():
+    done = np.array([0.5, 1.5, 1.9, 4.0])  # the last end closes the last bin
+    starts, rate = output_rate(done, np.array([10.0, 4.0, 6.0, 8.0]), bins=4)
+    assert starts.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert rate.tolist() == [10.0, 10.0, 0.0, 8.0]  # tokens per second of a 1-s bin

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from harness.analysis.output_rate import output_rate
 from harness.analysis.summary_types import Analysis
 from harness.report.plots.axes import StepFormatter
 from harness.report.plots.base import (
@@ -138,12 +139,5 @@ def _rate(ax, a: Analysis, t0: float, color, bins: int) -> None:
     if ok.empty:
         return
     done = ok["t_done"].to_numpy(dtype=float) - t0
-    width = max(done.max(), 1e-9) / bins
     tokens = np.nan_to_num(a.per_request["completion_tokens"].to_numpy(dtype=float))
-    per_bin = (
-        np.bincount(
-            np.minimum((done / width).astype(int), bins - 1), weights=tokens, minlength=bins
-        )
-        / width
-    )
-    ax.step(np.arange(bins) * width, per_bin, where="post", color=color)
+    ax.step(*output_rate(done, tokens, bins), where="post", color=color)
