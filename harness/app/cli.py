@@ -2,7 +2,7 @@
 
 Verbs register one way: every verb module is named in `COMMAND_MODULES` (the order of
 `harness --help`) and has `register(subparsers)`, which adds its verbs, their flags and handlers,
-importing heavy modules (torch, pandas, seaborn) inside the handlers so `harness --help` stays
+importing heavy modules (torch, pandas, matplotlib) inside the handlers so `harness --help` stays
 fast. Nothing else adds a verb (tests/test_verbs.py). A handler returns an exit code. Errors
 the user can cause are `HarnessError`s: printed as one line on stderr, exit 2, no traceback.
 """
