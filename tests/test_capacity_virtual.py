@@ -53,6 +53,7 @@ def _scenario(name: str, *sets: str):
     return load_scenario(ROOT / "scenarios" / name, [*SIMULATE_SETS, *sets])
 
 
+@pytest.mark.slow  # two exact searches: ~9 CPU-s
 def test_the_capacity_on_the_virtual_clock_is_the_same_twice(tmp_path):
     scenario = _scenario("capacity-sim.yaml")
     runs = [
@@ -70,6 +71,7 @@ def test_the_capacity_on_the_virtual_clock_is_the_same_twice(tmp_path):
     assert "not measured" in (tmp_path / "a" / "capacity.md").read_text()
 
 
+@pytest.mark.slow  # a search per replica count and policy: ~8 CPU-s
 def test_the_fleet_table_has_a_row_per_replica_count_and_a_column_per_policy(tmp_path):
     scenario = _scenario("fleet.yaml")
     policies = ["round_robin", "session_sticky"]

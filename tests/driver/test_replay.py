@@ -274,6 +274,7 @@ async def test_chunk_times_are_causal_against_the_servers_clock(make_server, tmp
             assert seen <= served[f"{r['session_id']}:1"]["t_recv"]
 
 
+@pytest.mark.slow  # reads the standard library's index: ~1 CPU-s
 async def test_code_content_is_loaded_before_the_clock_starts(server, tmp_path, monkeypatch):
     # the standard library's index (~0.4 s) was read by the first prompt, inside the run: every
     # code-content run's first sends were that late
