@@ -8,11 +8,9 @@ Used only where a benchmark line shows the gain (figures and commands: docs/meas
   callbacks ~100 ms of a 6-s run's ~1.5 CPU-s at CPython's default of 700, ~5 ms held back);
 - the analysis and report that follow a replay in one process (`harness run`, `harness simulate`):
   `ANALYSIS_GEN0` (`benchmarks/bench_simulate.py`'s 1,800-s command: 9 full collections and
-  ~1.7 s of its ~24 CPU-s at the default, 2 and ~0.5 s held back);
-- loading records.parquet (`analysis/parquet.py`): no automatic collection while millions of
-  new lists (no cycles among them) are built (`benchmarks/bench_parquet.py`: about twice the load
-  time at the default).
-A fresh `harness analyze` or `harness report` process measured the same either way: none there.
+  ~1.7 s of its ~24 CPU-s at the default, 2 and ~0.5 s held back).
+A fresh `harness analyze` or `harness report` process, and loading records.parquet, measured the
+same either way: none there.
 """
 
 from __future__ import annotations
@@ -26,12 +24,11 @@ REALTIME_GEN0 = (
 )
 VIRTUAL_GEN0 = 50_000  # on simulated time a pause costs no run time
 ANALYSIS_GEN0 = 50_000
-NONE = 0  # CPython: a zero threshold turns automatic collection off
 
 
 @contextmanager
 def held_back(gen0: int, *, freeze: bool = True) -> Iterator[None]:
-    """Young objects collected every `gen0` allocations (`NONE`: not at all), and with `freeze`
+    """Young objects collected every `gen0` allocations, and with `freeze`
     what is alive on entry moved out of collection; the collector as it was after, what was
     frozen handed back."""
     thresholds = gc.get_threshold()

@@ -23,7 +23,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness import collector
 from harness.analysis import chunks
 from harness.analysis.records import read_records
 from harness.atomic import replacing
@@ -111,8 +110,7 @@ def _column(name: str, values: pd.Series) -> pa.Array:
 
 def read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     """The frame `read_records` would return for the same records, and the loader's warnings."""
-    with collector.held_back(collector.NONE, freeze=False):  # millions of lists, no cycles
-        return _read_parquet(run_dir)
+    return _read_parquet(run_dir)
 
 
 def _read_parquet(run_dir: Path) -> tuple[pd.DataFrame, list[str]]:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pandas as pd
 import pytest
 
+from harness.analysis import parquet
 from harness.analysis.chunks import rows
 from harness.analysis.loader import load_run
 from harness.analysis.parquet import LISTS, PARQUET_FILE, is_fresh, read_parquet, save_records
 from harness.analysis.records import RunFolderWarning, read_records
 from harness.app.cli import main
 from tests.analysis.golden import GOLDEN_RECORDS, rec, write_run
+from tests.gc_spy import note_threshold
 
 # Every shape a field takes: nulls in each column, empty and null lists, an error with an extra key.
 ODD = [
@@ -147,3 +150,14 @@ def test_readers_of_the_list_columns_give_the_same_figures_from_either_form():
         np.testing.assert_array_equal(completion_tokens(a), completion_tokens(b))
         assert token_placement(a) == token_placement(b)
     np.testing.assert_array_equal(completion_tokens(py), [5.0, 4.0, np.nan, np.nan, 4.0])
+
+
+def test_reading_parquet_leaves_the_collector_as_it_is(tmp_path, monkeypatch):
+    """No collector setting here: loading a million records measured the same with automatic
+    collection off (docs/measurements/gc.md, 2026-12-06), so the plain code stays."""
+    run = _run(tmp_path)
+    save_records(run)
+    seen: list[int] = []
+    note_threshold(monkeypatch, parquet, "_read_parquet", seen)
+    read_parquet(run)
+    assert seen == [gc.get_threshold()[0]]
