@@ -170,9 +170,9 @@ async def test_the_plain_client_takes_the_same_proxy_and_trust(server, tmp_path,
     nginx = Nginx(tmp_path, server.url, certs, buffering=False)
     settings = NetworkSettings(proxy=proxy.url, ca_bundle=str(certs.ca))
     with proxy.start(), nginx.start():
-        async with HTTPClient(Network(settings), timeout=10) as http:
+        async with HTTPClient(Network(settings), timeout=HANG_S) as http:
             status, body = await http.get(f"{nginx.url}/metrics")
-        async with HTTPClient(Network(NetworkSettings(proxy=proxy.url)), timeout=10) as http:
+        async with HTTPClient(Network(NetworkSettings(proxy=proxy.url)), timeout=HANG_S) as http:
             with pytest.raises(WireError) as refused:
                 await http.get(f"{nginx.url}/metrics")
     assert status == 200 and b"vllm:prefix_cache_queries" in body

@@ -23,6 +23,7 @@ from harness.export.metrics_server import MetricsServer
 from harness.export.run_metrics import RunLabels, RunMetrics
 from harness.export.token_gaps import BATCH, TokenGaps
 from tests.analysis.golden import GOLDEN_RECORDS, write_run
+from tests.waits import HANG_S
 
 LABELS = RunLabels("golden", "chat", scenario="s", concurrency=4, ideal_hit=0.9)
 
@@ -139,11 +140,11 @@ def test_promtool_finds_nothing_to_lint(board):
 @pytest.mark.slow  # closing the server waits for its poll (0.5 s)
 def test_a_scrape_after_the_runs_end_is_the_last_one_waited_for(server, capsys):
     _watched(server, GOLDEN_RECORDS[:2])
-    body = urllib.request.urlopen(server.url, timeout=10).read().decode()
+    body = urllib.request.urlopen(server.url, timeout=HANG_S).read().decode()
     assert 'harness_requests_total{api="chat"' in body
     server.ended()  # the run's figures are final; one scrape from now on has them
     assert server._interval_s() > 0
-    urllib.request.urlopen(server.url, timeout=10).read()  # e.g. while the run is analysed
+    urllib.request.urlopen(server.url, timeout=HANG_S).read()  # e.g. while the run is analysed
     server.close(600)
     assert "waiting" not in capsys.readouterr().err  # it had its last scrape: no wait
 
@@ -151,7 +152,7 @@ def test_a_scrape_after_the_runs_end_is_the_last_one_waited_for(server, capsys):
 @pytest.mark.slow
 def test_closing_waits_no_longer_than_the_linger(capsys):
     s = MetricsServer("127.0.0.1", 0)
-    urllib.request.urlopen(s.url, timeout=10).read()
+    urllib.request.urlopen(s.url, timeout=HANG_S).read()
     s.ended()
     s.close(0.1)  # scraped before the end, never after: it waits, then gives up
     assert "waiting up to 0 s for a last scrape" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def _free_port() -> int:
 
 
 def _get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as resp:
+    with urllib.request.urlopen(url, timeout=HANG_S) as resp:
         return json.loads(resp.read())
 
 

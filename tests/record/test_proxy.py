@@ -18,6 +18,7 @@ from aiohttp import web
 from harness.record.recorder import BackgroundRecorder
 from tests.record.canned import Canned
 from tests.record.conftest import API_KEY, recording
+from tests.waits import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -39,11 +40,11 @@ class BackgroundApp:
     def __exit__(self, *exc) -> None:
         self._call(self.runner.cleanup())
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        self.thread.join(HANG_S)
         self.loop.close()
 
     def _call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(HANG_S)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def _raw(url: str, body: dict | None, headers: dict | None = None) -> tuple[int,
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data, {"Content-Type": "application/json", **(headers or {})})
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=HANG_S) as resp:
             return resp.status, _lower(resp.headers), resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, _lower(exc.headers), exc.read()
@@ -138,7 +139,7 @@ def test_the_upstream_gets_the_request_as_sent(upstream, proxied):
             "X-Custom": "kept",
         },
     )
-    urllib.request.urlopen(req, timeout=30).read()
+    urllib.request.urlopen(req, timeout=HANG_S).read()
     seen = canned.seen[-1]
     assert (seen.method, seen.path, seen.body) == ("POST", "/v1/chat/completions", body)
     assert seen.headers["authorization"] == f"Bearer {API_KEY}"
@@ -235,7 +236,7 @@ def _send_until_done(url: str, messages: list[dict]) -> None:
 
     body = json.dumps({"model": "m", "messages": messages, "stream": True})
     where = urlsplit(url)
-    with socket.create_connection((where.hostname, where.port), timeout=30) as s:
+    with socket.create_connection((where.hostname, where.port), timeout=HANG_S) as s:
         s.sendall(
             f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
             f"application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()

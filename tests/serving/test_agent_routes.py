@@ -16,6 +16,7 @@ from harness.driver.replay_into import run_replay
 from harness.engine.config import EngineConfig
 from harness.serving.server import BackgroundServer
 from tests.driver.helpers import TEST_TIMEOUTS, load_records, sess, trace
+from tests.waits import HANG_S
 
 MODEL = "agentic-harness-reference"
 TRACE = trace(sess("a", [(40, 4, 0), (24, 4, 0), (16, 3, 0)], system=48))
@@ -72,7 +73,7 @@ def _post(server, path: str, body: dict) -> list[dict]:
     req = urllib.request.Request(
         f"{server.url}{path}", orjson.dumps(body), {"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=60) as resp:
+    with urllib.request.urlopen(req, timeout=HANG_S) as resp:
         lines = resp.read().split(b"\n")
     return [orjson.loads(line[6:]) for line in lines if line.startswith(b"data: ")]
 
@@ -109,7 +110,7 @@ def test_a_messages_stream_in_anthropics_order_with_its_usage(server):
 def test_a_gemini_stream_with_its_running_usage(server):
     import urllib.request
 
-    with urllib.request.urlopen(f"{server.url}/v1beta/models", timeout=60) as resp:
+    with urllib.request.urlopen(f"{server.url}/v1beta/models", timeout=HANG_S) as resp:
         listed = orjson.loads(resp.read())["models"]
     assert [m["name"] for m in listed] == [f"models/{MODEL}"]
     body = {

@@ -17,6 +17,7 @@ from harness.serving.tokenizer import Tokenizer
 from harness.trace.chat_form import ChatForm
 from harness.trace.content import Content
 from harness.trace.model import Session, Trace, TraceHeader, Turn
+from tests.waits import HANG_S
 
 MODEL = "agentic-harness-reference"
 BLOCK = 16
@@ -105,7 +106,7 @@ def server():
 @pytest.fixture(scope="module")
 def replay(server):
     with openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60
+        base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=HANG_S
     ) as client:
         yield Replay(client, Content(trace()))
 
@@ -139,7 +140,7 @@ def test_text_prompts_hit_what_token_id_prompts_left(replay):
 @pytest.mark.slow  # reads what the slow test above sent: runs only with it
 def test_metrics_hit_counter_is_the_sum_of_reported_cached_tokens(replay, server):
     assert len(replay.usages) > 20
-    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=HANG_S) as resp:
         assert resp.headers["Content-Type"].startswith("text/plain")
         text = resp.read().decode()
     cached = sum(u.prompt_tokens_details.cached_tokens for u in replay.usages)
@@ -179,7 +180,7 @@ def test_cpu_tier_hits_are_reported_per_request_and_in_metrics():
             client.completions.create(model=MODEL, prompt=p, max_tokens=2).usage
             for p in (first, second, first)
         ]
-        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=HANG_S) as resp:
             text = resp.read().decode()
     details = [u.prompt_tokens_details for u in usages]
     assert details[2].cached_tokens == 192

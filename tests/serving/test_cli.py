@@ -117,7 +117,7 @@ def open_stream(url: str):
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
-    resp = urllib.request.urlopen(req, timeout=30)
+    resp = urllib.request.urlopen(req, timeout=HANG_S)
     assert resp.readline().startswith(b"data: ")
     return resp
 
@@ -150,9 +150,9 @@ def test_harness_serve_prints_its_port_serves_and_stops_on_a_signal(sig):
         )
         url = line.removeprefix("serving on ")
         assert int(url.rsplit(":", 1)[1]) > 0
-        with urllib.request.urlopen(f"{url}/health", timeout=10) as resp:
+        with urllib.request.urlopen(f"{url}/health", timeout=HANG_S) as resp:
             assert resp.status == 200
-        with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as resp:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=HANG_S) as resp:
             assert json.load(resp)["data"][0]["id"] == "cli-model"
         stream = open_stream(url)  # in flight when the signal comes: aborted, not waited for
         proc.send_signal(sig)

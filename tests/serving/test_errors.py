@@ -240,7 +240,7 @@ def test_a_client_that_disconnects_aborts_its_request(server, stream):
     _, text = request(server.url, "GET", "/metrics")
     aborted = metric_total(text, "vllm:request_success_total", finished_reason="abort")
     parts = urllib.parse.urlsplit(server.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=HANG_S)
     body = ok_completion(max_tokens=MAX_LEN - 10, ignore_eos=True, stream=stream)
     conn.request(
         "POST",

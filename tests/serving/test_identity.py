@@ -15,12 +15,13 @@ from harness.serving.server import BackgroundServer
 from harness.trace.generate import generate
 from harness.trace.native import write_trace
 from harness.trace.profile import load_profile
+from tests.waits import HANG_S
 
 MODEL = "agentic-harness-reference"
 
 
 def get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=30) as resp:
+    with urllib.request.urlopen(url, timeout=HANG_S) as resp:
         return resp.read()
 
 

@@ -30,7 +30,7 @@ def _post(url: str, body: dict) -> dict:
     req = urllib.request.Request(
         url, json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=30) as resp:
+    with urllib.request.urlopen(req, timeout=HANG_S) as resp:
         return json.loads(resp.read())
 
 
@@ -92,7 +92,7 @@ def test_the_store_process_serves_and_counts():
         shared = prompt(5, 64)
         _run(a, "a", shared + [9])
         assert _run(b, "b", shared + [9]).cached_tokens_remote == 64
-        text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=HANG_S).read().decode()
         assert metric_total(text, "harness_kv_store:hit_blocks_total") == 4
         assert metric_total(text, "harness_kv_store:blocks") >= 4
     finally:
@@ -129,7 +129,7 @@ def test_metrics_and_usage_split_hits_by_tier(tmp_path):
             "storage": 96,
             "storage_backend": "file",
         }
-        text = urllib.request.urlopen(f"{server.url}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"{server.url}/metrics", timeout=HANG_S).read().decode()
     by_source = {
         s: metric_total(text, "vllm:prompt_tokens_cached_by_source_total", source=s)
         for s in ("device", "host", "disk", "external_unspecified")

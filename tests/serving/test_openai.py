@@ -13,6 +13,7 @@ from harness.engine.config import EngineConfig
 from harness.serving.server import BackgroundServer
 from harness.serving.tokenizer import Tokenizer
 from harness.vocab import TOKEN_BASE, WORDS
+from tests.waits import HANG_S
 
 MODEL = "agentic-harness-reference"
 TOK = Tokenizer()
@@ -28,7 +29,7 @@ def server():
 @pytest.fixture(scope="module")
 def client(server):
     with openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=60
+        base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=HANG_S
     ) as c:
         yield c
 
@@ -39,7 +40,7 @@ def words(seed: int, n: int) -> list[int]:
 
 def test_models_and_health(client, server):
     assert [m.id for m in client.models.list().data] == [MODEL]
-    with urllib.request.urlopen(f"{server.url}/health", timeout=10) as resp:
+    with urllib.request.urlopen(f"{server.url}/health", timeout=HANG_S) as resp:
         assert resp.status == 200
 
 
