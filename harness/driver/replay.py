@@ -86,16 +86,6 @@ class Replay:
     def now(self) -> float:
         return clock.now() - self.t0
 
-    def first_tools(self) -> list[dict] | None:
-        """The tool schemas the run's first request carries (None: it carries none), for a
-        target's preflight to send the same shape; the prompt is built as the run builds it
-        (a session's first prompt is built afresh each time, so the run's own is unchanged)."""
-        if not self.trace.main_sessions:
-            return None
-        s = self.trace.main_sessions[0]
-        prompt = next(p for p in self.passes.source(0).prompt_steps(s.id, 0) if p is not None)
-        return prompt.tools
-
     # ---- the run ------------------------------------------------------------------------------
 
     async def run(self, t0: float | None = None) -> ReplayResult:

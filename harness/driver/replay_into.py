@@ -138,7 +138,7 @@ async def _replay(
         with folder.signals(replay):
             shape = getattr(target, "probe_like", None)  # a preflight that sends the run's shape
             if shape is not None:
-                shape(replay.first_tools())
+                shape(replay.passes.first_tools())
             name, done = steps.starting(target.describe().get("kind"))
             # a log hears of it after a second: a preflight that fails at once is its one line
             with steps.step(name, show=show_progress, done=done, after_s=1.0):

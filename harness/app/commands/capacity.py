@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from harness.analysis.host_state import MAX_LOAD_PER_CPU, MAX_WAIT_SHARE
+from harness.app.commands import fleet as fleet_commands
 from harness.app.commands.options import add_format, add_output, add_sets, formatted, printer
 
 
@@ -42,6 +43,15 @@ def _register_capacity(sub) -> None:
     cap.add_argument("scenario", help="scenario YAML with percentile slos (e.g. ttft_p90: 1s)")
     add_sets(cap, "override any scenario field (repeatable)")
     add_output(cap, "the folder for capacity.json and the runs", required=True)
+    _add_search(cap)
+    _add_screen(cap)
+    fleet_commands.add_arguments(cap)  # --simulate, --replicas, --routing: the virtual clock's
+    add_format(cap, "capacity.json's content (fleet.json's with --replicas); progress on stderr")
+    cap.set_defaults(func=_capacity)
+
+
+def _add_search(cap: argparse.ArgumentParser) -> None:
+    """The search: how far, how fine, how many runs a point."""
     cap.add_argument("--max-concurrency", type=int, default=256, help="stop doubling here")
     cap.add_argument(
         "--resolution",
@@ -70,6 +80,10 @@ def _register_capacity(sub) -> None:
         default=0.2,
         help="a figure within this share of its bound is near the knee: repeats decide (0.2)",
     )
+
+
+def _add_screen(cap: argparse.ArgumentParser) -> None:
+    """The busy-host screen and the budget."""
     cap.add_argument(
         "--max-wait-share",
         type=float,
@@ -97,13 +111,6 @@ def _register_capacity(sub) -> None:
         action="store_false",
         help="do not try the point above the first miss (it detects non-monotone curves)",
     )
-    from harness.app.commands import (
-        fleet as fleet_commands,
-    )  # --simulate, --replicas, --routing: the virtual clock's
-
-    fleet_commands.add_arguments(cap)
-    add_format(cap, "capacity.json's content (fleet.json's with --replicas); progress on stderr")
-    cap.set_defaults(func=_capacity)
 
 
 def _capacity(args: argparse.Namespace) -> int:
