@@ -87,19 +87,17 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
         "Prompt tokens: hit and each miss category (share of prompt tokens)", width=HALF
     )
     names = [short(a.run.name) for a in analyses]
-    categories = list(dict.fromkeys(k for a in analyses for k in a.summary["cache"]["miss_tokens"]))
-    parts = {"hit": [float(np.nansum(a.misses["cached"])) for a in analyses]}
+    caches = [a.summary["cache"] for a in analyses]
+    categories = list(dict.fromkeys(k for c in caches for k in c["miss_share_of_prompt_tokens"]))
+    parts = {"hit": [1.0 - _share(c["missed_tokens"], c["prompt_tokens"]) for c in caches]}
     for k in categories:
-        values = [float(a.summary["cache"]["miss_tokens"].get(k) or 0.0) for a in analyses]
+        values = [float(c["miss_share_of_prompt_tokens"].get(k) or 0.0) for c in caches]
         if any(values) or k == "evicted":
             parts[k] = values
     left = np.zeros(len(analyses))
-    totals = np.maximum(sum(np.asarray(v) for v in parts.values()), 1e-12)
     for k, values in parts.items():
-        share = np.asarray(values) / totals
-        color = outcome_color(k)
-        ax.barh(names, share, left=left, color=color, label=label(k), height=0.5)
-        left += share
+        ax.barh(names, values, left=left, color=outcome_color(k), label=label(k), height=0.5)
+        left += np.asarray(values)
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of prompt tokens")
     ax.invert_yaxis()
@@ -108,6 +106,10 @@ def miss_categories(analyses: list[Analysis]) -> Figure:
     else:
         no_data(ax)
     return fig
+
+
+def _share(part: float, whole: float) -> float:
+    return float(part) / float(whole) if whole else 0.0
 
 
 def outcome_count(analyses: list[Analysis]) -> int:
