@@ -1,5 +1,6 @@
 import pytest
 
+from tests.driver.helpers import started_servers
 from tests.driver.sse_server import ServerConfig, SSETestServer
 
 
@@ -13,14 +14,5 @@ async def server():
 
 @pytest.fixture
 async def make_server():
-    started = []
-
-    async def make(**cfg) -> SSETestServer:
-        s = SSETestServer(ServerConfig(**cfg))
-        await s.start()
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        await s.stop()
+    async with started_servers(lambda **cfg: SSETestServer(ServerConfig(**cfg))) as make:
+        yield make

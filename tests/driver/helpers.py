@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -79,3 +82,22 @@ def ideal_by_id(run_dir: Path, block_size: int | None = None) -> dict[str, int]:
 
 def by_id(records: list[dict]) -> dict[str, dict]:
     return {r["request_id"]: r for r in records}
+
+
+@contextlib.asynccontextmanager
+async def started_servers(build: Callable[..., Any]) -> AsyncIterator[Callable[..., Any]]:
+    """A fixture's server factory: `make(...)` builds a server with `build(...)`, starts it and
+    returns it; every server made is stopped when the block ends."""
+    started = []
+
+    async def make(*args: Any, **kw: Any) -> Any:
+        s = build(*args, **kw)
+        await s.start()
+        started.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        for s in started:
+            await s.stop()

@@ -5,7 +5,7 @@ import pytest
 
 from harness.driver.target import Done, Failure, RequestSpec, Usage
 from tests.driver.agent_server import AgentServer
-from tests.driver.helpers import by_id, replay, sess, target, trace
+from tests.driver.helpers import by_id, replay, sess, started_servers, target, trace
 from tests.driver.sse_server import ServerConfig
 from tests.driver.test_api_convert import CHAT, TOOLS
 
@@ -14,17 +14,10 @@ KEY = "sk-agent-secret-0123456789"
 
 @pytest.fixture
 async def agents():
-    started = []
-
-    async def make(**kw) -> AgentServer:
-        s = AgentServer(ServerConfig(token_delay=0.0005), **kw)
-        await s.start()
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        await s.stop()
+    async with started_servers(
+        lambda **kw: AgentServer(ServerConfig(token_delay=0.0005), **kw)
+    ) as make:
+        yield make
 
 
 class ListSink:

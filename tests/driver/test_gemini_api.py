@@ -14,7 +14,15 @@ from harness.driver.http import CacheRules
 from harness.driver.target import Done, Failure, RequestSpec, Usage
 from harness.errors import TargetError
 from tests.driver.gemini_server import GeminiServer
-from tests.driver.helpers import load_manifest, load_records, replay, sess, target, trace
+from tests.driver.helpers import (
+    load_manifest,
+    load_records,
+    replay,
+    sess,
+    started_servers,
+    target,
+    trace,
+)
 from tests.driver.sse_server import ServerConfig
 from tests.driver.test_agent_apis import ListSink
 from tests.driver.test_api_convert import CHAT, TOOLS
@@ -25,17 +33,9 @@ KEY = "AIza-gemini-secret-0123456789"
 
 @pytest.fixture
 async def gemini():
-    started = []
-
-    async def make(**kw) -> GeminiServer:
-        s = GeminiServer(ServerConfig(block_size=4, models=("gemini-2.5-flash",)), **kw)
-        await s.start()
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        await s.stop()
+    config = ServerConfig(block_size=4, models=("gemini-2.5-flash",))
+    async with started_servers(lambda **kw: GeminiServer(config, **kw)) as make:
+        yield make
 
 
 def spec(session="s1", max_tokens=6, messages=CHAT, tools=TOOLS) -> RequestSpec:

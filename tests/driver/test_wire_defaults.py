@@ -12,7 +12,7 @@ from harness.driver.http.sampling import Sampling
 from harness.driver.target import RequestSpec
 from harness.report.text import summary_table
 from tests.driver.agent_server import AgentServer
-from tests.driver.helpers import replay, sess, target, trace
+from tests.driver.helpers import replay, sess, started_servers, target, trace
 from tests.driver.sse_server import ServerConfig, SSETestServer
 from tests.driver.test_api_convert import CHAT, TOOLS
 from tests.trace.chat_fixtures import tokenizer_dir
@@ -23,17 +23,11 @@ SET = Sampling(temperature=0.7, top_p=0.9, top_k=20, seed=3)
 
 @pytest.fixture
 async def servers():
-    started = []
+    def build(kind=SSETestServer, **config) -> SSETestServer:
+        return kind(ServerConfig(**{"token_delay": 0.003, **config}))  # an event per read
 
-    async def make(kind=SSETestServer, **config) -> SSETestServer:
-        s = kind(ServerConfig(**{"token_delay": 0.003, **config}))  # an event per read
-        await s.start()
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        await s.stop()
+    async with started_servers(build) as make:
+        yield make
 
 
 class _Sink:
