@@ -37,6 +37,7 @@ from harness.engine.tiers.stack import KVTiers
 
 __all__ = ["ROOT_HASH", "BlockPool", "PrefixHit", "block_hash", "hash_blocks"]
 SELECTIVE = ("interval+selective", "replay+junction")  # retention that keeps junctions
+VLLM_RETENTION = ("all", "replay+junction")  # a hashed sliding page keeps its hash when freed
 
 
 class BlockPool:
@@ -207,12 +208,24 @@ class BlockPool:
         if not (self.hybrid and self.reclaim_window):
             return
         end = window_start(req.num_computed_tokens, self.sliding_window, self.block_size)
-        for i in range(req.num_reclaimed_blocks, end):
-            for g, table in enumerate(req.block_tables):
-                if self.kinds[g] == SLIDING and table[i] != NULL_BLOCK:
-                    self._release(table[i])
-                    table[i] = NULL_BLOCK
+        first, sliding = req.num_reclaimed_blocks, self._sliding_groups()
+        if self.free_order == "group":  # vLLM: group by group, each its last block first
+            blocks = [(g, i) for g in sliding for i in reversed(range(first, end))]
+        else:
+            blocks = [(g, i) for i in range(first, end) for g in sliding]
+        for g, i in blocks:
+            table = req.block_tables[g]
+            if table[i] != NULL_BLOCK:
+                self._release(table[i])
+                table[i] = NULL_BLOCK
         req.num_reclaimed_blocks = max(req.num_reclaimed_blocks, end)
+
+    def _group_order(self) -> list[int]:
+        """vLLM's order of Gemma 3's KV groups (its single_type_managers): sliding ones first."""
+        return sorted(range(len(self.kinds)), key=lambda g: self.kinds[g] != SLIDING)
+
+    def _sliding_groups(self) -> list[int]:
+        return [g for g, kind in enumerate(self.kinds) if kind == SLIDING]
 
     def free(self, req: Request) -> None:
         """Release a finished or preempted request's pages, tail first."""
@@ -223,10 +236,9 @@ class BlockPool:
             self._release_full(reversed(req.block_table))  # one group, no NULL_BLOCK in it
         else:
             if self.free_order == "group":  # vLLM: each group in turn, its own tail first
-                order = sorted(range(len(self.kinds)), key=lambda g: self.kinds[g] != SLIDING)
                 pages = [
                     t[i]
-                    for g in order
+                    for g in self._group_order()
                     for t in (req.block_tables[g],)
                     for i in reversed(range(len(t)))
                 ]
@@ -240,6 +252,7 @@ class BlockPool:
         req.block_tables = [[] for _ in self.kinds]
         req.num_cached_blocks = req.num_reclaimed_blocks = 0
         req.snapshot_points = []
+        req.window_mask = set()
 
     def _release_full(self, pages) -> None:
         """`_release` of full-attention pages, their count kept once for the batch."""
@@ -263,7 +276,8 @@ class BlockPool:
         self.in_use[self.kinds[block.group]] -= 1
         self.free_queue[page] = None
         sliding = self.kinds[block.group] == SLIDING and self.reclaim_window
-        dropped = self.retention != "all" and block.hash not in self.retained  # all: vLLM's lazy
+        # all: earlier vLLM's lazy eviction; replay+junction: hashed only where a mask kept it
+        dropped = self.retention not in VLLM_RETENTION and block.hash not in self.retained
         if block.hash is not None and sliding and dropped:
             self.pages.unregister(block)  # a window block no snapshot keeps: its KV is dropped
         if block.hash is None:
@@ -281,12 +295,15 @@ class BlockPool:
         if n_full <= req.num_cached_blocks and not req.snapshot_points:
             return  # no block filled since (a decode step's usual case)
         hashes = hash_blocks(req, bs, n_full)
+        masked = self._masked_groups()
         for i in range(req.num_cached_blocks, n_full):
             parent, tokens = hashes[i - 1] if i else ROOT_HASH, req.block_tokens(i, bs)
             for g, table in enumerate(req.block_tables):
                 block = self.blocks[table[i]] if table[i] != NULL_BLOCK else None
                 if block is None or block.hash is not None:
                     continue
+                if g in masked and i not in req.window_mask:
+                    continue  # vLLM never hashes it: no request can hit it, even while it runs
                 # A block another request registered first stays unhashed (one page per
                 # content), or, keeping duplicates as vLLM does, is hashed behind it.
                 if (g, parent, tokens) not in self.pages.first:
@@ -299,9 +316,18 @@ class BlockPool:
         while req.snapshot_points and req.snapshot_points[0] <= n_full:
             self.retain_window(req, req.snapshot_points.pop(0))
 
+    def _masked_groups(self) -> frozenset[int]:
+        """The groups whose blocks a request hashes by its own window mask (`replay+junction`)."""
+        if not (self.hybrid and self.reclaim_window and self.retention == "replay+junction"):
+            return frozenset()
+        return frozenset(self._sliding_groups())
+
     def retain_window(self, req: Request, k: int) -> None:
         """Keep the sliding-window state at k blocks (its window's blocks) past its holders."""
         if not self.enable_caching or k <= 0:
+            return
+        if self.retention == "replay+junction":  # the request's mask hashed them: nothing to add
+            self.num_snapshots += 1
             return
         lo = window_start(k * self.block_size, self.sliding_window, self.block_size)
         hashes = hash_blocks(req, self.block_size, k)
@@ -320,6 +346,11 @@ class BlockPool:
         if self.retention in SELECTIVE and hit.num_full_blocks > hit.num_blocks:
             points.add(hit.num_full_blocks)
         req.snapshot_points = sorted(p for p in points if p > hit.num_blocks)
+        if vllm:  # vLLM's reachable_block_mask: each point's window, the blocks before it
+            bs, w = self.block_size, self.sliding_window
+            req.window_mask = {
+                i for p in req.snapshot_points for i in range(window_start(p * bs, w, bs), p)
+            }
 
     def _touch(self, pages: list[int], g: int) -> None:
         blocks, free_queue, revived = self.blocks, self.free_queue, 0

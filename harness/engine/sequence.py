@@ -59,6 +59,9 @@ class Request:
         self.block_tables: list[list[int]] = [[]]
         self.num_reclaimed_blocks = 0  # leading blocks the sliding groups gave back
         self.snapshot_points: list[int] = []  # block counts whose window state is kept when reached
+        # `replay+junction` (vLLM 0.32): the sliding blocks this request hashes, its own windows
+        # before its snapshot points (vLLM's reachable_block_mask); its others are never hittable.
+        self.window_mask: set[int] = set()
         self.block_hashes: list[bytes] = []  # of the full blocks of token_ids, grown lazily
         self.num_cached_blocks = 0  # leading blocks of block_table already registered by hash
         # Why the scheduler could not admit it last time (see _still_blocked):
