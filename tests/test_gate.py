@@ -28,9 +28,11 @@ class Scripted:
                 "alpha": alpha,
                 "fail_on": fail_on,
                 "paired": kw.get("paired", False),
+                "alpha_by_night": kw.get("alpha_by_night"),
             }
         )
-        return Verdict(self.verdicts[min(len(self.calls), len(self.verdicts)) - 1])
+        said = self.verdicts[min(len(self.calls), len(self.verdicts)) - 1]
+        return Verdict(said.removesuffix(" by night"), by_night=said.endswith(" by night"))
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Verdict:
     runs_needed: int | None = None
     smallest_detectable: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    by_night: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -157,6 +160,19 @@ def test_history_mode_runs_the_candidate_alone(tmp_path):
     assert judge.calls[0]["b"] == ["b1", "b2"] and judge.calls[0]["history"] == history
     assert result.verdict == "no change detected" and result.exit_code == 0
     assert result.mode == "history"
+
+
+def test_judged_by_night_the_first_look_is_the_only_one(tmp_path):
+    # more runs tonight cannot narrow the spread between nights: the gate stops, at one look's level
+    judge, run = Scripted(["inconclusive by night"]), runner()
+    rule = Rule(min_runs=2, max_runs=6, fail_on="tpot_p50:+10%,tpgs:-5%")
+    result = gate(
+        {"b": None}, tmp_path, rule=rule, history=[tmp_path / "n1" / "b1"], judge=judge, run=run,
+        say=lambda _: None,
+    )  # fmt: skip
+    assert run.order == ["b1", "b2"] and len(judge.calls) == 1
+    assert result.stopped_by == "more nights needed" and result.exit_code == 4
+    assert judge.calls[0]["alpha_by_night"] == rule.alpha_once == pytest.approx(0.05)
 
 
 def test_the_minute_budget_stops_before_a_run_would_pass_it(tmp_path):

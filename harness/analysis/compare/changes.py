@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.analysis.compare import evidence, noise
+from harness.analysis.compare.nights import apart, night_of
 from harness.analysis.compare.sides import HEADLINE, Headline, Side
 from harness.analysis.summary_types import Analysis
 from harness.errors import InputError
@@ -103,20 +104,22 @@ class Figures:
     samples: int
     runs: int
     waits: list[float | None] = field(default_factory=list)  # each run's CPU wait share
+    nights: list[str] = field(default_factory=list)  # each run's night (nights.night_of)
 
 
 def figures(metric: Headline, analyses: list[Analysis], rng, boot: bool = True) -> Figures:
-    values, reps, samples, waits = [], [], 0, []
+    out = Figures([], [], 0, len(analyses))
     for a in analyses:
         v = metric.value(Side([a]))
         if v is None:
             continue
-        waits.append((a.summary.get("client") or {}).get("run_queue_wait_share"))
+        out.waits.append((a.summary.get("client") or {}).get("run_queue_wait_share"))
+        out.nights.append(night_of(a))
         size, drawn = _bootstrap(metric, a, rng, boot)
-        samples += size
-        values.append(v)
-        reps.append(drawn)
-    return Figures(values, reps, samples, len(analyses), waits)
+        out.samples += size
+        out.values.append(v)
+        out.replicates.append(drawn)
+    return out
 
 
 def _bootstrap(metric: Headline, a: Analysis, rng, boot: bool) -> tuple[int, np.ndarray | None]:
@@ -154,9 +157,12 @@ def row(
     min_change: float,
     why_not: str | None = None,
     paired: bool = False,
+    history_nights: list[str] | None = None,
 ) -> MetricChange:
     """The row of `metric`: its figures, interval, band and verdict against `threshold`.
-    `paired`: base.values[i] and cand.values[i] ran back to back (`noise.paired_spread`)."""
+    `paired`: base.values[i] and cand.values[i] ran back to back (`noise.paired_spread`).
+    `history_nights`: each history figure's night; where the candidate's nights are apart from
+    the others' (`nights.apart`), the night is the unit (`noise.night_spread`)."""
     out = MetricChange(
         metric.key, metric.label, metric.better, None, None, None, False, "~", None,
         base.samples, cand.samples, units=(base.runs, cand.runs), threshold=str(threshold),
@@ -185,6 +191,9 @@ def row(
         s = noise.adjusted_spread(xb, xc, waits, within, alpha) or noise.paired_spread(
             xb, xc, within, alpha
         )
+    elif history_nights is not None and apart(base.nights, cand.nights, history_nights):
+        keys = (base.nights, cand.nights, history_nights)
+        s = noise.night_spread(xb, xc, xh, keys, within, alpha)
     else:
         s = noise.spread(xb, xc, xh, within, alpha)
     out.change = _estimate(s, out.baseline, scale)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.analysis.compare import nights
+
 # With no between-run spread, "no change detected" needs the change to stay under the threshold
 # even with this many within-run SDs of noise (docs/metrics.md, "Verdicts"): on the recorded
 # nightly fixtures (nights 1-3) the between-run SD was up to 4.4x the within-run one (TPOT p90).
@@ -50,6 +52,7 @@ class Band:
     df: int
     source: str  # "between 3+3 runs", "history of 4 runs", "paired over 4 pairs", "one run: ..."
     pairs: int = 0  # > 0: `sd` is one run's SD from the spread of this many within-pair differences
+    nights: int = 0  # > 0: `sd` is one night's SD (its runs' mean) over this many nights
 
 
 def band(base: np.ndarray, cand: np.ndarray, history: np.ndarray) -> Band:
@@ -88,8 +91,9 @@ class Spread:
 
     @property
     def allowance(self) -> float | None:
-        """The half-width with no between-run spread: GENEROUS within-run SDs."""
-        return None if self.within is None else GENEROUS * self.within
+        """The half-width with no between-run spread: GENEROUS within-run SDs. None by night:
+        nights differ by more than any multiple of one run's own noise shows."""
+        return None if self.within is None or self.band.nights else GENEROUS * self.within
 
     def run_sd(self) -> float | None:
         """One run's SD: the between-run band, else a guess from the within-run SD."""
@@ -118,6 +122,40 @@ def spread(
         half = max(half, z * within_sd if within_sd is not None else 0.0)
     sizes = (base.size, cand.size, history.size)
     return Spread(float(cand.mean() - base.mean()), half, within_sd, b, sizes, z)
+
+
+def night_spread(
+    base: np.ndarray,
+    cand: np.ndarray,
+    history: np.ndarray,
+    keys: tuple[list[str], list[str], list[str]],
+    within: tuple[list[float | None], list[float | None]],
+    alpha: float,
+) -> Spread:
+    """`spread` with the night as the unit (harness/analysis/compare/nights.py): each night's
+    mean figure is one sample; the band is the pooled SD of the nights' means (the reference's
+    nights, baseline and history, about their mean; the candidate's about theirs), the change
+    the candidate nights' mean less the baseline nights', its half-width t(df) x SD x sqrt(1/nights
+    + 1/nights), floored by the within-run one. One night a side: no spread between nights, and no
+    allowance stands in for it."""
+    kb, kc, kh = keys
+    mb, mc = nights.means(base, kb), nights.means(cand, kc)
+    ref = nights.means(np.concatenate([base, history]), [*kb, *kh])
+    groups = [g for g in (ref, mc) if g.size >= 2]
+    df = sum(g.size - 1 for g in groups)
+    count, runs = ref.size + mc.size, base.size + cand.size + history.size
+    z = _ppf("norm", 1 - alpha / 2)
+    within_sd = _within_sd(within)
+    sizes = (mb.size, mc.size, ref.size - mb.size)
+    change = float(mc.mean() - mb.mean())
+    if df == 0:
+        b = Band(None, 0, f"one night a side ({runs} runs): no spread between nights yet", 0, count)
+        return Spread(change, None, within_sd, b, sizes, z)
+    sd = float(np.sqrt(sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df))
+    b = Band(sd, df, f"between {ref.size}+{mc.size} nights ({runs} runs)", 0, count)
+    half = _t(alpha, df) * sd * np.sqrt(1 / mb.size + 1 / mc.size)
+    half = max(half, z * within_sd if within_sd is not None else 0.0)
+    return Spread(change, half, within_sd, b, sizes, z)
 
 
 def paired_spread(
@@ -224,7 +262,7 @@ def _within_sd(within: tuple[list, list]) -> float | None:
 def runs_needed(s: Spread, distance: float, alpha: float) -> int | None:
     """How many more runs a side would likely make the interval narrower than `distance` (the
     way from the change to the nearer decision), the spread staying what it is now."""
-    if distance <= 0:
+    if distance <= 0 or s.band.nights:  # by night: more nights decide it, not more runs
         return None
     nb, nc, nh = s.sizes
     sd = s.run_sd()

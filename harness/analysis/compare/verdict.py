@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.analysis.compare import evidence, notes
+from harness.analysis.compare import evidence, nights, notes
 from harness.analysis.compare import history as screening
 from harness.analysis.compare.changes import (
     INCONCLUSIVE,
@@ -83,6 +83,7 @@ class Judgement:
     paired: bool = False  # judged on within-pair differences (baseline[i], run[i] back to back)
     why_not_comparable: str | None = None  # not comparable: which gated rows, and why
     why_inconclusive: str | None = None  # inconclusive for want of usable runs, not of evidence
+    by_night: bool = False  # judged night against night (nights.py): more nights decide, not runs
 
     @property
     def exit_code(self) -> int:
@@ -140,6 +141,7 @@ def judge_analyses(
     gate_keys: Iterable[str] | None = None,
     paired: bool = False,
     screen_sides: bool = False,
+    alpha_by_night: float | None = None,
 ) -> Judgement:
     """`judge` on runs already analyzed. `flagged`: history run paths already judged regressed;
     `gate_keys`: the rows the verdict covers when no `fail_on` names them (default: all).
@@ -147,7 +149,9 @@ def judge_analyses(
     `paired`: baseline[i] and candidate[i] ran back to back (an interleaved gate's pairs); each
     row is judged on the within-pair differences (`noise.paired_spread`), and history is not
     used: the pairs' own differences are the noise. `screen_sides`: each side's runs are
-    screened like the history (`history.screen_side`; a gate screens its runs as they end)."""
+    screened like the history (`history.screen_side`; a gate screens its runs as they end).
+    Where the candidate's runs are of other nights than the rest (`nights.apart`), each row is
+    judged night against night, at `alpha_by_night` when given (a gate's single look)."""
     thresholds = {t.key: t for t in parse_fail_on(fail_on)}
     if thresholds and not allow_unclosed:
         notes.refuse_unclosed([*baseline, *candidate])
@@ -165,18 +169,26 @@ def judge_analyses(
     gates = {m.key: thresholds.get(m.key) or default_threshold(m, min_change) for m in HEADLINE}
     base, cand = _figures(baseline, candidate, rng, paired)
     kept = screening.drop_outliers(screened, base, gated)
+    by_night = not paired and nights.apart(
+        [nights.night_of(a) for a in baseline],
+        [nights.night_of(a) for a in candidate],
+        [nights.night_of(a) for a in kept],
+    )
+    alpha = alpha_by_night if by_night and alpha_by_night is not None else alpha
     rows = []
     for m in HEADLINE:
-        past = [v for a in kept if (v := m.value(Side([a]))) is not None]
+        past = [(v, nights.night_of(a)) for a in kept if (v := m.value(Side([a]))) is not None]
         r = row(
-            m, base[m.key], cand[m.key], past, gates[m.key], alpha, min_change,
-            why_not.get(m.key), paired=paired,
+            m, base[m.key], cand[m.key], [v for v, _ in past], gates[m.key], alpha, min_change,
+            why_not.get(m.key), paired=paired, history_nights=[n for _, n in past],
         )  # fmt: skip
         r.gated = m.key in gated
         rows.append(r)
     rows = notes.measured(rows)
     out = _verdict(rows, baseline, candidate, screened, thresholds, alpha, min_change)
-    out.paired = paired
+    out.paired, out.by_night = paired, by_night
+    if by_night:
+        _night_notes(out)
     _side_notes(out, sides)
     if paired and past_runs:
         out.notes.append(
@@ -196,6 +208,22 @@ def _figures(baseline: list[Analysis], candidate: list[Analysis], rng, paired: b
     base = {m.key: figures(m, baseline, rng) for m in HEADLINE}
     cand = {m.key: figures(m, candidate, rng) for m in HEADLINE}
     return base, cand
+
+
+def _night_notes(out: Judgement) -> None:
+    """Say that the night was the unit; with one night a side, why that decides nothing yet."""
+    band = next((r.band_source for r in out.rows if r.gated and r.band_source), None)
+    out.notes.append(
+        f"judged night against night ({band}): a night's runs share its host and server state, "
+        "so their spread is not the spread between nights"
+    )
+    if out.verdict == Verdict.INCONCLUSIVE and any(
+        r.gated and r.band is None and r.verdict is not None for r in out.rows
+    ):
+        out.why_inconclusive = (
+            "one earlier night: how much nights differ is not known yet, so no change can be "
+            "told from a night's own spread; from the third night on, nights are judged"
+        )
 
 
 def _side_notes(out: Judgement, sides: screening.Sides) -> None:

@@ -69,6 +69,7 @@ class GateResult:
     runs: list[GateRun]
     judgement: Any | None  # the verdict module's Judgement; None before the first look
     stopped_by: str  # "decisive" | "max runs" | "budget" | "interrupted" | "history recorded"
+    # | "more nights needed" (judged by night and inconclusive: more runs tonight cannot decide)
     notes: list[str]
     rule: Rule
     minutes: float
@@ -159,7 +160,9 @@ def _after(done: GateRun, evidence, rule: Rule, history, judge, paired: bool, fi
     if paired and evidence.tried["a"] != evidence.tried["b"]:
         return None, None
     look = judge_now(rule, evidence, history, judge, paired=paired)
-    return look, "decisive" if decisive(look) else None
+    if decisive(look):
+        return look, "decisive"
+    return look, "more nights needed" if getattr(look, "by_night", False) else None
 
 
 def _unit(paired: bool) -> str:

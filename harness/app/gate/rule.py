@@ -84,6 +84,12 @@ class Rule:
             return self.alpha_final
         return min(0.5, 2 * self.alpha * 0.5 / (self.looks - 1) / self.rows)
 
+    @property
+    def alpha_once(self) -> float:
+        """Each row's two-sided level when the first look is the only one: tonight judged
+        night against night (more runs tonight cannot narrow the spread between nights)."""
+        return min(0.5, 2 * self.alpha / self.rows)
+
     def alpha_at(self, final: bool) -> float:
         return self.alpha_final if final else self.alpha_interim
 
@@ -96,6 +102,7 @@ class Rule:
             "rows": self.rows,
             "alpha_interim": self.alpha_interim,
             "alpha_final": self.alpha_final,
+            "alpha_once": self.alpha_once,
             "fail_on": self.fail_on,
             "min_change": self.min_change,
         }
@@ -134,8 +141,10 @@ def judge_now(
     """The verdict of the usable runs so far, or None before the first look. Interleaved
     (`paired`): the pairs whose two runs are both usable, judged on their within-pair
     differences, from `min_runs` such pairs. Without a baseline side (history mode) the judge is
-    given none: the screened history stands in (`RunJudge`). The look is final when every run
-    the rule allows has been tried."""
+    given none: the screened history stands in (`RunJudge`); where the history is of other
+    nights, tonight is judged night against night at `Rule.alpha_once`, and that first look
+    ends the gate (`by_night`). The look is final when every run the rule allows has been
+    tried."""
     final = spent(rule, evidence, paired=paired)
     kwargs: dict[str, Any] = {"fail_on": rule.fail_on, "alpha": rule.alpha_at(final)}
     if rule.min_change is not None:
@@ -147,6 +156,7 @@ def judge_now(
         return judge(base, cand, history=tuple(history), paired=True, **kwargs)
     if len(evidence.candidate) < rule.min_runs:
         return None
+    kwargs["alpha_by_night"] = rule.alpha_once  # judged by night, this look is the only one
     return judge([], list(evidence.candidate), history=tuple(history), **kwargs)
 
 

@@ -1,0 +1,104 @@
+"""Runs judged against other nights count by night: a night's runs share its host and server state,
+so their spread is not the spread between nights, and one earlier night cannot tell a change from
+a night's own difference (the README's nightly recipe, night 2 on an unchanged server: `regressed`,
+TPOT p50 +26 % [+3.0, +54.3], when each run counted as a night)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.analysis.compare import noise
+from harness.analysis.compare.nights import apart, means
+from harness.analysis.compare.verdict import Verdict, judge_analyses
+from harness.analysis.loader import load_run
+from harness.analysis.summary import analyze
+from tests.analysis.synthetic import write_synthetic_run
+
+GATE = "ttft_p50:+10%"
+WITHIN = ([1e-6] * 3, [1e-6] * 3)
+
+
+def test_a_night_is_its_runs_mean_and_the_band_is_between_nights():
+    base = np.log([1.00, 1.01, 0.99])  # one night, three runs that agree
+    history = np.log([1.10, 1.11, 0.90, 0.91])  # two more nights
+    cand = np.log([1.30, 1.31, 1.29])
+    keys = (["n1"] * 3, ["n4"] * 3, ["n2", "n2", "n3", "n3"])
+    s = noise.night_spread(base, cand, history, keys, WITHIN, 0.05)
+    nights = means(np.concatenate([base, history]), [*keys[0], *keys[2]])
+    assert s.change == pytest.approx(cand.mean() - base.mean())
+    assert (s.band.df, s.band.nights, s.sizes) == (2, 4, (1, 1, 2))
+    assert s.band.sd == pytest.approx(float(np.std(nights, ddof=1)))
+    assert s.half_width == pytest.approx(4.303 * s.band.sd * np.sqrt(2), rel=1e-3)
+    by_run = noise.spread(base, cand, history, WITHIN, 0.05)
+    assert by_run.half_width < s.half_width / 4  # the runs' own spread says far less
+
+
+def test_one_night_a_side_has_no_band_and_no_allowance():
+    keys = (["n1"] * 3, ["n2"] * 3, [])
+    s = noise.night_spread(np.log([1.0, 1.01, 0.99]), np.log([1.3] * 3), np.array([]), keys,
+                           WITHIN, 0.05)  # fmt: skip
+    assert s.half_width is None and s.band.sd is None and s.allowance is None
+    assert noise.runs_needed(s, 0.2, 0.05) is None  # more runs tonight cannot decide it
+
+
+@pytest.mark.parametrize(
+    ("base", "cand", "history", "by_night"),
+    [
+        (["n1"] * 3, ["n2"] * 3, [], True),
+        (["n1"], ["n3"] * 2, ["n1", "n2"], True),
+        (["g"] * 3, ["g"] * 3, [], False),  # one gate's interleaved sides: run against run
+        (["r1"], ["r2"], ["r3"], False),  # runs made alone: each its own night, as before
+        (["n1"] * 2, ["n2", "n1"], [], False),
+    ],
+)
+def test_which_comparisons_count_by_night(base, cand, history, by_night):
+    assert apart(base, cand, history) is by_night
+
+
+def night(where: Path, name: str, scale: float, seeds: range, gate: bool = True) -> list:
+    """Runs of one night, in a gate's folder and named by it (or made alone, `gate` False)."""
+    runs = []
+    for seed in seeds:
+        path = where / name / f"b{seed}"
+        run_id = f"{name}-b{seed}" if gate else f"run-{name}-{seed}"
+        write_synthetic_run(path, run_id, n_tasks=40, seed=seed, ttft_scale=scale)
+        runs.append(analyze(load_run(path)))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def two_nights(tmp_path_factory):
+    where = tmp_path_factory.mktemp("nights")
+    return night(where, "nightly-1", 1.0, range(1, 4)), night(where, "nightly-2", 1.3, range(4, 7))
+
+
+def test_one_earlier_night_is_inconclusive_and_says_why(two_nights):
+    first, second = two_nights
+    j = judge_analyses(first, second, fail_on=GATE)
+    assert j.by_night and j.verdict == Verdict.INCONCLUSIVE and j.runs_needed is None
+    assert j.why_inconclusive.startswith("one earlier night: how much nights differ")
+    row = next(r for r in j.rows if r.key == "ttft_p50")
+    assert row.band_source == "one night a side (6 runs): no spread between nights yet"
+
+
+def test_runs_made_alone_are_still_judged_run_by_run(tmp_path):
+    # the same change, each run its own night: the runs' spread is the band, as before
+    first = night(tmp_path, "a", 1.0, range(1, 4), gate=False)
+    second = night(tmp_path, "b", 1.3, range(4, 7), gate=False)
+    j = judge_analyses(first, second, fail_on=GATE)
+    assert not j.by_night and j.verdict == Verdict.REGRESSED
+
+
+def test_nights_that_agree_judge_a_large_change(two_nights, tmp_path):
+    first, second = two_nights
+    third = night(tmp_path, "nightly-3", 1.05, range(7, 10))
+    slow = night(tmp_path, "nightly-4", 4.0, range(10, 13))
+    j = judge_analyses(first, slow, history=[*second, *third], fail_on=GATE)
+    row = next(r for r in j.rows if r.key == "ttft_p50")
+    assert j.by_night and row.band_source == "between 3+1 nights (12 runs)"
+    assert j.verdict == Verdict.REGRESSED and row.interval[0] <= row.change <= row.interval[1]
+    same = judge_analyses(first, third, history=second, fail_on=GATE)
+    assert same.verdict != Verdict.REGRESSED  # night 3 is within the nights' own spread
