@@ -242,3 +242,15 @@ def test_each_run_says_how_many_of_the_most_and_the_evidence_so_far(tmp_path):
     assert "so far" not in lines[2]  # a pair's first run: nothing judged yet
     assert lines[3].endswith("; so far: inconclusive")  # the first look, after two pairs
     assert lines[5].endswith("; so far: no change detected")  # decisive: the last line
+
+
+def test_a_regressed_gate_names_the_row_that_failed():
+    from harness.report.gate import verdict_lines
+
+    failure = "tpot_p50 0.004 -> 0.0078 (+96.1%) crosses tpot_p50:+10% (interval [+89.8%, +102.6%])"
+    doc = {
+        "verdict": "regressed", "exit_code": 1, "mode": "history", "minutes": 1.1,
+        "stopped_by": "decisive", "runs_used": {"a": 0, "b": 3}, "runs_tried": {"a": 0, "b": 3},
+        "judgement": {"failures": [failure]}, "notes": [],
+    }  # fmt: skip
+    assert f"regressed: {failure}" in verdict_lines(doc)

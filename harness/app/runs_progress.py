@@ -105,4 +105,7 @@ def interim_words(judgement: Any | None, needed_unit: str = "run(s) a side") -> 
     needed = getattr(judgement, "runs_needed", None)
     if needed:
         words.append(f"about {needed} more {needed_unit} likely needed")
+    nights = getattr(judgement, "nights_needed", None)
+    if nights:
+        words.append(f"about {nights} more night(s) likely needed")
     return ", ".join(words)

@@ -74,6 +74,8 @@ def verdict_line(result: Judgement) -> str:
         more = (
             f"about {result.runs_needed} more run(s) a side would likely decide it"
             if result.runs_needed
+            else f"about {result.nights_needed} more night(s) would likely decide it"
+            if result.nights_needed
             else "more runs than is practical would be needed at this spread"
         )
         return f"INCONCLUSIVE ({gate}): {more}"

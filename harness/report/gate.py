@@ -24,6 +24,7 @@ def verdict_lines(doc: dict) -> list[str]:
         f"({sum(tried.values())} tried, {doc['minutes']:.1f} min, stopped: {doc['stopped_by']})"
     ]
     judgement = doc.get("judgement") or {}
+    lines += [f"regressed: {failure}" for failure in judgement.get("failures") or []]
     for why in (judgement.get("why_not_comparable"), judgement.get("why_inconclusive")):
         if why:
             lines.append(f"{doc['verdict']}: {why}")
@@ -33,6 +34,8 @@ def verdict_lines(doc: dict) -> list[str]:
         lines.append(f"smallest change this evidence could see: {seen}")
     if judgement.get("runs_needed"):
         lines.append(f"about {judgement['runs_needed']} more runs a side would likely decide it")
+    if judgement.get("nights_needed"):
+        lines.append(f"about {judgement['nights_needed']} more nights would likely decide it")
     cal = doc.get("calibration")
     if cal:
         lines.append(calibration_line(cal))

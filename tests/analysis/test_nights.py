@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from harness.analysis.compare import noise
 from harness.analysis.compare.nights import apart, means
@@ -34,6 +35,19 @@ def test_a_night_is_its_runs_mean_and_the_band_is_between_nights():
     assert s.half_width == pytest.approx(4.303 * s.band.sd * np.sqrt(2), rel=1e-3)
     by_run = noise.spread(base, cand, history, WITHIN, 0.05)
     assert by_run.half_width < s.half_width / 4  # the runs' own spread says far less
+
+
+def test_more_nights_not_more_runs_narrow_it():
+    keys = (["n1"] * 3, ["n4"] * 3, ["n2", "n2", "n3", "n3"])
+    base, history = np.log([1.00, 1.01, 0.99]), np.log([1.10, 1.11, 0.90, 0.91])
+    s = noise.night_spread(base, np.log([1.3] * 3), history, keys, WITHIN, 0.05)
+    more = noise.runs_needed(s, 0.5 * s.half_width, 0.05)
+    assert more is not None and more >= 1
+
+    def half(m: int) -> float:  # the interval with m more earlier nights, the spread as now
+        return stats.t.ppf(0.975, 2 + m) * s.band.sd * np.sqrt(1 / (1 + m) + 1)
+
+    assert half(more) < 0.5 * s.half_width <= half(more - 1)
 
 
 def test_one_night_a_side_has_no_band_and_no_allowance():
@@ -81,7 +95,8 @@ def test_one_earlier_night_is_inconclusive_and_says_why(two_nights):
     assert j.by_night and j.verdict == Verdict.INCONCLUSIVE and j.runs_needed is None
     assert j.why_inconclusive.startswith("one earlier night: how much nights differ")
     row = next(r for r in j.rows if r.key == "ttft_p50")
-    assert row.band_source == "one night a side (6 runs): no spread between nights yet"
+    assert row.band_source == "one night a side (6 runs), no spread between nights yet"
+    assert row.interval is None and row.smallest_detectable is None  # no band, so no interval
 
 
 def test_runs_made_alone_are_still_judged_run_by_run(tmp_path):

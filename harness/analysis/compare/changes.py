@@ -92,6 +92,7 @@ class MetricChange:
     gated: bool = True  # counts toward the overall verdict
     smallest_detectable: float | None = None  # relative change this evidence could have seen
     runs_needed: int | None = None  # inconclusive: more runs a side that would likely decide it
+    nights_needed: int | None = None  # inconclusive by night: more earlier nights, likewise
     heading: str | None = None  # inconclusive: the verdict more runs would most likely give
 
 
@@ -212,7 +213,8 @@ def _estimate(s: noise.Spread, baseline: float | None, scale: str) -> float | No
 
 def _interval(out: MetricChange, s: noise.Spread, scale: str) -> None:
     """The shown interval (between runs; with one run a side, the within-run one) and band."""
-    half = s.half_width if s.half_width is not None else s.within
+    # one run a side: the within-run interval; one night a side: none (nights differ by more)
+    half = s.half_width if s.half_width is not None else None if s.band.nights else s.within
     b = out.baseline
     assert b is not None  # a comparable row has figures on both sides
     out.band_source = s.band.source
@@ -270,7 +272,11 @@ def _decide(
     if out.verdict == INCONCLUSIVE:
         out.heading = REGRESSED if worse >= limit else NO_CHANGE
         distance = worse if worse >= limit else limit - worse
-        out.runs_needed = noise.runs_needed(s, distance, alpha)
+        needed = noise.runs_needed(s, distance, alpha)
+        if s.band.nights:
+            out.nights_needed = needed
+        else:
+            out.runs_needed = needed
 
 
 def _relative(half: float | None, baseline: float, scale: str) -> float | None:

@@ -149,7 +149,7 @@ def night_spread(
     sizes = (mb.size, mc.size, ref.size - mb.size)
     change = float(mc.mean() - mb.mean())
     if df == 0:
-        b = Band(None, 0, f"one night a side ({runs} runs): no spread between nights yet", 0, count)
+        b = Band(None, 0, f"one night a side ({runs} runs), no spread between nights yet", 0, count)
         return Spread(change, None, within_sd, b, sizes, z)
     sd = float(np.sqrt(sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df))
     b = Band(sd, df, f"between {ref.size}+{mc.size} nights ({runs} runs)", 0, count)
@@ -262,8 +262,10 @@ def _within_sd(within: tuple[list, list]) -> float | None:
 def runs_needed(s: Spread, distance: float, alpha: float) -> int | None:
     """How many more runs a side would likely make the interval narrower than `distance` (the
     way from the change to the nearer decision), the spread staying what it is now."""
-    if distance <= 0 or s.band.nights:  # by night: more nights decide it, not more runs
+    if distance <= 0:
         return None
+    if s.band.nights:  # by night: more nights decide it, not more runs
+        return nights_needed(s, distance, alpha)
     nb, nc, nh = s.sizes
     sd = s.run_sd()
     if sd is None or sd == 0:
@@ -277,6 +279,20 @@ def runs_needed(s: Spread, distance: float, alpha: float) -> int | None:
         b, c = nb + more, nc + more
         df = (b + nh - 1) + (c - 1)
         if _t(alpha, df) * sd * np.sqrt(1 / b + 1 / c) < distance:
+            return more
+    return None
+
+
+def nights_needed(s: Spread, distance: float, alpha: float) -> int | None:
+    """How many more earlier nights would likely make a night-against-night interval narrower
+    than `distance`, the spread between nights staying what it is now (None: unknown yet, or
+    more than `MAX_MORE_RUNS`)."""
+    nb, nc, _ = s.sizes
+    if s.band.sd is None:
+        return None
+    for more in range(1, MAX_MORE_RUNS + 1):
+        half = _t(alpha, s.band.df + more) * s.band.sd * np.sqrt(1 / (nb + more) + 1 / nc)
+        if half < distance:
             return more
     return None
 

@@ -84,6 +84,9 @@ class Judgement:
     why_not_comparable: str | None = None  # not comparable: which gated rows, and why
     why_inconclusive: str | None = None  # inconclusive for want of usable runs, not of evidence
     by_night: bool = False  # judged night against night (nights.py): more nights decide, not runs
+    nights_needed: int | None = (
+        None  # inconclusive by night: more earlier nights likely deciding it
+    )
 
     @property
     def exit_code(self) -> int:
@@ -211,12 +214,15 @@ def _figures(baseline: list[Analysis], candidate: list[Analysis], rng, paired: b
 
 
 def _night_notes(out: Judgement) -> None:
-    """Say that the night was the unit; with one night a side, why that decides nothing yet."""
+    """Say that the night was the unit, how many more nights would likely decide it, and with
+    one night a side why nothing is decided yet."""
     band = next((r.band_source for r in out.rows if r.gated and r.band_source), None)
     out.notes.append(
-        f"judged night against night ({band}): a night's runs share its host and server state, "
+        f"judged night against night, {band}: a night's runs share its host and server state, "
         "so their spread is not the spread between nights"
     )
+    if out.verdict == Verdict.INCONCLUSIVE:
+        out.nights_needed = _needed([r for r in out.rows if r.gated], "nights_needed")
     if out.verdict == Verdict.INCONCLUSIVE and any(
         r.gated and r.band is None and r.verdict is not None for r in out.rows
     ):
@@ -341,13 +347,18 @@ def unlike_history(candidate: list[Analysis], screened: screening.Screened) -> J
 
 
 def _runs_needed(judged: list[MetricChange]) -> int | None:
-    """The fewest more runs that would likely show a regression where one looms; else the most
-    any inconclusive row needs to be ruled out (None: more than `noise.MAX_MORE_RUNS`)."""
+    return _needed(judged, "runs_needed")
+
+
+def _needed(judged: list[MetricChange], field: str) -> int | None:
+    """The fewest more runs (or nights: `field`) that would likely show a regression where one
+    looms; else the most any inconclusive row needs to be ruled out (None: more than
+    `noise.MAX_MORE_RUNS`)."""
     open_rows = [r for r in judged if r.verdict == INCONCLUSIVE]
-    looming = [r.runs_needed for r in open_rows if r.heading == REGRESSED and r.runs_needed]
+    looming = [n for r in open_rows if r.heading == REGRESSED and (n := getattr(r, field))]
     if looming:
         return min(looming)
-    needed = [r.runs_needed for r in open_rows]
+    needed = [getattr(r, field) for r in open_rows]
     return None if not needed or None in needed else max(n for n in needed if n is not None)
 
 

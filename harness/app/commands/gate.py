@@ -36,7 +36,8 @@ def register(sub) -> None:
         "verdict is decisive or the budget is spent. Runs on a busy host are left out and run "
         "again. A --history glob that matches nothing yet, but would match this gate's runs, "
         "makes this the first run of the history: its runs are recorded, nothing is judged "
-        "(exit 0). Writes DIR/a1, DIR/b1, ... and DIR/gate.json, DIR/gate.md. Exit 0 no change "
+        "(exit 0). Against earlier gates' runs tonight is judged night against night: one look "
+        "at --min-runs usable runs; one earlier night decides nothing (exit 4). Writes DIR/a1, DIR/b1, ... and DIR/gate.json, DIR/gate.md. Exit 0 no change "
         "detected or history recorded, 1 regressed, 4 inconclusive (rerun), 5 not comparable "
         "(the load, trace or configuration differs from the history), 2 bad input, 130 "
         "interrupted. "
@@ -68,7 +69,8 @@ def _add_sides(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="GLOB",
-        help="earlier runs to judge one configuration against (e.g. 'results/nightly-*')",
+        help="earlier runs to judge one configuration against (e.g. 'results/nightly-*/b*'; "
+        "an earlier gate's runs count as one night)",
     )
     add_output(p, "a new folder for the runs and gate.json", required=True, metavar="DIR")
 
