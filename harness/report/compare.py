@@ -45,6 +45,9 @@ def _preamble(result: Judgement) -> list[str]:
         f"Student t over {len(result.run)} interleaved pairs (each pair's difference one sample;"
         " band = one run's SD, the differences' / sqrt 2)"
         if result.paired
+        else "Student t over nights (each night's mean one sample; band = one night's SD between"
+        " nights)"
+        if result.by_night
         else "Student t over runs (each run's figure one sample; band = one run's SD between runs)"
     )
     return [

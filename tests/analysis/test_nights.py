@@ -16,6 +16,7 @@ from harness.analysis.compare.nights import apart, means
 from harness.analysis.compare.verdict import Verdict, judge_analyses
 from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
+from harness.report.compare import render
 from tests.analysis.synthetic import write_synthetic_run
 
 GATE = "ttft_p50:+10%"
@@ -115,5 +116,8 @@ def test_nights_that_agree_judge_a_large_change(two_nights, tmp_path):
     row = next(r for r in j.rows if r.key == "ttft_p50")
     assert j.by_night and row.band_source == "between 3+1 nights (12 runs)"
     assert j.verdict == Verdict.REGRESSED and row.interval[0] <= row.change <= row.interval[1]
+    table = render(j)
+    assert "Student t over nights (each night's mean one sample" in table
+    assert "Student t over runs" not in table
     same = judge_analyses(first, third, history=second, fail_on=GATE)
     assert same.verdict != Verdict.REGRESSED  # night 3 is within the nights' own spread
