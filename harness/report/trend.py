@@ -69,7 +69,13 @@ def _latest_verdicts(result: Trend) -> list[tuple[str, str, str]]:
     latest = [p for p in {p.series: p for p in result.points}.values() if p.verdict is not None]
     out = []
     for p in latest:
-        why = f"about {p.runs_needed} more run(s) would decide it" if p.runs_needed else ""
+        why = p.why_inconclusive or (
+            f"about {p.runs_needed} more run(s) would decide it"
+            if p.runs_needed
+            else f"about {p.nights_needed} more night(s) would decide it"
+            if p.nights_needed
+            else ""
+        )
         if p.verdict == "not comparable":
             why = (p.why_not_comparable or "").removeprefix(f"{p.run} ")
         elif p.verdict != "inconclusive":

@@ -13,6 +13,7 @@ from scipy import stats
 
 from harness.analysis.compare import noise
 from harness.analysis.compare.nights import apart, means
+from harness.analysis.compare.trend import trend
 from harness.analysis.compare.verdict import Verdict, judge_analyses
 from harness.analysis.loader import load_run
 from harness.analysis.summary import analyze
@@ -121,3 +122,20 @@ def test_nights_that_agree_judge_a_large_change(two_nights, tmp_path):
     assert "Student t over runs" not in table
     same = judge_analyses(first, third, history=second, fail_on=GATE)
     assert same.verdict != Verdict.REGRESSED  # night 3 is within the nights' own spread
+
+
+@pytest.mark.slow
+def test_the_trend_judges_a_night_at_its_last_run_from_all_its_runs(tmp_path):
+    # four nights of a gate's three runs, the last 2x slower in every run: judged run by run, its
+    # third run was held against its second (no change) and the trend ended inconclusive
+    for n, scale in enumerate((1.0, 1.0, 1.0, 2.0), start=1):
+        night(tmp_path, f"nightly-{n}", scale, range(3 * n, 3 * n + 3))
+    result, _ = trend([str(tmp_path / "nightly-*" / "b*")])
+    last = result.points[-1]
+    assert result.verdict == Verdict.REGRESSED and "ttft_p90" in last.regressions
+    assert last.changes["ttft_p90"].band_source == "between 3+1 nights (12 runs)"
+    partial = result.points[-3:-1]  # a night's runs before its last: judged with it
+    assert [(p.verdict, p.judged_at) for p in partial] == [(None, last.run)] * 2
+    assert result.points[5].verdict == Verdict.INCONCLUSIVE  # night 2: one earlier night
+    assert result.points[5].why_inconclusive.startswith("one earlier night")
+    assert [p.verdict for p in result.points[:3]] == [None] * 3  # the first night of all

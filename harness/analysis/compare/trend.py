@@ -2,13 +2,17 @@
 
 Runs of another trace, load or target configuration are another series, never one line; each
 series is described by how it differs from the first, in the scenario file's words. In each
-series a run is judged against the run before it with every earlier run of the series as history
-(`verdict.judge_analyses`: the rule `harness compare` uses), so a run with no usable history is at
-most `inconclusive`, never `regressed`; a run judged regressed is left out of the history of the
-runs after it. Comparing with the previous run marks the run a regression arrived in. A run that
-starts a series after other runs has nothing like it before it: `not comparable`, so a nightly
-job whose load or trace changed is never green. The trend's own verdict is the latest run's (the
-worst over the series' latest runs), for a nightly job.
+series a night (a gate's runs, `nights.night_of`; a run made alone is a night of its own) is
+judged against the night before it with every earlier night of the series as history
+(`verdict.judge_analyses`: the rule `harness compare` uses, night against night), so a night with
+no usable history is at most `inconclusive`, never `regressed`; a night judged regressed is left
+out of the history of the nights after it. The verdict is drawn at a night's last run, from all
+its runs: a night's runs are one sample, and a run judged alone against nights of several runs
+would be held to their means' narrower spread (and its night's later runs, against each other,
+could not see a change the whole night shares). Comparing with the previous night marks the night
+a regression arrived in. A night that starts a series after other runs has nothing like it before
+it: `not comparable`, so a nightly job whose load or trace changed is never green. The trend's
+own verdict is the latest night's (the worst over the series' latest nights), for a nightly job.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from harness.analysis.compare.changes import REGRESSED, MetricChange
 from harness.analysis.compare.comparable import trace_identity
+from harness.analysis.compare.nights import night_of
 from harness.analysis.compare.settings import (
     differences,
     load_settings,
@@ -53,12 +58,15 @@ class TrendPoint:
     ended: str | None = None  # how the run ended, when not cleanly (analysis.ending)
     series: int = 0  # index into Trend.series
     verdict: Verdict | None = (
-        None  # None: the first run of all; a later series' first: not comparable
+        None  # None: the first night of all, or not its night's last run (`judged_at`)
     )
     why_not_comparable: str | None = None  # how it differs from the run before it
     runs_needed: int | None = None
+    nights_needed: int | None = None  # judged by night: more earlier nights likely deciding it
+    why_inconclusive: str | None = None  # e.g. one earlier night: how nights differ is unknown
     history: list[str] = field(default_factory=list)  # the earlier runs used as noise
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    judged_at: str | None = None  # not its night's last run: the run whose point judges the night
 
     @property
     def regressions(self) -> list[str]:
@@ -110,8 +118,9 @@ def trend(
     members: dict[tuple, list[Analysis]] = {k: [] for k in keys}
     flagged: set[str] = set()
     points = []
+    last = {night_of(a): i for i, a in enumerate(analyses)}  # each night's last run
     for i, a in enumerate(analyses):
-        key = series_key(a)
+        key, night = series_key(a), night_of(a)
         before = members[key]
         point = TrendPoint(
             run=a.run.name,
@@ -122,35 +131,61 @@ def trend(
             ended=run_ending(a.run.manifest),
             series=keys.index(key),
         )
-        if before:
-            _judge(point, before, a, flagged, alpha, min_change)
-        elif i:  # a new series after other runs: nothing like it before it
-            point.verdict = Verdict.NOT_COMPARABLE
-            point.why_not_comparable = _new_series(analyses[i - 1], a)
         before.append(a)
+        if last[night] != i:
+            point.judged_at = analyses[last[night]].run.name
+        else:
+            _judge_night(point, before, analyses[: i + 1], flagged, alpha, min_change)
         points.append(point)
     labels = {m.key: m.label for m in metrics}
     return Trend(points, labels, alpha, min_change, _describe(analyses, keys)), analyses
 
 
-def _judge(
-    point: TrendPoint, before: list[Analysis], a: Analysis, flagged: set[str], alpha, min_change
+def _judge_night(
+    point: TrendPoint, before: list[Analysis], so_far: list[Analysis], flagged, alpha, min_change
 ) -> None:
+    """At a night's last run (`before[-1]`; `before`: its series so far, `so_far`: every run
+    so far): its night against the night before, or not comparable as a new series's first."""
+    night = night_of(before[-1])
+    earlier = [b for b in before if night_of(b) != night]
+    tonight = [b for b in before if night_of(b) == night]
+    if earlier:
+        _judge(point, earlier, tonight, flagged, alpha, min_change)
+    elif len(before) < len(so_far):  # a new series after other runs: nothing like it before it
+        point.verdict = Verdict.NOT_COMPARABLE
+        point.why_not_comparable = _new_series(so_far[-len(before) - 1], before[-1])
+
+
+def _judge(
+    point: TrendPoint,
+    earlier: list[Analysis],
+    night: list[Analysis],
+    flagged: set[str],
+    alpha,
+    min_change,
+) -> None:
+    """`night`'s runs judged against the night before them, the earlier nights as history."""
+    previous = night_of(earlier[-1])
     j = judge_analyses(
-        [before[-1]],
-        [a],
-        history=before[:-1],
+        [b for b in earlier if night_of(b) == previous],
+        night,
+        history=[b for b in earlier if night_of(b) != previous],
         alpha=alpha,
         min_change=min_change,
         flagged=flagged,
         gate_keys=TREND_METRICS,
     )
     point.changes = {r.key: r for r in j.rows if r.key in TREND_METRICS}
-    point.verdict, point.runs_needed = j.verdict, j.runs_needed
+    point.verdict, point.runs_needed, point.nights_needed = (
+        j.verdict,
+        j.runs_needed,
+        j.nights_needed,
+    )
+    point.why_inconclusive = j.why_inconclusive
     point.why_not_comparable = j.why_not_comparable
     point.history, point.left_out = j.history, j.left_out
     if j.verdict == Verdict.REGRESSED:
-        flagged.add(str(a.run.path.resolve()))
+        flagged.update(str(b.run.path.resolve()) for b in night)
 
 
 def _describe(analyses: list[Analysis], keys: list[tuple]) -> list[str]:
