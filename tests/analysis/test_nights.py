@@ -74,13 +74,15 @@ def test_which_comparisons_count_by_night(base, cand, history, by_night):
     assert apart(base, cand, history) is by_night
 
 
-def night(where: Path, name: str, scale: float, seeds: range, gate: bool = True) -> list:
+def night(
+    where: Path, name: str, scale: float, seeds: range, gate: bool = True, tasks: int = 40
+) -> list:
     """Runs of one night, in a gate's folder and named by it (or made alone, `gate` False)."""
     runs = []
     for seed in seeds:
         path = where / name / f"b{seed}"
         run_id = f"{name}-b{seed}" if gate else f"run-{name}-{seed}"
-        write_synthetic_run(path, run_id, n_tasks=40, seed=seed, ttft_scale=scale)
+        write_synthetic_run(path, run_id, n_tasks=tasks, seed=seed, ttft_scale=scale)
         runs.append(analyze(load_run(path)))
     return runs
 
@@ -139,3 +141,21 @@ def test_the_trend_judges_a_night_at_its_last_run_from_all_its_runs(tmp_path):
     assert result.points[5].verdict == Verdict.INCONCLUSIVE  # night 2: one earlier night
     assert result.points[5].why_inconclusive.startswith("one earlier night")
     assert [p.verdict for p in result.points[:3]] == [None] * 3  # the first night of all
+
+
+@pytest.mark.slow
+def test_a_night_off_by_its_night_effect_is_not_left_out_as_outlier_runs(tmp_path):
+    # four earlier nights whose runs agree closely, one of them 25 % off: screened run by run it
+    # looked far from the median of tight runs, was left out, and the three nights left judged
+    # an ordinary +15 % night regressed on their narrower spread
+    earlier = [
+        run
+        for n, scale in enumerate((1.0, 1.02, 0.98, 1.25), start=1)
+        for run in night(tmp_path, f"nightly-{n}", scale, range(3 * n, 3 * n + 3), tasks=100)
+    ]
+    tonight = night(tmp_path, "nightly-5", 1.15, range(15, 18), tasks=100)
+    j = judge_analyses(earlier, tonight, fail_on="ttft_p50:+10%", screen_sides=True)
+    assert j.by_night and not j.left_out
+    row = next(r for r in j.rows if r.key == "ttft_p50")
+    assert row.band_source == "between 4+1 nights (15 runs)"
+    assert j.verdict != Verdict.REGRESSED
