@@ -3,13 +3,15 @@ stops it, budgets end it, and each look is judged at alpha / looks."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from harness.app.gate.loop import Budget, GateRun, gate
-from harness.app.gate.rule import Rule
+from harness.app.gate.rule import Rule, RunJudge
+from tests.analysis.synthetic import write_synthetic_run
 
 
 @dataclass
@@ -254,3 +256,24 @@ def test_a_regressed_gate_names_the_row_that_failed():
         "judgement": {"failures": [failure]}, "notes": [],
     }  # fmt: skip
     assert f"regressed: {failure}" in verdict_lines(doc)
+
+
+@pytest.mark.slow
+def test_a_night_its_gate_judged_regressed_is_left_out_of_later_nights_history(tmp_path):
+    # kept, the regressed night widened the spread between nights, and the same slowdown the
+    # next night read inconclusive: a regression that stays was red for one night only
+    def night(n: int, scale: float) -> list[Path]:
+        runs = [tmp_path / f"nightly-{n}" / f"b{r}" for r in (1, 2)]
+        for r, path in enumerate(runs, start=1):
+            write_synthetic_run(path, f"nightly-{n}-b{r}", n_tasks=40, seed=10 * n + r,
+                                ttft_scale=scale)  # fmt: skip
+        return runs
+
+    history = [p for n in (1, 2, 3) for p in night(n, 1.0)] + night(4, 2.0)
+    doc = {"verdict": "regressed", "runs": [{"arm": "b", "path": str(p)} for p in history[-2:]]}
+    (tmp_path / "nightly-4" / "gate.json").write_text(json.dumps(doc))
+    (tmp_path / "nightly-1" / "gate.json").write_text("{not json")  # unreadable: not a verdict
+    j = RunJudge()([], night(5, 2.0), history=history, fail_on="ttft_p50:+10%", alpha_by_night=0.1)
+    assert j.by_night and str(j.verdict) == "regressed"
+    assert "history: nightly-4-b1 left out: itself judged regressed" in j.notes
+    assert not any("nightly-1" in n for n in j.notes)

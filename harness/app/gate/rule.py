@@ -23,6 +23,7 @@ its threshold). An early stop needs strong evidence; the final look keeps most o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,7 +191,9 @@ class RunJudge:
             return judge_analyses(
                 [self.analysis(p) for p in baseline], cand, history=past, paired=paired, **kwargs
             )
-        screened = screening.screen([self.analysis(p) for p in history], cand, as_baseline=True)
+        screened = screening.screen(
+            [self.analysis(p) for p in history], cand, regressed_runs(history), as_baseline=True
+        )
         if screened.all_unlike:
             return unlike_history(cand, screened)  # not comparable: no rerun makes it so
         if not screened.kept:
@@ -198,6 +201,25 @@ class RunJudge:
         judgement = judge_analyses(screened.kept, cand, **kwargs)
         judgement.notes += [f"history: {run} left out: {why}" for run, why in screened.left_out]
         return judgement
+
+
+def regressed_runs(history: Sequence[Path]) -> set[str]:
+    """The history's runs that their own gate judged regressed (its candidate runs, by the
+    gate.json beside them): left out of later nights' history as the trend leaves them out, so
+    a regression that stays is `regressed` every night, not once (kept, that night widened the
+    spread between nights until the same slowdown read `inconclusive`)."""
+    verdicts: dict[Path, set[str]] = {}
+    for folder in {Path(p).parent for p in history}:
+        try:
+            doc = json.loads((folder / "gate.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # no gate made it, or its file is unreadable: nothing says it regressed
+        if doc.get("verdict") == "regressed":
+            runs = [r for r in doc.get("runs") or [] if r.get("arm") == "b"]
+            verdicts[folder] = {Path(r.get("path", "")).name for r in runs}
+    return {
+        str(Path(p).resolve()) for p in history if Path(p).name in verdicts.get(Path(p).parent, ())
+    }
 
 
 def decisive(judgement: Any | None) -> bool:
