@@ -35,7 +35,7 @@ def verdict_lines(doc: dict) -> list[str]:
     if judgement.get("runs_needed"):
         lines.append(f"about {judgement['runs_needed']} more runs a side would likely decide it")
     if judgement.get("nights_needed"):
-        lines.append(f"about {judgement['nights_needed']} more nights would likely decide it")
+        lines.append(f"about {judgement['nights_needed']} more night(s) would likely decide it")
     cal = doc.get("calibration")
     if cal:
         lines.append(calibration_line(cal))
