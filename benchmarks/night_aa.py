@@ -15,6 +15,11 @@ run, the floor one run's noise), or by the nights' means instead, against none (
 
     PYTHONPATH=. python benchmarks/night_aa.py --draws 2000
     PYTHONPATH=. python benchmarks/night_aa.py --draws 2000 --screen
+    PYTHONPATH=. python benchmarks/night_aa.py --draws 2000 --partial
+
+`--partial`: one row's rate when tonight is one run (`harness compare --run NIGHT/b1` against
+earlier nights of `runs` runs), its night weighed as a night of `runs` (before) or as one run
+(`nights.mean_share`, now).
 """
 
 from __future__ import annotations
@@ -111,6 +116,37 @@ def screen_table(args, rule: Rule) -> None:
             print(f"| {n_nights} | {ratio:g} | " + " | ".join(cells) + " |")
 
 
+def partial(rng, n_nights: int, tau: float, runs: int, alpha: float) -> tuple[bool, bool]:
+    """One row of one A/A night of one run: (regressed as judged now, as judged before)."""
+    from scipy import stats
+
+    x = np.concatenate([draw_night(rng, tau, runs) for _ in range(n_nights)])
+    keys: tuple[list[str], list[str], list[str]] = (
+        [f"n{i}" for i in range(n_nights) for _ in range(runs)],
+        ["t"],
+        [],
+    )
+    s = noise.night_spread(
+        x, draw_night(rng, tau, 1), np.array([]), keys, (no_within(x.size), no_within(1)), alpha
+    )
+    before = stats.t.ppf(1 - alpha / 2, s.band.df) * s.band.sd * np.sqrt(1 / n_nights + 1)
+    return s.change - s.half_width > 0, s.change - before > 0  # type: ignore[operator]
+
+
+def partial_table(args, rule: Rule) -> None:
+    print("| earlier nights | tau / sigma | one run tonight, now | before |")
+    print("| --- | --- | --- | --- |")
+    for n_nights in (3, 5):
+        for ratio in (0.0, 1.0, 3.0):
+            rng = np.random.default_rng([args.seed, n_nights, int(ratio * 10), 1])
+            hits = [partial(rng, n_nights, ratio * SIGMA, args.runs, rule.alpha_once)
+                    for _ in range(args.draws)]  # fmt: skip
+            now, before = (sum(h[i] for h in hits) for i in (0, 1))
+            print(
+                f"| {n_nights} | {ratio:g} | {rate(now, args.draws)} | {rate(before, args.draws)} |"
+            )
+
+
 def rate(hits: int, draws: int) -> str:
     from scipy import stats
 
@@ -125,11 +161,12 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3, help="usable runs a night")
     p.add_argument("--seed", type=int, default=48)
     p.add_argument("--screen", action="store_true", help="the outlier screens' table instead")
+    p.add_argument("--partial", action="store_true", help="one run tonight's table instead")
     args = p.parse_args()
     rule = Rule()
     print(f"alpha {rule.alpha}, {rule.rows} rows, alpha_once {rule.alpha_once:.3f} a row")
-    if args.screen:
-        screen_table(args, rule)
+    if args.screen or args.partial:
+        (screen_table if args.screen else partial_table)(args, rule)
         return
     print("| earlier nights | tau / sigma | by night | old run-level gate |")
     print("| --- | --- | --- | --- |")

@@ -52,6 +52,15 @@ def test_more_nights_not_more_runs_narrow_it():
     assert half(more) < 0.5 * s.half_width <= half(more - 1)
 
 
+def test_a_night_of_fewer_runs_weighs_as_a_noisier_night():
+    # one run tonight against nights of three: its figure is not a night's mean, and judged as
+    # one, a row's A/A false alarms were 0.092 at five earlier nights (nominal 0.025)
+    base = np.log([1.00, 1.01, 0.99, 1.10, 1.11, 1.09, 0.90, 0.91, 0.89])
+    keys = ([f"n{i // 3}" for i in range(9)], ["t"], [])
+    s = noise.night_spread(base, np.log([1.3]), np.array([]), keys, WITHIN, 0.05)
+    assert s.half_width == pytest.approx(4.303 * s.band.sd * np.sqrt(1 / 3 + 3), rel=1e-3)
+
+
 def test_one_night_a_side_has_no_band_and_no_allowance():
     keys = (["n1"] * 3, ["n2"] * 3, [])
     s = noise.night_spread(np.log([1.0, 1.01, 0.99]), np.log([1.3] * 3), np.array([]), keys,

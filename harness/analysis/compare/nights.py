@@ -41,3 +41,17 @@ def means(values: np.ndarray, keys: Sequence[str]) -> np.ndarray:
     """Each night's mean figure, nights in the order they first appear."""
     order = list(dict.fromkeys(keys))
     return np.array([values[[k == night for k in keys]].mean() for night in order])
+
+
+def counts(keys: Sequence[str]) -> np.ndarray:
+    """Each night's number of runs, nights in the order they first appear."""
+    order = list(dict.fromkeys(keys))
+    return np.array([sum(k == night for k in keys) for night in order], dtype=float)
+
+
+def mean_share(runs: np.ndarray, typical: float) -> float:
+    """The variance of the mean of nights of `runs` runs each, in units of one typical night's
+    (`typical` runs: the nights the spread was measured on). A night of fewer runs than typical
+    is noisier by at most typical / runs (all of a night's variance its runs' own noise), so it
+    counts that much; one of more counts as typical (its night effect does not shrink)."""
+    return float(np.maximum(1.0, typical / runs).sum()) / runs.size**2

@@ -136,8 +136,10 @@ def night_spread(
     mean figure is one sample; the band is the pooled SD of the nights' means (the reference's
     nights, baseline and history, about their mean; the candidate's about theirs), the change
     the candidate nights' mean less the baseline nights', its half-width t(df) x SD x sqrt(1/nights
-    + 1/nights), floored by the within-run one. One night a side: no spread between nights, and no
-    allowance stands in for it."""
+    + 1/nights), floored by the within-run one. A night in the change with fewer runs than the
+    nights the spread was measured on (their harmonic mean) weighs as a noisier one
+    (`nights.mean_share`): one run of tonight against nights of three is not a night's mean.
+    One night a side: no spread between nights, and no allowance stands in for it."""
     kb, kc, kh = keys
     mb, mc = nights.means(base, kb), nights.means(cand, kc)
     ref = nights.means(np.concatenate([base, history]), [*kb, *kh])
@@ -153,9 +155,19 @@ def night_spread(
         return Spread(change, None, within_sd, b, sizes, z)
     sd = float(np.sqrt(sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df))
     b = Band(sd, df, f"between {ref.size}+{mc.size} nights ({runs} runs)", 0, count)
-    half = _t(alpha, df) * sd * np.sqrt(1 / mb.size + 1 / mc.size)
+    half = _t(alpha, df) * sd * _night_scale(kb, kc, kh, mc.size >= 2)
     half = max(half, z * within_sd if within_sd is not None else 0.0)
     return Spread(change, half, within_sd, b, sizes, z)
+
+
+def _night_scale(kb: list[str], kc: list[str], kh: list[str], cand_measured: bool) -> float:
+    """sqrt(1/nights + 1/nights), each side's nights weighed by their runs against the typical
+    night the spread was measured on (the reference's, and the candidate's where it has two)."""
+    measured = [nights.counts([*kb, *kh]), *([nights.counts(kc)] if cand_measured else [])]
+    typical = 1.0 / float(np.mean(1.0 / np.concatenate(measured)))
+    shares = nights.mean_share(nights.counts(kb), typical)
+    shares += nights.mean_share(nights.counts(kc), typical)
+    return float(np.sqrt(shares))
 
 
 def paired_spread(
