@@ -43,9 +43,9 @@ def verdict_lines(result: Trend) -> list[str]:
     own): lines a terminal does not wrap."""
     latest = _latest_verdicts(result)
     if not latest:
-        return ["no series has two runs: nothing to judge"]
+        return ["no series has two runs, or two gate nights: nothing to judge"]
     lines = [
-        f"trend verdict: {result.verdict} (the latest run of each series against the runs before it)"
+        f"trend verdict: {result.verdict} (the latest run or gate night of each series against those before it)"
     ]
     for run, verdict, why in latest:
         lines += [f"  {run}: {verdict}"] + ([f"    {why}"] if why else [])
@@ -56,11 +56,11 @@ def verdict_line(result: Trend) -> str:
     """The latest run's verdict (the worst over the series), as the nightly job sees it."""
     latest = _latest_verdicts(result)
     if not latest:
-        return "no series has two runs: nothing to judge"
+        return "no series has two runs, or two gate nights: nothing to judge"
     parts = "; ".join(
         f"{run}: {verdict}" + (f": {why}" if why else "") for run, verdict, why in latest
     )
-    return f"trend verdict: {result.verdict} (latest run against the runs before it: {parts})"
+    return f"trend verdict: {result.verdict} (latest run or gate night against those before it: {parts})"
 
 
 def _latest_verdicts(result: Trend) -> list[tuple[str, str, str]]:

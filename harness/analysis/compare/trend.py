@@ -87,7 +87,7 @@ class Trend:
 
     @property
     def verdict(self) -> Verdict | None:
-        """The latest run's verdict, the worst over the series; None: no series has two runs."""
+        """The latest run's verdict, the worst over the series; None: no series has two runs (of two nights)."""
         latest = {p.series: p for p in self.points}
         found = [p.verdict for p in latest.values() if p.verdict is not None]
         return next((v for v in _WORST if v in found), None)
