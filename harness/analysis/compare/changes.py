@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.analysis.compare import evidence, noise
-from harness.analysis.compare.nights import apart, night_of
+from harness.analysis.compare.nights import night_of
 from harness.analysis.compare.sides import HEADLINE, Headline, Side
 from harness.analysis.summary_types import Analysis
 from harness.errors import InputError
@@ -162,8 +162,9 @@ def row(
 ) -> MetricChange:
     """The row of `metric`: its figures, interval, band and verdict against `threshold`.
     `paired`: base.values[i] and cand.values[i] ran back to back (`noise.paired_spread`).
-    `history_nights`: each history figure's night; where the candidate's nights are apart from
-    the others' (`nights.apart`), the night is the unit (`noise.night_spread`)."""
+    `history_nights`: each history figure's night, given where the comparison is judged by night
+    (the verdict's `nights.apart`, decided once for every row): the night is the unit
+    (`noise.night_spread`)."""
     out = MetricChange(
         metric.key, metric.label, metric.better, None, None, None, False, "~", None,
         base.samples, cand.samples, units=(base.runs, cand.runs), threshold=str(threshold),
@@ -192,7 +193,7 @@ def row(
         s = noise.adjusted_spread(xb, xc, waits, within, alpha) or noise.paired_spread(
             xb, xc, within, alpha
         )
-    elif history_nights is not None and apart(base.nights, cand.nights, history_nights):
+    elif history_nights is not None:
         keys = (base.nights, cand.nights, history_nights)
         s = noise.night_spread(xb, xc, xh, keys, within, alpha)
     else:

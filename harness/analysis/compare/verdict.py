@@ -183,7 +183,8 @@ def judge_analyses(
         past = [(v, nights.night_of(a)) for a in kept if (v := m.value(Side([a]))) is not None]
         r = row(
             m, base[m.key], cand[m.key], [v for v, _ in past], gates[m.key], alpha, min_change,
-            why_not.get(m.key), paired=paired, history_nights=[n for _, n in past],
+            why_not.get(m.key), paired=paired,
+            history_nights=[n for _, n in past] if by_night else None,
         )  # fmt: skip
         r.gated = m.key in gated
         rows.append(r)
