@@ -21,7 +21,8 @@ unattended, every step stamped with the time and load average into OUT/LOG:
 4. `harness whatif OUT/base --like vllm` at every pool: the predictions, in OUT/wN, stamped;
 5. vLLM restarted at each pool (`--num-gpu-blocks-override N`), the scenario run `--repeats`
    times (OUT/pN-rK), each run replayed as itself at its measured sends (OUT/pN-rK/whatif);
-6. OUT/check.json and the table: predicted (with its interval and regime) beside measured.
+6. OUT/check.json and the table: predicted (with its interval and regime) beside measured;
+   each run as replayed at its sends (the draws' mean, and once exactly: where it parts).
 
 Each run takes 5-25 min on 2 cores, with the machine's load; a check of three pools, two runs
 each, 1-3 hours.
@@ -251,6 +252,7 @@ def measure(row: dict, args: argparse.Namespace, check: dict, log: Log) -> None:
         pages, max_len = row["pages"], check["max_model_len"]
         own = whatif(run, run / "whatif", pages, (pages, max_len), max_len)
         got["self_at_measured_sends"] = own["predicted_self_at_measured_sends"]
+        got["self_exact"] = own["predicted_self_exact"]  # once, no jitter, request by request
         got["decode_step_s"] = own["ttft_fit"]["decode_step_s"]  # the host's speed then
         row["measured"].append(got)
         log(f"p{pages}-r{k}: {got['cache_hit_rate']:.4f}, TTFT p50 {got['ttft_p50_s']:.3f} s")
@@ -273,8 +275,9 @@ def table(check: dict) -> list[str]:
     lines += [
         "",
         "| run | measured hit | replayed at its sends | error | measured TTFT p50 "
-        "| replayed | error | preemptions | decode step (the host's speed) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| replayed | error | preemptions | decode step (the host's speed) "
+        "| exact replay: hit (error), TTFT p50 (error) | requests as measured; first parting |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [_self_row(row, m) for row in check["pools"] for m in row["measured"]]
     return lines
@@ -304,7 +307,20 @@ def _self_row(row: dict, m: dict) -> str:
         f"| {_pct(own['cache_hit_rate'])} | {100 * (own['cache_hit_rate'] - m['cache_hit_rate']):+.2f} pp "
         f"| {m['ttft_p50_s']:.3f} s | {own['ttft_p50_s']:.3f} s "
         f"| {100 * (own['ttft_p50_s'] / m['ttft_p50_s'] - 1):+.0f} % | {m['preemptions']} "
-        f"| {m['decode_step_s']:.3f} s |"
+        f"| {m['decode_step_s']:.3f} s | {_exact(m)}"
+    )
+
+
+def _exact(m: dict) -> str:
+    """The run replayed once without jitter (a check.json of an older tree has none)."""
+    exact = m.get("self_exact")
+    if exact is None:
+        return "| |"
+    return (
+        f"{_pct(exact['cache_hit_rate'])} "
+        f"({100 * (exact['cache_hit_rate'] - m['cache_hit_rate']):+.2f} pp), "
+        f"{exact['ttft_p50_s']:.3f} s ({100 * (exact['ttft_p50_s'] / m['ttft_p50_s'] - 1):+.0f} %) "
+        f"| {exact['requests_as_measured']} of {exact['requests_compared']}; {exact['words']} |"
     )
 
 

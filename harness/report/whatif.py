@@ -1,6 +1,6 @@
 """The report's what-if section: each `harness whatif` a run folder holds (`whatif/whatif.json`,
 and `whatif/*/whatif.json`), as the terminal shows it: the run measured, as replayed, at its
-measured sends, then the prediction with its interval and its pool's regime in words. Every
+measured sends, once exactly (and where it parts from the run), then the prediction with its interval and its pool's regime in words. Every
 figure is read from whatif.json; nothing is computed here."""
 
 from __future__ import annotations
@@ -40,16 +40,24 @@ def _one(name: str, doc: dict) -> Markup:
         _row("the run, measured", doc["measured"], None),
         _row("the run, as replayed", doc["predicted_self"], doc["predicted_self"]["setup"]),
         _row("  at measured sends", doc["predicted_self_at_measured_sends"], None),
-        _row("what-if", new, new["setup"]),
     ]
+    exact = doc.get("predicted_self_exact")  # older whatif.json: none
+    if exact is not None:
+        rows.append(_row("  exact, no jitter", exact, None))
+    rows.append(_row("what-if", new, new["setup"]))
     changes = ", ".join(f"{k}={v}" for k, v in doc["changes"].items())
     note = f"{name} at {changes}. Step times: {doc['time_model']}. {doc['note'].capitalize()}."
+    if exact is not None:
+        note += (
+            f" Exact replay (at the measured sends, no jitter): {exact['requests_as_measured']} of "
+            f"{exact['requests_compared']} requests cached what the run cached; {exact['words']}."
+        )
     regime = new.get("regime")
     if not regime:
         return table(HEADER, rows, note)
     kind = "warn" if regime["thrashing"] or regime.get("crowded") else "note"
-    words = Markup('<p class="{}">Regime: {}.</p>').format(kind, regime["words"])
-    return words + table(HEADER, rows, note)
+    said = Markup('<p class="{}">Regime: {}.</p>').format(kind, regime["words"])
+    return said + table(HEADER, rows, note)
 
 
 def _row(label: str, r: dict, setup: dict | None) -> list[str]:

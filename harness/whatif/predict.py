@@ -30,6 +30,7 @@ from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import EngineError, InputError
+from harness.whatif.exact import parting
 from harness.whatif.fit import TtftFit, fit_time, step_noise
 from harness.whatif.regime import interval, regime
 from harness.whatif.replay import Outcome, Replay
@@ -135,7 +136,9 @@ def whatif(
         p50 = _measured(run)["ttft_p50_s"]
         cost, source = _calibrated(fit, p50, base, requests, prompts, stop, draws)
     own = _predict(base, requests, prompts, cost, fit, stop, draws)
-    at_sends = _predict(base, _at_measured_sends(requests), prompts, cost, fit, stop, draws)
+    sends = _at_measured_sends(requests)
+    at_sends = _predict(base, sends, prompts, cost, fit, stop, draws)
+    exact = _exact(base, sends, prompts, cost, fit, stop, run)
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
@@ -150,6 +153,7 @@ def whatif(
         "measured": _measured(run),
         "predicted_self": _banded(own, base, requests, prompts),
         "predicted_self_at_measured_sends": _banded(at_sends, base, requests, prompts),
+        "predicted_self_exact": exact,
         "predicted": _banded(other, target, requests, prompts),
     }
 
@@ -224,6 +228,21 @@ def _predict(
         replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, draws.sigma, seed)
         each.append(_rates(requests, replay.run(requests, prompts), fit))
     return _pooled(each)
+
+
+def _exact(
+    setup: Setup,
+    requests: list[ReplayRequest],
+    prompts: Prompts,
+    cost: CostModel,
+    fit: TtftFit,
+    stop: float,
+    run: Run,
+) -> dict:
+    """One replay at the measured sends without jitter, beside the run request by request."""
+    replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, 0.0, 0)
+    outcomes = replay.run(requests, prompts)
+    return {**_rates(requests, outcomes, fit), **parting(requests, outcomes, run.records)}
 
 
 def _pooled(each: list[dict]) -> dict:

@@ -6,23 +6,18 @@ from __future__ import annotations
 
 def lines(doc: dict) -> list[str]:
     m, own, new = doc["measured"], doc["predicted_self"], doc["predicted"]
-    rows = [
-        ("the run, measured", m, ""),
-        ("the run, as replayed", own, _setup(own["setup"])),
-        ("  at measured sends", doc["predicted_self_at_measured_sends"], ""),
-        ("what-if", new, _setup(new["setup"])),
-    ]
+    sends = doc["predicted_self_at_measured_sends"]
     out = [
         f"what-if for {doc['run']}  (block size {doc['block_size']}, {doc['block_size_source']};"
         f" step times: {doc['time_model']})",
         f"{'':22} {'hit rate':>9} {'sd, range over replays':>24} {'TTFT p50':>10} {'ok':>6}"
         f" {'refused':>8}  setting",
+        _row("the run, measured", m, _spread(m), ""),
+        _row("the run, as replayed", own, _spread(own), _setup(own["setup"])),
+        _row("  at measured sends", sends, _spread(sends), ""),
     ]
-    for name, r, setting in rows:
-        out.append(
-            f"{name:22} {_pct(r['cache_hit_rate']):>9} {_spread(r):>24} {_ms(r['ttft_p50_s']):>10} "
-            f"{r['requests_ok']:>6} {r['requests_refused']:>8}  {setting}"
-        )
+    out += _exact(doc.get("predicted_self_exact"))  # older whatif.json: none
+    out.append(_row("what-if", new, _spread(new), _setup(new["setup"])))
     out += _band(new)
     draws = doc["draws"]
     if draws["replays"] > 1:
@@ -32,6 +27,21 @@ def lines(doc: dict) -> list[str]:
         )
     out.append(f"note: {doc['note']}")
     return out
+
+
+def _row(name: str, r: dict, spread: str, setting: str) -> str:
+    return (
+        f"{name:22} {_pct(r['cache_hit_rate']):>9} {spread:>24} {_ms(r['ttft_p50_s']):>10} "
+        f"{r['requests_ok']:>6} {r['requests_refused']:>8}  {setting}"
+    ).rstrip()
+
+
+def _exact(r: dict | None) -> list[str]:
+    """The run replayed once, exactly, at its sends: its figures and where it parts (exact.py)."""
+    if r is None:
+        return []
+    same = f"{r['requests_as_measured']} of {r['requests_compared']} as measured"
+    return [_row("  exact, no jitter", r, same, ""), f"{'':24}{r['words']}"]
 
 
 def _band(r: dict) -> list[str]:

@@ -27,6 +27,13 @@ def _run(hit: float, own: float) -> dict:
         "preemptions": 1.0,
         "decode_step_s": 0.15,
         "self_at_measured_sends": {"cache_hit_rate": own, "ttft_p50_s": 2.2},
+        "self_exact": {
+            "cache_hit_rate": own + 0.01,
+            "ttft_p50_s": 1.5,
+            "requests_compared": 200,
+            "requests_as_measured": 190,
+            "words": "first parts from the run at s000001:4 (sent 12.00 s): measured 0, ...",
+        },
     }
 
 
@@ -55,4 +62,7 @@ def test_the_table_says_whether_the_runs_are_inside_the_interval():
     assert "45.00 %, 52.00 %" in row and "| 1 of 2 |" in row and "| -8.50 pp |" in row
     assert "| thrashing |" in row and "| +25 % |" in row
     assert "| p107 p107-r2 | 52.00 % | 51.00 % | -1.00 pp |" in text
+    assert "| 52.00 % (+0.00 pp), 1.500 s (-25 %) | 190 of 200; first parts" in text
+    del doc["pools"][0]["measured"][0]["self_exact"]  # a check.json of an older tree
+    assert "| 0.150 s | | |" in "\n".join(check.table(doc))
     assert check.table(doc) == check.table(doc)  # a pure function of check.json

@@ -3,6 +3,7 @@ and predicts a run at a smaller pool (where blocks are evicted and long prompts 
 then simulated for real."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,28 @@ def test_whatif_reproduces_its_own_run(ample, tmp_path):
     assert at_sends["cache_hit_rate"] == pytest.approx(own["cache_hit_rate"], abs=1e-3)
     assert doc["predicted"]["cache_hit_rate"] == pytest.approx(own["cache_hit_rate"])
     assert "modelled, not measured" in doc["note"]
+
+
+def test_the_exact_replay_names_the_first_request_that_parts_from_the_run(ample, tmp_path):
+    # Replayed once without jitter at its sends, the run is itself request by request; a copy of
+    # it with one record's cached tokens changed parts from it at that request, and only there.
+    blocks = "target.engine.options.num_gpu_blocks=20000"
+    exact = _whatif(ample, tmp_path / "a", blocks)["predicted_self_exact"]
+    assert exact["requests_as_measured"] == exact["requests_compared"] > 100
+    assert exact["first_parting"] is None and "every request" in exact["words"]
+    changed = tmp_path / "changed"
+    shutil.copytree(ample, changed, ignore=shutil.ignore_patterns("whatif"))
+    records = [json.loads(line) for line in (changed / "records.jsonl").read_text().splitlines()]
+    hits = sorted((r for r in records if r.get("cached_tokens")), key=lambda r: r["t_sent"])
+    target = hits[len(hits) // 2]
+    target["cached_tokens"] -= 16
+    (changed / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    exact = _whatif(changed, tmp_path / "b", blocks)["predicted_self_exact"]
+    first = exact["first_parting"]
+    assert first["request"] == target["request_id"]
+    assert first["measured_cached"] == target["cached_tokens"] == first["replayed_cached"] - 16
+    assert exact["requests_as_measured"] == exact["requests_compared"] - 1
+    assert f"first parts from the run at {target['request_id']}" in exact["words"]
 
 
 def test_whatif_at_a_smaller_pool_matches_a_run_there(ample, tmp_path):
@@ -203,8 +226,6 @@ def test_whatif_json_holds_the_regime_and_the_interval(ample, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_report_shows_the_whatif_of_its_run(ample, tmp_path):
-    import shutil
-
     run = tmp_path / "run"
     shutil.copytree(ample, run)
     assert main(["whatif", str(run), "--set", "target.engine.options.num_gpu_blocks=110"]) == 0
@@ -212,6 +233,7 @@ def test_the_report_shows_the_whatif_of_its_run(ample, tmp_path):
     page = (run / "report.html").read_text()
     assert "What-if: this run at another pool (modelled, not measured)" in page
     assert '<p class="warn">Regime: thrashing: the pool is' in page
+    assert "exact, no jitter" in page and "requests cached what the run cached" in page
     doc = json.loads((run / "whatif" / "whatif.json").read_text())
     lo, hi = doc["predicted"]["interval"]["cache_hit_rate"]
     assert f"{100 * lo:.2f}-{100 * hi:.2f} %" in page
