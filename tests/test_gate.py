@@ -246,6 +246,23 @@ def test_each_run_says_how_many_of_the_most_and_the_evidence_so_far(tmp_path):
     assert lines[5].endswith("; so far: no change detected")  # decisive: the last line
 
 
+def test_a_gate_without_a_baseline_side_counts_to_its_one_look(tmp_path):
+    # History mode and a first night stop at min_runs usable runs: "of at most" counts to those,
+    # one more for a busy run, not to max_runs.
+    lines: list[str] = []
+    rule = Rule(min_runs=2, max_runs=6)
+    gate({"b": None}, tmp_path / "f", rule=rule, judge=Scripted([]), run=runner(busy={"b1"}),
+         say=lines.append)  # fmt: skip
+    counts = [line.split(",")[0] for line in lines]
+    assert counts == [f"gate: {n} of at most 3 runs" for n in (1, 2, 3)]
+    assert lines[-1].startswith("gate: 3 of at most 3 runs, done")
+    lines.clear()
+    past = [tmp_path / "f" / "b2"]
+    gate({"b": None}, tmp_path / "h", rule=rule, history=past, judge=Scripted(["inconclusive"]),
+         run=runner(), say=lines.append)  # fmt: skip
+    assert lines[0].startswith("gate: 1 of at most 2 runs")
+
+
 def test_a_regressed_gate_names_the_row_that_failed():
     from harness.report.gate import verdict_lines
 

@@ -122,7 +122,7 @@ def gate(
     first = not paired and not history
     evidence, runs = Evidence(), list[GateRun]()
     judgement, stopped_by = None, "max runs"
-    most = rule.max_runs * (2 if paired else 1)
+    most = rule.max_runs * 2 if paired else rule.min_runs  # history: one look (rule.py)
     progress = RunsProgress("gate", most, budget.max_minutes, say, bar, started=budget.started)
     with progress:
         try:
@@ -137,6 +137,8 @@ def gate(
                 evidence.add(arm, Path(done.path), done.usable)
                 look, stop = _after(done, evidence, rule, history, judge, paired, first)
                 judgement = look or judgement
+                if not paired:
+                    progress.most = _most_alone(rule, progress.most, done.usable, look, stop)
                 progress.done(_run_line(done), done.wall_s, interim_words(look, _unit(paired)))
                 if stop is not None:
                     stopped_by = stop
@@ -163,6 +165,15 @@ def _after(done: GateRun, evidence, rule: Rule, history, judge, paired: bool, fi
     if decisive(look):
         return look, "decisive"
     return look, "more nights needed" if getattr(look, "by_night", False) else None
+
+
+def _most_alone(rule: Rule, most: int, usable: bool, look, stop: str | None) -> int:
+    """Runs a gate without a baseline side makes at most: `min_runs` usable ones to its one look
+    (a first night records them), one more for each unusable run; the rule's most where a look
+    ended nothing (no history left after screening: the gate goes on run by run)."""
+    if look is not None and stop is None:
+        return rule.max_runs
+    return most if usable else min(rule.max_runs, most + 1)
 
 
 def _unit(paired: bool) -> str:
