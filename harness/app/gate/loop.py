@@ -167,12 +167,13 @@ def _after(done: GateRun, evidence, rule: Rule, history, judge, paired: bool, fi
     return look, "more nights needed" if getattr(look, "by_night", False) else None
 
 
-def _most_alone(rule: Rule, most: int, usable: bool, look, stop: str | None) -> int:
+def _most_alone(rule: Rule, most: int | None, usable: bool, look, stop: str | None) -> int:
     """Runs a gate without a baseline side makes at most: `min_runs` usable ones to its one look
     (a first night records them), one more for each unusable run; the rule's most where a look
     ended nothing (no history left after screening: the gate goes on run by run)."""
     if look is not None and stop is None:
         return rule.max_runs
+    most = rule.min_runs if most is None else most
     return most if usable else min(rule.max_runs, most + 1)
 
 
