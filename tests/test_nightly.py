@@ -91,7 +91,8 @@ def test_three_nights_recorded_passed_and_regressed(workdir):
     assert gate3["judgement"]["by_night"] and "between 2+1 nights" in out3 + json.dumps(gate3)
     assert (code3, gate3["verdict"]) == (1, "regressed"), out3
     assert "::error::nightly: REGRESSED" in out3
-    assert re.search(r"gate: 2 of at most \d+ runs, at most ~[\d.]+ min left", out3)
+    assert re.search(r"gate: 1 of at most 2 runs, at most ~[\d.]+ min left", out3)
+    assert "gate: 2 of at most 2 runs, done" in out3  # the one look: min_runs usable runs
 
 
 def test_the_readme_shows_the_script_as_it_is():
