@@ -127,17 +127,24 @@ def run_scenario(out: Path, port: int, seed: int, max_prompt: int) -> dict:
         "run", str(SCENARIO), "--quiet", "-o", str(out), *(a for s in sets for a in ("--set", s))
     )
     summary = json.loads((out / "summary.json").read_text())
-    after = (json.loads((out / "manifest.json").read_text()).get("server_metrics") or {}).get(
-        "after"
-    )
+    metrics = json.loads((out / "manifest.json").read_text()).get("server_metrics") or {}
     return {
         "run": str(out),
         "cache_hit_rate": summary.get("cache_hit_rate"),
         "ttft_p50_s": summary["ttft_s"]["p50"],
         "requests_ok": summary.get("requests_ok"),
-        "preemptions": after[0].get("num_preemptions") if after and after[0] else None,
+        "preemptions": own_preemptions(metrics),
         "unexplained_tokens": summary["cache"]["miss_tokens"]["unexplained"],
     }
+
+
+def own_preemptions(metrics: dict) -> float | None:
+    """The run's own preemptions: vLLM's counter after the run less before it (the server is
+    started once per pool, so a pool's second run would count the first's too)."""
+    after, before = ((metrics.get(k) or [None])[0] or {} for k in ("after", "before"))
+    if after.get("num_preemptions") is None:
+        return None
+    return after["num_preemptions"] - (before.get("num_preemptions") or 0)
 
 
 def whatif(run: Path, out: Path, pages: int, server: tuple[int, int], max_len: int) -> dict:

@@ -19,6 +19,18 @@ def test_pools_are_ratios_of_the_largest_request_and_vllm_can_start_at_each():
     assert [r["pages"] for r in rows] == [194, 146, 107, 102]  # 97 pages: under vLLM's floor
 
 
+def test_a_runs_preemptions_are_its_own_not_the_servers_since_start():
+    # vLLM starts once per pool: its counter after a pool's second run holds the first's too.
+    assert (
+        check.own_preemptions(
+            {"before": [{"num_preemptions": 1.0}], "after": [{"num_preemptions": 1.0}]}
+        )
+        == 0
+    )
+    assert check.own_preemptions({"after": [{"num_preemptions": 2.0}]}) == 2.0
+    assert check.own_preemptions({"before": [None], "after": [None]}) is None
+
+
 def _run(hit: float, own: float) -> dict:
     return {
         "run": "/out/p107-r1",
