@@ -11,9 +11,13 @@ the pool (`block_pool.py`); the lookups that walk this map are in `prefix_lookup
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 Key = tuple[int, bytes, bytes]  # (group, parent hash, token ids)
+# Told of every content the map gains ("stored") or loses ("removed"), as vLLM's BlockStored and
+# BlockRemoved events are; None (the default) costs nothing (benchmarks/vllm_kv_events.py).
+Listener = Callable[[str, "Block"], None]
 
 
 @dataclass(slots=True)
@@ -37,12 +41,13 @@ class PageMap:
     """Content -> page: `first` is what lookups read (a plain dict, walked once per block of
     every prompt), `duplicates` the pages of the same content behind it."""
 
-    __slots__ = ("first", "duplicates", "keep_duplicates")
+    __slots__ = ("first", "duplicates", "keep_duplicates", "listener")
 
     def __init__(self, keep_duplicates: bool = False) -> None:
         self.first: dict[Key, int] = {}
         self.duplicates: dict[Key, list[int]] = {}
         self.keep_duplicates = keep_duplicates
+        self.listener: Listener | None = None
 
     def __len__(self) -> int:
         return len(self.first)
@@ -59,9 +64,13 @@ class PageMap:
             self.duplicates.setdefault(key, []).append(block.block_id)
         else:
             self.first[key] = block.block_id
+        if self.listener is not None:
+            self.listener("stored", block)
 
     def unregister(self, block: Block) -> None:
         """`block` holds nothing any more; the next oldest page of its content serves lookups."""
+        if self.listener is not None:
+            self.listener("removed", block)
         key, page = block.key(), block.block_id
         others = self.duplicates.get(key)
         if others is None:

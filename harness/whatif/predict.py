@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,19 +117,13 @@ def whatif(
     jitter: float | None = None,
     like: str | None = None,
 ) -> dict:
-    if like is not None:
-        if like not in LIKE:
-            raise InputError(f"--like {like!r}: one of {', '.join(LIKE)}", field="--like")
-        server = {**LIKE[like], **server}
-    run = load_run(run_dir)
-    if run.trace is None:
-        raise InputError(f"{run_dir}: no trace.jsonl; the what-if rebuilds prompts from it")
+    server = _like(server, like)
+    run, prompts = _load(run_dir)
     grain = _granularity(run)
     base = Setup(_base_config(run, grain.block_size, server), _replicas(run), _routing(run))
     target = base.changed(changes)
     requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
     fit = fit_time(run.ok)
-    prompts = Prompts(run.trace, run.replay.salt)
     stop = _stop_sending_at(run)
     draws = Draws.of(run, replays, jitter)
     cost, source = _time_model(run, fit, time_model)
@@ -156,6 +151,51 @@ def whatif(
         "predicted_self_exact": exact,
         "predicted": _banded(other, target, requests, prompts),
     }
+
+
+@dataclass
+class ExactReplay:
+    """The run replayed once exactly as itself: its requests, what each got, where it parts."""
+
+    config: EngineConfig
+    requests: list[ReplayRequest]
+    prompts: Prompts
+    outcomes: list[Outcome]
+    parting: dict
+
+
+def exact_replay(
+    run_dir: str | Path,
+    server: dict[str, Any],
+    like: str | None = None,
+    observe: Callable[[int, float, Any], None] | None = None,
+) -> ExactReplay:
+    """`predicted_self_exact`'s replay (at the measured sends, no jitter), `observe` called
+    before every step (`Replay.observe`): for a reader who follows the cache model step by step."""
+    run, prompts = _load(run_dir)
+    config = _base_config(run, _granularity(run).block_size, _like(server, like))
+    sends = _at_measured_sends(replay_requests(run.records, run.replay.load == "closed"))
+    fit = fit_time(run.ok)
+    cost, _ = _time_model(run, fit, "auto")
+    replay = Replay(config, cost, _replicas(run), _routing(run), _stop_sending_at(run))
+    replay.observe = observe
+    outcomes = replay.run(sends, prompts)
+    return ExactReplay(config, sends, prompts, outcomes, parting(sends, outcomes, run.records))
+
+
+def _like(server: dict[str, Any], like: str | None) -> dict[str, Any]:
+    if like is None:
+        return server
+    if like not in LIKE:
+        raise InputError(f"--like {like!r}: one of {', '.join(LIKE)}", field="--like")
+    return {**LIKE[like], **server}
+
+
+def _load(run_dir: str | Path) -> tuple[Run, Prompts]:
+    run = load_run(run_dir)
+    if run.trace is None:
+        raise InputError(f"{run_dir}: no trace.jsonl; the what-if rebuilds prompts from it")
+    return run, Prompts(run.trace, run.replay.salt)
 
 
 def _banded(pred: dict, setup: Setup, requests: list[ReplayRequest], prompts: Prompts) -> dict:

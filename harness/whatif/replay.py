@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +57,9 @@ class Replay:
     jitter: float = 0.0  # sigma of a step's log time about the model's (0: exact)
     seed: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
+    # Called before each step with (replica, the step's start, its engine): a way to watch the
+    # cache model step by step (benchmarks/vllm_kv_events.py); None costs nothing.
+    observe: Callable[[int, float, LLMEngine], None] | None = None
 
     def run(self, requests: list[ReplayRequest], prompts: Prompts) -> list[Outcome]:
         self.outcomes = [Outcome() for _ in requests]
@@ -150,6 +154,8 @@ class _Loop:
         runner = engine.runner
         before = runner.sim_time_s
         self.woken[k] = False
+        if self.replay.observe is not None:
+            self.replay.observe(k, self.clocks[k], engine)
         outputs = engine.step()
         seconds = runner.sim_time_s - before
         if self.rng is not None:
