@@ -64,7 +64,9 @@ class Log:
             f.write(line + "\n")
 
 
-def start_vllm(vllm_dir: Path, port: int, max_len: int, pages: int | None) -> subprocess.Popen:
+def start_vllm(
+    vllm_dir: Path, port: int, max_len: int, pages: int | None, extra: tuple[str, ...] = ()
+) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
     env.update({"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     argv = [str(vllm_dir / "v" / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"]
@@ -73,6 +75,7 @@ def start_vllm(vllm_dir: Path, port: int, max_len: int, pages: int | None) -> su
     argv += ["--dtype", "float32", "--enable-prompt-tokens-details", "--enable-prefix-caching"]
     if pages is not None:
         argv += ["--num-gpu-blocks-override", str(pages)]
+    argv += extra  # e.g. benchmarks/vllm_kv_events.py's --kv-events-config
     log = (vllm_dir / "vllm.log").open("w")
     proc = subprocess.Popen(argv, cwd=vllm_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     (vllm_dir / "vllm.pid").write_text(f"{proc.pid}\n")

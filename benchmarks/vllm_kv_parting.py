@@ -1,0 +1,291 @@
+"""The cache model's side of benchmarks/vllm_kv_events.py, and the account of a parting.
+
+The run replayed once exactly (`harness.whatif.predict.exact_replay`: the `predicted_self_exact`
+row), every block the model hashes or drops logged (`PageMap.listener`) with its free queue at
+every step (`Replay.observe`); both sides' events as `Event`s whose content is the model's hash
+of the block's token prefix, so vLLM's and the model's blocks match by what they hold. At the
+exact replay's first parting: which of that request's blocks each side held when it looked its
+prefix up, and for every block one side had dropped, the step that dropped it and the other
+side's step that made the same admissions: what each stored and evicted there, in order, and
+its free pages.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.whatif_vllm_check import SERVER
+from harness.engine.config import FULL
+from harness.engine.prefix_lookup import ROOT_HASH, block_hash
+from harness.whatif.predict import ExactReplay, exact_replay
+
+BLOCK = 128  # vLLM's CPU build's block (whatif_vllm_check.BLOCK)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One block gained ("stored") or lost ("removed") by a side's hash map."""
+
+    t: float  # seconds from the run's start (vLLM: when the step's batch was published)
+    step: int  # vLLM: the batch's sequence number; the model: its step
+    kind: str
+    full: bool  # a full-attention group's block (else a sliding window's)
+    group: int
+    content: bytes | None  # the model's hash of the block's token prefix (None: not resolved)
+
+
+# ---- the model's --------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    t: float
+    free: list[tuple[bytes | None, int]]  # the free queue, head first: (content, group)
+
+
+@dataclass
+class ModelLog:
+    """The exact replay's hash-map changes and its free queue at every step's start."""
+
+    events: list[Event] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    kinds: tuple[str, ...] = ()
+
+    def observe(self, k: int, t: float, engine) -> None:
+        pool = engine.pool
+        if pool.pages.listener is None:
+            pool.pages.listener, self.kinds = self._heard, pool.kinds
+        free = [(pool.blocks[p].hash, pool.blocks[p].group) for p in pool.free_queue]
+        self.steps.append(Step(t, free))
+
+    def _heard(self, kind: str, block) -> None:
+        step = len(self.steps) - 1
+        full = self.kinds[block.group] == FULL
+        self.events.append(Event(self.steps[-1].t, step, kind, full, block.group, block.hash))
+
+
+def replay_logged(run: Path, pages: int, max_len: int) -> tuple[ExactReplay, ModelLog]:
+    log = ModelLog()
+    server = {**SERVER, "num_gpu_blocks": pages, "max_model_len": max_len}
+    return exact_replay(run, server, "vllm", log.observe), log
+
+
+# ---- the account --------------------------------------------------------------------------------
+
+Where = dict[
+    bytes, tuple[int, list[int]]
+]  # content -> (block index, the requests whose prompt holds it)
+
+
+def where(exact: ExactReplay) -> Where:
+    out: Where = {}
+    for i, _r in enumerate(exact.requests):
+        for b, h in enumerate(chain(exact, i)):
+            out.setdefault(h, (b, []))[1].append(i)
+    return out
+
+
+def chain(exact: ExactReplay, i: int) -> list[bytes]:
+    """Request i's prompt as the model's block hashes, one per whole block."""
+    r = exact.requests[i]
+    ids, parent, out = exact.prompts.token_ids(r.session, r.turn), ROOT_HASH, []
+    for b in range(len(ids) // BLOCK):
+        parent = block_hash(parent, ids[b * BLOCK : (b + 1) * BLOCK].astype("<i4").tobytes())
+        out.append(parent)
+    return out
+
+
+def held(events: list[Event], upto: int) -> dict[tuple[bool, bytes | None], int]:
+    """Pages of each (kind, content) in the hash map after events[:upto]."""
+    count: dict[tuple[bool, bytes | None], int] = defaultdict(int)
+    for e in events[:upto]:
+        count[(e.full, e.content)] += 1 if e.kind == "stored" else -1
+    return count
+
+
+def admitted(events: list[Event], blocks: list[bytes], cached: int, t_sent: float) -> int | None:
+    """Where in `events` the request looked its prefix up: before the evictions its own
+    allocation made, which come just before the first block it hashed (at schedule)."""
+    k = cached // BLOCK
+    if k >= len(blocks):
+        return None
+    for j, e in enumerate(events):
+        if e.kind == "stored" and e.full and e.content == blocks[k] and e.t >= t_sent - 1:
+            while j and events[j - 1].kind == "removed" and events[j - 1].step == e.step:
+                j -= 1
+            return j
+    return None
+
+
+@dataclass
+class Sides:
+    exact: ExactReplay
+    model: ModelLog
+    vllm: list[Event]
+    usage: list[tuple[float, float]]  # (seconds from the run's start, vLLM's KV usage)
+    pages: int
+    where: Where = field(default_factory=dict)
+
+    def name(self, content: bytes | None, t: float) -> str:
+        """The block as 'request#index': the latest request sent by `t` whose prompt holds it."""
+        if content is None or content not in self.where:
+            return "?"
+        b, reqs = self.where[content]
+        sent = [i for i in reqs if self.exact.requests[i].t_sent <= t + 1] or reqs
+        r = self.exact.requests[max(sent, key=lambda i: self.exact.requests[i].t_sent)]
+        return f"{r.session}:{r.turn}#{b}"
+
+
+def account(s: Sides) -> list[str]:
+    first = s.exact.parting["first_parting"]
+    if first is None:
+        return ["every request cached what vLLM cached: nothing to explain"]
+    s.where = where(s.exact)
+    i = next(
+        j for j, r in enumerate(s.exact.requests) if f"{r.session}:{r.turn}" == first["request"]
+    )
+    blocks, t_sent = chain(s.exact, i), s.exact.requests[i].t_sent
+    v_at = admitted(s.vllm, blocks, first["measured_cached"], t_sent)
+    m_at = admitted(s.model.events, blocks, first["replayed_cached"], t_sent)
+    if v_at is None or m_at is None:
+        return [s.exact.parting["words"], "  (its admission was not found in both logs)"]
+    v_held, m_held = held(s.vllm, v_at), held(s.model.events, m_at)
+    v_step, m_step = s.vllm[v_at].step, s.model.events[m_at].step
+    lines = [
+        s.exact.parting["words"],
+        f"  its blocks held at its admission (vLLM batch {v_step}, model step {m_step}):",
+    ]
+    lost = []
+    for b, h in enumerate(blocks):
+        pair = [(v_held[(f, h)], m_held[(f, h)]) for f in (True, False)]
+        lines.append(
+            f"    block {b}: full vLLM {pair[0][0]} model {pair[0][1]}; sliding vLLM {pair[1][0]} model {pair[1][1]}"
+        )
+        lost += [(f, h) for f, (v, m) in zip((True, False), pair, strict=True) if v != m]
+    for f, h in lost:
+        lines += dropped(s, f, h, v_at, m_at)
+    return lines
+
+
+def dropped(s: Sides, full: bool, h: bytes, v_at: int, m_at: int) -> list[str]:
+    """The last step before the admission that dropped (kind, content) on each side."""
+    out = []
+    for side, events, before in (("vLLM", s.vllm, v_at), ("model", s.model.events, m_at)):
+        gone = [
+            e for e in events[:before] if e.kind == "removed" and e.full == full and e.content == h
+        ]
+        if not gone:
+            out.append(f"  {side} kept {'full' if full else 'sliding'} {s.name(h, 1e9)}")
+            continue
+        out.append(
+            f"  {side} dropped {'full' if full else 'sliding'} {s.name(h, gone[-1].t)} at {gone[-1].t:.2f} s:"
+        )
+        out += step_lines(s, side, events, gone[-1].step, h)
+        other = counterpart(s, side, events, gone[-1].step)
+        if other is not None:
+            out.append(f"  the same admissions on {other[0]}:")
+            out += step_lines(s, *other, h)
+    return out
+
+
+def counterpart(
+    s: Sides, side: str, events: list[Event], step: int
+) -> tuple[str, list[Event], int] | None:
+    """The other side's step that stored the first block this step stored."""
+    first = next((e for e in events if e.step == step and e.kind == "stored" and e.full), None)
+    other = ("model", s.model.events) if side == "vLLM" else ("vLLM", s.vllm)
+    if first is None:
+        return None
+    match = next(
+        (
+            e
+            for e in other[1]
+            if e.kind == "stored" and e.full and e.content == first.content and e.t >= first.t - 5
+        ),
+        None,
+    )
+    return None if match is None else (other[0], other[1], match.step)
+
+
+def step_lines(s: Sides, side: str, events: list[Event], step: int, h: bytes) -> list[str]:
+    mine = [e for e in events if e.step == step]
+    t = mine[0].t if mine else 0.0
+    lines = [
+        f"    {side} {'batch' if side == 'vLLM' else 'step'} {step} ({t:.2f} s): {free_pages(s, side, step, t, h)}"
+    ]
+    for n, (removed, stored) in enumerate(parts(s, mine), 1):
+        lines.append(
+            f"      {n}. evicted {len(removed)}: {'; '.join(condensed(s, removed, t)) or '-'}"
+            f" | then hashed {_admission(s, stored, t) if stored else '-'}"
+        )
+    return lines
+
+
+def free_pages(s: Sides, side: str, step: int, t: float, h: bytes) -> str:
+    if side == "model":
+        free = s.model.steps[step].free
+        ahead = next((k for k, (c, _) in enumerate(free) if c == h), None)
+        unhashed = sum(1 for c, _ in free if c is None)
+        where_h = (
+            ""
+            if ahead is None
+            else f"; the block {ahead} places from the head ({sum(1 for c, _ in free[:ahead] if c is None)} of them unhashed)"
+        )
+        return f"{len(free)} free pages at its start, {unhashed} unhashed{where_h}"
+    before = [u for tu, u in s.usage if tu <= t]
+    if not before:
+        return "free pages not sampled"
+    return f"~{round((1 - before[-1]) * (s.pages - 1))} free pages (KV usage sampled before it)"
+
+
+def condensed(s: Sides, events: list[Event], t: float) -> list[str]:
+    """A step's removals as runs of one request's blocks of one kind: 's000003:20 full #6-0'."""
+    runs: list[list] = []
+    for e in events:
+        req, _, b = s.name(e.content, t).partition("#")
+        if runs and runs[-1][0] == (req, e.full):
+            runs[-1][1].append(b or "?")
+            runs[-1][2].add(e.group)
+        else:
+            runs.append([(req, e.full), [b or "?"], {e.group}])
+    return [
+        f"{req} {'full' if full else f'sliding x{len(groups)}'} #{_span(bs)}"
+        for (req, full), bs, groups in runs
+    ]
+
+
+def parts(s: Sides, events: list[Event]) -> list[tuple[list[Event], list[Event]]]:
+    """A step's events as (evictions, hashed blocks) per allocation, in order: vLLM looks a
+    request up, allocates (evicting), then hashes. A request hashes each group's blocks in order,
+    so a block no deeper than its group's last starts the next request."""
+    out: list[tuple[list[Event], list[Event]]] = []
+    last: dict[int, int] = {}
+    for e in events:
+        b = s.where[e.content][0] if e.content in s.where else None
+        after_stores = bool(out and out[-1][1])
+        deeper = b is None or last.get(e.group, -1) < b
+        if not out or (after_stores and (e.kind == "removed" or not deeper)):
+            out.append(([], []))
+            last = {}
+        out[-1][0 if e.kind == "removed" else 1].append(e)
+        if b is not None and e.kind == "stored":
+            last[e.group] = b
+    return out
+
+
+def _admission(s: Sides, part: list[Event], t: float) -> str:
+    full = [e for e in part if e.full and e.content in s.where]
+    deepest = max(full, key=lambda e: s.where[e.content][0], default=part[-1])
+    blocks = [str(s.where[e.content][0]) for e in full]
+    req = s.name(deepest.content, t).partition("#")[0]
+    return f"{req} full #{_span(blocks) if blocks else '-'} + {len(part) - len(full)} sliding"
+
+
+def _span(blocks: list[str]) -> str:
+    seen = list(dict.fromkeys(blocks))
+    ints = [int(b) for b in seen if b.isdigit()]
+    if len(ints) == len(seen) and ints == list(range(ints[0], ints[0] + len(ints))):
+        return seen[0] if len(seen) == 1 else f"{seen[0]}-{seen[-1]}"
+    return ",".join(seen)
