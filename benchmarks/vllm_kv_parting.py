@@ -107,16 +107,29 @@ def held(events: list[Event], upto: int) -> dict[tuple[bool, bytes | None], int]
 
 def admitted(events: list[Event], blocks: list[bytes], cached: int, t_sent: float) -> int | None:
     """Where in `events` the request looked its prefix up: before the evictions its own
-    allocation made, which come just before the first block it hashed (at schedule)."""
+    allocation made, which come just before the first block it hashed (at schedule), block
+    `cached // BLOCK`; where another request hashed that content too, the one followed by the
+    request's next block in the same step."""
     k = cached // BLOCK
     if k >= len(blocks):
         return None
-    for j, e in enumerate(events):
-        if e.kind == "stored" and e.full and e.content == blocks[k] and e.t >= t_sent - 1:
-            while j and events[j - 1].kind == "removed" and events[j - 1].step == e.step:
-                j -= 1
-            return j
-    return None
+    full = [j for j, e in enumerate(events) if e.full and e.kind == "stored" and e.t >= t_sent - 1]
+    found = [j for n, j in enumerate(full) if events[j].content == blocks[k]]
+    if not found:
+        return None
+    nxt = {j: full[n + 1] for n, j in enumerate(full[:-1])}
+    ours = [
+        j
+        for j in found
+        if k + 1 < len(blocks)
+        and j in nxt
+        and events[nxt[j]].content == blocks[k + 1]
+        and events[nxt[j]].step == events[j].step
+    ]
+    j = (ours or found)[0]
+    while j and events[j - 1].kind == "removed" and events[j - 1].step == events[j].step:
+        j -= 1
+    return j
 
 
 @dataclass
@@ -157,6 +170,7 @@ def account(s: Sides) -> list[str]:
         s.exact.parting["words"],
         f"  its blocks held at its admission (vLLM batch {v_step}, model step {m_step}):",
     ]
+    lines += agreement(s, v_held, m_held)
     lost = []
     for b, h in enumerate(blocks):
         pair = [(v_held[(f, h)], m_held[(f, h)]) for f in (True, False)]
@@ -167,6 +181,47 @@ def account(s: Sides) -> list[str]:
     for f, h in lost:
         lines += dropped(s, f, h, v_at, m_at)
     return lines
+
+
+def agreement(s: Sides, v_held: dict, m_held: dict) -> list[str]:
+    """How far the two sides agree: the blocks vLLM hashed that the model hashed too (by
+    content), the evictions in the same order, and the hash maps at the parting."""
+    v_stored = [e for e in s.vllm if e.kind == "stored"]
+    ours = {(e.full, e.content) for e in s.model.events if e.kind == "stored"}
+    known = sum(e.content is not None for e in v_stored)
+    both = sum((e.full, e.content) in ours for e in v_stored)
+    v_out = [e for e in s.vllm if e.kind == "removed"]
+    m_out = [e for e in s.model.events if e.kind == "removed"]
+    n = next(
+        (
+            k
+            for k, (v, m) in enumerate(zip(v_out, m_out, strict=False))
+            if (v.full, v.content) != (m.full, m.content)
+        ),
+        min(len(v_out), len(m_out)),
+    )
+    lines = [
+        f"  vLLM hashed {len(v_stored)} blocks, {known} matched by content, {both} of them hashed by the model too",
+        f"  evictions: vLLM {len(v_out)}, model {len(m_out)}; the first {n} the same, in the same order",
+    ]
+    if n < min(len(v_out), len(m_out)):
+        v, m = v_out[n], m_out[n]
+        lines.append(
+            f"    the {n + 1}th: vLLM {_kind(v)} {s.name(v.content, v.t)} (batch {v.step}, {v.t:.2f} s), "
+            f"model {_kind(m)} {s.name(m.content, m.t)} (step {m.step}, {m.t:.2f} s)"
+        )
+    v_only = sum(1 for k, c in v_held.items() if c > 0 and m_held.get(k, 0) <= 0)
+    m_only = sum(1 for k, c in m_held.items() if c > 0 and v_held.get(k, 0) <= 0)
+    pages = (sum(c for c in v_held.values() if c > 0), sum(c for c in m_held.values() if c > 0))
+    lines.append(
+        f"  hashed pages at the parting: vLLM {pages[0]}, model {pages[1]}; contents only vLLM "
+        f"held {v_only}, only the model {m_only}"
+    )
+    return lines
+
+
+def _kind(e: Event) -> str:
+    return "full" if e.full else "sliding"
 
 
 def dropped(s: Sides, full: bool, h: bytes, v_at: int, m_at: int) -> list[str]:
