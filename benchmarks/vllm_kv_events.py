@@ -153,7 +153,8 @@ def vllm_events(batches: list[tuple[int, float, list[dict]]], t0: float) -> list
         for e in events:
             kind = {"BlockStored": "stored", "BlockRemoved": "removed"}.get(e["type"], "cleared")
             g = e.get("group_idx") or 0
-            for h in e.get("block_hashes") or [None]:
+            hashes = e.get("block_hashes") if kind != "cleared" else [None]
+            for h in hashes or []:  # a sliding group's mask may leave none of its blocks
                 out.append(Event(ts - t0, seq, kind, g == full, g, content.get(h)))
     return out
 

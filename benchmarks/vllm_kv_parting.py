@@ -140,6 +140,12 @@ class Sides:
     usage: list[tuple[float, float]]  # (seconds from the run's start, vLLM's KV usage)
     pages: int
     where: Where = field(default_factory=dict)
+    sent: dict[str, float] = field(default_factory=dict)
+
+    def key(self, e: Event) -> tuple[bool, bytes | None]:
+        """What an eviction is compared by: its kind and content, where a prompt holds it (a
+        block with generated tokens differs: vLLM's tokens are the model's, the replay's not)."""
+        return e.full, e.content if e.content in self.where else None
 
     def name(self, content: bytes | None, t: float) -> str:
         """The block as 'request#index': the latest request sent by `t` whose prompt holds it."""
@@ -156,6 +162,7 @@ def account(s: Sides) -> list[str]:
     if first is None:
         return ["every request cached what vLLM cached: nothing to explain"]
     s.where = where(s.exact)
+    s.sent = {f"{r.session}:{r.turn}": r.t_sent for r in s.exact.requests}
     i = next(
         j for j, r in enumerate(s.exact.requests) if f"{r.session}:{r.turn}" == first["request"]
     )
@@ -178,9 +185,7 @@ def account(s: Sides) -> list[str]:
             f"    block {b}: full vLLM {pair[0][0]} model {pair[0][1]}; sliding vLLM {pair[1][0]} model {pair[1][1]}"
         )
         lost += [(f, h) for f, (v, m) in zip((True, False), pair, strict=True) if v != m]
-    for f, h in lost:
-        lines += dropped(s, f, h, v_at, m_at)
-    return lines
+    return lines + dropped(s, lost, v_at, m_at)
 
 
 def agreement(s: Sides, v_held: dict, m_held: dict) -> list[str]:
@@ -193,11 +198,7 @@ def agreement(s: Sides, v_held: dict, m_held: dict) -> list[str]:
     v_out = [e for e in s.vllm if e.kind == "removed"]
     m_out = [e for e in s.model.events if e.kind == "removed"]
     n = next(
-        (
-            k
-            for k, (v, m) in enumerate(zip(v_out, m_out, strict=False))
-            if (v.full, v.content) != (m.full, m.content)
-        ),
+        (k for k, (v, m) in enumerate(zip(v_out, m_out, strict=False)) if s.key(v) != s.key(m)),
         min(len(v_out), len(m_out)),
     )
     lines = [
@@ -224,25 +225,35 @@ def _kind(e: Event) -> str:
     return "full" if e.full else "sliding"
 
 
-def dropped(s: Sides, full: bool, h: bytes, v_at: int, m_at: int) -> list[str]:
-    """The last step before the admission that dropped (kind, content) on each side."""
+def dropped(s: Sides, lost: list[tuple[bool, bytes]], v_at: int, m_at: int) -> list[str]:
+    """For each side, the steps before the admission that last dropped each block the two held
+    differently, once each, with the other side's step that made the same admissions."""
     out = []
     for side, events, before in (("vLLM", s.vllm, v_at), ("model", s.model.events, m_at)):
-        gone = [
-            e for e in events[:before] if e.kind == "removed" and e.full == full and e.content == h
-        ]
-        if not gone:
-            out.append(f"  {side} kept {'full' if full else 'sliding'} {s.name(h, 1e9)}")
-            continue
-        out.append(
-            f"  {side} dropped {'full' if full else 'sliding'} {s.name(h, gone[-1].t)} at {gone[-1].t:.2f} s:"
-        )
-        out += step_lines(s, side, events, gone[-1].step, h)
-        other = counterpart(s, side, events, gone[-1].step)
-        if other is not None:
-            out.append(f"  the same admissions on {other[0]}:")
-            out += step_lines(s, *other, h)
+        steps: dict[int, list[str]] = defaultdict(list)
+        kept = []
+        for full, h in lost:
+            label = f"{_kind_of(full)} #{s.where[h][0]}"
+            gone = [
+                e
+                for e in events[:before]
+                if e.kind == "removed" and (e.full, e.content) == (full, h)
+            ]
+            (steps[gone[-1].step] if gone else kept).append(label)
+        if kept:
+            out.append(f"  {side} never evicted: {', '.join(kept)}")
+        for step, labels in steps.items():
+            out.append(f"  {side} last evicted {', '.join(labels)} in:")
+            out += step_lines(s, side, events, step, lost)
+            other = counterpart(s, side, events, step)
+            if other is not None:
+                out.append(f"    the same admissions on {other[0]}:")
+                out += step_lines(s, *other, lost)
     return out
+
+
+def _kind_of(full: bool) -> str:
+    return "full" if full else "sliding"
 
 
 def counterpart(
@@ -264,11 +275,13 @@ def counterpart(
     return None if match is None else (other[0], other[1], match.step)
 
 
-def step_lines(s: Sides, side: str, events: list[Event], step: int, h: bytes) -> list[str]:
+def step_lines(
+    s: Sides, side: str, events: list[Event], step: int, lost: list[tuple[bool, bytes]]
+) -> list[str]:
     mine = [e for e in events if e.step == step]
     t = mine[0].t if mine else 0.0
     lines = [
-        f"    {side} {'batch' if side == 'vLLM' else 'step'} {step} ({t:.2f} s): {free_pages(s, side, step, t, h)}"
+        f"    {side} {'batch' if side == 'vLLM' else 'step'} {step} ({t:.2f} s): {free_pages(s, side, step, t, lost)}"
     ]
     for n, (removed, stored) in enumerate(parts(s, mine), 1):
         lines.append(
@@ -278,17 +291,19 @@ def step_lines(s: Sides, side: str, events: list[Event], step: int, h: bytes) ->
     return lines
 
 
-def free_pages(s: Sides, side: str, step: int, t: float, h: bytes) -> str:
+def free_pages(s: Sides, side: str, step: int, t: float, lost: list[tuple[bool, bytes]]) -> str:
+    """The model's free queue at the step's start (and where the first block in `lost` stood
+    in it); vLLM's free pages from its KV usage sampled before the step."""
     if side == "model":
         free = s.model.steps[step].free
-        ahead = next((k for k, (c, _) in enumerate(free) if c == h), None)
+        mine = {h for _, h in lost}
+        at = next((k for k, (c, _) in enumerate(free) if c in mine), None)
         unhashed = sum(1 for c, _ in free if c is None)
-        where_h = (
-            ""
-            if ahead is None
-            else f"; the block {ahead} places from the head ({sum(1 for c, _ in free[:ahead] if c is None)} of them unhashed)"
-        )
-        return f"{len(free)} free pages at its start, {unhashed} unhashed{where_h}"
+        out = f"{len(free)} free pages at its start, {unhashed} unhashed"
+        if at is not None:
+            ahead = sum(1 for c, _ in free[:at] if c is None)
+            out += f"; the first of those blocks {at} from the head ({ahead} unhashed ahead)"
+        return out
     before = [u for tu, u in s.usage if tu <= t]
     if not before:
         return "free pages not sampled"
@@ -335,6 +350,8 @@ def _admission(s: Sides, part: list[Event], t: float) -> str:
     deepest = max(full, key=lambda e: s.where[e.content][0], default=part[-1])
     blocks = [str(s.where[e.content][0]) for e in full]
     req = s.name(deepest.content, t).partition("#")[0]
+    if req in s.sent:
+        req += f" (sent {s.sent[req]:.2f} s)"
     return f"{req} full #{_span(blocks) if blocks else '-'} + {len(part) - len(full)} sliding"
 
 
