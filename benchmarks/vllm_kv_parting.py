@@ -152,7 +152,7 @@ class Sides:
         if content is None or content not in self.where:
             return "?"
         b, reqs = self.where[content]
-        sent = [i for i in reqs if self.exact.requests[i].t_sent <= t + 1] or reqs
+        sent = [i for i in reqs if self.exact.requests[i].t_sent <= t] or reqs
         r = self.exact.requests[max(sent, key=lambda i: self.exact.requests[i].t_sent)]
         return f"{r.session}:{r.turn}#{b}"
 
@@ -209,8 +209,11 @@ def agreement(s: Sides, v_held: dict, m_held: dict) -> list[str]:
         v, m = v_out[n], m_out[n]
         lines.append(
             f"    the {n + 1}th: vLLM {_kind(v)} {s.name(v.content, v.t)} (batch {v.step}, {v.t:.2f} s), "
-            f"model {_kind(m)} {s.name(m.content, m.t)} (step {m.step}, {m.t:.2f} s)"
+            f"model {_kind(m)} {s.name(m.content, m.t)} (step {m.step}, {m.t:.2f} s):"
         )
+        lost = [(v.full, v.content), (m.full, m.content)]
+        lines += step_lines(s, "vLLM", s.vllm, v.step, lost)
+        lines += step_lines(s, "model", s.model.events, m.step, lost)
     v_only = sum(1 for k, c in v_held.items() if c > 0 and m_held.get(k, 0) <= 0)
     m_only = sum(1 for k, c in m_held.items() if c > 0 and v_held.get(k, 0) <= 0)
     pages = (sum(c for c in v_held.values() if c > 0), sum(c for c in m_held.values() if c > 0))
@@ -259,20 +262,19 @@ def _kind_of(full: bool) -> str:
 def counterpart(
     s: Sides, side: str, events: list[Event], step: int
 ) -> tuple[str, list[Event], int] | None:
-    """The other side's step that stored the first block this step stored."""
-    first = next((e for e in events if e.step == step and e.kind == "stored" and e.full), None)
-    other = ("model", s.model.events) if side == "vLLM" else ("vLLM", s.vllm)
-    if first is None:
+    """The other side's step that admitted the request this step admitted first."""
+    mine = [e for e in events if e.step == step]
+    names = [_who(s, st, mine[0].t) for _, st in parts(s, mine) if st]
+    if not names:
         return None
-    match = next(
-        (
-            e
-            for e in other[1]
-            if e.kind == "stored" and e.full and e.content == first.content and e.t >= first.t - 5
-        ),
-        None,
-    )
-    return None if match is None else (other[0], other[1], match.step)
+    other = ("model", s.model.events) if side == "vLLM" else ("vLLM", s.vllm)
+    steps: dict[int, list[Event]] = defaultdict(list)
+    for e in other[1]:
+        steps[e.step].append(e)
+    for n, evs in steps.items():
+        if any(_who(s, st, evs[0].t) == names[0] for _, st in parts(s, evs) if st):
+            return other[0], other[1], n
+    return None
 
 
 def step_lines(
@@ -280,15 +282,20 @@ def step_lines(
 ) -> list[str]:
     mine = [e for e in events if e.step == step]
     t = mine[0].t if mine else 0.0
-    lines = [
-        f"    {side} {'batch' if side == 'vLLM' else 'step'} {step} ({t:.2f} s): {free_pages(s, side, step, t, lost)}"
-    ]
+    lines = [f"    {side} {_when(side, step, t)}: {free_pages(s, side, step, t, lost)}"]
     for n, (removed, stored) in enumerate(parts(s, mine), 1):
         lines.append(
             f"      {n}. evicted {len(removed)}: {'; '.join(condensed(s, removed, t)) or '-'}"
             f" | then hashed {_admission(s, stored, t) if stored else '-'}"
         )
     return lines
+
+
+def _when(side: str, step: int, t: float) -> str:
+    """vLLM publishes a step's batch as it ends; the model is watched as a step starts."""
+    return (
+        f"batch {step} (published {t:.2f} s)" if side == "vLLM" else f"step {step} (from {t:.2f} s)"
+    )
 
 
 def free_pages(s: Sides, side: str, step: int, t: float, lost: list[tuple[bool, bytes]]) -> str:
@@ -345,11 +352,17 @@ def parts(s: Sides, events: list[Event]) -> list[tuple[list[Event], list[Event]]
     return out
 
 
-def _admission(s: Sides, part: list[Event], t: float) -> str:
+def _who(s: Sides, part: list[Event], t: float) -> str:
+    """The request an admission's hashed blocks belong to: its deepest full block's."""
     full = [e for e in part if e.full and e.content in s.where]
     deepest = max(full, key=lambda e: s.where[e.content][0], default=part[-1])
+    return s.name(deepest.content, t).partition("#")[0]
+
+
+def _admission(s: Sides, part: list[Event], t: float) -> str:
+    full = [e for e in part if e.full and e.content in s.where]
     blocks = [str(s.where[e.content][0]) for e in full]
-    req = s.name(deepest.content, t).partition("#")[0]
+    req = _who(s, part, t)
     if req in s.sent:
         req += f" (sent {s.sent[req]:.2f} s)"
     return f"{req} full #{_span(blocks) if blocks else '-'} + {len(part) - len(full)} sliding"
