@@ -1,7 +1,7 @@
 """Where the cache model parts from a real vLLM run, settled by vLLM's own KV cache events.
 
-    .venv/bin/python benchmarks/vllm_kv_events.py record VLLM_DIR OUT --pages 146 --seed 886208
-    .venv/bin/python benchmarks/vllm_kv_events.py compare RUN EVENTS --pages 146
+    .venv/bin/python -m benchmarks.vllm_kv_events record VLLM_DIR OUT --pages 146 --seed 886208
+    .venv/bin/python -m benchmarks.vllm_kv_events compare RUN EVENTS --pages 146
 
 `record` starts vLLM as `whatif_vllm_check.py` does (its functions) at `--pages`, with
 `--kv-events-config` publishing to a subscriber bound on 127.0.0.1 (vLLM's venv python runs
