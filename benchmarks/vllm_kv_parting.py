@@ -163,65 +163,73 @@ def account(s: Sides) -> list[str]:
         return ["every request cached what vLLM cached: nothing to explain"]
     s.where = where(s.exact)
     s.sent = {f"{r.session}:{r.turn}": r.t_sent for r in s.exact.requests}
-    i = next(
-        j for j, r in enumerate(s.exact.requests) if f"{r.session}:{r.turn}" == first["request"]
-    )
+    i = list(s.sent).index(first["request"])
     blocks, t_sent = chain(s.exact, i), s.exact.requests[i].t_sent
     v_at = admitted(s.vllm, blocks, first["measured_cached"], t_sent)
     m_at = admitted(s.model.events, blocks, first["replayed_cached"], t_sent)
     if v_at is None or m_at is None:
         return [s.exact.parting["words"], "  (its admission was not found in both logs)"]
     v_held, m_held = held(s.vllm, v_at), held(s.model.events, m_at)
-    v_step, m_step = s.vllm[v_at].step, s.model.events[m_at].step
-    lines = [
-        s.exact.parting["words"],
-        f"  its blocks held at its admission (vLLM batch {v_step}, model step {m_step}):",
-    ]
-    lines += agreement(s, v_held, m_held)
-    lost = []
+    lines = [s.exact.parting["words"], *agreement(s), hashed(v_held, m_held)]
+    lines.append(
+        f"  its blocks held when it looked them up (vLLM batch {s.vllm[v_at].step}, "
+        f"model step {s.model.events[m_at].step}):"
+    )
+    table, lost = held_table(blocks, v_held, m_held)
+    return lines + table + dropped(s, lost, v_at, m_at)
+
+
+def held_table(
+    blocks: list[bytes], v_held: dict, m_held: dict
+) -> tuple[list[str], list[tuple[bool, bytes]]]:
+    """Each block of the request's prompt: the pages of it each side held, by kind; and the
+    (kind, block)s the two held differently."""
+    lines, lost = [], []
     for b, h in enumerate(blocks):
-        pair = [(v_held[(f, h)], m_held[(f, h)]) for f in (True, False)]
-        lines.append(
-            f"    block {b}: full vLLM {pair[0][0]} model {pair[0][1]}; sliding vLLM {pair[1][0]} model {pair[1][1]}"
-        )
-        lost += [(f, h) for f, (v, m) in zip((True, False), pair, strict=True) if v != m]
-    return lines + dropped(s, lost, v_at, m_at)
+        (vf, mf), (vs, ms) = [(v_held.get((f, h), 0), m_held.get((f, h), 0)) for f in (True, False)]
+        lines.append(f"    block {b}: full vLLM {vf} model {mf}; sliding vLLM {vs} model {ms}")
+        lost += [(f, h) for f, v, m in ((True, vf, mf), (False, vs, ms)) if v != m]
+    return lines, lost
 
 
-def agreement(s: Sides, v_held: dict, m_held: dict) -> list[str]:
+def agreement(s: Sides) -> list[str]:
     """How far the two sides agree: the blocks vLLM hashed that the model hashed too (by
-    content), the evictions in the same order, and the hash maps at the parting."""
+    content), and the evictions made in the same order (where they first differ, both steps)."""
     v_stored = [e for e in s.vllm if e.kind == "stored"]
     ours = {(e.full, e.content) for e in s.model.events if e.kind == "stored"}
     known = sum(e.content is not None for e in v_stored)
     both = sum((e.full, e.content) in ours for e in v_stored)
     v_out = [e for e in s.vllm if e.kind == "removed"]
     m_out = [e for e in s.model.events if e.kind == "removed"]
-    n = next(
-        (k for k, (v, m) in enumerate(zip(v_out, m_out, strict=False)) if s.key(v) != s.key(m)),
-        min(len(v_out), len(m_out)),
-    )
+    pairs = list(zip(v_out, m_out, strict=False))
+    n = next((k for k, (v, m) in enumerate(pairs) if s.key(v) != s.key(m)), len(pairs))
     lines = [
-        f"  vLLM hashed {len(v_stored)} blocks, {known} matched by content, {both} of them hashed by the model too",
-        f"  evictions: vLLM {len(v_out)}, model {len(m_out)}; the first {n} the same, in the same order",
+        f"  vLLM hashed {len(v_stored)} blocks, {known} matched by content, {both} of them "
+        "hashed by the model too",
+        f"  evictions: vLLM {len(v_out)}, model {len(m_out)}; the first {n} the same, in order",
     ]
-    if n < min(len(v_out), len(m_out)):
-        v, m = v_out[n], m_out[n]
-        lines.append(
-            f"    the {n + 1}th: vLLM {_kind(v)} {s.name(v.content, v.t)} (batch {v.step}, {v.t:.2f} s), "
-            f"model {_kind(m)} {s.name(m.content, m.t)} (step {m.step}, {m.t:.2f} s):"
-        )
-        lost = [(v.full, v.content), (m.full, m.content)]
-        lines += step_lines(s, "vLLM", s.vllm, v.step, lost)
-        lines += step_lines(s, "model", s.model.events, m.step, lost)
+    return lines + (first_difference(s, *pairs[n], n) if n < len(pairs) else [])
+
+
+def first_difference(s: Sides, v: Event, m: Event, n: int) -> list[str]:
+    lines = [
+        f"    the {n + 1}th: vLLM {_kind(v)} {s.name(v.content, v.t)} (batch {v.step}, "
+        f"{v.t:.2f} s), model {_kind(m)} {s.name(m.content, m.t)} (step {m.step}, {m.t:.2f} s):"
+    ]
+    lost = [(v.full, v.content), (m.full, m.content)]
+    lines += step_lines(s, "vLLM", s.vllm, v.step, lost)
+    return lines + step_lines(s, "model", s.model.events, m.step, lost)
+
+
+def hashed(v_held: dict, m_held: dict) -> str:
+    """The two hash maps when the request looked its prefix up."""
     v_only = sum(1 for k, c in v_held.items() if c > 0 and m_held.get(k, 0) <= 0)
     m_only = sum(1 for k, c in m_held.items() if c > 0 and v_held.get(k, 0) <= 0)
     pages = (sum(c for c in v_held.values() if c > 0), sum(c for c in m_held.values() if c > 0))
-    lines.append(
-        f"  hashed pages at the parting: vLLM {pages[0]}, model {pages[1]}; contents only vLLM "
-        f"held {v_only}, only the model {m_only}"
+    return (
+        f"  hashed pages then: vLLM {pages[0]}, model {pages[1]}; contents only vLLM held "
+        f"{v_only}, only the model {m_only}"
     )
-    return lines
 
 
 def _kind(e: Event) -> str:

@@ -149,3 +149,20 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_request_looks_its_prefix_up_before_its_own_evictions():
+    # Step 2: another request's allocation evicts c1 and it hashes d; then the request's own
+    # allocation evicts c9 and it hashes its first uncached block p1. It looked [c0, p1] up just
+    # before evicting c9: c0 still held once, c1 gone.
+    def ev(kind: str, name: bytes, step: int) -> parting.Event:
+        return parting.Event(float(step), step, kind, True, 0, name)
+
+    events = [ev("stored", b"c0", 1), ev("stored", b"c1", 1), ev("removed", b"c1", 2)]
+    events += [ev("stored", b"d", 2), ev("removed", b"c9", 2), ev("stored", b"p1", 2)]
+    at = parting.admitted(events, [b"c0", b"p1"], cached=128, t_sent=0.0)
+    assert at == 4
+    now = parting.held(events, at)
+    table, lost = parting.held_table([b"c0", b"p1"], now, {(True, b"c0"): 0})
+    assert now[(True, b"c0")] == 1 and now[(True, b"c1")] == 0 and lost == [(True, b"c0")]
+    assert table[0] == "    block 0: full vLLM 1 model 0; sliding vLLM 0 model 0"
