@@ -203,6 +203,10 @@ def compare(run: Path, events: Path, pages: int, max_len: int) -> list[str]:
     t0 = json.loads((run / "manifest.json").read_text())["t0_wall"]
     exact, model = replay_logged(run, pages, max_len)
     sides = Sides(exact, model, vllm_events(batches, t0), [(t - t0, u) for t, u in usage], pages)
+    for line in (run / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("t_first_token") is not None:
+            sides.first_tokens[r["request_id"]] = r["t_first_token"]
     head = [
         f"{run}: {len(batches)} vLLM event batches; exact replay {exact.parting['requests_as_measured']} "
         f"of {exact.parting['requests_compared']} requests as measured"

@@ -13,6 +13,7 @@ its free pages.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +133,15 @@ def admitted(events: list[Event], blocks: list[bytes], cached: int, t_sent: floa
     return j
 
 
+def step_start(events: list[Event], inside: Callable[[Event], bool]) -> int | None:
+    """Where the first step with an event `inside` starts: a request that hashed no block (its
+    whole prompt but a partial block cached) looked its prefix up somewhere in that step."""
+    j = next((j for j, e in enumerate(events) if inside(e)), None)
+    while j and events[j - 1].step == events[j].step:
+        j -= 1
+    return j
+
+
 @dataclass
 class Sides:
     exact: ExactReplay
@@ -139,6 +149,7 @@ class Sides:
     vllm: list[Event]
     usage: list[tuple[float, float]]  # (seconds from the run's start, vLLM's KV usage)
     pages: int
+    first_tokens: dict[str, float] = field(default_factory=dict)  # measured, by request
     where: Where = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
 
@@ -167,6 +178,13 @@ def account(s: Sides) -> list[str]:
     blocks, t_sent = chain(s.exact, i), s.exact.requests[i].t_sent
     v_at = admitted(s.vllm, blocks, first["measured_cached"], t_sent)
     m_at = admitted(s.model.events, blocks, first["replayed_cached"], t_sent)
+    if v_at is None and first["request"] in s.first_tokens:  # hashed nothing: its step's start
+        v_at = step_start(s.vllm, lambda e: e.t >= s.first_tokens[first["request"]] - 0.01)
+    if m_at is None and s.exact.outcomes[i].first_token is not None:
+        last = max(
+            k for k, st in enumerate(s.model.steps) if st.t < s.exact.outcomes[i].first_token
+        )
+        m_at = step_start(s.model.events, lambda e: e.step >= last)
     if v_at is None or m_at is None:
         return [s.exact.parting["words"], "  (its admission was not found in both logs)"]
     v_held, m_held = held(s.vllm, v_at), held(s.model.events, m_at)
