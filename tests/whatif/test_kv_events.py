@@ -110,7 +110,7 @@ def test_a_steps_events_split_into_one_admission_each():
     # Two admissions in one step: the second's evictions come after the first's blocks, and a
     # third that evicts nothing starts where a group's block is no deeper than its last.
     where = {bytes([i]): (i % 4, [0]) for i in range(12)}
-    sides = parting.Sides(None, None, [], [], 0, where)  # type: ignore[arg-type]
+    sides = parting.Sides(None, None, [], [], 0, where=where)  # type: ignore[arg-type]
 
     def ev(kind: str, i: int, group: int = 0) -> parting.Event:
         return parting.Event(1.0, 7, kind, group == 0, group, bytes([i]))
