@@ -120,7 +120,7 @@ def whatif(
     server = _like(server, like)
     run, prompts = _load(run_dir)
     grain = _granularity(run)
-    base = Setup(_base_config(run, grain.block_size, server), _replicas(run), _routing(run))
+    base = _base_setup(run, grain.block_size, server)
     target = base.changed(changes)
     requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
     fit = fit_time(run.ok)
@@ -133,7 +133,8 @@ def whatif(
     own = _predict(base, requests, prompts, cost, fit, stop, draws)
     sends = _at_measured_sends(requests)
     at_sends = _predict(base, sends, prompts, cost, fit, stop, draws)
-    exact = _exact(base, sends, prompts, cost, fit, stop, run)
+    once = _replay_once(base, sends, prompts, cost, stop)  # exact: set beside the run
+    exact = {**_rates(sends, once, fit), **parting(sends, once, run.records)}
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
@@ -173,14 +174,16 @@ def exact_replay(
     """`predicted_self_exact`'s replay (at the measured sends, no jitter), `observe` called
     before every step (`Replay.observe`): for a reader who follows the cache model step by step."""
     run, prompts = _load(run_dir)
-    config = _base_config(run, _granularity(run).block_size, _like(server, like))
+    base = _base_setup(run, _granularity(run).block_size, _like(server, like))
     sends = _at_measured_sends(replay_requests(run.records, run.replay.load == "closed"))
-    fit = fit_time(run.ok)
-    cost, _ = _time_model(run, fit, "auto")
-    replay = Replay(config, cost, _replicas(run), _routing(run), _stop_sending_at(run))
-    replay.observe = observe
-    outcomes = replay.run(sends, prompts)
-    return ExactReplay(config, sends, prompts, outcomes, parting(sends, outcomes, run.records))
+    cost, _ = _time_model(run, fit_time(run.ok), "auto")
+    outcomes = _replay_once(base, sends, prompts, cost, _stop_sending_at(run), observe)
+    return ExactReplay(base.config, sends, prompts, outcomes, parting(sends, outcomes, run.records))
+
+
+def _base_setup(run: Run, block_size: int, server: dict[str, Any]) -> Setup:
+    """The measured server as the replay models it: its engine options, replicas and routing."""
+    return Setup(_base_config(run, block_size, server), _replicas(run), _routing(run))
 
 
 def _like(server: dict[str, Any], like: str | None) -> dict[str, Any]:
@@ -270,19 +273,18 @@ def _predict(
     return _pooled(each)
 
 
-def _exact(
+def _replay_once(
     setup: Setup,
     requests: list[ReplayRequest],
     prompts: Prompts,
     cost: CostModel,
-    fit: TtftFit,
     stop: float,
-    run: Run,
-) -> dict:
-    """One replay at the measured sends without jitter, beside the run request by request."""
+    observe: Callable[[int, float, Any], None] | None = None,
+) -> list[Outcome]:
+    """The exact replay (no jitter, seed 0): `predicted_self_exact`'s and `exact_replay`'s."""
     replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, 0.0, 0)
-    outcomes = replay.run(requests, prompts)
-    return {**_rates(requests, outcomes, fit), **parting(requests, outcomes, run.records)}
+    replay.observe = observe
+    return replay.run(requests, prompts)
 
 
 def _pooled(each: list[dict]) -> dict:
