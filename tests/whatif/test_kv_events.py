@@ -131,7 +131,7 @@ def test_the_subscriber_writes_every_batch_it_is_sent(tmp_path):
     pub.connect(endpoint)  # as vLLM does with an endpoint that names a host
     payload = base64.b64decode(json.loads(FIXTURE.read_text().splitlines()[0])["payload"])
     try:
-        for seq in range(200):  # a PUB drops what it sends before the SUB has joined
+        for seq in range(1200):  # a PUB drops what it sends before the SUB joins (a slow start)
             pub.send_multipart((kv.TOPIC.encode(), seq.to_bytes(8, "big"), payload))
             time.sleep(0.05)
             if out.exists() and out.read_text().count("\n") >= 3:
