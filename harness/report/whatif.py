@@ -1,6 +1,6 @@
 """The report's what-if section: each `harness whatif` a run folder holds (`whatif/whatif.json`,
 and `whatif/*/whatif.json`), as the terminal shows it: the run measured, as replayed, at its
-measured sends, once exactly (and where it parts from the run), then the prediction with its
+measured sends, once exactly on the run's own clock (and where it parts from the run), then the prediction with its
 interval and its pool's regime in words. Every figure is read from whatif.json; nothing is
 computed here."""
 
@@ -44,15 +44,20 @@ def _one(name: str, doc: dict) -> Markup:
     ]
     exact = doc.get("predicted_self_exact")  # older whatif.json: none
     if exact is not None:
-        rows.append(_row("  exact, no jitter", exact, None))
+        label = "  on the run's clock" if "clock" in exact else "  exact, no jitter"  # older
+        rows.append(_row(label, exact, None))
     rows.append(_row("what-if", new, new["setup"]))
     changes = ", ".join(f"{k}={v}" for k, v in doc["changes"].items())
     note = f"{name} at {changes}. Step times: {doc['time_model']}. {doc['note'].capitalize()}."
     if exact is not None:
+        clock = exact.get("clock", "the fitted model's, no jitter")  # older: no clock
         note += (
-            f" Exact replay (at the measured sends, no jitter): {exact['requests_as_measured']} of "
-            f"{exact['requests_compared']} requests cached what the run cached; {exact['words']}."
+            f" Exact replay, at the measured sends, step times: {clock}. "
+            f"{exact['requests_as_measured']} of {exact['requests_compared']} requests cached "
+            "what the run cached"
         )
+        parted = exact.get("first_parting") is not None
+        note += f"; {exact['words']}." if parted else "."
     regime = new.get("regime")
     if not regime:
         return table(HEADER, rows, note)

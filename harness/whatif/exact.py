@@ -1,19 +1,56 @@
-"""The run replayed once as itself, exactly: at its measured sends, no step jitter, then set
+"""The run replayed once as itself, exactly: at its measured sends and on its own clock, then set
 beside the run request by request, so a reader sees how many requests found what the server
 found and where the replay first parted from it (docs/engine.md, "What-if", exact replay).
 
 The draws' mean (`predict.py`, `Draws`) says how far the model's figures are from the run on
-average over step noise; this says whether the model follows the run's own path. Where the pool
-is bistable (crowded, thrashing) one request's different hit sends the two apart, and the first
+average over step noise, with every step's time the fitted model's; this takes the time model
+out as well. On the run's clock (`RunClock`) each replayed step ends where the run's next step
+ended, so a send lands in the step it landed in on the server and a request finishes in the
+step it finished in, and what is left of the difference is the cache model's and the
+scheduler's: which request is admitted, which blocks it finds, which are evicted. Where the
+pool is bistable (crowded, thrashing) a step that ends a little earlier or later than the
+server's decides what a request finds, and the run's clock is what keeps the replay on the
+run's path (vLLM runs: docs/measurements/whatif-vllm.md). Where it still parts, the first
 parting is where to look: the request, when it was sent, what each cached.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
 
 from harness.whatif.replay import Outcome
 from harness.whatif.requests import ReplayRequest
+from harness.whatif.steps import step_ends
+
+_AFTER_S = 1e-6  # records are stamped to the microsecond
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """The run's steps as the replay's clock: a replayed step starting at `start` ends at the
+    first of the run's step ends after it (`steps.step_ends`), however long the model would
+    have taken; after the run's last step, in the model's time."""
+
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, ok: pd.DataFrame) -> RunClock:
+        return cls(step_ends(ok))
+
+    def __call__(self, start: float, seconds: float) -> float:
+        i = int(np.searchsorted(self.ends, start + _AFTER_S, side="right"))
+        return float(self.ends[i] - start) if i < len(self.ends) else seconds
+
+    def words(self) -> str:
+        if not len(self.ends):
+            return "the fitted model's step times (the run's streams show no steps)"
+        return (
+            f"the run's own clock, each step ending where the run's next one did "
+            f"({len(self.ends):,} steps streamed; after them, the fitted model's)"
+        )
 
 
 def parting(requests: list[ReplayRequest], outcomes: list[Outcome], records: pd.DataFrame) -> dict:

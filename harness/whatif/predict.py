@@ -31,7 +31,7 @@ from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import EngineError, InputError
-from harness.whatif.exact import parting
+from harness.whatif.exact import RunClock, parting
 from harness.whatif.fit import TtftFit, fit_time, step_noise
 from harness.whatif.regime import interval, regime
 from harness.whatif.replay import Outcome, Replay
@@ -133,8 +133,10 @@ def whatif(
     own = _predict(base, requests, prompts, cost, fit, stop, draws)
     sends = _at_measured_sends(requests)
     at_sends = _predict(base, sends, prompts, cost, fit, stop, draws)
-    once = _replay_once(base, sends, prompts, cost, stop)  # exact: set beside the run
+    clock = _run_clock(run, base)
+    once = _replay_once(base, sends, prompts, cost, stop, clock)  # exact: set beside the run
     exact = {**_rates(sends, once, fit), **parting(sends, once, run.records)}
+    exact["clock"] = _clock_words(clock, base)
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
@@ -171,13 +173,15 @@ def exact_replay(
     like: str | None = None,
     observe: Callable[[int, float, Any], None] | None = None,
 ) -> ExactReplay:
-    """`predicted_self_exact`'s replay (at the measured sends, no jitter), `observe` called
-    before every step (`Replay.observe`): for a reader who follows the cache model step by step."""
+    """`predicted_self_exact`'s replay (at the measured sends, on the run's clock), `observe`
+    called before every step (`Replay.observe`): for a reader who follows the cache model step
+    by step."""
     run, prompts = _load(run_dir)
     base = _base_setup(run, _granularity(run).block_size, _like(server, like))
     sends = _at_measured_sends(replay_requests(run.records, run.replay.load == "closed"))
     cost, _ = _time_model(run, fit_time(run.ok), "auto")
-    outcomes = _replay_once(base, sends, prompts, cost, _stop_sending_at(run), observe)
+    stop, clock = _stop_sending_at(run), _run_clock(run, base)
+    outcomes = _replay_once(base, sends, prompts, cost, stop, clock, observe)
     return ExactReplay(base.config, sends, prompts, outcomes, parting(sends, outcomes, run.records))
 
 
@@ -279,12 +283,25 @@ def _replay_once(
     prompts: Prompts,
     cost: CostModel,
     stop: float,
+    clock: RunClock | None,
     observe: Callable[[int, float, Any], None] | None = None,
 ) -> list[Outcome]:
-    """The exact replay (no jitter, seed 0): `predicted_self_exact`'s and `exact_replay`'s."""
+    """The exact replay (no jitter, on `clock`): `predicted_self_exact`'s and `exact_replay`'s."""
     replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, 0.0, 0)
-    replay.observe = observe
+    replay.observe, replay.clock = observe, clock
     return replay.run(requests, prompts)
+
+
+def _run_clock(run: Run, setup: Setup) -> RunClock | None:
+    """The run's own steps as the exact replay's clock, where they are one server's: a run
+    over several replicas streams their steps interleaved, none saying whose."""
+    return RunClock.of(run.ok) if setup.replicas == 1 else None
+
+
+def _clock_words(clock: RunClock | None, setup: Setup) -> str:
+    if clock is None:
+        return f"the fitted model's step times ({setup.replicas} replicas: the streams do not say which one stepped)"
+    return clock.words()
 
 
 def _pooled(each: list[dict]) -> dict:

@@ -56,6 +56,9 @@ class Replay:
     stop_sending_at: float = float("inf")
     jitter: float = 0.0  # sigma of a step's log time about the model's (0: exact)
     seed: int = 0
+    # Where a step ends: called with (its start, its modelled seconds), gives its seconds
+    # (`exact.RunClock`: the run's own steps); None: the modelled seconds.
+    clock: Callable[[float, float], float] | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     # Called before each step with (replica, the step's start, its engine): a way to watch the
     # cache model step by step (benchmarks/vllm_kv_events.py); None costs nothing.
@@ -158,6 +161,8 @@ class _Loop:
             self.replay.observe(k, self.clocks[k], engine)
         outputs = engine.step()
         seconds = runner.sim_time_s - before
+        if self.replay.clock is not None:
+            seconds = self.replay.clock(self.clocks[k], seconds)
         if self.rng is not None:
             sigma = self.replay.jitter
             seconds *= math.exp(sigma * self.rng.standard_normal() - sigma * sigma / 2)

@@ -50,6 +50,16 @@ def step_shapes(ok: pd.DataFrame) -> np.ndarray:
     return np.array(steps + lone, dtype=float).reshape(-1, 4)
 
 
+def step_ends(ok: pd.DataFrame) -> np.ndarray:
+    """When each of the run's steps seen ended (its outputs' first arrival), in time order:
+    every step that streamed a token, timed by a gap or not."""
+    times = [np.asarray(c, dtype=float) for c in ok["chunk_times"]]
+    if not any(len(t) for t in times):
+        return np.empty(0)
+    when = np.sort(np.concatenate(times))
+    return when[np.r_[0, np.flatnonzero(np.diff(when) > _tolerance(times)) + 1]]
+
+
 def _tolerance(times: list[np.ndarray]) -> float:
     gaps = [np.diff(t) for t in times if len(t) > 1]
     step = float(np.median(np.concatenate(gaps))) if gaps else TOLERANCE / TOLERANCE_OF_STEP

@@ -37,11 +37,13 @@ def _row(name: str, r: dict, spread: str, setting: str) -> str:
 
 
 def _exact(r: dict | None) -> list[str]:
-    """The run replayed once, exactly, at its sends: its figures and where it parts (exact.py)."""
+    """The run replayed once, exactly, at its sends on its clock: its figures and where it parts
+    (exact.py)."""
     if r is None:
         return []
     same = f"{r['requests_as_measured']} of {r['requests_compared']} as measured"
-    return [_row("  exact, no jitter", r, same, ""), f"{'':24}{r['words']}"]
+    label = "  on the run's clock" if "clock" in r else "  exact, no jitter"  # older: no clock
+    return [_row(label, r, same, ""), f"{'':24}{r['words']}"]
 
 
 def _band(r: dict) -> list[str]:

@@ -75,6 +75,31 @@ def test_the_exact_replay_names_the_first_request_that_parts_from_the_run(ample,
     assert f"first parts from the run at {target['request_id']}" in exact["words"]
 
 
+def test_the_exact_replay_keeps_the_runs_clock_where_the_model_would_not(ample, tmp_path):
+    # The same run on a server twice as slow (every time in it doubled) and the same cost model
+    # in its manifest: replayed on the model's time its TTFT is half the measured one; on the
+    # run's own clock it is the measured one, and every request still caches what it cached.
+    # (Half, or under: its sends spread twice as far, it queues less too.)
+    slow = tmp_path / "slow"
+    shutil.copytree(ample, slow, ignore=shutil.ignore_patterns("whatif"))
+    records = [json.loads(line) for line in (slow / "records.jsonl").read_text().splitlines()]
+    for r in records:
+        for key in ("t_scheduled", "t_sent", "t_first_token", "t_last_token", "t_done"):
+            r[key] = None if r[key] is None else 2 * r[key]
+        r["chunk_times"] = [2 * t for t in r["chunk_times"]]
+    (slow / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    manifest = json.loads((slow / "manifest.json").read_text())
+    manifest["replay"]["max_duration"] *= 2
+    (slow / "manifest.json").write_text(json.dumps(manifest))
+    doc = _whatif(slow, tmp_path / "w", "target.engine.options.num_gpu_blocks=20000")
+    measured, exact = doc["measured"], doc["predicted_self_exact"]
+    modelled = doc["predicted_self_at_measured_sends"]["ttft_p50_s"]
+    assert modelled < 0.55 * measured["ttft_p50_s"]
+    assert exact["ttft_p50_s"] == pytest.approx(measured["ttft_p50_s"], rel=0.02)
+    assert exact["requests_as_measured"] == exact["requests_compared"] > 100
+    assert exact["clock"].startswith("the run's own clock")
+
+
 def test_whatif_at_a_smaller_pool_matches_a_run_there(ample, tmp_path):
     doc = _whatif(ample, tmp_path / "w", "target.engine.options.num_gpu_blocks=150")
     real = _simulate(tmp_path / "small", 150)
@@ -233,7 +258,22 @@ def test_the_report_shows_the_whatif_of_its_run(ample, tmp_path):
     page = (run / "report.html").read_text()
     assert "What-if: this run at another pool (modelled, not measured)" in page
     assert '<p class="warn">Regime: thrashing: the pool is' in page
-    assert "exact, no jitter" in page and "requests cached what the run cached" in page
+    assert "on the run&#39;s clock" in page and "requests cached what the run cached" in page
     doc = json.loads((run / "whatif" / "whatif.json").read_text())
     lo, hi = doc["predicted"]["interval"]["cache_hit_rate"]
     assert f"{100 * lo:.2f}-{100 * hi:.2f} %" in page
+
+
+def test_the_runs_clock_ends_a_step_where_the_runs_next_step_ended():
+    import pandas as pd
+
+    from harness.whatif.exact import RunClock
+
+    streams = pd.DataFrame({"chunk_times": [[1.0, 1.1, 1.5], [1.1005, 1.5004, 3.0]]})
+    clock = RunClock.of(streams)
+    assert list(clock.ends) == [1.0, 1.1, 1.5, 3.0]  # one step's outputs: one end
+    assert clock(0.2, 0.05) == pytest.approx(0.8)  # however long the model would take
+    assert clock(1.1, 0.05) == pytest.approx(0.4)  # a step starting at an end: the next one
+    assert clock(1.6, 9.0) == pytest.approx(1.4)
+    assert clock(3.0, 0.05) == 0.05  # after the run's last step: the model's time
+    assert RunClock.of(pd.DataFrame({"chunk_times": [[]]}))(0.0, 0.3) == 0.3
