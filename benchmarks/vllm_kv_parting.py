@@ -170,9 +170,9 @@ class Sides:
 
 def account(s: Sides) -> list[str]:
     first = s.exact.parting["first_parting"]
-    if first is None:
-        return ["every request cached what vLLM cached: nothing to explain"]
     s.where = where(s.exact)
+    if first is None:  # how far the two agree, still
+        return ["every request cached what vLLM cached", *agreement(s)]
     s.sent = {f"{r.session}:{r.turn}": r.t_sent for r in s.exact.requests}
     i = list(s.sent).index(first["request"])
     blocks, t_sent = chain(s.exact, i), s.exact.requests[i].t_sent

@@ -22,7 +22,8 @@ unattended, every step stamped with the time and load average into OUT/LOG:
 5. vLLM restarted at each pool (`--num-gpu-blocks-override N`), the scenario run `--repeats`
    times (OUT/pN-rK), each run replayed as itself at its measured sends (OUT/pN-rK/whatif);
 6. OUT/check.json and the table: predicted (with its interval and regime) beside measured;
-   each run as replayed at its sends (the draws' mean, and once exactly: where it parts).
+   each run as replayed at its sends (the draws' mean, and once on the run's own clock: where
+   it parts).
 
 Each run takes 5-25 min on 2 cores, with the machine's load; a check of three pools, two runs
 each, 1-3 hours.
@@ -205,9 +206,13 @@ def main() -> int:
     ap.add_argument("--max-prompt", type=int, default=2000)
     ap.add_argument("--port", type=int, default=18053)
     ap.add_argument("--table", action="store_true", help="print OUT/check.json's table only")
+    ap.add_argument("--again", action="store_true", help=AGAIN)
     args = ap.parse_args()
-    if args.table:
-        print("\n".join(table(json.loads((args.out / "check.json").read_text()))))
+    if args.table or args.again:
+        check = json.loads((args.out / "check.json").read_text())
+        if args.again:
+            again(check, args.out)
+        print("\n".join(table(check)))
         return 0
     if not (args.vllm_dir / "v" / "bin" / "python").exists():
         sys.exit(f"{args.vllm_dir}: no v/bin/python (docs/engine.md, 'Checked on the real vLLM')")
@@ -259,13 +264,32 @@ def measure(row: dict, args: argparse.Namespace, check: dict, log: Log) -> None:
     for k in range(1, args.repeats + 1):
         run = args.out / f"p{row['pages']}-r{k}"
         got = run_scenario(run, args.port, check["seed"], args.max_prompt)
-        pages, max_len = row["pages"], check["max_model_len"]
-        own = whatif(run, run / "whatif", pages, (pages, max_len), max_len)
-        got["self_at_measured_sends"] = own["predicted_self_at_measured_sends"]
-        got["self_exact"] = own["predicted_self_exact"]  # once, no jitter, request by request
-        got["decode_step_s"] = own["ttft_fit"]["decode_step_s"]  # the host's speed then
+        replay_self(got, run / "whatif", row["pages"], check["max_model_len"])
         row["measured"].append(got)
-        log(f"p{pages}-r{k}: {got['cache_hit_rate']:.4f}, TTFT p50 {got['ttft_p50_s']:.3f} s")
+        log(
+            f"p{row['pages']}-r{k}: {got['cache_hit_rate']:.4f}, TTFT p50 {got['ttft_p50_s']:.3f} s"
+        )
+
+
+def replay_self(got: dict, out: Path, pages: int, max_len: int) -> None:
+    """A run at `pages` replayed as itself at its measured sends, into `got`."""
+    own = whatif(out.parent, out, pages, (pages, max_len), max_len)
+    got["self_at_measured_sends"] = own["predicted_self_at_measured_sends"]
+    got["self_exact"] = own["predicted_self_exact"]  # once, on the run's clock
+    got["decode_step_s"] = own["ttft_fit"]["decode_step_s"]  # the host's speed then
+
+
+AGAIN = (
+    "replay every run of OUT/check.json as itself with this tree (into OUT/pN-rK/whatif-again) "
+    "and print the table; the runs and the predictions stay as they were made"
+)
+
+
+def again(check: dict, out: Path) -> None:
+    for row in check["pools"]:
+        for got in row["measured"]:
+            run = out / Path(got["run"]).name
+            replay_self(got, run / "whatif-again", row["pages"], check["max_model_len"])
 
 
 def table(check: dict) -> list[str]:
@@ -286,7 +310,7 @@ def table(check: dict) -> list[str]:
         "",
         "| run | measured hit | replayed at its sends | error | measured TTFT p50 "
         "| replayed | error | preemptions | decode step (the host's speed) "
-        "| exact replay: hit (error), TTFT p50 (error) | requests as measured; first parting |",
+        "| on the run's clock: hit (error), TTFT p50 (error) | requests as measured; first parting |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [_self_row(row, m) for row in check["pools"] for m in row["measured"]]
@@ -322,7 +346,7 @@ def _self_row(row: dict, m: dict) -> str:
 
 
 def _exact(m: dict) -> str:
-    """The run replayed once without jitter (a check.json of an older tree has none)."""
+    """The run replayed once on its own clock (a check.json of an older tree has none)."""
     exact = m.get("self_exact")
     if exact is None:
         return "| |"

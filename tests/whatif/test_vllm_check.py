@@ -78,3 +78,27 @@ def test_the_table_says_whether_the_runs_are_inside_the_interval():
     del doc["pools"][0]["measured"][0]["self_exact"]  # a check.json of an older tree
     assert "| 0.150 s | | |" in "\n".join(check.table(doc))
     assert check.table(doc) == check.table(doc)  # a pure function of check.json
+
+
+def test_again_replays_each_run_from_the_folder_it_is_in_now(monkeypatch, tmp_path):
+    # A check folder moved since: each run is found by its name under OUT, replayed at its own
+    # pool and the check's max length, into its whatif-again, and its self rows replaced.
+    calls = []
+
+    def whatif(run, out, pages, server, max_len):
+        calls.append((run, out, pages, server, max_len))
+        own = {"cache_hit_rate": 0.5, "ttft_p50_s": 2.0}
+        return {
+            "predicted_self_at_measured_sends": own,
+            "predicted_self_exact": {**own, "clock": "the run's own clock"},
+            "ttft_fit": {"decode_step_s": 0.2},
+        }
+
+    monkeypatch.setattr(check, "whatif", whatif)
+    doc = {"max_model_len": 2048, "pools": [{"pages": 107, "measured": [_run(0.45, 0.44)]}]}
+    check.again(doc, tmp_path)
+    run = tmp_path / "p107-r1"
+    assert calls == [(run, run / "whatif-again", 107, (107, 2048), 2048)]
+    got = doc["pools"][0]["measured"][0]
+    assert got["self_exact"]["clock"] == "the run's own clock" and got["decode_step_s"] == 0.2
+    assert got["cache_hit_rate"] == 0.45  # the run stays as measured
