@@ -310,7 +310,8 @@ def table(check: dict) -> list[str]:
         "",
         "| run | measured hit | replayed at its sends | error | measured TTFT p50 "
         "| replayed | error | preemptions | decode step (the host's speed) "
-        "| on the run's clock: hit (error), TTFT p50 (error) | requests as measured; first parting |",
+        "| on the run's clock: hit (error), TTFT p50 (error) "
+        "| requests as measured; first parting |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [_self_row(row, m) for row in check["pools"] for m in row["measured"]]

@@ -1,8 +1,8 @@
 """The report's what-if section: each `harness whatif` a run folder holds (`whatif/whatif.json`,
 and `whatif/*/whatif.json`), as the terminal shows it: the run measured, as replayed, at its
-measured sends, once exactly on the run's own clock (and where it parts from the run), then the prediction with its
-interval and its pool's regime in words. Every figure is read from whatif.json; nothing is
-computed here."""
+measured sends, once exactly on the run's own clock (and where it parts from the run), then the
+prediction with its interval and its pool's regime in words. Every figure is read from
+whatif.json; nothing is computed here."""
 
 from __future__ import annotations
 

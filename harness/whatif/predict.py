@@ -300,7 +300,10 @@ def _run_clock(run: Run, setup: Setup) -> RunClock | None:
 
 def _clock_words(clock: RunClock | None, setup: Setup) -> str:
     if clock is None:
-        return f"the fitted model's step times ({setup.replicas} replicas: the streams do not say which one stepped)"
+        return (
+            f"the fitted model's step times ({setup.replicas} replicas: the streams do not say "
+            "which one stepped)"
+        )
     return clock.words()
 
 
