@@ -355,7 +355,8 @@ def _exact(m: dict) -> str:
         f"{_pct(exact['cache_hit_rate'])} "
         f"({100 * (exact['cache_hit_rate'] - m['cache_hit_rate']):+.2f} pp), "
         f"{exact['ttft_p50_s']:.3f} s ({100 * (exact['ttft_p50_s'] / m['ttft_p50_s'] - 1):+.0f} %) "
-        f"| {exact['requests_as_measured']} of {exact['requests_compared']}; {exact['words']} |"
+        f"| {exact['requests_as_measured']} of {exact['requests_compared']}; {exact['words']}"
+        + (f"; {exact['steps_words']} |" if exact.get("steps_words") else " |")
     )
 
 

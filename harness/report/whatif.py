@@ -58,6 +58,8 @@ def _one(name: str, doc: dict) -> Markup:
         )
         parted = exact.get("first_parting") is not None
         note += f"; {exact['words']}." if parted else "."
+        steps = exact.get("steps_words")  # older whatif.json: none
+        note += f" Steps: {steps}." if steps else ""
     regime = new.get("regime")
     if not regime:
         return table(HEADER, rows, note)

@@ -89,3 +89,10 @@ def _words(first: dict | None) -> str:
         f"first parts from the run at {first['request']} (sent {first['t_sent_s']:.2f} s): "
         f"measured {first['measured_cached']:,} cached, replayed {first['replayed_cached']:,}"
     )
+
+
+def steps_words(replayed: int, streamed: int | None) -> str:
+    """How many steps the replay took beside those the run streamed ('' where the replay was not
+    on the run's clock): far apart, the two were not in step, and the clock followed other
+    steps than the replay's."""
+    return "" if streamed is None else f"{replayed:,} steps replayed, {streamed:,} streamed"

@@ -31,7 +31,7 @@ from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.runners.cost_model import CostModel
 from harness.errors import EngineError, InputError
-from harness.whatif.exact import RunClock, parting
+from harness.whatif.exact import RunClock, parting, steps_words
 from harness.whatif.fit import TtftFit, fit_time, step_noise
 from harness.whatif.regime import interval, regime
 from harness.whatif.replay import Outcome, Replay
@@ -135,8 +135,11 @@ def whatif(
     at_sends = _predict(base, sends, prompts, cost, fit, stop, draws)
     clock = _run_clock(run, base)
     once = _replay_once(base, sends, prompts, cost, stop, clock)  # exact: set beside the run
-    exact = {**_rates(sends, once, fit), **parting(sends, once, run.records)}
+    exact = {**_rates(sends, once.outcomes, fit), **parting(sends, once.outcomes, run.records)}
     exact["clock"] = _clock_words(clock, base)
+    streamed = len(clock.ends) if clock is not None else None  # beside the replay's: in step?
+    exact.update(steps_replayed=once.steps, steps_streamed=streamed)
+    exact["steps_words"] = steps_words(once.steps, streamed)
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
@@ -181,7 +184,7 @@ def exact_replay(
     sends = _at_measured_sends(replay_requests(run.records, run.replay.load == "closed"))
     cost, _ = _time_model(run, fit_time(run.ok), "auto")
     stop, clock = _stop_sending_at(run), _run_clock(run, base)
-    outcomes = _replay_once(base, sends, prompts, cost, stop, clock, observe)
+    outcomes = _replay_once(base, sends, prompts, cost, stop, clock, observe).outcomes
     return ExactReplay(base.config, sends, prompts, outcomes, parting(sends, outcomes, run.records))
 
 
@@ -285,11 +288,12 @@ def _replay_once(
     stop: float,
     clock: RunClock | None,
     observe: Callable[[int, float, Any], None] | None = None,
-) -> list[Outcome]:
+) -> Replay:
     """The exact replay (no jitter, on `clock`): `predicted_self_exact`'s and `exact_replay`'s."""
     replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, 0.0, 0)
     replay.observe, replay.clock = observe, clock
-    return replay.run(requests, prompts)
+    replay.run(requests, prompts)
+    return replay
 
 
 def _run_clock(run: Run, setup: Setup) -> RunClock | None:

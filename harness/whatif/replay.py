@@ -60,12 +60,13 @@ class Replay:
     # (`exact.RunClock`: the run's own steps); None: the modelled seconds.
     clock: Callable[[float, float], float] | None = None
     outcomes: list[Outcome] = field(default_factory=list)
+    steps: int = 0  # the steps the last run took, every replica's
     # Called before each step with (replica, the step's start, its engine): a way to watch the
     # cache model step by step (benchmarks/vllm_kv_events.py); None costs nothing.
     observe: Callable[[int, float, LLMEngine], None] | None = None
 
     def run(self, requests: list[ReplayRequest], prompts: Prompts) -> list[Outcome]:
-        self.outcomes = [Outcome() for _ in requests]
+        self.outcomes, self.steps = [Outcome() for _ in requests], 0
         engines = [self._engine() for _ in range(self.replicas)]
         router = Router([f"replica-{i}" for i in range(self.replicas)], self.routing)
         waiters: dict[int, list[int]] = {}
@@ -160,6 +161,7 @@ class _Loop:
         if self.replay.observe is not None:
             self.replay.observe(k, self.clocks[k], engine)
         outputs = engine.step()
+        self.replay.steps += 1
         seconds = runner.sim_time_s - before
         if self.replay.clock is not None:
             seconds = self.replay.clock(self.clocks[k], seconds)

@@ -43,7 +43,8 @@ def _exact(r: dict | None) -> list[str]:
         return []
     same = f"{r['requests_as_measured']} of {r['requests_compared']} as measured"
     label = "  on the run's clock" if "clock" in r else "  exact, no jitter"  # older: no clock
-    return [_row(label, r, same, ""), f"{'':24}{r['words']}"]
+    steps = r.get("steps_words")  # older whatif.json: none
+    return [_row(label, r, same, ""), f"{'':24}{r['words']}" + (f"; {steps}" if steps else "")]
 
 
 def _band(r: dict) -> list[str]:

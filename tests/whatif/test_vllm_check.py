@@ -49,14 +49,17 @@ def _run(hit: float, own: float) -> dict:
     }
 
 
+PREDICTED = {
+    "cache_hit_rate": 0.40,
+    "cache_hit_rate_sd": 0.02,
+    "ttft_p50_s": 2.5,
+    "interval": {"cache_hit_rate": [0.31, 0.49]},
+    "regime": {"words": "thrashing: the pool is 1.10x the largest request"},
+}
+
+
 def test_the_table_says_whether_the_runs_are_inside_the_interval():
-    predicted = {
-        "cache_hit_rate": 0.40,
-        "cache_hit_rate_sd": 0.02,
-        "ttft_p50_s": 2.5,
-        "interval": {"cache_hit_rate": [0.31, 0.49]},
-        "regime": {"words": "thrashing: the pool is 1.10x the largest request"},
-    }
+    predicted = PREDICTED
     doc = {
         "seed": 41,
         "seed_source": "drawn by the command",
@@ -102,3 +105,10 @@ def test_again_replays_each_run_from_the_folder_it_is_in_now(monkeypatch, tmp_pa
     got = doc["pools"][0]["measured"][0]
     assert got["self_exact"]["clock"] == "the run's own clock" and got["decode_step_s"] == 0.2
     assert got["cache_hit_rate"] == 0.45  # the run stays as measured
+    got["self_exact"].update(requests_as_measured=10, requests_compared=10, words="every request")
+    got["self_exact"]["steps_words"] = "1,308 steps replayed, 1,309 streamed"
+    doc.update(seed=41, seed_source="given", largest_request_pages=97, base_pool=2730)
+    doc["base"] = {"cache_hit_rate": 0.9, "ttft_p50_s": 0.7, "decode_step_s": 0.1}
+    doc["pools"][0].update(ratio=1.1, predicted=PREDICTED)
+    text = "\n".join(check.table(doc))
+    assert "| 10 of 10; every request; 1,308 steps replayed, 1,309 streamed |" in text

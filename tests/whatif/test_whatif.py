@@ -98,6 +98,10 @@ def test_the_exact_replay_keeps_the_runs_clock_where_the_model_would_not(ample, 
     assert exact["ttft_p50_s"] == pytest.approx(measured["ttft_p50_s"], rel=0.02)
     assert exact["requests_as_measured"] == exact["requests_compared"] > 100
     assert exact["clock"].startswith("the run's own clock")
+    assert exact["steps_replayed"] == exact["steps_streamed"] > 100  # in step throughout
+    assert exact["steps_words"] == f"{exact['steps_replayed']:,} steps replayed, " + (
+        f"{exact['steps_streamed']:,} streamed"
+    )
 
 
 def test_whatif_at_a_smaller_pool_matches_a_run_there(ample, tmp_path):
