@@ -80,7 +80,8 @@ class BlockPool:
         self.peak_in_use = Counter({FULL: 0, SLIDING: 0})
         self.num_snapshots = 0  # window states retained so far
         self.num_evictions = 0
-        self.num_frees = 0  # free() calls: the only event that can give a blocked request room
+        # free() calls and window reclaims: the only events that can give a blocked request room
+        self.num_frees = 0
 
     @property
     def cpu_tier(self) -> CpuTier | None:
@@ -218,6 +219,8 @@ class BlockPool:
             if table[i] != NULL_BLOCK:
                 self._release(table[i])
                 table[i] = NULL_BLOCK
+        if blocks:  # pages given back: a blocked request may fit now
+            self.num_frees += 1
         req.num_reclaimed_blocks = max(req.num_reclaimed_blocks, end)
 
     def _group_order(self) -> list[int]:

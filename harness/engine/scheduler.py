@@ -144,7 +144,15 @@ class Scheduler:
             req.blocked = None
             self.pool.take(req, hit)
             req.num_computed_tokens = num_hit
-            self.pool.allocate_slots(req, n)
+            if not self.pool.allocate_slots(req, n):
+                # Admitted by its whole prompt's bound (`admit_whole_prompt`), a chunk shorter
+                # than the rest of the prompt can still need more pages than are free: every
+                # sliding group's next blocks past a long hit. It waits, as a request vLLM's
+                # allocate_slots finds no room for does; its hit's pages go back to the free
+                # queue's tail.
+                self.pool.free(req)
+                req.num_computed_tokens = 0
+                break
             if not req.admitted:
                 self._first_admission(req, num_hit, hit)
             self.waiting.popleft()

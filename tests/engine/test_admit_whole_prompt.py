@@ -4,6 +4,7 @@ sliding-window group by."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from harness.engine.engine import LLMEngine
@@ -49,3 +50,40 @@ def test_a_sliding_group_holds_at_most_vllms_bound(batched, pages):
         num_gpu_blocks=400,
     )
     assert c.sliding_pages == pages
+
+
+def test_a_chunk_with_no_room_past_a_long_hit_waits_and_every_request_ends():
+    # vLLM's rules on Gemma 3 with a 512-token step budget: a request admitted by its whole
+    # prompt's bound (13 blocks hit, 3 to go) whose chunk needs every sliding group's next blocks
+    # too, more pages than are free. It used to raise IndexError; it waits for room instead. And
+    # a window reclaim gives pages back as a free() does, so a blocked head is looked at again
+    # (debug_checks: "skipped as blocked but fits").
+    from harness.whatif.predict import LIKE
+
+    for seed in (0, 1):  # 0 raised IndexError; 1, with that fixed, "blocked but fits"
+        _vllm_like_traffic(np.random.default_rng(seed), LIKE["vllm"])
+
+
+def _vllm_like_traffic(rng: np.random.Generator, like: dict) -> None:
+    c = sim(
+        preset="gemma3-270m",
+        block_size=128,
+        max_num_batched_tokens=512,
+        max_model_len=2048,
+        num_gpu_blocks=102,
+        **like,
+    )
+    assert c.debug_checks
+    e = LLMEngine(c)
+    shared = rng.integers(1000, 32000, 1900).tolist()
+    added, finished = 0, set()
+    for t in range(2000):
+        if t < 400 and rng.random() < 0.15:
+            n = int(rng.integers(1200, 1950))
+            ids = shared[:n] if rng.random() < 0.7 else rng.integers(1000, 32000, n).tolist()
+            e.add_request(f"r{added}", ids, greedy(int(rng.integers(2, 40))))
+            added += 1
+        if e.has_unfinished():
+            finished |= {o.request_id for o in e.step() if o.finished}
+    assert added > 40 and not e.has_unfinished()
+    assert finished == {f"r{k}" for k in range(added)}
