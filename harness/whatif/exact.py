@@ -16,7 +16,7 @@ parting is where to look: the request, when it was sent, what each cached.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -32,9 +32,13 @@ _AFTER_S = 1e-6  # records are stamped to the microsecond
 class RunClock:
     """The run's steps as the replay's clock: a replayed step starting at `start` ends at the
     first of the run's step ends after it (`steps.step_ends`), however long the model would
-    have taken; after the run's last step, in the model's time."""
+    have taken; after the run's last step, in the model's time. It keeps the model's seconds
+    over the run's for every step it ended: how far the model's own step times were from the
+    server's, which the clock otherwise hides (a model that priced prefill wrong, or took other
+    steps than the server, still replays in step with it)."""
 
     ends: np.ndarray
+    ratios: list[float] = field(default_factory=list)
 
     @classmethod
     def of(cls, ok: pd.DataFrame) -> RunClock:
@@ -42,7 +46,18 @@ class RunClock:
 
     def __call__(self, start: float, seconds: float) -> float:
         i = int(np.searchsorted(self.ends, start + _AFTER_S, side="right"))
-        return float(self.ends[i] - start) if i < len(self.ends) else seconds
+        if i == len(self.ends):
+            return seconds
+        taken = float(self.ends[i] - start)
+        self.ratios.append(seconds / taken)
+        return taken
+
+    def model_over_run(self) -> dict | None:
+        """The model's step seconds over the run's, at the 5th, 50th and 95th percentile."""
+        if not self.ratios:
+            return None
+        p5, p50, p95 = np.percentile(self.ratios, [5, 50, 95])
+        return {"p5": float(p5), "p50": float(p50), "p95": float(p95)}
 
     def words(self) -> str:
         if not len(self.ends):
@@ -91,8 +106,16 @@ def _words(first: dict | None) -> str:
     )
 
 
-def steps_words(replayed: int, streamed: int | None) -> str:
-    """How many steps the replay took beside those the run streamed ('' where the replay was not
-    on the run's clock): far apart, the two were not in step, and the clock followed other
-    steps than the replay's."""
-    return "" if streamed is None else f"{replayed:,} steps replayed, {streamed:,} streamed"
+def steps_words(replayed: int, streamed: int | None, ratio: dict | None) -> str:
+    """How many steps the replay took beside those the run streamed, and the model's own step
+    time against the run's ('' where the replay was not on the run's clock): far apart, the
+    two were not in step, or the model's steps cost other than the server's."""
+    if streamed is None:
+        return ""
+    words = f"{replayed:,} steps replayed, {streamed:,} streamed"
+    if ratio is None:
+        return words
+    return (
+        f"{words}; the model's own step {ratio['p50']:.2f}x the run's "
+        f"(5-95 %: {ratio['p5']:.2f}-{ratio['p95']:.2f}x)"
+    )

@@ -138,8 +138,9 @@ def whatif(
     exact = {**_rates(sends, once.outcomes, fit), **parting(sends, once.outcomes, run.records)}
     exact["clock"] = _clock_words(clock, base)
     streamed = len(clock.ends) if clock is not None else None  # beside the replay's: in step?
-    exact.update(steps_replayed=once.steps, steps_streamed=streamed)
-    exact["steps_words"] = steps_words(once.steps, streamed)
+    ratio = clock.model_over_run() if clock is not None else None
+    exact.update(steps_replayed=once.steps, steps_streamed=streamed, model_over_run_step=ratio)
+    exact["steps_words"] = steps_words(once.steps, streamed, ratio)
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,

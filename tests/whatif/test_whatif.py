@@ -99,8 +99,11 @@ def test_the_exact_replay_keeps_the_runs_clock_where_the_model_would_not(ample, 
     assert exact["requests_as_measured"] == exact["requests_compared"] > 100
     assert exact["clock"].startswith("the run's own clock")
     assert exact["steps_replayed"] == exact["steps_streamed"] > 100  # in step throughout
-    assert exact["steps_words"] == f"{exact['steps_replayed']:,} steps replayed, " + (
-        f"{exact['steps_streamed']:,} streamed"
+    # ... and says what the clock hides: the model's own steps took half the run's
+    assert exact["model_over_run_step"]["p50"] == pytest.approx(0.5, rel=0.02)
+    assert exact["steps_words"].startswith(
+        f"{exact['steps_replayed']:,} steps replayed, {exact['steps_streamed']:,} streamed; "
+        "the model's own step 0.50x the run's (5-95 %: "
     )
 
 
