@@ -80,8 +80,7 @@ class BlockPool:
         self.peak_in_use = Counter({FULL: 0, SLIDING: 0})
         self.num_snapshots = 0  # window states retained so far
         self.num_evictions = 0
-        # free() calls and window reclaims: the only events that can give a blocked request room
-        self.num_frees = 0
+        self.num_frees = 0  # free()s and window reclaims: what can give a blocked request room
 
     @property
     def cpu_tier(self) -> CpuTier | None:
