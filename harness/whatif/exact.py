@@ -106,16 +106,31 @@ def _words(first: dict | None) -> str:
     )
 
 
-def steps_words(replayed: int, streamed: int | None, ratio: dict | None) -> str:
-    """How many steps the replay took beside those the run streamed, and the model's own step
-    time against the run's ('' where the replay was not on the run's clock): far apart, the
-    two were not in step, or the model's steps cost other than the server's."""
-    if streamed is None:
-        return ""
-    words = f"{replayed:,} steps replayed, {streamed:,} streamed"
-    if ratio is None:
-        return words
-    return (
-        f"{words}; the model's own step {ratio['p50']:.2f}x the run's "
-        f"(5-95 %: {ratio['p5']:.2f}-{ratio['p95']:.2f}x)"
-    )
+def clock_figures(clock: RunClock | None, replicas: int, steps: int) -> dict:
+    """whatif.json's account of the exact replay's clock: which it was, the steps the replay
+    took beside those the run streamed, and the model's own step time against the run's (in
+    `steps_words` too): far apart, the two were not in step, or the model's steps cost other
+    than the server's. A run over several replicas had no clock of its own (`clock` None)."""
+    if clock is None:
+        words = f"the fitted model's step times ({replicas} replicas: the streams do not say "
+        return {
+            "clock": words + "which one stepped)",
+            "steps_replayed": steps,
+            "steps_streamed": None,
+            "model_over_run_step": None,
+            "steps_words": "",
+        }
+    ratio = clock.model_over_run()
+    said = f"{steps:,} steps replayed, {len(clock.ends):,} streamed"
+    if ratio is not None:
+        said += (
+            f"; the model's own step {ratio['p50']:.2f}x the run's "
+            f"(5-95 %: {ratio['p5']:.2f}-{ratio['p95']:.2f}x)"
+        )
+    return {
+        "clock": clock.words(),
+        "steps_replayed": steps,
+        "steps_streamed": len(clock.ends),
+        "model_over_run_step": ratio,
+        "steps_words": said,
+    }

@@ -30,59 +30,20 @@ from harness.analysis.ideal import granularity
 from harness.analysis.loader import Run, load_run
 from harness.engine.config import EngineConfig
 from harness.engine.runners.cost_model import CostModel
-from harness.errors import EngineError, InputError
-from harness.whatif.exact import RunClock, parting, steps_words
+from harness.errors import InputError
+from harness.whatif.exact import RunClock, clock_figures, parting
 from harness.whatif.fit import TtftFit, fit_time, step_noise
 from harness.whatif.regime import interval, regime
 from harness.whatif.replay import Outcome, Replay
 from harness.whatif.requests import Prompts, ReplayRequest, replay_requests
+from harness.whatif.server import Setup, base_setup, describe, like_server
 
-ENGINE_PREFIX = "target.engine.options."
-# Engine options that describe how the server ran, not its cache: the replay sets its own.
-_REPLAY_OWNS = {"runner": "simulated", "clock": "wall", "sim_time_scale": 0.0, "device": "auto"}
-_DROPPED = ("cost_model", "kv_store", "disk_offload_dir", "disk_offload_blocks", "debug_checks")
 CALIBRATION_STEPS, CALIBRATION_TOLERANCE = 8, 0.01
 REPLAYS = 8  # jittered replays of a noisy run (module docstring)
-# A server's own cache rules as engine options (`--like NAME`; `--server` keys override them):
-# vLLM 0.32's, each read from its source and checked against its runs (docs/engine.md, "Checked
-# on the real vLLM").
-LIKE: dict[str, dict[str, Any]] = {
-    "vllm": {
-        "prefix_cache_retention": "replay+junction",
-        "cache_at_schedule": True,
-        "free_order": "group",
-        "null_block": True,
-        "admit_whole_prompt": True,
-        "keep_duplicates": True,
-    },
-}
 NOTE = (
     "predicted by replaying the run's requests through the reference engine's cache model "
     "(step times as said above): modelled, not measured"
 )
-
-
-@dataclass
-class Setup:
-    """One replayed server: its engine options, replicas and routing."""
-
-    config: EngineConfig
-    replicas: int
-    routing: str
-
-    def changed(self, changes: dict[str, Any]) -> Setup:
-        options, replicas, routing = {}, self.replicas, self.routing
-        for key, value in changes.items():
-            if key in ("target.engine.replicas", "replicas"):
-                replicas = int(value)
-            elif key in ("target.routing", "routing"):
-                routing = str(value)
-            else:
-                options[key.removeprefix(ENGINE_PREFIX)] = value
-        try:
-            return Setup(self.config.replace(**options), replicas, routing)
-        except (TypeError, EngineError) as exc:
-            raise InputError(f"what-if: {exc}", field="--set") from exc
 
 
 @dataclass(frozen=True)
@@ -117,10 +78,10 @@ def whatif(
     jitter: float | None = None,
     like: str | None = None,
 ) -> dict:
-    server = _like(server, like)
+    server = like_server(server, like)
     run, prompts = _load(run_dir)
     grain = _granularity(run)
-    base = _base_setup(run, grain.block_size, server)
+    base = base_setup(run, grain.block_size, server)
     target = base.changed(changes)
     requests = replay_requests(run.records, closed_loop=run.replay.load == "closed")
     fit = fit_time(run.ok)
@@ -133,14 +94,8 @@ def whatif(
     own = _predict(base, requests, prompts, cost, fit, stop, draws)
     sends = _at_measured_sends(requests)
     at_sends = _predict(base, sends, prompts, cost, fit, stop, draws)
-    clock = _run_clock(run, base)
-    once = _replay_once(base, sends, prompts, cost, stop, clock)  # exact: set beside the run
-    exact = {**_rates(sends, once.outcomes, fit), **parting(sends, once.outcomes, run.records)}
-    exact["clock"] = _clock_words(clock, base)
-    streamed = len(clock.ends) if clock is not None else None  # beside the replay's: in step?
-    ratio = clock.model_over_run() if clock is not None else None
-    exact.update(steps_replayed=once.steps, steps_streamed=streamed, model_over_run_step=ratio)
-    exact["steps_words"] = steps_words(once.steps, streamed, ratio)
+    once, parted, clock = _exact(run, base, sends, prompts, cost, stop)  # set beside the run
+    exact = {**_rates(sends, once.outcomes, fit), **parted, **clock}
     other = _predict(target, requests, prompts, cost, fit, stop, draws)
     return {
         "note": NOTE,
@@ -181,25 +136,11 @@ def exact_replay(
     called before every step (`Replay.observe`): for a reader who follows the cache model step
     by step."""
     run, prompts = _load(run_dir)
-    base = _base_setup(run, _granularity(run).block_size, _like(server, like))
+    base = base_setup(run, _granularity(run).block_size, like_server(server, like))
     sends = _at_measured_sends(replay_requests(run.records, run.replay.load == "closed"))
     cost, _ = _time_model(run, fit_time(run.ok), "auto")
-    stop, clock = _stop_sending_at(run), _run_clock(run, base)
-    outcomes = _replay_once(base, sends, prompts, cost, stop, clock, observe).outcomes
-    return ExactReplay(base.config, sends, prompts, outcomes, parting(sends, outcomes, run.records))
-
-
-def _base_setup(run: Run, block_size: int, server: dict[str, Any]) -> Setup:
-    """The measured server as the replay models it: its engine options, replicas and routing."""
-    return Setup(_base_config(run, block_size, server), _replicas(run), _routing(run))
-
-
-def _like(server: dict[str, Any], like: str | None) -> dict[str, Any]:
-    if like is None:
-        return server
-    if like not in LIKE:
-        raise InputError(f"--like {like!r}: one of {', '.join(LIKE)}", field="--like")
-    return {**LIKE[like], **server}
+    once, parted, _ = _exact(run, base, sends, prompts, cost, _stop_sending_at(run), observe)
+    return ExactReplay(base.config, sends, prompts, once.outcomes, parted)
 
 
 def _load(run_dir: str | Path) -> tuple[Run, Prompts]:
@@ -212,7 +153,7 @@ def _load(run_dir: str | Path) -> tuple[Run, Prompts]:
 def _banded(pred: dict, setup: Setup, requests: list[ReplayRequest], prompts: Prompts) -> dict:
     """A prediction with its setup, its pool's regime and its hit's interval (`regime.py`)."""
     r = regime(setup.config, requests, prompts)
-    out = {**pred, "setup": _describe(setup), "regime": r.as_dict()}
+    out = {**pred, "setup": describe(setup), "regime": r.as_dict()}
     if pred["cache_hit_rate"] is not None:
         out["interval"] = interval(pred["cache_hit_rate"], pred.get("cache_hit_rate_sd", 0.0), r)
     return out
@@ -281,35 +222,23 @@ def _predict(
     return _pooled(each)
 
 
-def _replay_once(
+def _exact(
+    run: Run,
     setup: Setup,
     requests: list[ReplayRequest],
     prompts: Prompts,
     cost: CostModel,
     stop: float,
-    clock: RunClock | None,
     observe: Callable[[int, float, Any], None] | None = None,
-) -> Replay:
-    """The exact replay (no jitter, on `clock`): `predicted_self_exact`'s and `exact_replay`'s."""
+) -> tuple[Replay, dict, dict]:
+    """The exact replay, `exact_replay`'s and whatif.json's: no jitter, on the run's clock where
+    its steps are one server's (replicas stream theirs interleaved, none saying whose)."""
+    clock = RunClock.of(run.ok) if setup.replicas == 1 else None
     replay = Replay(setup.config, cost, setup.replicas, setup.routing, stop, 0.0, 0)
     replay.observe, replay.clock = observe, clock
     replay.run(requests, prompts)
-    return replay
-
-
-def _run_clock(run: Run, setup: Setup) -> RunClock | None:
-    """The run's own steps as the exact replay's clock, where they are one server's: a run
-    over several replicas streams their steps interleaved, none saying whose."""
-    return RunClock.of(run.ok) if setup.replicas == 1 else None
-
-
-def _clock_words(clock: RunClock | None, setup: Setup) -> str:
-    if clock is None:
-        return (
-            f"the fitted model's step times ({setup.replicas} replicas: the streams do not say "
-            "which one stepped)"
-        )
-    return clock.words()
+    parted = parting(requests, replay.outcomes, run.records)
+    return replay, parted, clock_figures(clock, setup.replicas, replay.steps)
 
 
 def _pooled(each: list[dict]) -> dict:
@@ -372,30 +301,6 @@ def _granularity(run: Run) -> granularity.Granularity:
     return granularity.decide(cached, run.manifest, trace_block, None)
 
 
-def _base_config(run: Run, block_size: int, server: dict[str, Any]) -> EngineConfig:
-    engine = ((run.manifest.get("target") or {}).get("engine")) or {}
-    options = {k: v for k, v in engine.items() if k not in _DROPPED}
-    if not options:  # another server: the engine's defaults at its granularity
-        options = {"block_size": block_size, "max_model_len": 10**9}
-    options.update(_REPLAY_OWNS)
-    options.update({k.removeprefix(ENGINE_PREFIX): v for k, v in server.items()})
-    if options.get("num_gpu_blocks") is None and "kv_cache_memory_gb" not in server and not engine:
-        raise InputError(
-            "the run folder does not say the server's KV pool: give it as "
-            "--server num_gpu_blocks=N (blocks of the server's cache)",
-            field="--server",
-        )
-    try:
-        return EngineConfig.from_dict(options)
-    except EngineError as exc:
-        raise InputError(f"what-if server: {exc}", field="--server") from exc
-
-
-def _replicas(run: Run) -> int:
-    target = run.manifest.get("target") or {}
-    return int(target.get("replicas") or len(run.manifest.get("endpoints") or [1]))
-
-
 def _stop_sending_at(run: Run) -> float:
     """When the measured run stopped sending: its max_duration. A run without one sent every
     request it had (the trace's end, max_sessions or max_requests: the replay holds just those
@@ -404,19 +309,3 @@ def _stop_sending_at(run: Run) -> float:
     if isinstance(limit, int | float) and math.isfinite(limit):
         return float(limit)
     return math.inf
-
-
-def _describe(setup: Setup) -> dict:
-    c = setup.config
-    return {
-        "num_gpu_blocks": c.total_blocks,
-        "block_size": c.block_size,
-        "cpu_offload_blocks": c.cpu_offload_blocks,
-        "preset": c.preset,
-        "replicas": setup.replicas,
-        "routing": setup.routing,
-    }
-
-
-def _routing(run: Run) -> str:
-    return str((run.manifest.get("replay") or {}).get("routing") or "session_sticky")

@@ -58,7 +58,7 @@ def test_a_chunk_with_no_room_past_a_long_hit_waits_and_every_request_ends():
     # too, more pages than are free. It used to raise IndexError; it waits for room instead. And
     # a window reclaim gives pages back as a free() does, so a blocked head is looked at again
     # (debug_checks: "skipped as blocked but fits").
-    from harness.whatif.predict import LIKE
+    from harness.whatif.server import LIKE
 
     for seed in (0, 1):  # 0 raised IndexError; 1, with that fixed, "blocked but fits"
         _vllm_like_traffic(np.random.default_rng(seed), LIKE["vllm"])

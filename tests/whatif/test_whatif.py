@@ -195,7 +195,7 @@ def test_step_noise_reads_the_jitter_of_decode_steps():
 
 
 def test_like_vllm_sets_its_rules_and_server_keys_override_them(ample, tmp_path):
-    from harness.whatif.predict import LIKE
+    from harness.whatif.server import LIKE
 
     argv = ["whatif", str(ample), "--set", "target.engine.options.num_gpu_blocks=150"]
     argv += ["--like", "vllm", "--server", "free_order=block", "-o", str(tmp_path / "a")]
